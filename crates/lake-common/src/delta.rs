@@ -1,0 +1,256 @@
+//! [`ObjectReferenceDelta`]: the reference journal entry ("sidecar") of one table version.
+//!
+//! Stored as `tables/<name>.lance/_lake/object_refs/<version>.json`. The specification of the
+//! format (fields, canonical order, counts, kinds, validation) is `docs/journal-format.md`.
+
+use crate::counts::ReferenceCounts;
+use crate::error::DecodeError;
+use crate::identity::{sha_hex, ObjectIdentity};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The sidecar format version this build writes and reads.
+pub const DELTA_FORMAT_VERSION: u64 = 1;
+
+/// Whether a sidecar is relative to its parent or the full reference set of its version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeltaKind {
+    /// `added` and `removed` are net count changes relative to version `parent`.
+    Delta,
+    /// `added` is the complete reference set (with counts) of this version; `removed` is empty.
+    Snapshot,
+}
+
+/// One identity and a reference count (>= 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceCount {
+    /// The referenced object.
+    pub identity: ObjectIdentity,
+    /// Number of references (rows or list elements), at least 1.
+    pub count: u64,
+}
+
+/// The references one Lance version added and removed, with counts, in canonical form.
+///
+/// Invariants (checked by [`ObjectReferenceDelta::decode`], guaranteed by the constructors):
+/// `version >= 1`; `parent == Some(version - 1)` for a [`DeltaKind::Delta`], and `None` or
+/// `Some(version - 1)` for a [`DeltaKind::Snapshot`]; `added` and `removed` sorted strictly
+/// ascending by identity with counts >= 1; no identity in both; a snapshot has no removals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectReferenceDelta {
+    /// Table name.
+    pub table: String,
+    /// The Lance version this sidecar describes.
+    pub version: u64,
+    /// The version it is relative to: `version - 1` in Lance's linear history, or none.
+    pub parent: Option<u64>,
+    /// Delta or snapshot.
+    pub kind: DeltaKind,
+    /// References added (delta) or the full reference set (snapshot).
+    pub added: Vec<ReferenceCount>,
+    /// References removed (delta only).
+    pub removed: Vec<ReferenceCount>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireEntry {
+    uri: String,
+    #[serde(with = "sha_hex")]
+    sha256: [u8; 32],
+    size: u64,
+    count: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    format_version: u64,
+    table: String,
+    version: u64,
+    parent: Option<u64>,
+    kind: DeltaKind,
+    added: Vec<WireEntry>,
+    removed: Vec<WireEntry>,
+}
+
+#[derive(Deserialize)]
+struct FormatProbe {
+    format_version: Option<serde_json::Value>,
+}
+
+impl ObjectReferenceDelta {
+    /// A delta relative to `version - 1` (or to nothing, for version 1) from the references a
+    /// version added and removed. Identities present in both are netted, so the result is
+    /// canonical whatever order or duplication the inputs had.
+    pub fn delta(
+        table: impl Into<String>,
+        version: u64,
+        added: &ReferenceCounts,
+        removed: &ReferenceCounts,
+    ) -> Self {
+        let mut net: BTreeMap<&ObjectIdentity, i128> = BTreeMap::new();
+        for (identity, n) in added.iter() {
+            *net.entry(identity).or_insert(0) += i128::from(n);
+        }
+        for (identity, n) in removed.iter() {
+            *net.entry(identity).or_insert(0) -= i128::from(n);
+        }
+        let mut plus = Vec::new();
+        let mut minus = Vec::new();
+        for (identity, n) in net {
+            // |n| <= u64::MAX because each side is a u64 count.
+            let magnitude = u64::try_from(n.unsigned_abs()).unwrap_or(u64::MAX);
+            if n > 0 {
+                plus.push(ReferenceCount { identity: identity.clone(), count: magnitude });
+            } else if n < 0 {
+                minus.push(ReferenceCount { identity: identity.clone(), count: magnitude });
+            }
+        }
+        Self {
+            table: table.into(),
+            version,
+            parent: parent_of(version),
+            kind: DeltaKind::Delta,
+            added: plus,
+            removed: minus,
+        }
+    }
+
+    /// An empty delta: a content-preserving version (compaction, index or config change).
+    pub fn empty(table: impl Into<String>, version: u64) -> Self {
+        Self::delta(table, version, &ReferenceCounts::new(), &ReferenceCounts::new())
+    }
+
+    /// A snapshot: the full reference set of `version` (overwrite, restore, repair).
+    pub fn snapshot(table: impl Into<String>, version: u64, references: &ReferenceCounts) -> Self {
+        Self {
+            table: table.into(),
+            version,
+            parent: parent_of(version),
+            kind: DeltaKind::Snapshot,
+            added: references.to_entries(),
+            removed: Vec::new(),
+        }
+    }
+
+    /// The canonical bytes: compact JSON with fields in a fixed order and entries in canonical
+    /// order. Equal deltas encode to equal bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let to_wire = |entries: &[ReferenceCount]| -> Vec<WireEntry> {
+            entries
+                .iter()
+                .map(|e| WireEntry {
+                    uri: e.identity.uri.clone(),
+                    sha256: e.identity.sha256,
+                    size: e.identity.size,
+                    count: e.count,
+                })
+                .collect()
+        };
+        let wire = Wire {
+            format_version: DELTA_FORMAT_VERSION,
+            table: self.table.clone(),
+            version: self.version,
+            parent: self.parent,
+            kind: self.kind,
+            added: to_wire(&self.added),
+            removed: to_wire(&self.removed),
+        };
+        // Serialising plain structs of strings and integers cannot fail.
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    /// Decodes and validates a sidecar read for `table` at `expected_version` (the version in its
+    /// file name). Fails closed on every deviation from canonical form; see [`DecodeError`].
+    pub fn decode(bytes: &[u8], table: &str, expected_version: u64) -> Result<Self, DecodeError> {
+        let probe: FormatProbe =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        match probe.format_version {
+            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(DELTA_FORMAT_VERSION) => {}
+            Some(serde_json::Value::Number(n)) => {
+                return Err(DecodeError::UnknownFormatVersion {
+                    found: n.as_u64().unwrap_or(u64::MAX),
+                    supported: DELTA_FORMAT_VERSION,
+                })
+            }
+            _ => {
+                return Err(DecodeError::CorruptJson(
+                    "missing or non-integer `format_version`".into(),
+                ))
+            }
+        }
+        let wire: Wire =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        if wire.version == 0 {
+            return Err(DecodeError::ZeroVersion);
+        }
+        if wire.version != expected_version {
+            return Err(DecodeError::VersionMismatch { expected: expected_version, found: wire.version });
+        }
+        if wire.table != table {
+            return Err(DecodeError::TableMismatch { expected: table.into(), found: wire.table });
+        }
+        let expected_parent = parent_of(wire.version);
+        let parent_ok = match wire.kind {
+            DeltaKind::Delta => wire.parent == expected_parent,
+            DeltaKind::Snapshot => wire.parent.is_none() || wire.parent == expected_parent,
+        };
+        if !parent_ok {
+            return Err(DecodeError::BadParent {
+                version: wire.version,
+                parent: wire.parent,
+                expected: match expected_parent {
+                    Some(p) => format!("{p} (version - 1)"),
+                    None => "none (version 1 has no parent)".into(),
+                },
+            });
+        }
+        if wire.kind == DeltaKind::Snapshot && !wire.removed.is_empty() {
+            return Err(DecodeError::SnapshotWithRemovals { version: wire.version });
+        }
+        let added = validate_list("added", wire.added)?;
+        let removed = validate_list("removed", wire.removed)?;
+        // Both lists are sorted: a merge walk finds any identity present in both.
+        let (mut i, mut j) = (0, 0);
+        while i < added.len() && j < removed.len() {
+            match added[i].identity.cmp(&removed[j].identity) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    return Err(DecodeError::AddedAndRemoved { uri: added[i].identity.uri.clone() })
+                }
+            }
+        }
+        Ok(Self {
+            table: wire.table,
+            version: wire.version,
+            parent: wire.parent,
+            kind: wire.kind,
+            added,
+            removed,
+        })
+    }
+}
+
+fn parent_of(version: u64) -> Option<u64> {
+    version.checked_sub(1).filter(|p| *p >= 1)
+}
+
+fn validate_list(list: &'static str, entries: Vec<WireEntry>) -> Result<Vec<ReferenceCount>, DecodeError> {
+    let mut out: Vec<ReferenceCount> = Vec::with_capacity(entries.len());
+    for (index, e) in entries.into_iter().enumerate() {
+        if e.count == 0 {
+            return Err(DecodeError::ZeroCount { list, uri: e.uri });
+        }
+        let identity = ObjectIdentity::new(e.uri, e.sha256, e.size);
+        if let Some(prev) = out.last() {
+            if prev.identity >= identity {
+                return Err(DecodeError::NotCanonical { list, index, uri: identity.uri });
+            }
+        }
+        out.push(ReferenceCount { identity, count: e.count });
+    }
+    Ok(out)
+}

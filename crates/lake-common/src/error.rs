@@ -1,0 +1,80 @@
+//! Typed errors of the domain rules. Each names what was wrong and what to do.
+
+use thiserror::Error;
+
+/// Why a reference sidecar (an [`crate::ObjectReferenceDelta`] document) was refused.
+///
+/// Decoding fails closed: any of these makes the version's lineage incomplete, and GC apply
+/// refuses to run until the sidecar is repaired (`lake refs repair`).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The bytes are not valid JSON for the sidecar schema (truncated, corrupt, wrong field types).
+    #[error("sidecar is not valid JSON for the reference journal schema: {0}")]
+    CorruptJson(String),
+    /// The document declares a format version this build does not understand.
+    #[error("sidecar format version {found} is not supported (this build reads version {supported}); upgrade lake")]
+    UnknownFormatVersion { found: u64, supported: u64 },
+    /// `added` or `removed` is not sorted strictly ascending by identity (unsorted or duplicated).
+    #[error("sidecar list `{list}` is not in canonical order: entry {index} ({uri}) is not strictly greater than the one before it")]
+    NotCanonical { list: &'static str, index: usize, uri: String },
+    /// An entry has a reference count of zero.
+    #[error("sidecar list `{list}` has a zero count for {uri}; counts must be at least 1")]
+    ZeroCount { list: &'static str, uri: String },
+    /// One identity appears in both `added` and `removed`; canonical deltas carry net counts.
+    #[error("sidecar has {uri} in both `added` and `removed`; a canonical delta carries net counts")]
+    AddedAndRemoved { uri: String },
+    /// The parent is not exactly `version - 1` (Lance history is linear), or a delta has no parent.
+    #[error("sidecar for version {version} names parent {parent:?}; expected {expected}")]
+    BadParent { version: u64, parent: Option<u64>, expected: String },
+    /// A snapshot carries `removed` entries; a snapshot is the full reference set.
+    #[error("snapshot sidecar for version {version} has `removed` entries; a snapshot lists only its full reference set in `added`")]
+    SnapshotWithRemovals { version: u64 },
+    /// The document's version is not the version its file name says.
+    #[error("sidecar file is for version {expected} but the document says version {found}")]
+    VersionMismatch { expected: u64, found: u64 },
+    /// The document's table is not the table it was read for.
+    #[error("sidecar belongs to table `{found}` but was read for table `{expected}`")]
+    TableMismatch { expected: String, found: String },
+    /// A version number is zero (Lance versions start at 1).
+    #[error("sidecar has version 0; Lance versions start at 1")]
+    ZeroVersion,
+}
+
+/// Why a DataLocation column or value was refused.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum LocationError {
+    /// A field carries the DataLocation extension name but not its exact layout.
+    #[error("column `{column}` is marked as a DataLocation but its type is {found}; expected Struct{{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}} (or a List of it), all children non-nullable")]
+    BadLayout { column: String, found: String },
+    /// A non-null DataLocation value has an unusable `uri`.
+    #[error("column `{column}` row {row}: {source}")]
+    BadUri { column: String, row: usize, source: UriError },
+    /// The column named in the schema is not in the batch.
+    #[error("reference column `{column}` is missing from the batch")]
+    MissingColumn { column: String },
+}
+
+/// Why a reference URI could not be normalised. Lake never guesses: an ambiguous URI is refused.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UriError {
+    #[error("empty uri")]
+    Empty,
+    #[error("uri `{uri}` contains `{segment}` segments; write the key without `.` or `..`")]
+    DotSegment { uri: String, segment: String },
+    #[error("uri `{uri}` has an empty path segment (`//` or a trailing `/`); object keys name files, not folders")]
+    EmptySegment { uri: String },
+    #[error("uri `{uri}` is an absolute local path outside a `file://` URL; give the key relative to the lake root or a file:// URL")]
+    BareAbsolutePath { uri: String },
+    #[error("uri `{uri}` has an invalid percent-encoding")]
+    BadPercentEncoding { uri: String },
+    #[error("uri `{uri}` contains a control character or a backslash")]
+    BadCharacter { uri: String },
+    #[error("uri `{uri}` carries a query or fragment (a signed URL?); references must be plain object locations without credentials")]
+    QueryOrFragment { uri: String },
+    #[error("uri `{uri}` carries user information (credentials); references must not")]
+    Credentials { uri: String },
+    #[error("uri `{uri}` is not a valid URL: {reason}")]
+    Invalid { uri: String, reason: String },
+    #[error("lake root `{root}` is not usable: {reason}")]
+    BadRoot { root: String, reason: String },
+}

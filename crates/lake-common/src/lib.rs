@@ -1,0 +1,28 @@
+//! Domain types of lake, shared by every other crate.
+//!
+//! - [`identity`]: [`ObjectIdentity`], the normalised reference to one immutable object.
+//! - [`uri`]: normalisation of a row's `uri` against the lake root ([`normalize_reference`]).
+//! - [`location`]: the `DataLocation` Arrow extension type, its exact-layout validation and
+//!   per-batch identity extraction.
+//! - [`delta`]: [`ObjectReferenceDelta`], the per-version reference journal ("sidecar"),
+//!   with canonical encoding and fail-closed decoding.
+//! - [`counts`]: [`ReferenceCounts`], a count map that builds canonical deltas.
+//!
+//! This crate knows nothing of Lance or of storage; it is pure data and rules.
+
+pub mod counts;
+pub mod delta;
+pub mod error;
+pub mod identity;
+pub mod location;
+pub mod uri;
+
+pub use counts::ReferenceCounts;
+pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, DELTA_FORMAT_VERSION};
+pub use error::{DecodeError, LocationError, UriError};
+pub use identity::ObjectIdentity;
+pub use location::{
+    data_location_field, data_location_list_field, data_location_type, DataLocationBuilder,
+    ReferenceColumns, DATA_LOCATION_EXTENSION_NAME,
+};
+pub use uri::{normalize_reference, LakeRootUri, NormalizedReference};

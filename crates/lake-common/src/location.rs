@@ -1,0 +1,367 @@
+//! The `DataLocation` Arrow type: how a column marks object references.
+//!
+//! A DataLocation is `Struct{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}` (all three
+//! children non-nullable) on a field whose metadata has `ARROW:extension:name` =
+//! [`DATA_LOCATION_EXTENSION_NAME`]. The field's type may also be `List<DataLocation>` (an
+//! episode with several files). A null struct or a null list element is no reference.
+//!
+//! A field that carries the extension name but not the exact layout, or that sits anywhere but
+//! at the top level of the schema, is refused ([`LocationError::BadLayout`]), never skipped: a
+//! skipped reference column would make its objects look unreferenced.
+
+use crate::counts::ReferenceCounts;
+use crate::error::LocationError;
+use crate::identity::ObjectIdentity;
+use crate::uri::{normalize_reference, LakeRootUri};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, StringArray, StructArray, UInt64Array,
+};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, Field, Fields, Schema};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The Arrow extension name that marks a DataLocation field.
+pub const DATA_LOCATION_EXTENSION_NAME: &str = "lake.data_location";
+/// The Arrow metadata key that carries an extension name (Arrow's canonical key).
+pub const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+
+fn struct_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("uri", DataType::Utf8, false),
+        Field::new("sha256", DataType::FixedSizeBinary(32), false),
+        Field::new("size", DataType::UInt64, false),
+    ])
+}
+
+/// The struct type of one DataLocation.
+pub fn data_location_type() -> DataType {
+    DataType::Struct(struct_fields())
+}
+
+fn marker() -> HashMap<String, String> {
+    HashMap::from([(EXTENSION_NAME_KEY.to_string(), DATA_LOCATION_EXTENSION_NAME.to_string())])
+}
+
+/// A DataLocation field named `name`.
+pub fn data_location_field(name: &str, nullable: bool) -> Field {
+    Field::new(name, data_location_type(), nullable).with_metadata(marker())
+}
+
+/// A `List<DataLocation>` field named `name` (list elements nullable: a null element is no reference).
+pub fn data_location_list_field(name: &str, nullable: bool) -> Field {
+    let item = Field::new("item", data_location_type(), true);
+    Field::new(name, DataType::List(Arc::new(item)), nullable).with_metadata(marker())
+}
+
+fn is_marked(field: &Field) -> bool {
+    field.metadata().get(EXTENSION_NAME_KEY).map(String::as_str) == Some(DATA_LOCATION_EXTENSION_NAME)
+}
+
+/// Names and types of the three children match; with `strict`, children are also non-nullable.
+/// Arrays read back from storage are checked without `strict` (a reader may widen child
+/// nullability); a null child inside a non-null DataLocation is refused row by row.
+fn struct_matches(dt: &DataType, strict: bool) -> bool {
+    match dt {
+        DataType::Struct(fields) => {
+            fields.len() == 3
+                && fields.iter().zip(struct_fields().iter()).all(|(a, b)| {
+                    a.name() == b.name() && a.data_type() == b.data_type() && (!strict || !a.is_nullable())
+                })
+        }
+        _ => false,
+    }
+}
+
+/// Shape of one reference column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnShape {
+    /// One DataLocation per row.
+    Single,
+    /// A list of DataLocations per row.
+    List,
+}
+
+/// The validated reference columns of a schema, in schema order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceColumns {
+    columns: Vec<(String, ColumnShape)>,
+}
+
+impl ReferenceColumns {
+    /// Finds and validates every DataLocation column of `schema`.
+    ///
+    /// # Errors
+    /// [`LocationError::BadLayout`] for a marked field with another layout or a marked field
+    /// nested below the top level.
+    pub fn from_schema(schema: &Schema) -> Result<Self, LocationError> {
+        Self::from_schema_with(schema, true)
+    }
+
+    /// As [`ReferenceColumns::from_schema`] for a schema read back from storage, which may
+    /// report the struct's children as nullable.
+    ///
+    /// # Errors
+    /// [`LocationError::BadLayout`].
+    pub fn from_stored_schema(schema: &Schema) -> Result<Self, LocationError> {
+        Self::from_schema_with(schema, false)
+    }
+
+    fn from_schema_with(schema: &Schema, strict: bool) -> Result<Self, LocationError> {
+        let mut columns = Vec::new();
+        for field in schema.fields() {
+            if is_marked(field) {
+                let shape = match field.data_type() {
+                    dt if struct_matches(dt, strict) => ColumnShape::Single,
+                    DataType::List(item) if struct_matches(item.data_type(), strict) => ColumnShape::List,
+                    other => {
+                        return Err(LocationError::BadLayout {
+                            column: field.name().clone(),
+                            found: format!("{other}"),
+                        })
+                    }
+                };
+                columns.push((field.name().clone(), shape));
+            } else {
+                check_no_nested_marker(field.name(), field.data_type())?;
+            }
+        }
+        Ok(Self { columns })
+    }
+
+    /// Column names and shapes.
+    pub fn columns(&self) -> &[(String, ColumnShape)] {
+        &self.columns
+    }
+
+    /// Column names, for projecting a scan.
+    pub fn names(&self) -> Vec<String> {
+        self.columns.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// True when the schema has no reference column.
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    /// Calls `visit` with the normalised identity of every non-null reference in `batch`.
+    ///
+    /// # Errors
+    /// [`LocationError::MissingColumn`] when `batch` lacks a column, [`LocationError::BadLayout`]
+    /// when its array is not the declared shape, [`LocationError::BadUri`] for a `uri` that
+    /// cannot be normalised against `root`.
+    pub fn visit(
+        &self,
+        batch: &RecordBatch,
+        root: &LakeRootUri,
+        mut visit: impl FnMut(ObjectIdentity),
+    ) -> Result<(), LocationError> {
+        for (name, shape) in &self.columns {
+            let array = batch
+                .column_by_name(name)
+                .ok_or_else(|| LocationError::MissingColumn { column: name.clone() })?;
+            match shape {
+                ColumnShape::Single => visit_struct(name, array, None, root, &mut visit)?,
+                ColumnShape::List => {
+                    let list = array.as_any().downcast_ref::<ListArray>().ok_or_else(|| bad_array(name, array))?;
+                    let offsets = list.value_offsets();
+                    for row in 0..list.len() {
+                        if list.is_null(row) {
+                            continue;
+                        }
+                        // Offsets of a valid ListArray are in bounds and non-decreasing.
+                        let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+                        if end > start {
+                            let values = list.values().slice(start, end - start);
+                            visit_struct(name, &values, Some(row), root, &mut visit)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The reference counts of `batch` (a convenience over [`ReferenceColumns::visit`]).
+    pub fn count(&self, batch: &RecordBatch, root: &LakeRootUri) -> Result<ReferenceCounts, LocationError> {
+        let mut counts = ReferenceCounts::new();
+        self.visit(batch, root, |id| counts.add(id, 1))?;
+        Ok(counts)
+    }
+}
+
+fn check_no_nested_marker(path: &str, dt: &DataType) -> Result<(), LocationError> {
+    let children: Vec<&Field> = match dt {
+        DataType::Struct(fields) => fields.iter().map(|f| f.as_ref()).collect(),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) | DataType::Map(f, _) => vec![f.as_ref()],
+        _ => vec![],
+    };
+    for child in children {
+        let child_path = format!("{path}.{}", child.name());
+        if is_marked(child) {
+            return Err(LocationError::BadLayout {
+                column: child_path,
+                found: "a DataLocation nested inside another column (only top-level DataLocation or List<DataLocation> columns are supported)".into(),
+            });
+        }
+        check_no_nested_marker(&child_path, child.data_type())?;
+    }
+    Ok(())
+}
+
+fn bad_array(name: &str, array: &ArrayRef) -> LocationError {
+    LocationError::BadLayout { column: name.to_string(), found: format!("{}", array.data_type()) }
+}
+
+fn visit_struct(
+    name: &str,
+    array: &ArrayRef,
+    list_row: Option<usize>,
+    root: &LakeRootUri,
+    visit: &mut impl FnMut(ObjectIdentity),
+) -> Result<(), LocationError> {
+    if !struct_matches(array.data_type(), false) {
+        return Err(bad_array(name, array));
+    }
+    let strukt = array.as_any().downcast_ref::<StructArray>().ok_or_else(|| bad_array(name, array))?;
+    let uris = strukt.column(0).as_any().downcast_ref::<StringArray>().ok_or_else(|| bad_array(name, array))?;
+    let shas = strukt.column(1).as_any().downcast_ref::<FixedSizeBinaryArray>().ok_or_else(|| bad_array(name, array))?;
+    let sizes = strukt.column(2).as_any().downcast_ref::<UInt64Array>().ok_or_else(|| bad_array(name, array))?;
+    for i in 0..strukt.len() {
+        if strukt.is_null(i) {
+            continue;
+        }
+        let row = list_row.unwrap_or(i);
+        if uris.is_null(i) || shas.is_null(i) || sizes.is_null(i) {
+            return Err(LocationError::BadLayout {
+                column: name.to_string(),
+                found: format!("a non-null DataLocation with a null child at row {row}"),
+            });
+        }
+        let uri = normalize_reference(root, uris.value(i))
+            .map_err(|source| LocationError::BadUri { column: name.to_string(), row, source })?
+            .into_identity_uri();
+        let mut sha = [0u8; 32];
+        sha.copy_from_slice(shas.value(i));
+        visit(ObjectIdentity::new(uri, sha, sizes.value(i)));
+    }
+    Ok(())
+}
+
+/// Builds a DataLocation struct array row by row.
+#[derive(Debug, Default)]
+pub struct DataLocationBuilder {
+    uris: Vec<String>,
+    shas: Vec<[u8; 32]>,
+    sizes: Vec<u64>,
+    valid: Vec<bool>,
+}
+
+impl DataLocationBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends one reference; `uri` as it should be stored in the row (a key relative to the
+    /// lake root for managed objects).
+    pub fn append(&mut self, uri: &str, sha256: [u8; 32], size: u64) {
+        self.uris.push(uri.to_string());
+        self.shas.push(sha256);
+        self.sizes.push(size);
+        self.valid.push(true);
+    }
+
+    /// Appends a null (no reference).
+    pub fn append_null(&mut self) {
+        self.uris.push(String::new());
+        self.shas.push([0u8; 32]);
+        self.sizes.push(0);
+        self.valid.push(false);
+    }
+
+    /// Number of rows appended.
+    pub fn len(&self) -> usize {
+        self.valid.len()
+    }
+
+    /// True when nothing was appended.
+    pub fn is_empty(&self) -> bool {
+        self.valid.is_empty()
+    }
+
+    /// The struct array (type [`data_location_type`]).
+    pub fn finish(self) -> StructArray {
+        let uris: ArrayRef = Arc::new(StringArray::from(self.uris));
+        // Every element is exactly 32 bytes, so building the array cannot fail.
+        let shas: ArrayRef = Arc::new(
+            FixedSizeBinaryArray::try_from_iter(self.shas.iter().map(|s| s.as_slice()))
+                .unwrap_or_else(|_| FixedSizeBinaryArray::new_null(32, 0)),
+        );
+        let sizes: ArrayRef = Arc::new(UInt64Array::from(self.sizes));
+        let nulls = if self.valid.iter().all(|v| *v) { None } else { Some(NullBuffer::from(self.valid)) };
+        StructArray::new(struct_fields(), vec![uris, shas, sizes], nulls)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Int32Array;
+    use arrow_buffer::OffsetBuffer;
+
+    fn root() -> LakeRootUri {
+        LakeRootUri::parse("/lake").unwrap()
+    }
+
+    #[test]
+    fn single_and_list_columns_yield_identities_and_skip_nulls() {
+        let mut b = DataLocationBuilder::new();
+        b.append("objects/A/x", [1; 32], 10);
+        b.append_null();
+        b.append("file:///lake/objects/A/x", [1; 32], 10);
+        let single = b.finish();
+        let mut items = DataLocationBuilder::new();
+        items.append("objects/B/y", [2; 32], 20);
+        items.append_null();
+        items.append("https://ext/z", [3; 32], 30);
+        let item_field = Arc::new(Field::new("item", data_location_type(), true));
+        let list = ListArray::new(item_field, OffsetBuffer::from_lengths([2, 0, 1]), Arc::new(items.finish()), Some(NullBuffer::from(vec![true, false, true])));
+        let schema = Arc::new(Schema::new(vec![data_location_field("file", true), data_location_list_field("files", true)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(single), Arc::new(list)]).unwrap();
+        let cols = ReferenceColumns::from_schema(&schema).unwrap();
+        let counts = cols.count(&batch, &root()).unwrap();
+        assert_eq!(counts.get(&ObjectIdentity::new("objects/A/x", [1; 32], 10)), 2);
+        assert_eq!(counts.get(&ObjectIdentity::new("objects/B/y", [2; 32], 20)), 1);
+        assert_eq!(counts.get(&ObjectIdentity::new("https://ext/z", [3; 32], 30)), 1);
+        assert_eq!(counts.len(), 3);
+    }
+
+    #[test]
+    fn marked_fields_with_another_layout_are_refused() {
+        let wrong = [
+            DataType::Utf8,
+            DataType::Struct(Fields::from(vec![Field::new("uri", DataType::Utf8, false), Field::new("sha256", DataType::Binary, false), Field::new("size", DataType::UInt64, false)])),
+            DataType::Struct(Fields::from(vec![Field::new("uri", DataType::Utf8, true), Field::new("sha256", DataType::FixedSizeBinary(32), false), Field::new("size", DataType::UInt64, false)])),
+            DataType::Struct(Fields::from(vec![Field::new("uri", DataType::Utf8, false), Field::new("sha256", DataType::FixedSizeBinary(32), false), Field::new("size", DataType::Int64, false)])),
+            DataType::LargeList(Arc::new(Field::new("item", data_location_type(), true))),
+        ];
+        for dt in wrong {
+            let schema = Schema::new(vec![Field::new("file", dt.clone(), true).with_metadata(marker())]);
+            assert!(matches!(ReferenceColumns::from_schema(&schema), Err(LocationError::BadLayout { .. })), "{dt} must be refused");
+        }
+        let nested = Schema::new(vec![Field::new("meta", DataType::Struct(Fields::from(vec![data_location_field("f", true)])), true)]);
+        assert!(matches!(ReferenceColumns::from_schema(&nested), Err(LocationError::BadLayout { .. })));
+    }
+
+    #[test]
+    fn unmarked_columns_are_not_references_and_bad_uris_are_refused() {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, false), data_location_field("file", false)]));
+        let mut b = DataLocationBuilder::new();
+        b.append("objects/../escape", [0; 32], 1);
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![1])), Arc::new(b.finish())]).unwrap();
+        let cols = ReferenceColumns::from_schema(&schema).unwrap();
+        assert_eq!(cols.names(), vec!["file".to_string()]);
+        assert!(matches!(cols.count(&batch, &root()), Err(LocationError::BadUri { row: 0, .. })));
+    }
+}

@@ -1,0 +1,263 @@
+//! Normalisation of the `uri` a row carries, against the lake root.
+//!
+//! One function, [`normalize_reference`], decides whether a reference points inside the lake
+//! root (and then which key) or outside it. Rules (each refusal is a [`UriError`]):
+//! - a relative reference is a key relative to the root (`objects/01J.../a.mcap`); `%XX`
+//!   escapes are decoded;
+//! - an absolute URL whose scheme and authority equal the root's and whose decoded path lies
+//!   under the root's path is the same key (`file:///lake/objects/x` == `objects/x`);
+//!   `s3a://` and `s3n://` are aliases of `s3://` (as in Hadoop and Iceberg's `equal_schemes`);
+//! - everything else with a scheme is external and never a GC candidate;
+//! - refused: empty references, `.`/`..` segments, empty segments (`//`, trailing `/`), bare
+//!   absolute paths, query strings and fragments (signed URLs), user info (credentials),
+//!   control characters and backslashes, invalid percent-encoding.
+//!
+//! A sibling prefix that shares the root's first letters (`s3://b/lake-old/...` for root
+//! `s3://b/lake`) is external: containment is decided per path segment, never per character
+//! (the delta-rs `_dates_backup` bug).
+
+use crate::error::UriError;
+use percent_encoding::percent_decode_str;
+use url::Url;
+
+/// A normalised lake root: `scheme://authority/path` without a trailing slash.
+///
+/// Built from `file:///abs/path`, an absolute local path, or `s3://bucket/prefix`
+/// (`s3a://`, `s3n://` accepted as aliases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LakeRootUri {
+    scheme: String,
+    authority: String,
+    /// Decoded path segments of the root.
+    segments: Vec<String>,
+}
+
+/// Where a reference points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NormalizedReference {
+    /// Inside the lake root: the key relative to the root, segments joined by `/`.
+    InRoot(String),
+    /// Outside the lake root: the absolute URI (scheme aliases normalised). Never collected.
+    External(String),
+}
+
+impl NormalizedReference {
+    /// The string stored in an [`crate::ObjectIdentity`]: the key, or the external URI.
+    pub fn into_identity_uri(self) -> String {
+        match self {
+            NormalizedReference::InRoot(k) | NormalizedReference::External(k) => k,
+        }
+    }
+}
+
+impl LakeRootUri {
+    /// Parses a root. A plain path must be absolute (callers make relative paths absolute first).
+    pub fn parse(root: &str) -> Result<Self, UriError> {
+        let bad = |reason: &str| UriError::BadRoot { root: root.to_string(), reason: reason.to_string() };
+        let url = if root.starts_with('/') {
+            Url::from_file_path(root).map_err(|_| bad("not an absolute local path"))?
+        } else {
+            Url::parse(root).map_err(|e| bad(&e.to_string()))?
+        };
+        let scheme = canonical_scheme(url.scheme());
+        if scheme != "file" && scheme != "s3" {
+            return Err(bad("only file:// (or a local path) and s3:// roots are supported"));
+        }
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(bad("a root carries no query, fragment or credentials"));
+        }
+        let authority = url.host_str().unwrap_or("").to_string();
+        if scheme == "s3" && authority.is_empty() {
+            return Err(bad("an s3:// root names a bucket: s3://bucket/prefix"));
+        }
+        let mut segments = Vec::new();
+        for seg in url.path().split('/').filter(|s| !s.is_empty()) {
+            let decoded = percent_decode_str(seg)
+                .decode_utf8()
+                .map_err(|_| bad("invalid percent-encoding"))?
+                .to_string();
+            if decoded == "." || decoded == ".." {
+                return Err(bad("`.` and `..` segments are not allowed"));
+            }
+            segments.push(decoded);
+        }
+        Ok(Self { scheme, authority, segments })
+    }
+
+    /// `file` or `s3`.
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// The bucket of an `s3://` root; empty for `file://`.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The root's path below the authority, without leading or trailing slash
+    /// (for `file://` roots the absolute path without its leading `/`).
+    pub fn path(&self) -> String {
+        self.segments.join("/")
+    }
+
+    /// The URI of a key inside the root, e.g. `s3://bucket/prefix/tables/t.lance`.
+    pub fn join(&self, key: &str) -> String {
+        let base = self.to_string();
+        format!("{base}/{key}")
+    }
+}
+
+impl std::fmt::Display for LakeRootUri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}/{}", self.scheme, self.authority, self.segments.join("/"))
+    }
+}
+
+fn canonical_scheme(scheme: &str) -> String {
+    match scheme.to_ascii_lowercase().as_str() {
+        "s3a" | "s3n" => "s3".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn has_scheme(uri: &str) -> bool {
+    match uri.find("://") {
+        Some(i) if i > 0 => {
+            let s = &uri[..i];
+            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+        }
+        _ => false,
+    }
+}
+
+/// Decodes and validates `/`-separated segments of a key.
+fn decode_segments(original: &str, path: &str) -> Result<Vec<String>, UriError> {
+    let mut out = Vec::new();
+    for raw in path.split('/') {
+        if raw.is_empty() {
+            return Err(UriError::EmptySegment { uri: original.to_string() });
+        }
+        let decoded = percent_decode_str(raw)
+            .decode_utf8()
+            .map_err(|_| UriError::BadPercentEncoding { uri: original.to_string() })?;
+        if raw.contains('%') && !valid_escapes(raw) {
+            return Err(UriError::BadPercentEncoding { uri: original.to_string() });
+        }
+        if decoded == "." || decoded == ".." {
+            return Err(UriError::DotSegment { uri: original.to_string(), segment: decoded.to_string() });
+        }
+        if decoded.contains('/') || decoded.chars().any(|c| c.is_control() || c == '\\') {
+            return Err(UriError::BadCharacter { uri: original.to_string() });
+        }
+        out.push(decoded.to_string());
+    }
+    Ok(out)
+}
+
+fn valid_escapes(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if i + 2 >= b.len() || !b[i + 1].is_ascii_hexdigit() || !b[i + 2].is_ascii_hexdigit() {
+                return false;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    true
+}
+
+/// Normalises a row's `uri` against `root`. See the module documentation for the rules.
+///
+/// # Errors
+/// [`UriError`] naming the reference and the rule it broke; the caller refuses the batch.
+pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedReference, UriError> {
+    if uri.is_empty() {
+        return Err(UriError::Empty);
+    }
+    if uri.chars().any(|c| c.is_control() || c == '\\') {
+        return Err(UriError::BadCharacter { uri: uri.to_string() });
+    }
+    if !has_scheme(uri) {
+        if uri.starts_with('/') {
+            return Err(UriError::BareAbsolutePath { uri: uri.to_string() });
+        }
+        if uri.contains('?') || uri.contains('#') {
+            return Err(UriError::QueryOrFragment { uri: uri.to_string() });
+        }
+        let segments = decode_segments(uri, uri)?;
+        return Ok(NormalizedReference::InRoot(segments.join("/")));
+    }
+    let url = Url::parse(uri).map_err(|e| UriError::Invalid { uri: uri.to_string(), reason: e.to_string() })?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(UriError::QueryOrFragment { uri: uri.to_string() });
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(UriError::Credentials { uri: uri.to_string() });
+    }
+    let scheme = canonical_scheme(url.scheme());
+    let authority = url.host_str().unwrap_or("").to_string();
+    // The raw path as written (url::Url keeps escapes); strip the single leading slash.
+    let raw_path = url.path().strip_prefix('/').unwrap_or(url.path());
+    let segments = decode_segments(uri, raw_path)?;
+    if scheme == root.scheme
+        && authority == root.authority
+        && segments.len() > root.segments.len()
+        && segments[..root.segments.len()] == root.segments[..]
+    {
+        return Ok(NormalizedReference::InRoot(segments[root.segments.len()..].join("/")));
+    }
+    Ok(NormalizedReference::External(format!("{scheme}://{authority}/{}", segments.join("/"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> LakeRootUri {
+        LakeRootUri::parse("/data/lake").unwrap()
+    }
+
+    #[test]
+    fn relative_keys_stay_keys() {
+        assert_eq!(normalize_reference(&root(), "objects/01ABC/a.bin").unwrap(), NormalizedReference::InRoot("objects/01ABC/a.bin".into()));
+        assert_eq!(normalize_reference(&root(), "objects/01ABC/a%20b.bin").unwrap(), NormalizedReference::InRoot("objects/01ABC/a b.bin".into()));
+    }
+
+    #[test]
+    fn absolute_uris_inside_the_root_become_keys() {
+        assert_eq!(normalize_reference(&root(), "file:///data/lake/objects/01ABC/a.bin").unwrap(), NormalizedReference::InRoot("objects/01ABC/a.bin".into()));
+        let s3 = LakeRootUri::parse("s3://bucket/lake").unwrap();
+        assert_eq!(normalize_reference(&s3, "s3a://bucket/lake/objects/x").unwrap(), NormalizedReference::InRoot("objects/x".into()));
+        assert_eq!(normalize_reference(&s3, "s3n://bucket/lake/objects/x").unwrap(), NormalizedReference::InRoot("objects/x".into()));
+    }
+
+    #[test]
+    fn sibling_prefixes_and_other_buckets_are_external() {
+        let s3 = LakeRootUri::parse("s3://bucket/lake").unwrap();
+        assert_eq!(normalize_reference(&s3, "s3://bucket/lake-old/objects/x").unwrap(), NormalizedReference::External("s3://bucket/lake-old/objects/x".into()));
+        assert_eq!(normalize_reference(&s3, "s3://other/lake/objects/x").unwrap(), NormalizedReference::External("s3://other/lake/objects/x".into()));
+        assert_eq!(normalize_reference(&root(), "https://example.com/a.bin").unwrap(), NormalizedReference::External("https://example.com/a.bin".into()));
+    }
+
+    #[test]
+    fn ambiguous_references_are_refused() {
+        for bad in ["", "/data/lake/objects/x", "objects//x", "objects/x/", "./objects/x", "objects/../x", "objects/%2e%2e/x",
+            "objects/a%zzb", "objects/x?X-Amz-Signature=1", "s3://key:secret@bucket/lake/x", "objects\\x", "objects/%2Fx",
+            "file:///data/lake/objects/x#frag", "objects/a%"] {
+            assert!(normalize_reference(&root(), bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn roots_parse_and_display() {
+        assert_eq!(LakeRootUri::parse("/data/lake/").unwrap().to_string(), "file:///data/lake");
+        assert_eq!(LakeRootUri::parse("s3a://b/p/q").unwrap().to_string(), "s3://b/p/q");
+        assert!(LakeRootUri::parse("s3:///p").is_err());
+        assert!(LakeRootUri::parse("gs://b/p").is_err());
+    }
+}

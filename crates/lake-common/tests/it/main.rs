@@ -1,0 +1,2 @@
+//! Integration tests of lake-common (one binary per crate).
+mod delta_props;

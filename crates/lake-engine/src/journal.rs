@@ -1,0 +1,100 @@
+//! Helpers every engine shares to answer the [`crate::Engine`] questions from a table's
+//! decoded sidecars, so the in-memory double and the Lance engine apply the same rules.
+
+use crate::error::EngineError;
+use crate::lineage::{LineageProblem, TableLineage};
+use crate::replay::Replay;
+use crate::{PageRequest, ReferencePage};
+use lake_common::{DecodeError, DeltaKind, ObjectIdentity, ObjectReferenceDelta};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Decoded sidecars of one table by version.
+pub type Sidecars = BTreeMap<u64, Result<ObjectReferenceDelta, DecodeError>>;
+
+/// The live set of a table whose lineage is complete: replays from `lineage.replay_base` to
+/// the latest version.
+///
+/// # Errors
+/// [`EngineError::Lineage`] when the lineage has problems or the replay is inconsistent.
+pub fn live_set_of(lineage: &TableLineage, sidecars: &Sidecars, retained: &[u64]) -> Result<BTreeSet<ObjectIdentity>, EngineError> {
+    let table = lineage.table.clone();
+    if !lineage.problems.is_empty() {
+        return Err(EngineError::Lineage { table, problems: lineage.problems.clone() });
+    }
+    let base = lineage.replay_base.ok_or_else(|| EngineError::Lineage {
+        table: table.clone(),
+        problems: vec![LineageProblem::ParentGap { table: table.clone(), version: 1, needed_by: lineage.latest_version }],
+    })?;
+    let mut replay = Replay::new(retained);
+    for v in base..=lineage.latest_version {
+        let delta = match sidecars.get(&v) {
+            Some(Ok(d)) => d,
+            _ => {
+                return Err(EngineError::Lineage {
+                    table: table.clone(),
+                    problems: vec![LineageProblem::ParentGap { table: table.clone(), version: v, needed_by: lineage.latest_version }],
+                })
+            }
+        };
+        replay.apply(delta).map_err(|e| EngineError::Lineage {
+            table: table.clone(),
+            problems: vec![LineageProblem::Inconsistent { table: table.clone(), version: e.version(), reason: e.to_string() }],
+        })?;
+    }
+    replay.into_live_set().map_err(|e| EngineError::Lineage {
+        table: table.clone(),
+        problems: vec![LineageProblem::Inconsistent { table, version: e.version(), reason: e.to_string() }],
+    })
+}
+
+/// One bounded page of `set` after `page.after`.
+pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> ReferencePage {
+    let limit = page.limit.max(1);
+    let iter: Box<dyn Iterator<Item = &ObjectIdentity>> = match &page.after {
+        Some(after) => Box::new(set.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded))),
+        None => Box::new(set.iter()),
+    };
+    let mut identities: Vec<ObjectIdentity> = Vec::with_capacity(limit.min(1024));
+    let mut more = false;
+    for id in iter {
+        if identities.len() == limit {
+            more = true;
+            break;
+        }
+        identities.push(id.clone());
+    }
+    let next = if more { identities.last().cloned() } else { None };
+    ReferencePage { identities, next }
+}
+
+/// Identities added by versions in `(version, latest]` (all references of a snapshot).
+///
+/// # Errors
+/// [`EngineError::Lineage`] naming the first newer version whose sidecar is missing or
+/// undecodable.
+pub fn added_after(table: &str, version: u64, latest: u64, sidecars: &Sidecars) -> Result<Vec<ObjectIdentity>, EngineError> {
+    let mut out = BTreeSet::new();
+    for v in version.saturating_add(1)..=latest {
+        match sidecars.get(&v) {
+            Some(Ok(d)) => {
+                for e in &d.added {
+                    out.insert(e.identity.clone());
+                }
+                debug_assert!(d.kind == DeltaKind::Delta || d.removed.is_empty());
+            }
+            Some(Err(e)) => {
+                return Err(EngineError::Lineage {
+                    table: table.into(),
+                    problems: vec![LineageProblem::UndecodableSidecar { table: table.into(), version: v, reason: e.to_string() }],
+                })
+            }
+            None => {
+                return Err(EngineError::Lineage {
+                    table: table.into(),
+                    problems: vec![LineageProblem::MissingSidecar { table: table.into(), version: v }],
+                })
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}

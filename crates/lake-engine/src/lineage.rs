@@ -1,0 +1,145 @@
+//! Lineage: which versions a table retains and whether its journal covers them.
+
+use lake_common::{DecodeError, DeltaKind, ObjectReferenceDelta};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A reason the journal cannot be trusted. Each one names the table, version or path at fault
+/// and makes GC apply refuse (a dry run reports them all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LineageProblem {
+    /// A version exists in the table but has no sidecar (written around the engine, or a writer
+    /// crashed between its commit and its sidecar). Fix: `lake refs repair`.
+    MissingSidecar { table: String, version: u64 },
+    /// A sidecar exists but fails to decode.
+    UndecodableSidecar { table: String, version: u64, reason: String },
+    /// A version between the replay base and the latest version has no sidecar, so the counts
+    /// of later versions cannot be computed.
+    ParentGap { table: String, version: u64, needed_by: u64 },
+    /// A sidecar file's name does not parse as a version, or its content names another version.
+    VersionMismatch { table: String, file: String, reason: String },
+    /// The journal replays to an impossible state (a count below zero).
+    Inconsistent { table: String, version: u64, reason: String },
+    /// A dataset under the lake's tables folder that the registry does not know.
+    UnregisteredDataset { path: String },
+}
+
+impl fmt::Display for LineageProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MissingSidecar { table, version } => write!(f, "table `{table}` version {version} has no reference sidecar (written around the engine?); run `lake refs repair ROOT --table {table} --version {version}`"),
+            Self::UndecodableSidecar { table, version, reason } => write!(f, "table `{table}` version {version}: sidecar cannot be decoded: {reason}"),
+            Self::ParentGap { table, version, needed_by } => write!(f, "table `{table}` version {version} has no sidecar, but replaying version {needed_by} needs it"),
+            Self::VersionMismatch { table, file, reason } => write!(f, "table `{table}` sidecar file `{file}`: {reason}"),
+            Self::Inconsistent { table, version, reason } => write!(f, "table `{table}` journal is inconsistent at version {version}: {reason}"),
+            Self::UnregisteredDataset { path } => write!(f, "dataset `{path}` is under the lake's tables but not in the registry; its references are unknown"),
+        }
+    }
+}
+
+/// The lineage of one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TableLineage {
+    /// Table name.
+    pub table: String,
+    /// Latest version of the dataset.
+    pub latest_version: u64,
+    /// Every version that still exists, ascending.
+    pub retained: Vec<u64>,
+    /// The version replay starts from (a snapshot or version 1), when the chain reaches one.
+    pub replay_base: Option<u64>,
+    /// Problems; empty when the journal covers every retained version.
+    pub problems: Vec<LineageProblem>,
+}
+
+impl TableLineage {
+    /// True when GC may trust this table's journal.
+    pub fn is_complete(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks that the sidecars cover `retained`: walking down from `latest`, every version down
+/// to the replay base (the newest snapshot at or below the oldest retained version, or version
+/// 1) must have a decodable sidecar.
+///
+/// `sidecars` maps a version to its decoded sidecar or decode error. Returns the replay base
+/// (when reached) and the problems, in descending version order.
+pub fn check_chain(
+    table: &str,
+    retained: &[u64],
+    latest: u64,
+    sidecars: &BTreeMap<u64, Result<ObjectReferenceDelta, DecodeError>>,
+) -> (Option<u64>, Vec<LineageProblem>) {
+    let mut problems = Vec::new();
+    let oldest_retained = retained.first().copied().unwrap_or(latest);
+    let mut base = None;
+    let mut v = latest;
+    while v >= 1 {
+        match sidecars.get(&v) {
+            None => {
+                if retained.binary_search(&v).is_ok() {
+                    problems.push(LineageProblem::MissingSidecar { table: table.into(), version: v });
+                } else {
+                    problems.push(LineageProblem::ParentGap { table: table.into(), version: v, needed_by: v + 1 });
+                }
+            }
+            Some(Err(e)) => problems.push(LineageProblem::UndecodableSidecar {
+                table: table.into(),
+                version: v,
+                reason: e.to_string(),
+            }),
+            Some(Ok(d)) => {
+                if v <= oldest_retained && (d.kind == DeltaKind::Snapshot || v == 1) {
+                    base = Some(v);
+                    break;
+                }
+            }
+        }
+        if v == 1 {
+            break;
+        }
+        v -= 1;
+    }
+    (base, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lake_common::ReferenceCounts;
+
+    fn ok(v: u64) -> Result<ObjectReferenceDelta, DecodeError> {
+        Ok(ObjectReferenceDelta::empty("t", v))
+    }
+
+    #[test]
+    fn complete_chain_reaches_version_one() {
+        let s: BTreeMap<_, _> = (1..=4).map(|v| (v, ok(v))).collect();
+        assert_eq!(check_chain("t", &[3, 4], 4, &s), (Some(1), vec![]));
+    }
+
+    #[test]
+    fn a_snapshot_at_or_below_the_oldest_retained_version_is_a_base() {
+        let mut s: BTreeMap<_, _> = (3..=4).map(|v| (v, ok(v))).collect();
+        s.insert(2, Ok(ObjectReferenceDelta::snapshot("t", 2, &ReferenceCounts::new())));
+        assert_eq!(check_chain("t", &[3, 4], 4, &s), (Some(2), vec![]));
+    }
+
+    #[test]
+    fn missing_retained_and_gap_versions_are_named() {
+        let mut s: BTreeMap<_, _> = [(1, ok(1)), (4, ok(4))].into_iter().collect();
+        s.insert(2, Err(DecodeError::ZeroVersion));
+        let (base, problems) = check_chain("t", &[3, 4], 4, &s);
+        assert_eq!(base, Some(1));
+        assert_eq!(problems, vec![
+            LineageProblem::MissingSidecar { table: "t".into(), version: 3 },
+            LineageProblem::UndecodableSidecar { table: "t".into(), version: 2, reason: DecodeError::ZeroVersion.to_string() },
+        ]);
+        s.remove(&2);
+        let (_, problems) = check_chain("t", &[3, 4], 4, &s);
+        assert!(problems.contains(&LineageProblem::ParentGap { table: "t".into(), version: 2, needed_by: 3 }));
+    }
+}

@@ -1,0 +1,146 @@
+//! [`MemoryEngine`]: an in-memory [`Engine`] for planner tests.
+//!
+//! It keeps the true content of every version beside the journal, so tests can compare the
+//! journal's answer with the truth, and it can be told to misbehave (commit without a sidecar,
+//! corrupt a sidecar) to exercise fail-closed paths.
+
+use crate::error::EngineError;
+use crate::journal::{added_after, live_set_of, paginate, Sidecars};
+use crate::lineage::{check_chain, TableLineage};
+use crate::{Engine, PageRequest, ReferencePage, RetainedRoots, TableLocation, TableSet};
+use async_trait::async_trait;
+use lake_common::{DecodeError, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+#[derive(Debug, Default)]
+struct MemTable {
+    /// True content of every version that still exists.
+    versions: BTreeMap<u64, ReferenceCounts>,
+    sidecars: Sidecars,
+    latest: u64,
+    current: ReferenceCounts,
+}
+
+/// An in-memory engine: tables of reference counts with a journal.
+#[derive(Debug, Default)]
+pub struct MemoryEngine {
+    tables: Mutex<BTreeMap<String, MemTable>>,
+}
+
+impl MemoryEngine {
+    /// An engine with no tables.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_table<R>(&self, table: &str, f: impl FnOnce(&mut MemTable) -> R) -> R {
+        let mut guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        f(guard.entry(table.to_string()).or_default())
+    }
+
+    fn commit(&self, table: &str, added: &ReferenceCounts, removed: &ReferenceCounts, journal: bool) -> u64 {
+        self.with_table(table, |t| {
+            let v = t.latest + 1;
+            let mut next = ReferenceCounts::new();
+            for (id, n) in t.current.iter() {
+                let left = n.saturating_sub(removed.get(id));
+                next.add(id.clone(), left);
+            }
+            next.merge(added);
+            t.current = next.clone();
+            t.versions.insert(v, next);
+            t.latest = v;
+            if journal {
+                t.sidecars.insert(v, Ok(ObjectReferenceDelta::delta(table, v, added, removed)));
+            }
+            v
+        })
+    }
+
+    /// Appends one reference per element of `refs`; returns the new version.
+    pub fn append(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
+        self.commit(table, &refs.iter().cloned().collect(), &ReferenceCounts::new(), true)
+    }
+
+    /// Removes one reference per element of `refs` (as deleting rows does); returns the version.
+    pub fn delete(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
+        self.commit(table, &ReferenceCounts::new(), &refs.iter().cloned().collect(), true)
+    }
+
+    /// A content-preserving version (compaction) with an empty delta.
+    pub fn compact(&self, table: &str) -> u64 {
+        self.commit(table, &ReferenceCounts::new(), &ReferenceCounts::new(), true)
+    }
+
+    /// Appends without writing a sidecar: a version written around the engine.
+    pub fn append_without_sidecar(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
+        self.commit(table, &refs.iter().cloned().collect(), &ReferenceCounts::new(), false)
+    }
+
+    /// Replaces the sidecar of `version` by a decode error.
+    pub fn corrupt_sidecar(&self, table: &str, version: u64, error: DecodeError) {
+        self.with_table(table, |t| {
+            t.sidecars.insert(version, Err(error));
+        });
+    }
+
+    /// Removes every version for which `keep` is false, except the latest (as Lance cleanup).
+    pub fn cleanup(&self, table: &str, keep: impl Fn(u64) -> bool) {
+        self.with_table(table, |t| {
+            let latest = t.latest;
+            t.versions.retain(|v, _| *v == latest || keep(*v));
+        });
+    }
+
+    /// The truth: identities referenced by at least one version that still exists, all tables.
+    pub fn true_live_set(&self) -> BTreeSet<ObjectIdentity> {
+        let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        guard
+            .values()
+            .flat_map(|t| t.versions.values().flat_map(|c| c.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()))
+            .collect()
+    }
+
+    fn lineage_of(&self, table: &str) -> Result<(TableLineage, Sidecars), EngineError> {
+        let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        let t = guard.get(table).ok_or_else(|| EngineError::Table { table: table.into(), message: "no such table".into() })?;
+        let retained: Vec<u64> = t.versions.keys().copied().collect();
+        let (replay_base, problems) = check_chain(table, &retained, t.latest, &t.sidecars);
+        Ok((
+            TableLineage { table: table.into(), latest_version: t.latest, retained, replay_base, problems },
+            t.sidecars.clone(),
+        ))
+    }
+}
+
+#[async_trait]
+impl Engine for MemoryEngine {
+    async fn tables(&self) -> Result<TableSet, EngineError> {
+        let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(TableSet {
+            tables: guard.keys().map(|n| TableLocation { name: n.clone(), uri: format!("memory://{n}") }).collect(),
+            problems: vec![],
+        })
+    }
+
+    async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError> {
+        Ok(self.lineage_of(&location.name)?.0)
+    }
+
+    async fn retained_object_references(
+        &self,
+        location: &TableLocation,
+        roots: &RetainedRoots,
+        page: &PageRequest,
+    ) -> Result<ReferencePage, EngineError> {
+        let (lineage, sidecars) = self.lineage_of(&location.name)?;
+        let live = live_set_of(&lineage, &sidecars, roots.versions())?;
+        Ok(paginate(&live, page))
+    }
+
+    async fn references_added_after(&self, location: &TableLocation, version: u64) -> Result<Vec<ObjectIdentity>, EngineError> {
+        let (lineage, sidecars) = self.lineage_of(&location.name)?;
+        added_after(&location.name, version, lineage.latest_version, &sidecars)
+    }
+}

@@ -1,0 +1,358 @@
+//! [`LanceEngine`]: journaled table operations over Lance 14 datasets.
+//!
+//! Every operation that produces a Lance version follows the same protocol (brief section 5):
+//! commit the Lance version, write its sidecar create-only, then advance the table registry.
+//! If the sidecar cannot be written the call fails and the registry is not advanced; GC then
+//! finds the version without a journal and refuses until it is repaired.
+
+use crate::error::LanceEngineError;
+use crate::journaling::JournalingReader;
+use crate::scan::count_references;
+use crate::sidecar;
+use arrow_array::RecordBatchReader;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_engine::journal::{added_after, live_set_of, paginate, Sidecars};
+use lake_engine::{
+    check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
+    TableLocation, TableSet,
+};
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
+use lake_objects::registry;
+use lake_objects::store::LakeStore;
+use lance::dataset::builder::DatasetBuilder;
+use lance::dataset::optimize::{compact_files, CompactionOptions};
+use lance::dataset::{WriteMode, WriteParams};
+use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
+use lance::Dataset;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+/// A version committed through the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitOutcome {
+    /// Table name.
+    pub table: String,
+    /// The version Lance committed.
+    pub version: u64,
+    /// Rows written (append) or deleted (delete).
+    pub rows: u64,
+    /// References added (sum of counts).
+    pub references_added: u64,
+    /// References removed (sum of counts).
+    pub references_removed: u64,
+}
+
+/// What a version cleanup removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanupOutcome {
+    /// Versions removed.
+    pub old_versions: u64,
+    /// Bytes of Lance files removed.
+    pub bytes_removed: u64,
+}
+
+/// One version of a table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VersionInfo {
+    /// Version number.
+    pub version: u64,
+    /// Commit time, RFC 3339 UTC.
+    pub timestamp: String,
+    /// Tags pointing at it.
+    pub tags: Vec<String>,
+    /// Whether its reference sidecar exists.
+    pub journaled: bool,
+}
+
+type LiveCache = Mutex<Option<((String, Vec<u64>, u64), Arc<BTreeSet<ObjectIdentity>>)>>;
+
+/// The Lance engine of one lake.
+pub struct LanceEngine {
+    store: LakeStore,
+    live_cache: LiveCache,
+}
+
+impl std::fmt::Debug for LanceEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LanceEngine").field("root", &self.store.root().to_string()).finish()
+    }
+}
+
+impl LanceEngine {
+    /// The engine of the lake in `store`.
+    pub fn new(store: LakeStore) -> Self {
+        Self { store, live_cache: Mutex::new(None) }
+    }
+
+    /// The lake's store.
+    pub fn store(&self) -> &LakeStore {
+        &self.store
+    }
+
+    /// The dataset URI of `table`.
+    pub fn dataset_uri(&self, table: &str) -> String {
+        self.store.uri_of(&dataset_key(table))
+    }
+
+    fn write_params(&self, mode: WriteMode) -> WriteParams {
+        let mut params = WriteParams { mode, skip_auto_cleanup: true, ..Default::default() };
+        if !self.store.storage_options().is_empty() {
+            params.store_params = Some(ObjectStoreParams {
+                storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(
+                    self.store.storage_options().clone(),
+                ))),
+                ..Default::default()
+            });
+        }
+        params
+    }
+
+    /// True when `table` has a dataset (a `_versions` folder).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn table_exists(&self, table: &str) -> Result<bool, LanceEngineError> {
+        let (_, objects) = self.store.list_dir(&format!("{}/_versions", dataset_key(table))).await?;
+        Ok(!objects.is_empty())
+    }
+
+    /// Opens the latest version of `table`.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::NoSuchTable`], Lance errors.
+    pub async fn open(&self, table: &str) -> Result<Dataset, LanceEngineError> {
+        validate_table_name(table)?;
+        if !self.table_exists(table).await? {
+            return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
+        }
+        DatasetBuilder::from_uri(self.dataset_uri(table))
+            .with_storage_options(self.store.storage_options().clone())
+            .load()
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "open", source })
+    }
+
+    /// Journals version `delta.version` and advances the registry: the tail of every commit.
+    async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
+        sidecar::write(&self.store, &delta).await?;
+        registry::advance(&self.store, &delta.table, delta.version).await?;
+        Ok(())
+    }
+
+    /// Appends `batches` to `table` (creating it on first use) as one new version, journaling
+    /// the references of every batch as Lance consumes it.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Location`] for an invalid DataLocation column or value (nothing is
+    /// committed); Lance, sidecar and registry errors.
+    pub async fn append(
+        &self,
+        table: &str,
+        batches: Box<dyn RecordBatchReader + Send>,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        validate_table_name(table)?;
+        LakeDescriptor::load(&self.store).await?;
+        let (reader, state) = JournalingReader::new(batches, self.store.root().clone())
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        let mode = if self.table_exists(table).await? { WriteMode::Append } else { WriteMode::Create };
+        let written = Dataset::write(reader, self.dataset_uri(table).as_str(), Some(self.write_params(mode))).await;
+        let state = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(source) = state.failure {
+            return Err(LanceEngineError::Location { table: table.into(), source });
+        }
+        let ds = written.map_err(|source| LanceEngineError::Lance { table: table.into(), action: "append", source })?;
+        let version = ds.version().version;
+        let delta = ObjectReferenceDelta::delta(table, version, &state.counts, &ReferenceCounts::new());
+        self.publish(delta).await?;
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: state.rows,
+            references_added: state.counts.total(),
+            references_removed: 0,
+        })
+    }
+
+    /// Deletes the rows of `table` matching `predicate` (Lance SQL), journaling the references of
+    /// the deleted rows with their counts. Returns `None` when no row matched (no new version).
+    ///
+    /// # Errors
+    /// Lance errors (including an invalid predicate), sidecar and registry errors.
+    pub async fn delete(&self, table: &str, predicate: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
+        let mut ds = self.open(table).await?;
+        let before = ds.version().version;
+        // Counted on the same read version the delete evaluates its predicate against.
+        let removed = count_references(&ds, table, self.store.root(), Some(predicate)).await?;
+        let result = ds
+            .delete(predicate)
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "delete", source })?;
+        let version = result.new_dataset.version().version;
+        if version == before {
+            return Ok(None);
+        }
+        let delta = ObjectReferenceDelta::delta(table, version, &ReferenceCounts::new(), &removed);
+        self.publish(delta).await?;
+        Ok(Some(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: result.num_deleted_rows,
+            references_added: 0,
+            references_removed: removed.total(),
+        }))
+    }
+
+    /// Compacts `table`'s fragments (materialising deletions). Content-preserving: journals an
+    /// empty delta. Returns `None` when there was nothing to compact.
+    ///
+    /// # Errors
+    /// Lance, sidecar and registry errors.
+    pub async fn compact(&self, table: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
+        let mut ds = self.open(table).await?;
+        let before = ds.version().version;
+        compact_files(&mut ds, CompactionOptions::default(), None)
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "compaction", source })?;
+        let version = ds.version().version;
+        if version == before {
+            return Ok(None);
+        }
+        self.publish(ObjectReferenceDelta::empty(table, version)).await?;
+        Ok(Some(CommitOutcome { table: table.into(), version, rows: 0, references_added: 0, references_removed: 0 }))
+    }
+
+    /// Removes versions older than `older_than` (Lance version retention). Never the latest or
+    /// tagged versions; Lance deletes the data files only those versions used. The journal
+    /// (`_lake/`) is not Lance's and stays.
+    ///
+    /// # Errors
+    /// Lance errors.
+    pub async fn cleanup(&self, table: &str, older_than: std::time::Duration) -> Result<CleanupOutcome, LanceEngineError> {
+        let ds = self.open(table).await?;
+        let older = chrono::Duration::from_std(older_than)
+            .map_err(|_| LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large")))?;
+        let stats = ds
+            .cleanup_old_versions(older, Some(false), Some(false))
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "cleanup", source })?;
+        Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed })
+    }
+
+    /// Every version of `table` that still exists, with tags and whether it is journaled.
+    ///
+    /// # Errors
+    /// Lance and storage errors.
+    pub async fn versions(&self, table: &str) -> Result<Vec<VersionInfo>, LanceEngineError> {
+        let ds = self.open(table).await?;
+        let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "list versions", source };
+        let versions = ds.versions().await.map_err(lance_err)?;
+        let tags = ds.tags().list().await.map_err(lance_err)?;
+        let (sidecars, _) = sidecar::read_all(&self.store, table).await?;
+        let mut by_version: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+        for (name, contents) in tags {
+            by_version.entry(contents.version).or_default().push(name);
+        }
+        Ok(versions
+            .into_iter()
+            .map(|v| {
+                let mut tags = by_version.remove(&v.version).unwrap_or_default();
+                tags.sort();
+                VersionInfo {
+                    version: v.version,
+                    timestamp: fmt_time(v.timestamp),
+                    tags,
+                    journaled: matches!(sidecars.get(&v.version), Some(Ok(_))),
+                }
+            })
+            .collect())
+    }
+
+    /// Counts the references of `table` at `version` by scanning (the full-scan baseline).
+    ///
+    /// # Errors
+    /// Lance errors.
+    pub async fn scan_version(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
+        let ds = self.open(table).await?;
+        let ds = ds
+            .checkout_version(version)
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "checkout", source })?;
+        count_references(&ds, table, self.store.root(), None).await
+    }
+
+    async fn lineage_and_sidecars(&self, table: &str) -> Result<(TableLineage, Sidecars), LanceEngineError> {
+        let ds = self.open(table).await?;
+        let versions = ds
+            .versions()
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "list versions", source })?;
+        let retained: Vec<u64> = {
+            let mut v: Vec<u64> = versions.iter().map(|v| v.version).collect();
+            v.sort_unstable();
+            v
+        };
+        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
+        let (sidecars, mut problems) = sidecar::read_all(&self.store, table).await?;
+        let (replay_base, chain_problems) = check_chain(table, &retained, latest, &sidecars);
+        problems.extend(chain_problems);
+        Ok((TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems }, sidecars))
+    }
+}
+
+fn fmt_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[async_trait]
+impl Engine for LanceEngine {
+    async fn tables(&self) -> Result<TableSet, EngineError> {
+        let names = registry::tables(&self.store).await.map_err(LanceEngineError::from)?;
+        let known: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        let (dirs, _) = self.store.list_dir(TABLES_PREFIX).await.map_err(LanceEngineError::from)?;
+        let mut problems = Vec::new();
+        for d in dirs {
+            let name = d.rsplit('/').next().unwrap_or(&d);
+            let registered = name.strip_suffix(DATASET_SUFFIX).is_some_and(|n| known.contains(n));
+            if !registered {
+                problems.push(LineageProblem::UnregisteredDataset { path: d.clone() });
+            }
+        }
+        let tables = names.iter().map(|n| TableLocation { name: n.clone(), uri: self.dataset_uri(n) }).collect();
+        Ok(TableSet { tables, problems })
+    }
+
+    async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError> {
+        Ok(self.lineage_and_sidecars(&location.name).await?.0)
+    }
+
+    async fn retained_object_references(
+        &self,
+        location: &TableLocation,
+        roots: &RetainedRoots,
+        page: &PageRequest,
+    ) -> Result<ReferencePage, EngineError> {
+        let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
+        let key = (location.name.clone(), roots.versions().to_vec(), lineage.latest_version);
+        let cached = {
+            let guard = self.live_cache.lock().unwrap_or_else(|p| p.into_inner());
+            guard.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v.clone())
+        };
+        let live = match cached {
+            Some(live) if page.after.is_some() => live,
+            _ => {
+                let live = Arc::new(live_set_of(&lineage, &sidecars, roots.versions())?);
+                *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, live.clone()));
+                live
+            }
+        };
+        Ok(paginate(&live, page))
+    }
+
+    async fn references_added_after(&self, location: &TableLocation, version: u64) -> Result<Vec<ObjectIdentity>, EngineError> {
+        let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
+        added_after(&location.name, version, lineage.latest_version, &sidecars)
+    }
+}

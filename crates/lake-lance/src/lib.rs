@@ -1,0 +1,18 @@
+//! The Lance engine of lake: every version-producing operation journals its references.
+//!
+//! - [`engine`]: [`LanceEngine`], table operations (append, delete, compact, cleanup, versions)
+//!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
+//!   journal).
+//! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
+//! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
+//! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
+//! - [`error`]: [`LanceEngineError`].
+
+pub mod engine;
+pub mod error;
+pub mod journaling;
+pub mod scan;
+pub mod sidecar;
+
+pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
+pub use error::LanceEngineError;

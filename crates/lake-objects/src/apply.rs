@@ -1,0 +1,188 @@
+//! Apply: revalidate a plan against the journal, then delete page by page with a checkpoint.
+//!
+//! Order of one run:
+//! 1. Load the checkpoint at PATH (refusing one that is edited, of another format, or bound to
+//!    another plan than the one given) or create it from the plan, refusing a plan with
+//!    incomplete lineage. The plan is persisted inside the checkpoint before any delete.
+//! 2. A complete checkpoint is reported as is: a second apply is a no-op.
+//! 3. Revalidate: read every table's lineage again (refuse if incomplete) and drop every
+//!    not-yet-deleted candidate that a version newer than the plan's basis references
+//!    (`revived`).
+//! 4. Retry keys whose delete failed in an earlier run, then delete the remaining candidates
+//!    one bounded page at a time; after every page, save the checkpoint. NotFound counts as
+//!    done. Stop after `max_pages` pages when asked (an operator's budget, or a test's crash).
+
+use crate::checkpoint::ApplyCheckpoint;
+use crate::deleter::{DeleteOutcome, ObjectDeleter};
+use crate::error::ObjectsError;
+use crate::plan::GcPlan;
+use lake_engine::Engine;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Default keys per delete page: S3's DeleteObjects limit.
+pub const DEFAULT_PAGE_SIZE: usize = 1000;
+
+/// How to apply.
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Keys per delete page (1 to 1000).
+    pub page_size: usize,
+    /// Stop after this many pages in this run (the checkpoint records where).
+    pub max_pages: Option<u64>,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None }
+    }
+}
+
+/// What one apply run did, plus the checkpoint's totals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyReport {
+    /// The checkpoint after this run.
+    pub checkpoint: ApplyCheckpoint,
+    /// Delete pages sent in this run.
+    pub pages: u64,
+    /// True when this run found the checkpoint already complete.
+    pub was_complete: bool,
+}
+
+/// Applies `plan` (or resumes the apply recorded at `checkpoint_path`). See the module docs.
+///
+/// # Errors
+/// [`ObjectsError::Checkpoint`] for a checkpoint bound to another plan or edited;
+/// [`ObjectsError::LineageIncomplete`] when the plan or the current journal is incomplete;
+/// engine and storage errors. Progress made before an error is in the checkpoint.
+pub async fn apply(
+    engine: &dyn Engine,
+    deleter: &dyn ObjectDeleter,
+    checkpoint_path: &Path,
+    plan: Option<&GcPlan>,
+    options: &ApplyOptions,
+) -> Result<ApplyReport, ObjectsError> {
+    let shown = checkpoint_path.display().to_string();
+    let mut cp = match (ApplyCheckpoint::load(checkpoint_path)?, plan) {
+        (Some(cp), Some(p)) if cp.plan_digest != p.digest() => {
+            return Err(ObjectsError::Checkpoint {
+                path: shown,
+                message: format!(
+                    "it records the apply of plan {} but this run's plan is {}; resume with the same plan, or choose a new checkpoint path for a new plan",
+                    cp.plan_digest,
+                    p.digest()
+                ),
+            })
+        }
+        (Some(cp), _) => cp,
+        (None, Some(p)) => {
+            if !p.lineage_complete {
+                return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
+            }
+            let cp = ApplyCheckpoint::new(p.clone());
+            cp.save(checkpoint_path)?;
+            cp
+        }
+        (None, None) => {
+            return Err(ObjectsError::Checkpoint {
+                path: shown,
+                message: "no checkpoint exists here and no plan was given".into(),
+            })
+        }
+    };
+    if cp.complete {
+        return Ok(ApplyReport { checkpoint: cp, pages: 0, was_complete: true });
+    }
+    revalidate(engine, &mut cp).await?;
+    cp.save(checkpoint_path)?;
+
+    let page_size = options.page_size.clamp(1, DEFAULT_PAGE_SIZE);
+    let mut pages = 0u64;
+    let budget_left = |pages: u64| options.max_pages.is_none_or(|m| pages < m);
+    // Retry earlier failures first.
+    while !cp.failed.is_empty() && budget_left(pages) {
+        let batch: Vec<String> = cp.failed.iter().take(page_size).cloned().collect();
+        let outcomes = deleter.delete_batch(&batch).await?;
+        let mut still_failed: Vec<String> = cp.failed[batch.len()..].to_vec();
+        for (key, outcome) in batch.iter().zip(outcomes) {
+            record(&mut cp, key, outcome, &mut still_failed);
+        }
+        let progressed = still_failed.len() < cp.failed.len();
+        cp.failed = still_failed;
+        pages += 1;
+        cp.save(checkpoint_path)?;
+        if !progressed {
+            break;
+        }
+    }
+    let revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
+    let total = cp.plan.candidates.len() as u64;
+    while cp.next_index < total && budget_left(pages) {
+        let mut batch = Vec::with_capacity(page_size);
+        let mut index = cp.next_index;
+        while index < total && batch.len() < page_size {
+            let key = &cp.plan.candidates[index as usize].uri;
+            if !revived.contains(key) {
+                batch.push(key.clone());
+            }
+            index += 1;
+        }
+        let mut failed = std::mem::take(&mut cp.failed);
+        if !batch.is_empty() {
+            let outcomes = deleter.delete_batch(&batch).await?;
+            for (key, outcome) in batch.iter().zip(outcomes) {
+                record(&mut cp, key, outcome, &mut failed);
+            }
+            pages += 1;
+        }
+        cp.failed = failed;
+        cp.next_index = index;
+        cp.save(checkpoint_path)?;
+    }
+    cp.complete = cp.next_index >= total && cp.failed.is_empty();
+    cp.save(checkpoint_path)?;
+    Ok(ApplyReport { checkpoint: cp, pages, was_complete: false })
+}
+
+fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {
+    match outcome {
+        DeleteOutcome::Deleted => cp.deleted += 1,
+        DeleteOutcome::NotFound => cp.already_gone += 1,
+        DeleteOutcome::Failed(message) => {
+            tracing::warn!(key, %message, "delete failed; it stays pending for the next run");
+            failed.push(key.to_string());
+        }
+    }
+}
+
+/// Drops candidates that versions newer than the plan's basis reference.
+async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint) -> Result<(), ObjectsError> {
+    let basis: BTreeMap<&str, u64> = cp.plan.basis.iter().map(|b| (b.table.as_str(), b.version)).collect();
+    let tables = engine.tables().await?;
+    let mut problems = tables.problems.clone();
+    let mut added: BTreeSet<String> = BTreeSet::new();
+    for location in &tables.tables {
+        let lineage = engine.lineage(location).await?;
+        if !lineage.problems.is_empty() {
+            problems.extend(lineage.problems.clone());
+            continue;
+        }
+        let since = basis.get(location.name.as_str()).copied().unwrap_or(0);
+        if lineage.latest_version > since {
+            for identity in engine.references_added_after(location, since).await? {
+                added.insert(identity.uri);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(ObjectsError::LineageIncomplete { problems });
+    }
+    let already: BTreeSet<String> = cp.revived.iter().cloned().collect();
+    for c in cp.plan.candidates.iter().skip(cp.next_index as usize) {
+        if added.contains(&c.uri) && !already.contains(&c.uri) {
+            tracing::info!(key = %c.uri, "candidate revived: a version newer than the plan references it");
+            cp.revived.push(c.uri.clone());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! The lake descriptor `_lake/lake.json` and its GC policy.
+
+use crate::error::ObjectsError;
+use crate::layout::DESCRIPTOR_KEY;
+use crate::store::{CreateOutcome, LakeStore};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Format version of the descriptor this build writes and reads.
+pub const DESCRIPTOR_FORMAT_VERSION: u64 = 1;
+/// Default GC policy floor: 7 days (Delta's VACUUM default retention).
+pub const DEFAULT_MIN_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The GC policy stored in the lake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcPolicy {
+    /// The smallest `--min-age` a GC run may use without an explicit override, in seconds.
+    pub min_age_seconds: u64,
+}
+
+/// The lake descriptor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LakeDescriptor {
+    /// Always [`DESCRIPTOR_FORMAT_VERSION`].
+    pub format_version: u64,
+    /// Creation time, RFC 3339 UTC.
+    pub created_at: String,
+    /// GC policy floor.
+    pub gc: GcPolicy,
+}
+
+impl LakeDescriptor {
+    /// Creates the descriptor of a new lake (create-only).
+    ///
+    /// # Errors
+    /// [`ObjectsError::Policy`] for a zero `min_age`; [`ObjectsError::Root`] when a lake with a
+    /// different descriptor already exists at the root.
+    pub async fn create(store: &LakeStore, min_age: Duration) -> Result<(Self, bool), ObjectsError> {
+        if min_age.is_zero() {
+            return Err(ObjectsError::Policy("--min-age must be positive (for example 7d)".into()));
+        }
+        let descriptor = Self {
+            format_version: DESCRIPTOR_FORMAT_VERSION,
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            gc: GcPolicy { min_age_seconds: min_age.as_secs().max(1) },
+        };
+        let bytes = serde_json::to_vec_pretty(&descriptor).map_err(|e| ObjectsError::storage(DESCRIPTOR_KEY, e))?;
+        match store.put_create(DESCRIPTOR_KEY, bytes).await? {
+            CreateOutcome::Created => Ok((descriptor, true)),
+            CreateOutcome::Exists(existing) => {
+                let current = Self::decode(&existing)?;
+                if current.gc == descriptor.gc {
+                    Ok((current, false))
+                } else {
+                    Err(ObjectsError::Root {
+                        root: store.display_root(),
+                        message: format!(
+                            "a lake already exists here with min_age {}s; it was left unchanged",
+                            current.gc.min_age_seconds
+                        ),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Loads the descriptor.
+    ///
+    /// # Errors
+    /// [`ObjectsError::NotALake`] when missing; [`ObjectsError::Corrupt`] when undecodable.
+    pub async fn load(store: &LakeStore) -> Result<Self, ObjectsError> {
+        match store.get(DESCRIPTOR_KEY).await? {
+            Some(bytes) => Self::decode(&bytes),
+            None => Err(ObjectsError::NotALake { root: store.display_root(), key: DESCRIPTOR_KEY.into() }),
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, ObjectsError> {
+        let d: Self = serde_json::from_slice(bytes).map_err(|e| ObjectsError::Corrupt {
+            path: DESCRIPTOR_KEY.into(),
+            what: "lake descriptor",
+            message: e.to_string(),
+        })?;
+        if d.format_version != DESCRIPTOR_FORMAT_VERSION {
+            return Err(ObjectsError::Corrupt {
+                path: DESCRIPTOR_KEY.into(),
+                what: "lake descriptor",
+                message: format!("format version {} is not supported (expected {DESCRIPTOR_FORMAT_VERSION})", d.format_version),
+            });
+        }
+        Ok(d)
+    }
+
+    /// The policy floor as a duration.
+    pub fn min_age(&self) -> Duration {
+        Duration::from_secs(self.gc.min_age_seconds)
+    }
+}

@@ -1,0 +1,44 @@
+//! Inventories: paginated listings of the managed prefix in ascending key order.
+//!
+//! One small trait, [`ObjectInventory`], and one module per backend. Key order is what lets the
+//! planner merge the inventory against the sorted live set and stop at the first key younger
+//! than the cutoff. Keys are relative to the lake root and compared as UTF-8 bytes (the order of
+//! S3 ListObjectsV2).
+
+pub mod local;
+
+use crate::error::ObjectsError;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryEntry {
+    /// Key relative to the lake root.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The store's `last_modified`, UTC.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryPage {
+    /// At most `limit` entries, keys strictly ascending and greater than the `after` asked for.
+    pub entries: Vec<InventoryEntry>,
+    /// Pass as `after` for the next page; `None` when the listing is exhausted.
+    pub next: Option<String>,
+}
+
+/// A key-ordered, paginated listing of the managed prefix.
+#[async_trait]
+pub trait ObjectInventory: Send + Sync {
+    /// Lists up to `limit` (>= 1) objects under the managed prefix whose keys are strictly
+    /// greater than `after`, in ascending byte order of key.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] when listing fails (GC then aborts; it never treats a failed
+    /// listing as an empty one).
+    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError>;
+}

@@ -1,0 +1,122 @@
+//! The managed key grammar: `objects/<ULID>/<name>`.
+//!
+//! - `<ULID>`: 26 characters of Crockford base32 (uppercase), minted when an upload starts;
+//!   its first 48 bits are the start time in milliseconds since the Unix epoch (UTC). Keys
+//!   therefore sort by upload start time, so a listing can stop at the first key younger than
+//!   the GC cutoff.
+//! - `<name>`: 1 to 200 characters of `[A-Za-z0-9._-]`, not starting with `.`; derived from the
+//!   uploaded file's name, for operators.
+//!
+//! GC never considers a key that does not match this grammar exactly.
+
+use crate::layout::OBJECTS_PREFIX;
+use chrono::{DateTime, Utc};
+use ulid::Ulid;
+
+/// A parsed managed key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedKey {
+    /// The upload's ULID.
+    pub ulid: Ulid,
+    /// The name part.
+    pub name: String,
+}
+
+impl ManagedKey {
+    /// Upload start time embedded in the ULID (UTC, millisecond precision).
+    pub fn minted_at(&self) -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp_millis(self.ulid.timestamp_ms() as i64).unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+}
+
+/// Turns a file name into a grammar-conforming name: other characters become `_`, a leading
+/// `.` becomes `_`, the result is cut to 200 bytes, and an empty name becomes `object`.
+pub fn sanitize_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' { c } else { '_' })
+        .take(200)
+        .collect();
+    if out.starts_with('.') {
+        out.replace_range(0..1, "_");
+    }
+    if out.is_empty() {
+        out.push_str("object");
+    }
+    out
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// Mints a new key for an upload of `name` (sanitised) with a fresh ULID.
+pub fn mint_key(name: &str) -> (String, Ulid) {
+    let ulid = Ulid::new();
+    (format!("{OBJECTS_PREFIX}/{ulid}/{}", sanitize_name(name)), ulid)
+}
+
+/// Parses `key` (relative to the lake root) as a managed key; `None` when it does not match
+/// the grammar exactly.
+pub fn parse_managed_key(key: &str) -> Option<ManagedKey> {
+    let rest = key.strip_prefix(OBJECTS_PREFIX)?.strip_prefix('/')?;
+    let (ulid_text, name) = rest.split_once('/')?;
+    if ulid_text.len() != 26 || !ulid_text.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) || !valid_name(name) {
+        return None;
+    }
+    let ulid = Ulid::from_string(ulid_text).ok()?;
+    // Round-trip to reject non-canonical spellings (I, L, O, U are not Crockford digits).
+    if ulid.to_string() != ulid_text {
+        return None;
+    }
+    Some(ManagedKey { ulid, name: name.to_string() })
+}
+
+/// The smallest managed key whose ULID time is at or after `cutoff`: every managed key that
+/// sorts at or after it was minted at or after the cutoff, so listing can stop there.
+pub fn first_key_at(cutoff: DateTime<Utc>) -> String {
+    let ms = u64::try_from(cutoff.timestamp_millis()).unwrap_or(0);
+    let ulid = Ulid::from_parts(ms, 0);
+    format!("{OBJECTS_PREFIX}/{ulid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_keys_parse_and_sort_by_time() {
+        let (a, ua) = mint_key("episode 1.mcap");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (b, _) = mint_key(".hidden");
+        assert!(a < b);
+        let parsed = parse_managed_key(&a).unwrap();
+        assert_eq!(parsed.ulid, ua);
+        assert_eq!(parsed.name, "episode_1.mcap");
+        assert_eq!(parse_managed_key(&b).unwrap().name, "_hidden");
+        assert!(first_key_at(parsed.minted_at()).as_str() <= a.as_str());
+        assert!(first_key_at(parsed.minted_at() + chrono::Duration::milliseconds(1)).as_str() > a.as_str());
+    }
+
+    #[test]
+    fn keys_outside_the_grammar_are_rejected() {
+        let ulid = Ulid::new().to_string();
+        for bad in [
+            format!("objectsx/{ulid}/a"),
+            format!("objects/{ulid}"),
+            format!("objects/{ulid}/"),
+            format!("objects/{ulid}/a/b"),
+            format!("objects/{ulid}/.a"),
+            format!("objects/{}/a", ulid.to_lowercase()),
+            format!("objects/{}/a", &ulid[..25]),
+            format!("tables/{ulid}/a"),
+            format!("objects/{ulid}/a b"),
+            "objects/0000000000000000000000000I/a".to_string(),
+        ] {
+            assert!(parse_managed_key(&bad).is_none(), "{bad}");
+        }
+    }
+}

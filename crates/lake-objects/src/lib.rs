@@ -1,0 +1,35 @@
+//! Objects and garbage collection of lake. This crate plans over journals (through the
+//! [`lake_engine::Engine`] trait) and inventories; it knows nothing of Lance.
+//!
+//! Where each rule lives:
+//! - [`store`]: opening a lake root (`file://`, a local path, `s3://`) as an object store.
+//! - [`layout`]: the keys of a lake (`_lake/`, `tables/`, `objects/`) and table-name rules.
+//! - [`keys`]: the managed key grammar `objects/<ULID>/<name>` and its time order.
+//! - [`descriptor`]: the lake descriptor and its GC policy floor (`min_age`).
+//! - [`registry`]: the table registry, advanced by compare-and-swap on create-only documents.
+//! - [`writer`]: the managed object writer (streaming upload, SHA-256 while writing).
+//! - [`clock`]: "now" read from the store's clock.
+//! - [`inventory`]: key-ordered, paginated listings of the managed prefix.
+//! - [`planner`]: live set x inventory x age gate -> [`plan::GcPlan`].
+//! - [`plan`]: the deterministic plan and its digest.
+//! - [`deleter`]: bulk deletes with per-key outcomes.
+//! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
+//! - [`apply`]: revalidation and page-by-page, resumable deletion.
+
+pub mod apply;
+pub mod checkpoint;
+pub mod clock;
+pub mod deleter;
+pub mod descriptor;
+pub mod error;
+pub mod inventory;
+pub mod keys;
+pub mod layout;
+pub mod plan;
+pub mod planner;
+pub mod registry;
+pub mod store;
+pub mod writer;
+
+pub use error::ObjectsError;
+pub use store::LakeStore;

@@ -1,0 +1,127 @@
+//! [`GcPlan`]: the deterministic result of a dry run, bound by a SHA-256 digest.
+//!
+//! The same lake state and cutoff give byte-identical plans: every field is derived from
+//! storage state and the cutoff (never from the time of the run), lists are sorted, and the
+//! encoding is compact JSON with a fixed field order. The digest is the SHA-256 of those bytes;
+//! a plan document on disk (`--out FILE`) is `{"digest": ..., "plan": {...}}`, and reading it
+//! back recomputes the digest, so an edited plan is refused.
+
+use crate::error::ObjectsError;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The plan format this build writes and reads.
+pub const PLAN_FORMAT_VERSION: u64 = 1;
+/// The stage a plan belongs to (the only one so far: orphan managed objects).
+pub const STAGE_ORPHAN_OBJECTS: &str = "orphan_objects";
+
+/// The latest version of one table when the plan was made.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasisEntry {
+    /// Table name.
+    pub table: String,
+    /// Latest version at planning time.
+    pub version: u64,
+}
+
+/// An object the plan would delete.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Candidate {
+    /// Key relative to the lake root.
+    pub uri: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The store's `last_modified`, RFC 3339 UTC with milliseconds.
+    pub last_modified: String,
+}
+
+/// A GC plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcPlan {
+    /// Always [`PLAN_FORMAT_VERSION`].
+    pub format_version: u64,
+    /// Always [`STAGE_ORPHAN_OBJECTS`].
+    pub stage: String,
+    /// The lake root the plan is for (normalised URI).
+    pub root: String,
+    /// The horizon: `--min-age` in seconds.
+    pub min_age_seconds: u64,
+    /// Objects younger than this (RFC 3339 UTC, milliseconds) are never candidates.
+    pub cutoff: String,
+    /// Latest version of every table when lineage was read, sorted by table.
+    pub basis: Vec<BasisEntry>,
+    /// False when any table's journal is incomplete: such a plan has no candidates and apply
+    /// refuses it.
+    pub lineage_complete: bool,
+    /// Lineage problems, one sentence each, sorted.
+    pub problems: Vec<String>,
+    /// Objects to delete, sorted by key.
+    pub candidates: Vec<Candidate>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanDocument {
+    digest: String,
+    plan: GcPlan,
+}
+
+impl GcPlan {
+    /// The canonical bytes the digest is computed over.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        // Plain strings, integers and booleans: serialisation cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// SHA-256 of [`GcPlan::canonical_bytes`], 64 lowercase hex characters.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.canonical_bytes()))
+    }
+
+    /// Total bytes of the candidates.
+    pub fn candidate_bytes(&self) -> u64 {
+        self.candidates.iter().map(|c| c.size).sum()
+    }
+
+    /// The plan document (`{"digest", "plan"}`), pretty-printed, for `--out FILE`.
+    pub fn to_document(&self) -> Vec<u8> {
+        let doc = PlanDocument { digest: self.digest(), plan: self.clone() };
+        serde_json::to_vec_pretty(&doc).unwrap_or_default()
+    }
+
+    /// Reads a plan document and checks its digest and format.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Corrupt`] when the document is malformed, of another format version, or
+    /// its digest does not match its content (an edited plan).
+    pub fn from_document(bytes: &[u8], path: &str) -> Result<Self, ObjectsError> {
+        let corrupt = |m: String| ObjectsError::Corrupt { path: path.to_string(), what: "GC plan", message: m };
+        let doc: PlanDocument = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+        doc.plan.check_format().map_err(corrupt)?;
+        let actual = doc.plan.digest();
+        if actual != doc.digest {
+            return Err(corrupt(format!(
+                "digest mismatch: the document says {} but its plan hashes to {actual}; the plan was edited. Make a new one with a dry run",
+                doc.digest
+            )));
+        }
+        Ok(doc.plan)
+    }
+
+    /// Checks the format version and stage.
+    ///
+    /// # Errors
+    /// A sentence naming the unsupported field.
+    pub fn check_format(&self) -> Result<(), String> {
+        if self.format_version != PLAN_FORMAT_VERSION {
+            return Err(format!("plan format version {} is not supported (expected {PLAN_FORMAT_VERSION})", self.format_version));
+        }
+        if self.stage != STAGE_ORPHAN_OBJECTS {
+            return Err(format!("unknown plan stage `{}`", self.stage));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! The planner: which managed objects are orphans older than the cutoff.
+//!
+//! 1. The cutoff is fixed first (by the caller, from the store's clock), then lineage is read:
+//!    an object that becomes referenced after lineage was read must already be younger than the
+//!    cutoff (the writer-side guard), so it cannot be a candidate.
+//! 2. Lineage of every registered table; any problem makes the plan incomplete, with no
+//!    candidates (apply refuses it; the dry run names every problem).
+//! 3. The live set: the union over tables of [`Engine::retained_object_references`] pages,
+//!    keeping the keys of references inside the lake root.
+//! 4. The sweep: inventory pages in key order; a key is a candidate only if it matches the
+//!    managed grammar, its ULID time and its `last_modified` are both before the cutoff, and it
+//!    is not live. Listing stops at the first key minted at or after the cutoff.
+
+use crate::error::ObjectsError;
+use crate::inventory::ObjectInventory;
+use crate::keys::{first_key_at, parse_managed_key};
+use crate::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+use chrono::{DateTime, SecondsFormat, Utc};
+use lake_engine::{Engine, PageRequest, RetainedRoots};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// What to plan.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// The normalised lake root (recorded in the plan).
+    pub root: String,
+    /// The horizon (`--min-age`).
+    pub min_age: Duration,
+    /// Objects at or after this instant are young. Truncated to milliseconds.
+    pub cutoff: DateTime<Utc>,
+    /// Inventory page size (objects per listing request).
+    pub inventory_page_size: usize,
+    /// Live-reference page size (identities per engine page).
+    pub reference_page_size: usize,
+}
+
+/// Counters of one planning run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanStats {
+    /// Tables read.
+    pub tables: u64,
+    /// Live references (identities) read from the journal.
+    pub live_references: u64,
+    /// Inventory entries listed.
+    pub objects_listed: u64,
+    /// Inventory pages requested.
+    pub inventory_pages: u64,
+    /// Listed keys outside the managed grammar (never candidates).
+    pub unmanaged_keys: u64,
+    /// Managed keys skipped as live.
+    pub live_objects: u64,
+    /// Managed keys skipped as younger than the cutoff.
+    pub young_objects: u64,
+}
+
+/// RFC 3339 UTC with milliseconds, the plan's time format.
+pub fn format_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Makes a plan. See the module documentation for the rules.
+///
+/// # Errors
+/// [`ObjectsError::Engine`] or [`ObjectsError::Storage`] when the journal or the listing
+/// cannot be read; nothing is planned from a partial read.
+pub async fn plan(
+    engine: &dyn Engine,
+    inventory: &dyn ObjectInventory,
+    options: &PlanOptions,
+) -> Result<(GcPlan, PlanStats), ObjectsError> {
+    let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
+    let mut stats = PlanStats::default();
+    let table_set = engine.tables().await?;
+    let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
+    let mut basis = Vec::new();
+    let mut lineages = Vec::new();
+    for location in &table_set.tables {
+        let lineage = engine.lineage(location).await?;
+        stats.tables += 1;
+        basis.push(BasisEntry { table: location.name.clone(), version: lineage.latest_version });
+        problems.extend(lineage.problems.iter().map(|p| p.to_string()));
+        lineages.push((location.clone(), lineage));
+    }
+    basis.sort();
+    problems.sort();
+    problems.dedup();
+    let lineage_complete = problems.is_empty();
+    let mut candidates = Vec::new();
+    if lineage_complete {
+        let mut live: BTreeSet<String> = BTreeSet::new();
+        for (location, lineage) in &lineages {
+            let roots = RetainedRoots::new(lineage.retained.clone());
+            let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
+            loop {
+                let page = engine.retained_object_references(location, &roots, &request).await?;
+                stats.live_references += page.identities.len() as u64;
+                for identity in page.identities {
+                    if !identity.uri.contains("://") {
+                        live.insert(identity.uri);
+                    }
+                }
+                match page.next {
+                    Some(next) => request.after = Some(next),
+                    None => break,
+                }
+            }
+        }
+        let stop_at = first_key_at(cutoff);
+        let mut after: Option<String> = None;
+        'listing: loop {
+            let page = inventory.list_page(after.as_deref(), options.inventory_page_size.max(1)).await?;
+            stats.inventory_pages += 1;
+            for entry in page.entries {
+                stats.objects_listed += 1;
+                if entry.key >= stop_at && entry.key.starts_with("objects/") && parse_managed_key(&entry.key).is_some() {
+                    // Time-ordered keys: everything from here on was minted after the cutoff.
+                    stats.young_objects += 1;
+                    break 'listing;
+                }
+                let Some(managed) = parse_managed_key(&entry.key) else {
+                    stats.unmanaged_keys += 1;
+                    continue;
+                };
+                if managed.minted_at() >= cutoff || entry.last_modified >= cutoff {
+                    stats.young_objects += 1;
+                    continue;
+                }
+                if live.contains(&entry.key) {
+                    stats.live_objects += 1;
+                    continue;
+                }
+                candidates.push(Candidate { uri: entry.key, size: entry.size, last_modified: format_time(entry.last_modified) });
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+    }
+    candidates.sort();
+    let plan = GcPlan {
+        format_version: PLAN_FORMAT_VERSION,
+        stage: STAGE_ORPHAN_OBJECTS.to_string(),
+        root: options.root.clone(),
+        min_age_seconds: options.min_age.as_secs(),
+        cutoff: format_time(cutoff),
+        basis,
+        lineage_complete,
+        problems,
+        candidates,
+    };
+    Ok((plan, stats))
+}

@@ -1,0 +1,256 @@
+//! [`LakeStore`]: a lake root opened as an `object_store` store, with keys relative to the root.
+
+use crate::error::ObjectsError;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use lake_common::LakeRootUri;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The outcome of a create-only write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// The document was created.
+    Created,
+    /// A document already existed at the key; its bytes.
+    Exists(Bytes),
+}
+
+/// A lake root opened for reading and writing.
+///
+/// Local roots use `LocalFileSystem` (create-only writes are atomic hard links); `s3://` roots
+/// use `AmazonS3` configured from the standard `AWS_*` environment variables.
+#[derive(Debug, Clone)]
+pub struct LakeStore {
+    root: LakeRootUri,
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    local_dir: Option<std::path::PathBuf>,
+    storage_options: HashMap<String, String>,
+}
+
+impl LakeStore {
+    /// Opens `root`: a local path (relative paths are made absolute; the folder is created),
+    /// `file:///abs/path`, or `s3://bucket/prefix`.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Root`] when the root cannot be parsed or opened.
+    pub fn open(root: &str) -> Result<Self, ObjectsError> {
+        let root_err = |m: String| ObjectsError::Root { root: root.to_string(), message: m };
+        let is_url = root.contains("://");
+        if !is_url || root.starts_with("file://") {
+            let path = if is_url {
+                let url = url::Url::parse(root).map_err(|e| root_err(e.to_string()))?;
+                url.to_file_path().map_err(|_| root_err("not a local file URL".into()))?
+            } else {
+                let p = std::path::PathBuf::from(root);
+                if p.is_absolute() {
+                    p
+                } else {
+                    std::env::current_dir().map_err(|e| root_err(e.to_string()))?.join(p)
+                }
+            };
+            std::fs::create_dir_all(&path).map_err(|e| root_err(format!("cannot create folder: {e}")))?;
+            let path = path.canonicalize().map_err(|e| root_err(e.to_string()))?;
+            let text = path.to_str().ok_or_else(|| root_err("path is not UTF-8".into()))?;
+            let uri = LakeRootUri::parse(text).map_err(|e| root_err(e.to_string()))?;
+            let store = LocalFileSystem::new_with_prefix(&path).map_err(|e| root_err(e.to_string()))?;
+            return Ok(Self {
+                root: uri,
+                store: Arc::new(store),
+                prefix: Path::default(),
+                local_dir: Some(path),
+                storage_options: HashMap::new(),
+            });
+        }
+        let uri = LakeRootUri::parse(root).map_err(|e| root_err(e.to_string()))?;
+        crate::store::s3::open(uri).map_err(root_err)
+    }
+
+    /// The normalised root URI.
+    pub fn root(&self) -> &LakeRootUri {
+        &self.root
+    }
+
+    /// The root as the operator would type it: the folder path for local roots, the URI otherwise.
+    pub fn display_root(&self) -> String {
+        match &self.local_dir {
+            Some(p) => p.display().to_string(),
+            None => self.root.to_string(),
+        }
+    }
+
+    /// The local folder of a local root.
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local_dir.as_deref()
+    }
+
+    /// The underlying store (paths include the root prefix: use [`LakeStore::path`]).
+    pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+
+    /// Options for Lance to reach the same storage (object_store configuration keys).
+    pub fn storage_options(&self) -> &HashMap<String, String> {
+        &self.storage_options
+    }
+
+    /// The store path of a key relative to the root.
+    pub fn path(&self, key: &str) -> Path {
+        if self.prefix.as_ref().is_empty() {
+            Path::from(key)
+        } else {
+            Path::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    /// The key relative to the root of a store path; `None` when outside the root.
+    pub fn key_of(&self, path: &Path) -> Option<String> {
+        let p = path.as_ref();
+        if self.prefix.as_ref().is_empty() {
+            return Some(p.to_string());
+        }
+        p.strip_prefix(self.prefix.as_ref())?.strip_prefix('/').map(str::to_string)
+    }
+
+    /// The URI Lance opens for a key: an absolute local path, or `s3://bucket/prefix/key`.
+    pub fn uri_of(&self, key: &str) -> String {
+        match &self.local_dir {
+            Some(dir) => dir.join(key).display().to_string(),
+            None => self.root.join(key),
+        }
+    }
+
+    /// Reads a document; `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] for any other failure.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, ObjectsError> {
+        match self.store.get(&self.path(key)).await {
+            Ok(r) => Ok(Some(r.bytes().await.map_err(|e| ObjectsError::storage(key, e))?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(ObjectsError::storage(key, e)),
+        }
+    }
+
+    /// Metadata of an object; `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] for any other failure.
+    pub async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, ObjectsError> {
+        match self.store.head(&self.path(key)).await {
+            Ok(m) => Ok(Some(m)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(ObjectsError::storage(key, e)),
+        }
+    }
+
+    /// Writes `bytes` at `key` only if nothing is there (S3 `If-None-Match: *`; a hard link
+    /// locally). Returns the existing bytes otherwise.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] when the write fails for another reason.
+    pub async fn put_create(&self, key: &str, bytes: Vec<u8>) -> Result<CreateOutcome, ObjectsError> {
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&self.path(key), PutPayload::from(bytes), opts).await {
+            Ok(_) => Ok(CreateOutcome::Created),
+            Err(object_store::Error::AlreadyExists { .. }) | Err(object_store::Error::Precondition { .. }) => {
+                match self.get(key).await? {
+                    Some(existing) => Ok(CreateOutcome::Exists(existing)),
+                    None => Err(ObjectsError::storage(key, "create-only write refused but no object found")),
+                }
+            }
+            Err(e) => Err(ObjectsError::storage(key, e)),
+        }
+    }
+
+    /// Writes `bytes` at `key`, replacing what is there.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`].
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), ObjectsError> {
+        self.store.put(&self.path(key), PutPayload::from(bytes)).await.map_err(|e| ObjectsError::storage(key, e))?;
+        Ok(())
+    }
+
+    /// Deletes one object; a missing object is not an error.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`].
+    pub async fn delete(&self, key: &str) -> Result<(), ObjectsError> {
+        match self.store.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(ObjectsError::storage(key, e)),
+        }
+    }
+
+    /// Every object under the folder `prefix` (recursive, any order), keys relative to the root.
+    /// For small folders (registry, journal); the managed prefix is listed by an inventory.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`].
+    pub async fn list_all(&self, prefix: &str) -> Result<Vec<(String, ObjectMeta)>, ObjectsError> {
+        let path = self.path(prefix);
+        let metas: Vec<ObjectMeta> =
+            self.store.list(Some(&path)).try_collect().await.map_err(|e| ObjectsError::storage(prefix, e))?;
+        Ok(metas.into_iter().filter_map(|m| self.key_of(&m.location).map(|k| (k, m))).collect())
+    }
+
+    /// The immediate sub-folders and objects of the folder `prefix`, keys relative to the root,
+    /// each list sorted by key.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`].
+    pub async fn list_dir(&self, prefix: &str) -> Result<(Vec<String>, Vec<ObjectMeta>), ObjectsError> {
+        let path = self.path(prefix);
+        let result = self.store.list_with_delimiter(Some(&path)).await.map_err(|e| ObjectsError::storage(prefix, e))?;
+        let mut dirs: Vec<String> = result.common_prefixes.iter().filter_map(|p| self.key_of(p)).collect();
+        dirs.sort();
+        let mut objects = result.objects;
+        objects.sort_by(|a, b| a.location.as_ref().cmp(b.location.as_ref()));
+        Ok((dirs, objects))
+    }
+}
+
+pub(crate) mod s3 {
+    //! `s3://` roots, configured from the standard `AWS_*` environment variables.
+    use super::LakeStore;
+    use lake_common::LakeRootUri;
+    use object_store::aws::AmazonS3Builder;
+    use object_store::path::Path;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    /// Environment variables that configure S3, and the object_store keys Lance reads them as.
+    const ENV_KEYS: [(&str, &str); 6] = [
+        ("AWS_ENDPOINT_URL", "aws_endpoint"),
+        ("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
+        ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+        ("AWS_SESSION_TOKEN", "aws_session_token"),
+        ("AWS_REGION", "aws_region"),
+        ("AWS_ALLOW_HTTP", "allow_http"),
+    ];
+
+    pub(crate) fn open(uri: LakeRootUri) -> Result<LakeStore, String> {
+        let mut options = HashMap::new();
+        for (env, key) in ENV_KEYS {
+            if let Ok(v) = std::env::var(env) {
+                options.insert(key.to_string(), v);
+            }
+        }
+        let store = AmazonS3Builder::from_env()
+            .with_bucket_name(uri.authority())
+            .build()
+            .map_err(|e| format!("cannot configure S3 from the AWS_* environment: {e}"))?;
+        Ok(LakeStore {
+            prefix: Path::from(uri.path()),
+            root: uri,
+            store: Arc::new(store),
+            local_dir: None,
+            storage_options: options,
+        })
+    }
+}

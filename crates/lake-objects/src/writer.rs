@@ -1,0 +1,125 @@
+//! The managed object writer: the only way objects enter `objects/`.
+//!
+//! Each upload gets a fresh key `objects/<ULID>/<name>` (ULID minted when the upload starts,
+//! see [`crate::keys`]), streams its bytes to the store while computing SHA-256, and returns
+//! the identity a row should reference. Objects are immutable: nothing rewrites a key.
+
+use crate::error::ObjectsError;
+use crate::keys::mint_key;
+use crate::store::LakeStore;
+use chrono::{DateTime, Utc};
+use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Bytes buffered before an upload switches to a multipart upload (also the part size): 8 MiB.
+pub const PART_SIZE: usize = 8 * 1024 * 1024;
+
+/// A managed object as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedObject {
+    /// Key relative to the lake root (`objects/<ULID>/<name>`): the `uri` rows store.
+    pub key: String,
+    /// SHA-256 of the bytes.
+    pub sha256: [u8; 32],
+    /// Size in bytes.
+    pub size: u64,
+    /// The store's `last_modified` of the object, UTC.
+    pub last_modified: DateTime<Utc>,
+}
+
+impl ManagedObject {
+    /// The identity a row referencing this object carries.
+    pub fn identity(&self) -> lake_common::ObjectIdentity {
+        lake_common::ObjectIdentity::new(self.key.clone(), self.sha256, self.size)
+    }
+}
+
+/// Uploads managed objects into a lake.
+#[derive(Debug, Clone)]
+pub struct ManagedObjectWriter {
+    store: LakeStore,
+}
+
+impl ManagedObjectWriter {
+    /// A writer for `store`.
+    pub fn new(store: LakeStore) -> Self {
+        Self { store }
+    }
+
+    /// Streams `reader` to a new managed key derived from `name`.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Io`] when `reader` fails, [`ObjectsError::Storage`] when the store does;
+    /// a failed multipart upload is aborted (a failed single put writes nothing).
+    pub async fn upload(&self, name: &str, mut reader: impl AsyncRead + Unpin) -> Result<ManagedObject, ObjectsError> {
+        let (key, _) = mint_key(name);
+        let path = self.store.path(&key);
+        let mut hasher = Sha256::new();
+        let mut size: u64 = 0;
+        let mut first = Vec::with_capacity(64 * 1024);
+        let io = |e: std::io::Error| ObjectsError::Io { path: name.to_string(), source: e };
+        // Read up to one part; small objects go in one PUT.
+        let mut buf = vec![0u8; 1024 * 1024];
+        loop {
+            let n = reader.read(&mut buf).await.map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            size += n as u64;
+            first.extend_from_slice(&buf[..n]);
+            if first.len() >= PART_SIZE {
+                break;
+            }
+        }
+        if first.len() < PART_SIZE {
+            self.store.object_store().put(&path, PutPayload::from(first)).await.map_err(|e| ObjectsError::storage(&key, e))?;
+        } else {
+            let upload = self.store.object_store().put_multipart(&path).await.map_err(|e| ObjectsError::storage(&key, e))?;
+            let mut write = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+            write.write(&first);
+            drop(first);
+            let result: Result<(), ObjectsError> = async {
+                loop {
+                    let n = reader.read(&mut buf).await.map_err(io)?;
+                    if n == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                    size += n as u64;
+                    write.wait_for_capacity(4).await.map_err(|e| ObjectsError::storage(&key, e))?;
+                    write.write(&buf[..n]);
+                }
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    write.finish().await.map_err(|e| ObjectsError::storage(&key, e))?;
+                }
+                Err(e) => {
+                    let _ = write.abort().await;
+                    return Err(e);
+                }
+            }
+        }
+        let meta = self.store.head(&key).await?.ok_or_else(|| ObjectsError::storage(&key, "object missing right after upload"))?;
+        if meta.size != size {
+            return Err(ObjectsError::storage(&key, format!("store reports {} bytes after writing {size}", meta.size)));
+        }
+        Ok(ManagedObject { key, sha256: hasher.finalize().into(), size, last_modified: meta.last_modified })
+    }
+
+    /// Uploads the local file at `path`, naming the key after the file name.
+    ///
+    /// # Errors
+    /// As [`ManagedObjectWriter::upload`].
+    pub async fn upload_file(&self, path: &std::path::Path) -> Result<ManagedObject, ObjectsError> {
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| ObjectsError::Io { path: path.display().to_string(), source: e })?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("object");
+        self.upload(name, file).await
+    }
+}
