@@ -1,1 +1,45 @@
-fn main() {}
+//! The `lake` binary: a thin layer of commands over the lake libraries.
+
+mod cli;
+mod commands;
+mod error;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("lake: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match &cli.command {
+            Command::Init(a) => commands::init::run(a).await,
+            Command::Ingest(a) => commands::ingest::run(a).await,
+            Command::Delete(a) => commands::tables::delete(a).await,
+            Command::Compact(a) => commands::tables::compact(a).await,
+            Command::Cleanup(a) => commands::tables::cleanup(a).await,
+            Command::Versions(a) => commands::tables::versions(a).await,
+            Command::Gc(a) => commands::gc::run(a).await,
+            Command::Demo(a) => commands::demo::run(a).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lake: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

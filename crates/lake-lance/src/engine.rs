@@ -67,6 +67,10 @@ pub struct VersionInfo {
     pub journaled: bool,
 }
 
+/// Lance operations that never change which objects rows reference (their journal entry is an
+/// empty delta): fragment id reservation, compaction rewrites, index creation, config changes.
+pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
+
 type LiveCache = Mutex<Option<((String, Vec<u64>, u64), Arc<BTreeSet<ObjectIdentity>>)>>;
 
 /// The Lance engine of one lake.
@@ -139,6 +143,36 @@ impl LanceEngine {
     async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
         sidecar::write(&self.store, &delta).await?;
         registry::advance(&self.store, &delta.table, delta.version).await?;
+        Ok(())
+    }
+
+    /// Writes empty deltas for the versions in `(after, upto]` that have no sidecar and whose
+    /// Lance transaction is content-preserving ([`CONTENT_PRESERVING_OPERATIONS`]). Versions of
+    /// other kinds are left to the writer that made them (a concurrent append journals its own).
+    /// `upto` itself must end up journaled.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] when `upto` is not content-preserving; Lance and
+    /// sidecar errors.
+    async fn journal_content_preserving(&self, ds: &Dataset, table: &str, after: u64, upto: u64) -> Result<(), LanceEngineError> {
+        let (existing, _) = sidecar::read_all(&self.store, table).await?;
+        for v in after + 1..=upto {
+            if matches!(existing.get(&v), Some(Ok(_))) {
+                continue;
+            }
+            let tx = ds
+                .read_transaction_by_version(v)
+                .await
+                .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "read transaction", source })?;
+            let name = tx.as_ref().map(|t| t.operation.name().to_string()).unwrap_or_default();
+            if CONTENT_PRESERVING_OPERATIONS.contains(&name.as_str()) {
+                sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v)).await?;
+            } else if v == upto {
+                return Err(LanceEngineError::InvalidInput(format!(
+                    "table `{table}` version {v} is a `{name}` operation, not content-preserving; refusing to journal it as empty"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -220,7 +254,10 @@ impl LanceEngine {
         if version == before {
             return Ok(None);
         }
-        self.publish(ObjectReferenceDelta::empty(table, version)).await?;
+        // Lance's compaction commits a ReserveFragments version before its Rewrite; journal
+        // every content-preserving version it produced.
+        self.journal_content_preserving(&ds, table, before, version).await?;
+        registry::advance(&self.store, table, version).await?;
         Ok(Some(CommitOutcome { table: table.into(), version, rows: 0, references_added: 0, references_removed: 0 }))
     }
 

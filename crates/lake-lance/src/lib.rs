@@ -6,6 +6,7 @@
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
+//! - [`verify`]: read back every object a retained version references (SHA-256 and size).
 //! - [`error`]: [`LanceEngineError`].
 
 pub mod engine;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod journaling;
 pub mod scan;
 pub mod sidecar;
+pub mod verify;
 
 pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
 pub use error::LanceEngineError;

@@ -1,0 +1,169 @@
+//! The command line: names and flags are the operator's contract.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// lake: a data lake on Lance tables whose rows reference large immutable objects, with safe,
+/// journal-driven garbage collection of orphan objects.
+///
+/// ROOT is a lake root: a local folder, file:///abs/path, or s3://bucket/prefix (configured by
+/// the standard AWS_* environment variables).
+///
+/// A first session:
+///
+///   lake init ./lake --min-age 7d
+///   lake ingest ./lake --table episodes ./recordings
+///   lake delete ./lake --table episodes --where "episode = 'run-17'"
+///   lake cleanup ./lake --table episodes --older-than 30d
+///   lake gc ./lake --min-age 7d                       # dry run: what would be deleted
+///   lake gc ./lake --min-age 7d --apply --checkpoint gc.ckpt
+#[derive(Debug, Parser)]
+#[command(name = "lake", version, about, long_about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a lake at ROOT with its GC policy floor.
+    Init(InitArgs),
+    /// Upload every regular file under DIR as a managed object and append one row per file.
+    ///
+    /// Rows have the columns `episode` (the first path component below DIR, empty for files
+    /// directly in DIR), `path` (the path relative to DIR) and `file` (a DataLocation:
+    /// uri, sha256, size). All rows land in one new table version. Creates the table on first
+    /// use.
+    Ingest(IngestArgs),
+    /// Delete the rows matching a Lance SQL predicate; their references are journaled as removed.
+    Delete(DeleteArgs),
+    /// Compact a table's fragments (a content-preserving version with an empty journal entry).
+    Compact(TableArgs),
+    /// Remove table versions older than a duration (Lance version retention).
+    ///
+    /// Never removes the latest or tagged versions. Objects referenced only by removed versions
+    /// become orphans that `lake gc` can collect.
+    Cleanup(CleanupArgs),
+    /// List the versions of a table that still exist.
+    Versions(VersionsArgs),
+    /// Plan (dry run) or apply the garbage collection of orphan managed objects.
+    ///
+    /// Without --apply, prints the plan and deletes nothing. With --apply and --checkpoint PATH,
+    /// persists the plan in PATH, revalidates it against the journal, and deletes page by page,
+    /// recording progress in PATH after every page; if PATH already records an apply, resumes
+    /// it instead of planning again (a finished one is reported and nothing is done).
+    ///
+    /// Exit codes: 0 done; 1 refused or failed (nothing, or only what PATH records, was
+    /// deleted); 3 dry run on incomplete lineage (see `problems`); 4 apply stopped with work
+    /// left (failed deletes or --max-pages): run the same command again to resume.
+    Gc(GcArgs),
+    /// Run the main job end to end on a fresh local lake and check the result.
+    ///
+    /// Ingests real files (default: this repository's tracked files) in two versions, deletes
+    /// some episodes, compacts, cleans up old versions, leaves an upload that was never appended
+    /// and a young one, dry-runs GC, applies it, and then checks that every object any retained
+    /// version references still exists with its recorded SHA-256 and size.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Lake root.
+    pub root: String,
+    /// GC policy floor: the smallest --min-age `lake gc` accepts without --allow-below-policy
+    /// (humantime: 7d, 90m, 1s).
+    #[arg(long, value_name = "DUR", default_value = "7d")]
+    pub min_age: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// Lake root.
+    pub root: String,
+    /// Table name (1-64 of A-Z a-z 0-9 _ -).
+    #[arg(long)]
+    pub table: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// Folder whose regular files (recursively) are ingested.
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// Lance SQL filter selecting the rows to delete, e.g. "episode = 'Asia'".
+    #[arg(long = "where", value_name = "PREDICATE")]
+    pub predicate: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// Remove versions older than this (humantime: 30d, 12h, 0s).
+    #[arg(long, value_name = "DUR")]
+    pub older_than: String,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionsArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Lake root.
+    pub root: String,
+    /// Only objects older than this are candidates (humantime: 7d, 90m). Required; must be
+    /// positive and at least the lake's policy floor.
+    #[arg(long, value_name = "DUR")]
+    pub min_age: Option<String>,
+    /// Delete the planned objects (requires --checkpoint).
+    #[arg(long)]
+    pub apply: bool,
+    /// Local file recording the plan and the apply's progress; resumes when it exists.
+    #[arg(long, value_name = "PATH")]
+    pub checkpoint: Option<PathBuf>,
+    /// Accept a --min-age below the lake's policy floor.
+    #[arg(long)]
+    pub allow_below_policy: bool,
+    /// Plan at this cutoff (RFC 3339 UTC) instead of now - min-age; must not be later than
+    /// that. Two dry runs of the same lake state at the same cutoff give identical plans.
+    #[arg(long, value_name = "RFC3339")]
+    pub cutoff: Option<String>,
+    /// Write the plan document (with its digest) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Keys per delete request (1-1000).
+    #[arg(long, default_value_t = 1000)]
+    pub page_size: usize,
+    /// Stop the apply after this many delete pages (resume later with the same command).
+    #[arg(long)]
+    pub max_pages: Option<u64>,
+    /// Objects per inventory listing page.
+    #[arg(long, default_value_t = 1000)]
+    pub list_page_size: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the demo (a lake is created in DIR/lake); default: a new temporary folder.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Files to ingest; default: this repository's tracked files.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+}

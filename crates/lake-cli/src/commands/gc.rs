@@ -1,0 +1,289 @@
+//! `lake gc`: dry run, apply, resume.
+
+use crate::cli::GcArgs;
+use crate::commands::{open_lake, print_json};
+use crate::error::{parse_duration, CliError};
+use chrono::{DateTime, Utc};
+use lake_lance::LanceEngine;
+use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
+use lake_objects::checkpoint::ApplyCheckpoint;
+use lake_objects::clock::{read_store_clock, ClockReading};
+use lake_objects::deleter::StoreDeleter;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::inventory::local::LocalInventory;
+use lake_objects::plan::GcPlan;
+use lake_objects::planner::{format_time, plan, PlanOptions, PlanStats};
+use lake_objects::LakeStore;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A validated GC request.
+#[derive(Debug, Clone)]
+pub struct GcRequest {
+    /// The horizon.
+    pub min_age: Duration,
+    /// Accept a horizon below the lake's policy floor.
+    pub allow_below_policy: bool,
+    /// Explicit cutoff (not later than store-now - min_age).
+    pub cutoff: Option<DateTime<Utc>>,
+    /// Apply with this checkpoint.
+    pub checkpoint: Option<PathBuf>,
+    /// Apply options.
+    pub apply: ApplyOptions,
+    /// Inventory page size.
+    pub list_page_size: usize,
+    /// Where to write the plan document.
+    pub out: Option<PathBuf>,
+}
+
+/// What a GC run did.
+#[derive(Debug, Clone)]
+pub struct GcReport {
+    /// The plan made or resumed.
+    pub plan: GcPlan,
+    /// Planning counters (absent when resuming a recorded plan).
+    pub stats: Option<PlanStats>,
+    /// The clock reading the cutoff came from.
+    pub clock: ClockReading,
+    /// The lake's policy floor.
+    pub policy: LakeDescriptor,
+    /// Apply outcome, when applying.
+    pub apply: Option<ApplyReport>,
+    /// True when the plan came from an existing checkpoint.
+    pub resumed: bool,
+}
+
+impl GcReport {
+    /// The `--json` object.
+    pub fn to_json(&self) -> Value {
+        let p = &self.plan;
+        let mut v = json!({
+            "digest": p.digest(),
+            "root": p.root,
+            "cutoff": p.cutoff,
+            "min_age_seconds": p.min_age_seconds,
+            "policy_min_age_seconds": self.policy.gc.min_age_seconds,
+            "store_now": format_time(self.clock.store_now),
+            "clock_skew_ms": self.clock.skew_ms(),
+            "lineage_complete": p.lineage_complete,
+            "problems": p.problems,
+            "basis": p.basis,
+            "candidate_count": p.candidates.len(),
+            "candidate_bytes": p.candidate_bytes(),
+            "candidates": p.candidates,
+            "resumed": self.resumed,
+        });
+        if let Some(s) = &self.stats {
+            v["metrics"] = json!({
+                "tables": s.tables,
+                "live_references": s.live_references,
+                "objects_listed": s.objects_listed,
+                "inventory_pages": s.inventory_pages,
+                "unmanaged_keys": s.unmanaged_keys,
+                "live_objects": s.live_objects,
+                "young_objects": s.young_objects,
+            });
+        }
+        if let Some(a) = &self.apply {
+            let c = &a.checkpoint;
+            v["deleted"] = json!(c.deleted);
+            v["already_gone"] = json!(c.already_gone);
+            v["failed"] = json!(c.failed.len());
+            v["failed_keys"] = json!(c.failed);
+            v["revived"] = json!(c.revived.len());
+            v["revived_keys"] = json!(c.revived);
+            v["complete"] = json!(c.complete);
+            v["delete_pages"] = json!(a.pages);
+            v["already_complete"] = json!(a.was_complete);
+        }
+        v
+    }
+
+    /// Human-readable lines.
+    pub fn to_text(&self) -> String {
+        let p = &self.plan;
+        let mut out = String::new();
+        let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
+        out += &format!("lake gc {mode}\n");
+        out += &format!("  root:        {}\n", p.root);
+        out += &format!(
+            "  policy:      min_age {} (lake floor {})\n",
+            humantime::format_duration(Duration::from_secs(p.min_age_seconds)),
+            humantime::format_duration(self.policy.min_age())
+        );
+        out += &format!("  store clock: {} (local clock {:+} ms)\n", format_time(self.clock.store_now), self.clock.skew_ms());
+        out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
+        out += &format!("  plan digest: {}\n", p.digest());
+        for b in &p.basis {
+            out += &format!("  table `{}` at version {}\n", b.table, b.version);
+        }
+        if !p.lineage_complete {
+            out += "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
+            for problem in &p.problems {
+                out += &format!("    - {problem}\n");
+            }
+        }
+        out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
+        for c in p.candidates.iter().take(50) {
+            out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
+        }
+        if p.candidates.len() > 50 {
+            out += &format!("    ... {} more (use --json or --out for the full list)\n", p.candidates.len() - 50);
+        }
+        if let Some(a) = &self.apply {
+            let c = &a.checkpoint;
+            if a.was_complete {
+                out += "  apply: already complete; nothing to do\n";
+            }
+            out += &format!(
+                "  deleted {}, already gone {}, revived {}, failed {} ({} delete requests this run)\n",
+                c.deleted,
+                c.already_gone,
+                c.revived.len(),
+                c.failed.len(),
+                a.pages
+            );
+            out += if c.complete { "  complete\n" } else { "  NOT complete: run the same command again to resume\n" };
+        }
+        out
+    }
+
+    /// Exit code: 0 done; 3 dry run on incomplete lineage; 4 apply with work left.
+    pub fn exit_code(&self) -> u8 {
+        match &self.apply {
+            Some(a) if !a.checkpoint.complete => 4,
+            Some(_) => 0,
+            None if !self.plan.lineage_complete => 3,
+            None => 0,
+        }
+    }
+}
+
+/// Validates the flags of `lake gc` into a request.
+///
+/// # Errors
+/// [`CliError::Usage`] naming the flag at fault.
+pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
+    let text = args.min_age.as_deref().ok_or_else(|| {
+        CliError::Usage("--min-age is required: GC only considers objects older than it (for example --min-age 7d); nothing was deleted".into())
+    })?;
+    let min_age = parse_duration("--min-age", text)?;
+    if min_age.as_secs() == 0 {
+        return Err(CliError::Usage(format!("--min-age {text} must be at least 1s: a zero horizon would race writers that are still publishing; nothing was deleted")));
+    }
+    if args.apply && args.checkpoint.is_none() {
+        return Err(CliError::Usage("--apply requires --checkpoint PATH, where the plan and the apply's progress are recorded so an interrupted apply can resume; nothing was deleted".into()));
+    }
+    if !args.apply && args.checkpoint.is_some() {
+        return Err(CliError::Usage("--checkpoint is only used with --apply; add --apply to delete, or drop --checkpoint for a dry run".into()));
+    }
+    let cutoff = match &args.cutoff {
+        Some(c) => Some(
+            DateTime::parse_from_rfc3339(c)
+                .map_err(|e| CliError::Usage(format!("--cutoff `{c}` is not an RFC 3339 time ({e}), e.g. 2026-01-31T12:00:00Z")))?
+                .with_timezone(&Utc),
+        ),
+        None => None,
+    };
+    if !(1..=1000).contains(&args.page_size) {
+        return Err(CliError::Usage(format!("--page-size {} must be between 1 and 1000 (S3's DeleteObjects limit)", args.page_size)));
+    }
+    if args.list_page_size == 0 {
+        return Err(CliError::Usage("--list-page-size must be at least 1".into()));
+    }
+    Ok(GcRequest {
+        min_age,
+        allow_below_policy: args.allow_below_policy,
+        cutoff,
+        checkpoint: args.checkpoint.clone(),
+        apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages },
+        list_page_size: args.list_page_size,
+        out: args.out.clone(),
+    })
+}
+
+/// Runs GC on an opened lake.
+///
+/// # Errors
+/// [`CliError::Refused`] for policy refusals; planning and apply errors.
+pub async fn run_gc(store: &LakeStore, descriptor: &LakeDescriptor, engine: &LanceEngine, req: &GcRequest) -> Result<GcReport, CliError> {
+    if req.min_age < descriptor.min_age() && !req.allow_below_policy {
+        return Err(CliError::Refused(format!(
+            "--min-age {} is below this lake's policy floor of {}; nothing was deleted. Use a larger --min-age, or add --allow-below-policy if you are sure no writer is still publishing objects that old",
+            humantime::format_duration(req.min_age),
+            humantime::format_duration(descriptor.min_age())
+        )));
+    }
+    let clock = read_store_clock(store).await?;
+    let latest_cutoff = clock.store_now - chrono::Duration::from_std(req.min_age).map_err(|_| CliError::Usage("--min-age is too large".into()))?;
+    let cutoff = match req.cutoff {
+        Some(c) if c > latest_cutoff => {
+            return Err(CliError::Refused(format!(
+                "--cutoff {} is later than the store's now minus --min-age ({}); objects that young may still be published. Nothing was deleted",
+                format_time(c),
+                format_time(latest_cutoff)
+            )))
+        }
+        Some(c) => c,
+        None => latest_cutoff,
+    };
+    if let Some(path) = &req.checkpoint {
+        if let Some(cp) = ApplyCheckpoint::load(path)? {
+            if cp.plan.min_age_seconds != req.min_age.as_secs() {
+                return Err(CliError::Refused(format!(
+                    "checkpoint {} records a plan made with --min-age {}s, not {}s; resume with the same --min-age, or use a new checkpoint path for a new plan",
+                    path.display(),
+                    cp.plan.min_age_seconds,
+                    req.min_age.as_secs()
+                )));
+            }
+            if cp.plan.root != store.root().to_string() {
+                return Err(CliError::Refused(format!("checkpoint {} belongs to lake {}, not {}", path.display(), cp.plan.root, store.root())));
+            }
+            let deleter = StoreDeleter::new(store.clone());
+            let report = apply(engine, &deleter, path, None, &req.apply).await?;
+            return Ok(GcReport { plan: report.checkpoint.plan.clone(), stats: None, clock, policy: descriptor.clone(), apply: Some(report), resumed: true });
+        }
+    }
+    let inventory = LocalInventory::new(store.clone());
+    let options = PlanOptions {
+        root: store.root().to_string(),
+        min_age: req.min_age,
+        cutoff,
+        inventory_page_size: req.list_page_size,
+        reference_page_size: 10_000,
+    };
+    let (gc_plan, stats) = plan(engine, &inventory, &options).await?;
+    if let Some(out) = &req.out {
+        std::fs::write(out, gc_plan.to_document()).map_err(|e| CliError::Io { path: out.display().to_string(), source: e })?;
+    }
+    let apply_report = match &req.checkpoint {
+        Some(path) => {
+            let deleter = StoreDeleter::new(store.clone());
+            Some(apply(engine, &deleter, path, Some(&gc_plan), &req.apply).await?)
+        }
+        None => None,
+    };
+    Ok(GcReport { plan: gc_plan, stats: Some(stats), clock, policy: descriptor.clone(), apply: apply_report, resumed: false })
+}
+
+/// Runs `lake gc`.
+///
+/// # Errors
+/// As [`run_gc`]; [`CliError::Exit`] for exit codes 3 and 4 after printing the report.
+pub async fn run(args: &GcArgs) -> Result<(), CliError> {
+    let req = request_from_args(args)?;
+    let (store, descriptor, engine) = open_lake(&args.root).await?;
+    let report = run_gc(&store, &descriptor, &engine, &req).await?;
+    if args.json {
+        print_json(&report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    match report.exit_code() {
+        0 => Ok(()),
+        3 => Err(CliError::Exit { code: 3, message: "lineage is incomplete: the plan has no candidates and apply would refuse (see problems)".into() }),
+        code => Err(CliError::Exit { code, message: "the apply has work left; run the same command again to resume".into() }),
+    }
+}
