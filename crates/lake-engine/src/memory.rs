@@ -39,6 +39,13 @@ impl MemoryEngine {
         f(guard.entry(table.to_string()).or_default())
     }
 
+    fn with_existing_table(&self, table: &str, f: impl FnOnce(&mut MemTable)) {
+        let mut guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = guard.get_mut(table) {
+            f(t);
+        }
+    }
+
     fn commit(&self, table: &str, added: &ReferenceCounts, removed: &ReferenceCounts, journal: bool) -> u64 {
         self.with_table(table, |t| {
             let v = t.latest + 1;
@@ -80,14 +87,14 @@ impl MemoryEngine {
 
     /// Replaces the sidecar of `version` by a decode error.
     pub fn corrupt_sidecar(&self, table: &str, version: u64, error: DecodeError) {
-        self.with_table(table, |t| {
+        self.with_existing_table(table, |t| {
             t.sidecars.insert(version, Err(error));
         });
     }
 
     /// Removes every version for which `keep` is false, except the latest (as Lance cleanup).
     pub fn cleanup(&self, table: &str, keep: impl Fn(u64) -> bool) {
-        self.with_table(table, |t| {
+        self.with_existing_table(table, |t| {
             let latest = t.latest;
             t.versions.retain(|v, _| *v == latest || keep(*v));
         });

@@ -1,0 +1,7 @@
+//! Integration tests of the Lance engine on real Lance datasets in temporary folders
+//! (one test binary per crate: Lance links once).
+
+mod append;
+mod gc_scenario;
+mod lineage;
+mod support;

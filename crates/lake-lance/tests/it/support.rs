@@ -1,0 +1,59 @@
+//! Helpers: a fresh local lake, uploads, and record batches with DataLocation columns.
+
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchReader, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use lake_common::{data_location_field, DataLocationBuilder};
+use lake_lance::LanceEngine;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
+use lake_objects::LakeStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct TestLake {
+    pub _dir: tempfile::TempDir,
+    pub store: LakeStore,
+    pub engine: LanceEngine,
+    pub writer: ManagedObjectWriter,
+}
+
+pub async fn new_lake() -> TestLake {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
+    LakeDescriptor::create(&store, Duration::from_secs(1)).await.unwrap();
+    TestLake { engine: LanceEngine::new(store.clone()), writer: ManagedObjectWriter::new(store.clone()), store, _dir: dir }
+}
+
+impl TestLake {
+    pub async fn upload(&self, name: &str, content: &[u8]) -> ManagedObject {
+        self.writer.upload(name, content).await.unwrap()
+    }
+
+    /// Keys of every object under `objects/` and elsewhere outside `_lake/` and `tables/`.
+    pub async fn all_object_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.store.list_all("").await.unwrap().into_iter().map(|(k, _)| k).filter(|k| !k.starts_with("_lake/") && !k.starts_with("tables/")).collect();
+        keys.sort();
+        keys
+    }
+}
+
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("episode", DataType::Utf8, false), data_location_field("file", true)]))
+}
+
+/// One batch: rows of (episode, object) with an optional object (None = null reference).
+pub fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
+    let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|(e, _)| *e)));
+    let mut files = DataLocationBuilder::new();
+    for (_, o) in rows {
+        match o {
+            Some(o) => files.append(&o.key, o.sha256, o.size),
+            None => files.append_null(),
+        }
+    }
+    RecordBatch::try_new(schema(), vec![episodes, Arc::new(files.finish())]).unwrap()
+}
+
+pub fn reader(batches: Vec<RecordBatch>) -> Box<dyn RecordBatchReader + Send> {
+    Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema()))
+}

@@ -1,0 +1,8 @@
+//! Integration tests of lake-objects (one test binary per crate).
+//!
+//! `conformance` is the storage-facing suite every backend runs (object_store's pattern);
+//! `planner` and `documents` test planning, plans and checkpoints over a real local store.
+
+mod conformance;
+mod documents;
+mod planner;
