@@ -103,9 +103,15 @@ impl ObjectReferenceDelta {
             // |n| <= u64::MAX because each side is a u64 count.
             let magnitude = u64::try_from(n.unsigned_abs()).unwrap_or(u64::MAX);
             if n > 0 {
-                plus.push(ReferenceCount { identity: identity.clone(), count: magnitude });
+                plus.push(ReferenceCount {
+                    identity: identity.clone(),
+                    count: magnitude,
+                });
             } else if n < 0 {
-                minus.push(ReferenceCount { identity: identity.clone(), count: magnitude });
+                minus.push(ReferenceCount {
+                    identity: identity.clone(),
+                    count: magnitude,
+                });
             }
         }
         Self {
@@ -120,7 +126,12 @@ impl ObjectReferenceDelta {
 
     /// An empty delta: a content-preserving version (compaction, index or config change).
     pub fn empty(table: impl Into<String>, version: u64) -> Self {
-        Self::delta(table, version, &ReferenceCounts::new(), &ReferenceCounts::new())
+        Self::delta(
+            table,
+            version,
+            &ReferenceCounts::new(),
+            &ReferenceCounts::new(),
+        )
     }
 
     /// A snapshot: the full reference set of `version` (overwrite, restore, repair).
@@ -187,10 +198,16 @@ impl ObjectReferenceDelta {
             return Err(DecodeError::ZeroVersion);
         }
         if wire.version != expected_version {
-            return Err(DecodeError::VersionMismatch { expected: expected_version, found: wire.version });
+            return Err(DecodeError::VersionMismatch {
+                expected: expected_version,
+                found: wire.version,
+            });
         }
         if wire.table != table {
-            return Err(DecodeError::TableMismatch { expected: table.into(), found: wire.table });
+            return Err(DecodeError::TableMismatch {
+                expected: table.into(),
+                found: wire.table,
+            });
         }
         let expected_parent = parent_of(wire.version);
         let parent_ok = match wire.kind {
@@ -208,7 +225,9 @@ impl ObjectReferenceDelta {
             });
         }
         if wire.kind == DeltaKind::Snapshot && !wire.removed.is_empty() {
-            return Err(DecodeError::SnapshotWithRemovals { version: wire.version });
+            return Err(DecodeError::SnapshotWithRemovals {
+                version: wire.version,
+            });
         }
         let added = validate_list("added", wire.added)?;
         let removed = validate_list("removed", wire.removed)?;
@@ -219,7 +238,9 @@ impl ObjectReferenceDelta {
                 std::cmp::Ordering::Less => i += 1,
                 std::cmp::Ordering::Greater => j += 1,
                 std::cmp::Ordering::Equal => {
-                    return Err(DecodeError::AddedAndRemoved { uri: added[i].identity.uri.clone() })
+                    return Err(DecodeError::AddedAndRemoved {
+                        uri: added[i].identity.uri.clone(),
+                    })
                 }
             }
         }
@@ -238,7 +259,10 @@ fn parent_of(version: u64) -> Option<u64> {
     version.checked_sub(1).filter(|p| *p >= 1)
 }
 
-fn validate_list(list: &'static str, entries: Vec<WireEntry>) -> Result<Vec<ReferenceCount>, DecodeError> {
+fn validate_list(
+    list: &'static str,
+    entries: Vec<WireEntry>,
+) -> Result<Vec<ReferenceCount>, DecodeError> {
     let mut out: Vec<ReferenceCount> = Vec::with_capacity(entries.len());
     for (index, e) in entries.into_iter().enumerate() {
         if e.count == 0 {
@@ -247,10 +271,17 @@ fn validate_list(list: &'static str, entries: Vec<WireEntry>) -> Result<Vec<Refe
         let identity = ObjectIdentity::new(e.uri, e.sha256, e.size);
         if let Some(prev) = out.last() {
             if prev.identity >= identity {
-                return Err(DecodeError::NotCanonical { list, index, uri: identity.uri });
+                return Err(DecodeError::NotCanonical {
+                    list,
+                    index,
+                    uri: identity.uri,
+                });
             }
         }
-        out.push(ReferenceCount { identity, count: e.count });
+        out.push(ReferenceCount {
+            identity,
+            count: e.count,
+        });
     }
     Ok(out)
 }

@@ -16,14 +16,25 @@ pub type Sidecars = BTreeMap<u64, Result<ObjectReferenceDelta, DecodeError>>;
 ///
 /// # Errors
 /// [`EngineError::Lineage`] when the lineage has problems or the replay is inconsistent.
-pub fn live_set_of(lineage: &TableLineage, sidecars: &Sidecars, retained: &[u64]) -> Result<BTreeSet<ObjectIdentity>, EngineError> {
+pub fn live_set_of(
+    lineage: &TableLineage,
+    sidecars: &Sidecars,
+    retained: &[u64],
+) -> Result<BTreeSet<ObjectIdentity>, EngineError> {
     let table = lineage.table.clone();
     if !lineage.problems.is_empty() {
-        return Err(EngineError::Lineage { table, problems: lineage.problems.clone() });
+        return Err(EngineError::Lineage {
+            table,
+            problems: lineage.problems.clone(),
+        });
     }
     let base = lineage.replay_base.ok_or_else(|| EngineError::Lineage {
         table: table.clone(),
-        problems: vec![LineageProblem::ParentGap { table: table.clone(), version: 1, needed_by: lineage.latest_version }],
+        problems: vec![LineageProblem::ParentGap {
+            table: table.clone(),
+            version: 1,
+            needed_by: lineage.latest_version,
+        }],
     })?;
     let mut replay = Replay::new(retained);
     for v in base..=lineage.latest_version {
@@ -32,18 +43,30 @@ pub fn live_set_of(lineage: &TableLineage, sidecars: &Sidecars, retained: &[u64]
             _ => {
                 return Err(EngineError::Lineage {
                     table: table.clone(),
-                    problems: vec![LineageProblem::ParentGap { table: table.clone(), version: v, needed_by: lineage.latest_version }],
+                    problems: vec![LineageProblem::ParentGap {
+                        table: table.clone(),
+                        version: v,
+                        needed_by: lineage.latest_version,
+                    }],
                 })
             }
         };
         replay.apply(delta).map_err(|e| EngineError::Lineage {
             table: table.clone(),
-            problems: vec![LineageProblem::Inconsistent { table: table.clone(), version: e.version(), reason: e.to_string() }],
+            problems: vec![LineageProblem::Inconsistent {
+                table: table.clone(),
+                version: e.version(),
+                reason: e.to_string(),
+            }],
         })?;
     }
     replay.into_live_set().map_err(|e| EngineError::Lineage {
         table: table.clone(),
-        problems: vec![LineageProblem::Inconsistent { table, version: e.version(), reason: e.to_string() }],
+        problems: vec![LineageProblem::Inconsistent {
+            table,
+            version: e.version(),
+            reason: e.to_string(),
+        }],
     })
 }
 
@@ -51,7 +74,10 @@ pub fn live_set_of(lineage: &TableLineage, sidecars: &Sidecars, retained: &[u64]
 pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> ReferencePage {
     let limit = page.limit.max(1);
     let iter: Box<dyn Iterator<Item = &ObjectIdentity>> = match &page.after {
-        Some(after) => Box::new(set.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded))),
+        Some(after) => Box::new(set.range((
+            std::ops::Bound::Excluded(after.clone()),
+            std::ops::Bound::Unbounded,
+        ))),
         None => Box::new(set.iter()),
     };
     let mut identities: Vec<ObjectIdentity> = Vec::with_capacity(limit.min(1024));
@@ -63,7 +89,11 @@ pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> Reference
         }
         identities.push(id.clone());
     }
-    let next = if more { identities.last().cloned() } else { None };
+    let next = if more {
+        identities.last().cloned()
+    } else {
+        None
+    };
     ReferencePage { identities, next }
 }
 
@@ -72,7 +102,12 @@ pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> Reference
 /// # Errors
 /// [`EngineError::Lineage`] naming the first newer version whose sidecar is missing or
 /// undecodable.
-pub fn added_after(table: &str, version: u64, latest: u64, sidecars: &Sidecars) -> Result<Vec<ObjectIdentity>, EngineError> {
+pub fn added_after(
+    table: &str,
+    version: u64,
+    latest: u64,
+    sidecars: &Sidecars,
+) -> Result<Vec<ObjectIdentity>, EngineError> {
     let mut out = BTreeSet::new();
     for v in version.saturating_add(1)..=latest {
         match sidecars.get(&v) {
@@ -85,13 +120,20 @@ pub fn added_after(table: &str, version: u64, latest: u64, sidecars: &Sidecars) 
             Some(Err(e)) => {
                 return Err(EngineError::Lineage {
                     table: table.into(),
-                    problems: vec![LineageProblem::UndecodableSidecar { table: table.into(), version: v, reason: e.to_string() }],
+                    problems: vec![LineageProblem::UndecodableSidecar {
+                        table: table.into(),
+                        version: v,
+                        reason: e.to_string(),
+                    }],
                 })
             }
             None => {
                 return Err(EngineError::Lineage {
                     table: table.into(),
-                    problems: vec![LineageProblem::MissingSidecar { table: table.into(), version: v }],
+                    problems: vec![LineageProblem::MissingSidecar {
+                        table: table.into(),
+                        version: v,
+                    }],
                 })
             }
         }

@@ -15,8 +15,8 @@ use chrono::{DateTime, Utc};
 use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::journal::{added_after, live_set_of, paginate, Sidecars};
 use lake_engine::{
-    check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
-    TableLocation, TableSet,
+    check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots,
+    TableLineage, TableLocation, TableSet,
 };
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
@@ -69,7 +69,8 @@ pub struct VersionInfo {
 
 /// Lance operations that never change which objects rows reference (their journal entry is an
 /// empty delta): fragment id reservation, compaction rewrites, index creation, config changes.
-pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
+pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] =
+    ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
 
 type LiveCache = Mutex<Option<((String, Vec<u64>, u64), Arc<BTreeSet<ObjectIdentity>>)>>;
 
@@ -81,14 +82,19 @@ pub struct LanceEngine {
 
 impl std::fmt::Debug for LanceEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LanceEngine").field("root", &self.store.root().to_string()).finish()
+        f.debug_struct("LanceEngine")
+            .field("root", &self.store.root().to_string())
+            .finish()
     }
 }
 
 impl LanceEngine {
     /// The engine of the lake in `store`.
     pub fn new(store: LakeStore) -> Self {
-        Self { store, live_cache: Mutex::new(None) }
+        Self {
+            store,
+            live_cache: Mutex::new(None),
+        }
     }
 
     /// The lake's store.
@@ -102,12 +108,18 @@ impl LanceEngine {
     }
 
     fn write_params(&self, mode: WriteMode) -> WriteParams {
-        let mut params = WriteParams { mode, skip_auto_cleanup: true, ..Default::default() };
+        let mut params = WriteParams {
+            mode,
+            skip_auto_cleanup: true,
+            ..Default::default()
+        };
         if !self.store.storage_options().is_empty() {
             params.store_params = Some(ObjectStoreParams {
-                storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(
-                    self.store.storage_options().clone(),
-                ))),
+                storage_options_accessor: Some(Arc::new(
+                    StorageOptionsAccessor::with_static_options(
+                        self.store.storage_options().clone(),
+                    ),
+                )),
                 ..Default::default()
             });
         }
@@ -119,7 +131,10 @@ impl LanceEngine {
     /// # Errors
     /// Storage errors.
     pub async fn table_exists(&self, table: &str) -> Result<bool, LanceEngineError> {
-        let (_, objects) = self.store.list_dir(&format!("{}/_versions", dataset_key(table))).await?;
+        let (_, objects) = self
+            .store
+            .list_dir(&format!("{}/_versions", dataset_key(table)))
+            .await?;
         Ok(!objects.is_empty())
     }
 
@@ -130,13 +145,20 @@ impl LanceEngine {
     pub async fn open(&self, table: &str) -> Result<Dataset, LanceEngineError> {
         validate_table_name(table)?;
         if !self.table_exists(table).await? {
-            return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
+            return Err(LanceEngineError::NoSuchTable {
+                table: table.into(),
+                uri: self.dataset_uri(table),
+            });
         }
         DatasetBuilder::from_uri(self.dataset_uri(table))
             .with_storage_options(self.store.storage_options().clone())
             .load()
             .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "open", source })
+            .map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "open",
+                source,
+            })
     }
 
     /// Journals version `delta.version` and advances the registry: the tail of every commit.
@@ -154,17 +176,29 @@ impl LanceEngine {
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] when `upto` is not content-preserving; Lance and
     /// sidecar errors.
-    async fn journal_content_preserving(&self, ds: &Dataset, table: &str, after: u64, upto: u64) -> Result<(), LanceEngineError> {
+    async fn journal_content_preserving(
+        &self,
+        ds: &Dataset,
+        table: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<(), LanceEngineError> {
         let (existing, _) = sidecar::read_all(&self.store, table).await?;
         for v in after + 1..=upto {
             if matches!(existing.get(&v), Some(Ok(_))) {
                 continue;
             }
-            let tx = ds
-                .read_transaction_by_version(v)
-                .await
-                .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "read transaction", source })?;
-            let name = tx.as_ref().map(|t| t.operation.name().to_string()).unwrap_or_default();
+            let tx = ds.read_transaction_by_version(v).await.map_err(|source| {
+                LanceEngineError::Lance {
+                    table: table.into(),
+                    action: "read transaction",
+                    source,
+                }
+            })?;
+            let name = tx
+                .as_ref()
+                .map(|t| t.operation.name().to_string())
+                .unwrap_or_default();
             if CONTENT_PRESERVING_OPERATIONS.contains(&name.as_str()) {
                 sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v)).await?;
             } else if v == upto {
@@ -189,17 +223,39 @@ impl LanceEngine {
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
         LakeDescriptor::load(&self.store).await?;
-        let (reader, state) = JournalingReader::new(batches, self.store.root().clone())
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
-        let mode = if self.table_exists(table).await? { WriteMode::Append } else { WriteMode::Create };
-        let written = Dataset::write(reader, self.dataset_uri(table).as_str(), Some(self.write_params(mode))).await;
+        let (reader, state) =
+            JournalingReader::new(batches, self.store.root().clone()).map_err(|source| {
+                LanceEngineError::Location {
+                    table: table.into(),
+                    source,
+                }
+            })?;
+        let mode = if self.table_exists(table).await? {
+            WriteMode::Append
+        } else {
+            WriteMode::Create
+        };
+        let written = Dataset::write(
+            reader,
+            self.dataset_uri(table).as_str(),
+            Some(self.write_params(mode)),
+        )
+        .await;
         let state = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
         if let Some(source) = state.failure {
-            return Err(LanceEngineError::Location { table: table.into(), source });
+            return Err(LanceEngineError::Location {
+                table: table.into(),
+                source,
+            });
         }
-        let ds = written.map_err(|source| LanceEngineError::Lance { table: table.into(), action: "append", source })?;
+        let ds = written.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "append",
+            source,
+        })?;
         let version = ds.version().version;
-        let delta = ObjectReferenceDelta::delta(table, version, &state.counts, &ReferenceCounts::new());
+        let delta =
+            ObjectReferenceDelta::delta(table, version, &state.counts, &ReferenceCounts::new());
         self.publish(delta).await?;
         Ok(CommitOutcome {
             table: table.into(),
@@ -215,7 +271,11 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors (including an invalid predicate), sidecar and registry errors.
-    pub async fn delete(&self, table: &str, predicate: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
+    pub async fn delete(
+        &self,
+        table: &str,
+        predicate: &str,
+    ) -> Result<Option<CommitOutcome>, LanceEngineError> {
         let mut ds = self.open(table).await?;
         let before = ds.version().version;
         // Counted on the same read version the delete evaluates its predicate against.
@@ -223,7 +283,11 @@ impl LanceEngine {
         let result = ds
             .delete(predicate)
             .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "delete", source })?;
+            .map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "delete",
+                source,
+            })?;
         let version = result.new_dataset.version().version;
         if version == before {
             return Ok(None);
@@ -249,16 +313,27 @@ impl LanceEngine {
         let before = ds.version().version;
         compact_files(&mut ds, CompactionOptions::default(), None)
             .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "compaction", source })?;
+            .map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "compaction",
+                source,
+            })?;
         let version = ds.version().version;
         if version == before {
             return Ok(None);
         }
         // Lance's compaction commits a ReserveFragments version before its Rewrite; journal
         // every content-preserving version it produced.
-        self.journal_content_preserving(&ds, table, before, version).await?;
+        self.journal_content_preserving(&ds, table, before, version)
+            .await?;
         registry::advance(&self.store, table, version).await?;
-        Ok(Some(CommitOutcome { table: table.into(), version, rows: 0, references_added: 0, references_removed: 0 }))
+        Ok(Some(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: 0,
+            references_added: 0,
+            references_removed: 0,
+        }))
     }
 
     /// Removes versions older than `older_than` (Lance version retention). Never the latest or
@@ -267,15 +342,27 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors.
-    pub async fn cleanup(&self, table: &str, older_than: std::time::Duration) -> Result<CleanupOutcome, LanceEngineError> {
+    pub async fn cleanup(
+        &self,
+        table: &str,
+        older_than: std::time::Duration,
+    ) -> Result<CleanupOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
-        let older = chrono::Duration::from_std(older_than)
-            .map_err(|_| LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large")))?;
+        let older = chrono::Duration::from_std(older_than).map_err(|_| {
+            LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large"))
+        })?;
         let stats = ds
             .cleanup_old_versions(older, Some(false), Some(false))
             .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "cleanup", source })?;
-        Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed })
+            .map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "cleanup",
+                source,
+            })?;
+        Ok(CleanupOutcome {
+            old_versions: stats.old_versions,
+            bytes_removed: stats.bytes_removed,
+        })
     }
 
     /// Every version of `table` that still exists, with tags and whether it is journaled.
@@ -284,7 +371,11 @@ impl LanceEngine {
     /// Lance and storage errors.
     pub async fn versions(&self, table: &str) -> Result<Vec<VersionInfo>, LanceEngineError> {
         let ds = self.open(table).await?;
-        let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "list versions", source };
+        let lance_err = |source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "list versions",
+            source,
+        };
         let versions = ds.versions().await.map_err(lance_err)?;
         let tags = ds.tags().list().await.map_err(lance_err)?;
         let (sidecars, _) = sidecar::read_all(&self.store, table).await?;
@@ -311,31 +402,58 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors.
-    pub async fn scan_version(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
+    pub async fn scan_version(
+        &self,
+        table: &str,
+        version: u64,
+    ) -> Result<ReferenceCounts, LanceEngineError> {
         let ds = self.open(table).await?;
         let ds = ds
             .checkout_version(version)
             .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "checkout", source })?;
+            .map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "checkout",
+                source,
+            })?;
         count_references(&ds, table, self.store.root(), None).await
     }
 
-    async fn lineage_and_sidecars(&self, table: &str) -> Result<(TableLineage, Sidecars), LanceEngineError> {
+    async fn lineage_and_sidecars(
+        &self,
+        table: &str,
+    ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
         let ds = self.open(table).await?;
         let versions = ds
             .versions()
             .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "list versions", source })?;
+            .map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "list versions",
+                source,
+            })?;
         let retained: Vec<u64> = {
             let mut v: Vec<u64> = versions.iter().map(|v| v.version).collect();
             v.sort_unstable();
             v
         };
-        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
+        let latest = ds
+            .version()
+            .version
+            .max(retained.last().copied().unwrap_or(0));
         let (sidecars, mut problems) = sidecar::read_all(&self.store, table).await?;
         let (replay_base, chain_problems) = check_chain(table, &retained, latest, &sidecars);
         problems.extend(chain_problems);
-        Ok((TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems }, sidecars))
+        Ok((
+            TableLineage {
+                table: table.into(),
+                latest_version: latest,
+                retained,
+                replay_base,
+                problems,
+            },
+            sidecars,
+        ))
     }
 }
 
@@ -346,18 +464,32 @@ fn fmt_time(t: DateTime<Utc>) -> String {
 #[async_trait]
 impl Engine for LanceEngine {
     async fn tables(&self) -> Result<TableSet, EngineError> {
-        let names = registry::tables(&self.store).await.map_err(LanceEngineError::from)?;
+        let names = registry::tables(&self.store)
+            .await
+            .map_err(LanceEngineError::from)?;
         let known: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let (dirs, _) = self.store.list_dir(TABLES_PREFIX).await.map_err(LanceEngineError::from)?;
+        let (dirs, _) = self
+            .store
+            .list_dir(TABLES_PREFIX)
+            .await
+            .map_err(LanceEngineError::from)?;
         let mut problems = Vec::new();
         for d in dirs {
             let name = d.rsplit('/').next().unwrap_or(&d);
-            let registered = name.strip_suffix(DATASET_SUFFIX).is_some_and(|n| known.contains(n));
+            let registered = name
+                .strip_suffix(DATASET_SUFFIX)
+                .is_some_and(|n| known.contains(n));
             if !registered {
                 problems.push(LineageProblem::UnregisteredDataset { path: d.clone() });
             }
         }
-        let tables = names.iter().map(|n| TableLocation { name: n.clone(), uri: self.dataset_uri(n) }).collect();
+        let tables = names
+            .iter()
+            .map(|n| TableLocation {
+                name: n.clone(),
+                uri: self.dataset_uri(n),
+            })
+            .collect();
         Ok(TableSet { tables, problems })
     }
 
@@ -372,23 +504,35 @@ impl Engine for LanceEngine {
         page: &PageRequest,
     ) -> Result<ReferencePage, EngineError> {
         let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
-        let key = (location.name.clone(), roots.versions().to_vec(), lineage.latest_version);
+        let key = (
+            location.name.clone(),
+            roots.versions().to_vec(),
+            lineage.latest_version,
+        );
         let cached = {
             let guard = self.live_cache.lock().unwrap_or_else(|p| p.into_inner());
-            guard.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v.clone())
+            guard
+                .as_ref()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
         };
         let live = match cached {
             Some(live) if page.after.is_some() => live,
             _ => {
                 let live = Arc::new(live_set_of(&lineage, &sidecars, roots.versions())?);
-                *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, live.clone()));
+                *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((key, live.clone()));
                 live
             }
         };
         Ok(paginate(&live, page))
     }
 
-    async fn references_added_after(&self, location: &TableLocation, version: u64) -> Result<Vec<ObjectIdentity>, EngineError> {
+    async fn references_added_after(
+        &self,
+        location: &TableLocation,
+        version: u64,
+    ) -> Result<Vec<ObjectIdentity>, EngineError> {
         let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
         added_after(&location.name, version, lineage.latest_version, &sidecars)
     }

@@ -7,7 +7,7 @@
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
 //! - [`verify`]: read back every object a retained version references (SHA-256 and size).
-//! - [`error`]: [`LanceEngineError`].
+//! - [`error`]: the engine's typed errors, [`LanceEngineError`].
 
 pub mod engine;
 pub mod error;

@@ -16,14 +16,24 @@ use lake_objects::store::{CreateOutcome, LakeStore};
 ///
 /// # Errors
 /// [`LanceEngineError::SidecarConflict`], [`LanceEngineError::SidecarWrite`].
-pub async fn write(store: &LakeStore, delta: &ObjectReferenceDelta) -> Result<(), LanceEngineError> {
+pub async fn write(
+    store: &LakeStore,
+    delta: &ObjectReferenceDelta,
+) -> Result<(), LanceEngineError> {
     let bytes = delta.encode();
     let key = sidecar_key(&delta.table, delta.version);
     match store.put_create(&key, bytes.clone()).await {
         Ok(CreateOutcome::Created) => Ok(()),
         Ok(CreateOutcome::Exists(existing)) if existing.as_ref() == bytes.as_slice() => Ok(()),
-        Ok(CreateOutcome::Exists(_)) => Err(LanceEngineError::SidecarConflict { table: delta.table.clone(), version: delta.version }),
-        Err(e) => Err(LanceEngineError::SidecarWrite { table: delta.table.clone(), version: delta.version, message: e.to_string() }),
+        Ok(CreateOutcome::Exists(_)) => Err(LanceEngineError::SidecarConflict {
+            table: delta.table.clone(),
+            version: delta.version,
+        }),
+        Err(e) => Err(LanceEngineError::SidecarWrite {
+            table: delta.table.clone(),
+            version: delta.version,
+            message: e.to_string(),
+        }),
     }
 }
 
@@ -32,7 +42,10 @@ pub async fn write(store: &LakeStore, delta: &ObjectReferenceDelta) -> Result<()
 ///
 /// # Errors
 /// Storage errors (a failed read is never an absent sidecar).
-pub async fn read_all(store: &LakeStore, table: &str) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
+pub async fn read_all(
+    store: &LakeStore,
+    table: &str,
+) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
     let prefix = journal_prefix(table);
     let mut sidecars = Sidecars::new();
     let mut problems = Vec::new();
@@ -40,7 +53,9 @@ pub async fn read_all(store: &LakeStore, table: &str) -> Result<(Sidecars, Vec<L
         let file = key.rsplit('/').next().unwrap_or(&key).to_string();
         let version = file
             .strip_suffix(".json")
-            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0'))
+            .filter(|v| {
+                !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0')
+            })
             .and_then(|v| v.parse::<u64>().ok());
         let Some(version) = version else {
             problems.push(LineageProblem::VersionMismatch {
@@ -50,8 +65,13 @@ pub async fn read_all(store: &LakeStore, table: &str) -> Result<(Sidecars, Vec<L
             });
             continue;
         };
-        let bytes = store.get(&key).await?.ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
-        sidecars.insert(version, ObjectReferenceDelta::decode(&bytes, table, version));
+        let bytes = store.get(&key).await?.ok_or_else(|| {
+            lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading")
+        })?;
+        sidecars.insert(
+            version,
+            ObjectReferenceDelta::decode(&bytes, table, version),
+        );
     }
     Ok((sidecars, problems))
 }

@@ -40,10 +40,15 @@ impl RetainedObjectsReport {
 ///
 /// # Errors
 /// Lance and storage errors other than a missing object.
-pub async fn check_retained_objects(engine: &LanceEngine) -> Result<RetainedObjectsReport, LanceEngineError> {
+pub async fn check_retained_objects(
+    engine: &LanceEngine,
+) -> Result<RetainedObjectsReport, LanceEngineError> {
     let mut report = RetainedObjectsReport::default();
     let mut identities: BTreeSet<ObjectIdentity> = BTreeSet::new();
-    let tables = engine.tables().await.map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
+    let tables = engine
+        .tables()
+        .await
+        .map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
     for location in &tables.tables {
         for info in engine.versions(&location.name).await? {
             let counts = engine.scan_version(&location.name, info.version).await?;
@@ -78,7 +83,13 @@ pub async fn check_retained_objects(engine: &LanceEngine) -> Result<RetainedObje
         report.bytes_checked += size;
         let sha: [u8; 32] = hasher.finalize().into();
         if size != id.size || sha != id.sha256 {
-            report.mismatched.push(format!("{} (expected {} bytes sha256 {}, found {size} bytes sha256 {})", id.uri, id.size, id.sha256_hex(), hex_of(&sha)));
+            report.mismatched.push(format!(
+                "{} (expected {} bytes sha256 {}, found {size} bytes sha256 {})",
+                id.uri,
+                id.size,
+                id.sha256_hex(),
+                hex_of(&sha)
+            ));
         }
     }
     Ok(report)

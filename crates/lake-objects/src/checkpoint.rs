@@ -63,9 +63,17 @@ impl ApplyCheckpoint {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(ObjectsError::Io { path: shown, source: e }),
+            Err(e) => {
+                return Err(ObjectsError::Io {
+                    path: shown,
+                    source: e,
+                })
+            }
         };
-        let err = |m: String| ObjectsError::Checkpoint { path: shown.clone(), message: m };
+        let err = |m: String| ObjectsError::Checkpoint {
+            path: shown.clone(),
+            message: m,
+        };
         let version = serde_json::from_slice::<serde_json::Value>(&bytes)
             .map_err(|e| err(format!("not valid JSON: {e}")))?
             .get("format_version")
@@ -75,7 +83,8 @@ impl ApplyCheckpoint {
                 "format version {version:?} is not supported (expected {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
             )));
         }
-        let cp: Self = serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
+        let cp: Self = serde_json::from_slice(&bytes)
+            .map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
         let actual = cp.plan.digest();
         if actual != cp.plan_digest {
             return Err(err(format!(
@@ -92,7 +101,10 @@ impl ApplyCheckpoint {
     /// # Errors
     /// [`ObjectsError::Io`].
     pub fn save(&self, path: &Path) -> Result<(), ObjectsError> {
-        let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
+        let io = |e: std::io::Error| ObjectsError::Io {
+            path: path.display().to_string(),
+            source: e,
+        };
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => std::path::PathBuf::from("."),

@@ -52,13 +52,20 @@ impl ManagedObjectWriter {
     /// # Errors
     /// [`ObjectsError::Io`] when `reader` fails, [`ObjectsError::Storage`] when the store does;
     /// a failed multipart upload is aborted (a failed single put writes nothing).
-    pub async fn upload(&self, name: &str, mut reader: impl AsyncRead + Unpin) -> Result<ManagedObject, ObjectsError> {
+    pub async fn upload(
+        &self,
+        name: &str,
+        mut reader: impl AsyncRead + Unpin,
+    ) -> Result<ManagedObject, ObjectsError> {
         let (key, _) = mint_key(name);
         let path = self.store.path(&key);
         let mut hasher = Sha256::new();
         let mut size: u64 = 0;
         let mut first = Vec::with_capacity(64 * 1024);
-        let io = |e: std::io::Error| ObjectsError::Io { path: name.to_string(), source: e };
+        let io = |e: std::io::Error| ObjectsError::Io {
+            path: name.to_string(),
+            source: e,
+        };
         // Read up to one part; small objects go in one PUT.
         let mut buf = vec![0u8; 1024 * 1024];
         loop {
@@ -74,9 +81,18 @@ impl ManagedObjectWriter {
             }
         }
         if first.len() < PART_SIZE {
-            self.store.object_store().put(&path, PutPayload::from(first)).await.map_err(|e| ObjectsError::storage(&key, e))?;
+            self.store
+                .object_store()
+                .put(&path, PutPayload::from(first))
+                .await
+                .map_err(|e| ObjectsError::storage(&key, e))?;
         } else {
-            let upload = self.store.object_store().put_multipart(&path).await.map_err(|e| ObjectsError::storage(&key, e))?;
+            let upload = self
+                .store
+                .object_store()
+                .put_multipart(&path)
+                .await
+                .map_err(|e| ObjectsError::storage(&key, e))?;
             let mut write = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
             write.write(&first);
             drop(first);
@@ -88,7 +104,10 @@ impl ManagedObjectWriter {
                     }
                     hasher.update(&buf[..n]);
                     size += n as u64;
-                    write.wait_for_capacity(4).await.map_err(|e| ObjectsError::storage(&key, e))?;
+                    write
+                        .wait_for_capacity(4)
+                        .await
+                        .map_err(|e| ObjectsError::storage(&key, e))?;
                     write.write(&buf[..n]);
                 }
                 Ok(())
@@ -96,7 +115,10 @@ impl ManagedObjectWriter {
             .await;
             match result {
                 Ok(()) => {
-                    write.finish().await.map_err(|e| ObjectsError::storage(&key, e))?;
+                    write
+                        .finish()
+                        .await
+                        .map_err(|e| ObjectsError::storage(&key, e))?;
                 }
                 Err(e) => {
                     let _ = write.abort().await;
@@ -104,11 +126,23 @@ impl ManagedObjectWriter {
                 }
             }
         }
-        let meta = self.store.head(&key).await?.ok_or_else(|| ObjectsError::storage(&key, "object missing right after upload"))?;
+        let meta = self
+            .store
+            .head(&key)
+            .await?
+            .ok_or_else(|| ObjectsError::storage(&key, "object missing right after upload"))?;
         if meta.size != size {
-            return Err(ObjectsError::storage(&key, format!("store reports {} bytes after writing {size}", meta.size)));
+            return Err(ObjectsError::storage(
+                &key,
+                format!("store reports {} bytes after writing {size}", meta.size),
+            ));
         }
-        Ok(ManagedObject { key, sha256: hasher.finalize().into(), size, last_modified: meta.last_modified })
+        Ok(ManagedObject {
+            key,
+            sha256: hasher.finalize().into(),
+            size,
+            last_modified: meta.last_modified,
+        })
     }
 
     /// Uploads the local file at `path`, naming the key after the file name.
@@ -118,8 +152,14 @@ impl ManagedObjectWriter {
     pub async fn upload_file(&self, path: &std::path::Path) -> Result<ManagedObject, ObjectsError> {
         let file = tokio::fs::File::open(path)
             .await
-            .map_err(|e| ObjectsError::Io { path: path.display().to_string(), source: e })?;
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("object");
+            .map_err(|e| ObjectsError::Io {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("object");
         self.upload(name, file).await
     }
 }

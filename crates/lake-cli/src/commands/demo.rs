@@ -18,7 +18,10 @@ const TABLE: &str = "episodes";
 const MIN_AGE: Duration = Duration::from_secs(1);
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
-    move |e| CliError::Io { path: path.display().to_string(), source: e }
+    move |e| CliError::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
 }
 
 /// The files to ingest, relative to `base`, sorted: `git ls-files` of the repository when
@@ -27,7 +30,10 @@ fn source_files(from: Option<&Path>) -> Result<(PathBuf, Vec<String>), CliError>
     if let Some(dir) = from {
         let mut files = Vec::new();
         for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
-            let entry = entry.map_err(|e| CliError::Io { path: dir.display().to_string(), source: std::io::Error::other(e.to_string()) })?;
+            let entry = entry.map_err(|e| CliError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
             if entry.file_type().is_file() {
                 if let Some(rel) = entry.path().strip_prefix(dir).ok().and_then(|p| p.to_str()) {
                     files.push(rel.to_string());
@@ -37,12 +43,20 @@ fn source_files(from: Option<&Path>) -> Result<(PathBuf, Vec<String>), CliError>
         return Ok((dir.to_path_buf(), files));
     }
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let repo = manifest.ancestors().nth(2).map(Path::to_path_buf).filter(|p| p.join(".git").exists());
+    let repo = manifest
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .filter(|p| p.join(".git").exists());
     let repo = match repo {
         Some(r) => r,
         None => std::env::current_dir().map_err(io(Path::new(".")))?,
     };
-    let output = std::process::Command::new("git").arg("-C").arg(&repo).args(["ls-files", "-z"]).output();
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["ls-files", "-z"])
+        .output();
     match output {
         Ok(o) if o.status.success() => {
             let mut files: Vec<String> = o
@@ -90,15 +104,30 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             std::fs::create_dir_all(r).map_err(io(r))?;
             r.clone()
         }
-        None => tempfile::Builder::new().prefix("lake-demo-").tempdir().map_err(io(Path::new("temp")))?.keep(),
+        None => tempfile::Builder::new()
+            .prefix("lake-demo-")
+            .tempdir()
+            .map_err(io(Path::new("temp")))?
+            .keep(),
     };
     let lake_dir = base.join("lake");
-    if lake_dir.exists() && std::fs::read_dir(&lake_dir).map_err(io(&lake_dir))?.next().is_some() {
-        return Err(CliError::Usage(format!("{} is not empty; give --root an empty or new folder", lake_dir.display())));
+    if lake_dir.exists()
+        && std::fs::read_dir(&lake_dir)
+            .map_err(io(&lake_dir))?
+            .next()
+            .is_some()
+    {
+        return Err(CliError::Usage(format!(
+            "{} is not empty; give --root an empty or new folder",
+            lake_dir.display()
+        )));
     }
     let (src, files) = source_files(args.from.as_deref())?;
     if files.len() < 2 {
-        return Err(CliError::Usage(format!("{} has fewer than 2 files to ingest", src.display())));
+        return Err(CliError::Usage(format!(
+            "{} has fewer than 2 files to ingest",
+            src.display()
+        )));
     }
     println!("lake demo in {}", base.display());
     println!("source: {} files from {}", files.len(), src.display());
@@ -108,7 +137,11 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         let mut a = Vec::new();
         let mut b = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            if i % 2 == 0 { a.push(f.clone()) } else { b.push(f.clone()) }
+            if i % 2 == 0 {
+                a.push(f.clone())
+            } else {
+                b.push(f.clone())
+            }
         }
         (a, b)
     };
@@ -120,12 +153,21 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let root = lake_dir.display().to_string();
     let store = LakeStore::open(&root)?;
     let (descriptor, _) = LakeDescriptor::create(&store, MIN_AGE).await?;
-    println!("1. init       lake at {root} (GC policy floor {})", humantime::format_duration(MIN_AGE));
+    println!(
+        "1. init       lake at {root} (GC policy floor {})",
+        humantime::format_duration(MIN_AGE)
+    );
     let engine = LanceEngine::new(store.clone());
     let (v1, bytes1) = ingest_dir(&engine, TABLE, &stage1).await?;
-    println!("2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}", v1.rows, v1.version);
+    println!(
+        "2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}",
+        v1.rows, v1.version
+    );
     let (v2, bytes2) = ingest_dir(&engine, TABLE, &stage2).await?;
-    println!("3. ingest     {} files, {bytes2} bytes -> version {}", v2.rows, v2.version);
+    println!(
+        "3. ingest     {} files, {bytes2} bytes -> version {}",
+        v2.rows, v2.version
+    );
 
     // Delete the episode whose size is closest to a quarter of the files: enough to orphan a
     // good share of objects while most rows stay live.
@@ -143,28 +185,49 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let predicate = format!("episode = '{}'", victim.replace('\'', "''"));
     // The objects the delete will orphan, read before deleting (a scan of the latest version).
     let ds = engine.open(TABLE).await?;
-    let doomed = lake_lance::scan::count_references(&ds, TABLE, store.root(), Some(&predicate)).await?;
+    let doomed =
+        lake_lance::scan::count_references(&ds, TABLE, store.root(), Some(&predicate)).await?;
     let deleted = engine.delete(TABLE, &predicate).await?;
     let deleted_version = deleted.as_ref().map(|d| d.version).unwrap_or(v2.version);
-    println!("4. delete     {predicate}: {} rows -> version {deleted_version}", deleted.as_ref().map(|d| d.rows).unwrap_or(0));
+    println!(
+        "4. delete     {predicate}: {} rows -> version {deleted_version}",
+        deleted.as_ref().map(|d| d.rows).unwrap_or(0)
+    );
     let compacted = engine.compact(TABLE).await?;
-    println!("5. compact    -> {}", compacted.map(|c| format!("version {}", c.version)).unwrap_or_else(|| "nothing to compact".into()));
+    println!(
+        "5. compact    -> {}",
+        compacted
+            .map(|c| format!("version {}", c.version))
+            .unwrap_or_else(|| "nothing to compact".into())
+    );
 
     let writer = ManagedObjectWriter::new(store.clone());
     let abandoned = writer.upload_file(&src.join(&files[0])).await?;
-    println!("6. upload     {} (never appended: a writer that died before committing)", abandoned.key);
+    println!(
+        "6. upload     {} (never appended: a writer that died before committing)",
+        abandoned.key
+    );
     tokio::time::sleep(MIN_AGE + Duration::from_millis(500)).await;
     let cleaned = engine.cleanup(TABLE, Duration::ZERO).await?;
-    println!("7. cleanup    removed {} old versions (only the latest is retained)", cleaned.old_versions);
+    println!(
+        "7. cleanup    removed {} old versions (only the latest is retained)",
+        cleaned.old_versions
+    );
     let young = writer.upload_file(&src.join(&files[1])).await?;
-    println!("8. upload     {} (young orphan: newer than the cutoff, must survive)", young.key);
+    println!(
+        "8. upload     {} (young orphan: newer than the cutoff, must survive)",
+        young.key
+    );
 
     let dry_req = GcRequest {
         min_age: MIN_AGE,
         allow_below_policy: false,
         cutoff: None,
         checkpoint: None,
-        apply: ApplyOptions { page_size: 25, max_pages: None },
+        apply: ApplyOptions {
+            page_size: 25,
+            max_pages: None,
+        },
         list_page_size: 100,
         out: None,
     };
@@ -176,7 +239,11 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         dry.plan.candidate_bytes(),
         &dry.plan.digest()[..16]
     );
-    let expected: BTreeSet<String> = doomed.iter().map(|(id, _)| id.uri.clone()).chain([abandoned.key.clone()]).collect();
+    let expected: BTreeSet<String> = doomed
+        .iter()
+        .map(|(id, _)| id.uri.clone())
+        .chain([abandoned.key.clone()])
+        .collect();
     let planned: BTreeSet<String> = dry.plan.candidates.iter().map(|c| c.uri.clone()).collect();
     let mut failures = Vec::new();
     if planned != expected {
@@ -187,7 +254,13 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         ));
     }
     let checkpoint = base.join("gc-checkpoint.json");
-    let apply_req = GcRequest { cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff).ok().map(|c| c.with_timezone(&chrono::Utc)), checkpoint: Some(checkpoint.clone()), ..dry_req };
+    let apply_req = GcRequest {
+        cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff)
+            .ok()
+            .map(|c| c.with_timezone(&chrono::Utc)),
+        checkpoint: Some(checkpoint.clone()),
+        ..dry_req
+    };
     let applied: GcReport = run_gc(&store, &descriptor, &engine, &apply_req).await?;
     let a = applied.apply.as_ref().map(|a| a.checkpoint.clone());
     if applied.plan.digest() != dry.plan.digest() {
@@ -204,7 +277,11 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             checkpoint.display()
         );
         if !c.complete || c.deleted as usize != expected.len() {
-            failures.push(format!("apply deleted {} of {} expected objects", c.deleted, expected.len()));
+            failures.push(format!(
+                "apply deleted {} of {} expected objects",
+                c.deleted,
+                expected.len()
+            ));
         }
     }
     for key in &expected {
@@ -225,16 +302,24 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         report.mismatched.len()
     );
     if !report.is_ok() {
-        failures.push(format!("retained objects damaged: missing {:?}, mismatched {:?}", report.missing, report.mismatched));
+        failures.push(format!(
+            "retained objects damaged: missing {:?}, mismatched {:?}",
+            report.missing, report.mismatched
+        ));
     }
     if failures.is_empty() {
         println!("demo OK: GC deleted exactly the {} orphans and every retained reference reads back intact", expected.len());
-        println!("inspect it: lake versions {root} --table {TABLE}; lake gc {root} --min-age 1s --json");
+        println!(
+            "inspect it: lake versions {root} --table {TABLE}; lake gc {root} --min-age 1s --json"
+        );
         Ok(())
     } else {
         for f in &failures {
             eprintln!("CHECK FAILED: {f}");
         }
-        Err(CliError::Exit { code: 1, message: format!("demo checks failed ({})", failures.len()) })
+        Err(CliError::Exit {
+            code: 1,
+            message: format!("demo checks failed ({})", failures.len()),
+        })
     }
 }

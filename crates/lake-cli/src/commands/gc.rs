@@ -104,7 +104,11 @@ impl GcReport {
     pub fn to_text(&self) -> String {
         let p = &self.plan;
         let mut out = String::new();
-        let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
+        let mode = if self.apply.is_some() {
+            "apply"
+        } else {
+            "dry run (nothing deleted)"
+        };
         out += &format!("lake gc {mode}\n");
         out += &format!("  root:        {}\n", p.root);
         out += &format!(
@@ -112,24 +116,39 @@ impl GcReport {
             humantime::format_duration(Duration::from_secs(p.min_age_seconds)),
             humantime::format_duration(self.policy.min_age())
         );
-        out += &format!("  store clock: {} (local clock {:+} ms)\n", format_time(self.clock.store_now), self.clock.skew_ms());
-        out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
+        out += &format!(
+            "  store clock: {} (local clock {:+} ms)\n",
+            format_time(self.clock.store_now),
+            self.clock.skew_ms()
+        );
+        out += &format!(
+            "  cutoff:      {} (only older objects are candidates)\n",
+            p.cutoff
+        );
         out += &format!("  plan digest: {}\n", p.digest());
         for b in &p.basis {
             out += &format!("  table `{}` at version {}\n", b.table, b.version);
         }
         if !p.lineage_complete {
-            out += "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
+            out +=
+                "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
             for problem in &p.problems {
                 out += &format!("    - {problem}\n");
             }
         }
-        out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
+        out += &format!(
+            "  candidates:  {} objects, {} bytes\n",
+            p.candidates.len(),
+            p.candidate_bytes()
+        );
         for c in p.candidates.iter().take(50) {
             out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
         }
         if p.candidates.len() > 50 {
-            out += &format!("    ... {} more (use --json or --out for the full list)\n", p.candidates.len() - 50);
+            out += &format!(
+                "    ... {} more (use --json or --out for the full list)\n",
+                p.candidates.len() - 50
+            );
         }
         if let Some(a) = &self.apply {
             let c = &a.checkpoint;
@@ -144,7 +163,11 @@ impl GcReport {
                 c.failed.len(),
                 a.pages
             );
-            out += if c.complete { "  complete\n" } else { "  NOT complete: run the same command again to resume\n" };
+            out += if c.complete {
+                "  complete\n"
+            } else {
+                "  NOT complete: run the same command again to resume\n"
+            };
         }
         out
     }
@@ -181,23 +204,35 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     let cutoff = match &args.cutoff {
         Some(c) => Some(
             DateTime::parse_from_rfc3339(c)
-                .map_err(|e| CliError::Usage(format!("--cutoff `{c}` is not an RFC 3339 time ({e}), e.g. 2026-01-31T12:00:00Z")))?
+                .map_err(|e| {
+                    CliError::Usage(format!(
+                        "--cutoff `{c}` is not an RFC 3339 time ({e}), e.g. 2026-01-31T12:00:00Z"
+                    ))
+                })?
                 .with_timezone(&Utc),
         ),
         None => None,
     };
     if !(1..=1000).contains(&args.page_size) {
-        return Err(CliError::Usage(format!("--page-size {} must be between 1 and 1000 (S3's DeleteObjects limit)", args.page_size)));
+        return Err(CliError::Usage(format!(
+            "--page-size {} must be between 1 and 1000 (S3's DeleteObjects limit)",
+            args.page_size
+        )));
     }
     if args.list_page_size == 0 {
-        return Err(CliError::Usage("--list-page-size must be at least 1".into()));
+        return Err(CliError::Usage(
+            "--list-page-size must be at least 1".into(),
+        ));
     }
     Ok(GcRequest {
         min_age,
         allow_below_policy: args.allow_below_policy,
         cutoff,
         checkpoint: args.checkpoint.clone(),
-        apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages },
+        apply: ApplyOptions {
+            page_size: args.page_size,
+            max_pages: args.max_pages,
+        },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
     })
@@ -207,7 +242,12 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
 ///
 /// # Errors
 /// [`CliError::Refused`] for policy refusals; planning and apply errors.
-pub async fn run_gc(store: &LakeStore, descriptor: &LakeDescriptor, engine: &LanceEngine, req: &GcRequest) -> Result<GcReport, CliError> {
+pub async fn run_gc(
+    store: &LakeStore,
+    descriptor: &LakeDescriptor,
+    engine: &LanceEngine,
+    req: &GcRequest,
+) -> Result<GcReport, CliError> {
     if req.min_age < descriptor.min_age() && !req.allow_below_policy {
         return Err(CliError::Refused(format!(
             "--min-age {} is below this lake's policy floor of {}; nothing was deleted. Use a larger --min-age, or add --allow-below-policy if you are sure no writer is still publishing objects that old",
@@ -216,7 +256,9 @@ pub async fn run_gc(store: &LakeStore, descriptor: &LakeDescriptor, engine: &Lan
         )));
     }
     let clock = read_store_clock(store).await?;
-    let latest_cutoff = clock.store_now - chrono::Duration::from_std(req.min_age).map_err(|_| CliError::Usage("--min-age is too large".into()))?;
+    let latest_cutoff = clock.store_now
+        - chrono::Duration::from_std(req.min_age)
+            .map_err(|_| CliError::Usage("--min-age is too large".into()))?;
     let cutoff = match req.cutoff {
         Some(c) if c > latest_cutoff => {
             return Err(CliError::Refused(format!(
@@ -239,11 +281,23 @@ pub async fn run_gc(store: &LakeStore, descriptor: &LakeDescriptor, engine: &Lan
                 )));
             }
             if cp.plan.root != store.root().to_string() {
-                return Err(CliError::Refused(format!("checkpoint {} belongs to lake {}, not {}", path.display(), cp.plan.root, store.root())));
+                return Err(CliError::Refused(format!(
+                    "checkpoint {} belongs to lake {}, not {}",
+                    path.display(),
+                    cp.plan.root,
+                    store.root()
+                )));
             }
             let deleter = StoreDeleter::new(store.clone());
             let report = apply(engine, &deleter, path, None, &req.apply).await?;
-            return Ok(GcReport { plan: report.checkpoint.plan.clone(), stats: None, clock, policy: descriptor.clone(), apply: Some(report), resumed: true });
+            return Ok(GcReport {
+                plan: report.checkpoint.plan.clone(),
+                stats: None,
+                clock,
+                policy: descriptor.clone(),
+                apply: Some(report),
+                resumed: true,
+            });
         }
     }
     let inventory = LocalInventory::new(store.clone());
@@ -256,7 +310,10 @@ pub async fn run_gc(store: &LakeStore, descriptor: &LakeDescriptor, engine: &Lan
     };
     let (gc_plan, stats) = plan(engine, &inventory, &options).await?;
     if let Some(out) = &req.out {
-        std::fs::write(out, gc_plan.to_document()).map_err(|e| CliError::Io { path: out.display().to_string(), source: e })?;
+        std::fs::write(out, gc_plan.to_document()).map_err(|e| CliError::Io {
+            path: out.display().to_string(),
+            source: e,
+        })?;
     }
     let apply_report = match &req.checkpoint {
         Some(path) => {
@@ -265,7 +322,14 @@ pub async fn run_gc(store: &LakeStore, descriptor: &LakeDescriptor, engine: &Lan
         }
         None => None,
     };
-    Ok(GcReport { plan: gc_plan, stats: Some(stats), clock, policy: descriptor.clone(), apply: apply_report, resumed: false })
+    Ok(GcReport {
+        plan: gc_plan,
+        stats: Some(stats),
+        clock,
+        policy: descriptor.clone(),
+        apply: apply_report,
+        resumed: false,
+    })
 }
 
 /// Runs `lake gc`.

@@ -13,9 +13,16 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let outcome = engine.delete(&args.table.table, &args.predicate).await?;
     match (outcome, args.table.json) {
-        (Some(o), true) => print_json(&json!({"table": o.table, "version": o.version, "rows_deleted": o.rows, "references_removed": o.references_removed})),
-        (None, true) => print_json(&json!({"table": args.table.table, "version": null, "rows_deleted": 0, "references_removed": 0})),
-        (Some(o), false) => println!("deleted {} rows from `{}` as version {} ({} references removed)", o.rows, o.table, o.version, o.references_removed),
+        (Some(o), true) => print_json(
+            &json!({"table": o.table, "version": o.version, "rows_deleted": o.rows, "references_removed": o.references_removed}),
+        ),
+        (None, true) => print_json(
+            &json!({"table": args.table.table, "version": null, "rows_deleted": 0, "references_removed": 0}),
+        ),
+        (Some(o), false) => println!(
+            "deleted {} rows from `{}` as version {} ({} references removed)",
+            o.rows, o.table, o.version, o.references_removed
+        ),
         (None, false) => println!("no rows of `{}` matched; no new version", args.table.table),
     }
     Ok(())
@@ -46,9 +53,14 @@ pub async fn cleanup(args: &CleanupArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let o = engine.cleanup(&args.table.table, older_than).await?;
     if args.table.json {
-        print_json(&json!({"table": args.table.table, "old_versions": o.old_versions, "bytes_removed": o.bytes_removed}));
+        print_json(
+            &json!({"table": args.table.table, "old_versions": o.old_versions, "bytes_removed": o.bytes_removed}),
+        );
     } else {
-        println!("removed {} old versions of `{}` ({} bytes of Lance files)", o.old_versions, args.table.table, o.bytes_removed);
+        println!(
+            "removed {} old versions of `{}` ({} bytes of Lance files)",
+            o.old_versions, args.table.table, o.bytes_removed
+        );
     }
     Ok(())
 }
@@ -63,9 +75,18 @@ pub async fn versions(args: &VersionsArgs) -> Result<(), CliError> {
     if args.table.json {
         print_json(&json!({"table": args.table.table, "versions": versions}));
     } else {
-        println!("{:>8}  {:<24}  {:<9}  tags", "version", "timestamp (UTC)", "journaled");
+        println!(
+            "{:>8}  {:<24}  {:<9}  tags",
+            "version", "timestamp (UTC)", "journaled"
+        );
         for v in versions {
-            println!("{:>8}  {:<24}  {:<9}  {}", v.version, v.timestamp, if v.journaled { "yes" } else { "NO" }, v.tags.join(","));
+            println!(
+                "{:>8}  {:<24}  {:<9}  {}",
+                v.version,
+                v.timestamp,
+                if v.journaled { "yes" } else { "NO" },
+                v.tags.join(",")
+            );
         }
     }
     Ok(())

@@ -8,7 +8,10 @@ use std::process::{Command, Output};
 
 /// Runs `lake ARGS` and returns its output.
 pub fn lake(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lake")).args(args).output().expect("run lake")
+    Command::new(env!("CARGO_BIN_EXE_lake"))
+        .args(args)
+        .output()
+        .expect("run lake")
 }
 
 pub fn stdout(o: &Output) -> String {
@@ -22,7 +25,12 @@ pub fn stderr(o: &Output) -> String {
 /// Runs and asserts success, returning stdout.
 pub fn ok(args: &[&str]) -> String {
     let o = lake(args);
-    assert!(o.status.success(), "lake {args:?} failed: {}{}", stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "lake {args:?} failed: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
     stdout(&o)
 }
 
@@ -40,7 +48,9 @@ pub fn object_files(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.join("objects")];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries {
             let p = e.unwrap().path();
             if p.is_dir() {

@@ -15,59 +15,193 @@ fn operator_walkthrough() {
     let root = dir.path().join("lake").display().to_string();
     let src1 = dir.path().join("in1");
     let src2 = dir.path().join("in2");
-    write_files(&src1, &[("Asia/a1.bin", "asia one"), ("Asia/a2.bin", "asia two"), ("Europe/e1.bin", "europe"), ("top.txt", "top")]);
-    write_files(&src2, &[("Asia/a3.bin", "asia three"), ("Africa/f1.bin", "africa")]);
+    write_files(
+        &src1,
+        &[
+            ("Asia/a1.bin", "asia one"),
+            ("Asia/a2.bin", "asia two"),
+            ("Europe/e1.bin", "europe"),
+            ("top.txt", "top"),
+        ],
+    );
+    write_files(
+        &src2,
+        &[("Asia/a3.bin", "asia three"), ("Africa/f1.bin", "africa")],
+    );
     ok(&["init", &root, "--min-age", "1s"]);
-    let v1 = json(&ok(&["ingest", &root, "--table", "episodes", src1.to_str().unwrap(), "--json"]));
-    assert_eq!((v1["version"].as_u64(), v1["rows"].as_u64()), (Some(1), Some(4)));
-    let v2 = json(&ok(&["ingest", &root, "--table", "episodes", src2.to_str().unwrap(), "--json"]));
+    let v1 = json(&ok(&[
+        "ingest",
+        &root,
+        "--table",
+        "episodes",
+        src1.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(
+        (v1["version"].as_u64(), v1["rows"].as_u64()),
+        (Some(1), Some(4))
+    );
+    let v2 = json(&ok(&[
+        "ingest",
+        &root,
+        "--table",
+        "episodes",
+        src2.to_str().unwrap(),
+        "--json",
+    ]));
     assert_eq!(v2["version"], 2);
-    let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'Asia'", "--json"]));
-    assert_eq!((d["rows_deleted"].as_u64(), d["references_removed"].as_u64()), (Some(3), Some(3)));
+    let d = json(&ok(&[
+        "delete",
+        &root,
+        "--table",
+        "episodes",
+        "--where",
+        "episode = 'Asia'",
+        "--json",
+    ]));
+    assert_eq!(
+        (d["rows_deleted"].as_u64(), d["references_removed"].as_u64()),
+        (Some(3), Some(3))
+    );
     ok(&["compact", &root, "--table", "episodes"]);
     std::thread::sleep(Duration::from_millis(1200));
     let dry = json(&ok(&["gc", &root, "--min-age", "1s", "--json"]));
-    assert_eq!(dry["candidate_count"], 0, "old versions still reference Asia: {dry}");
-    let c = json(&ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s", "--json"]));
+    assert_eq!(
+        dry["candidate_count"], 0,
+        "old versions still reference Asia: {dry}"
+    );
+    let c = json(&ok(&[
+        "cleanup",
+        &root,
+        "--table",
+        "episodes",
+        "--older-than",
+        "0s",
+        "--json",
+    ]));
     assert!(c["old_versions"].as_u64().unwrap() >= 3);
     let versions = json(&ok(&["versions", &root, "--table", "episodes", "--json"]));
     assert_eq!(versions["versions"].as_array().unwrap().len(), 1);
     assert_eq!(versions["versions"][0]["journaled"], true);
 
     let dry = json(&ok(&["gc", &root, "--min-age", "1s", "--json"]));
-    for field in ["digest", "cutoff", "min_age_seconds", "lineage_complete", "problems", "candidate_count", "candidate_bytes", "candidates"] {
+    for field in [
+        "digest",
+        "cutoff",
+        "min_age_seconds",
+        "lineage_complete",
+        "problems",
+        "candidate_count",
+        "candidate_bytes",
+        "candidates",
+    ] {
         assert!(dry.get(field).is_some(), "missing {field}: {dry}");
     }
     assert_eq!(dry["candidate_count"], 3);
-    assert_eq!(dry["candidate_bytes"], "asia one".len() + "asia two".len() + "asia three".len());
+    assert_eq!(
+        dry["candidate_bytes"],
+        "asia one".len() + "asia two".len() + "asia three".len()
+    );
     assert_eq!(dry["lineage_complete"], true);
     let cutoff = dry["cutoff"].as_str().unwrap().to_string();
     // Same state, same cutoff: identical plan documents.
     let p1 = dir.path().join("p1.json");
     let p2 = dir.path().join("p2.json");
-    ok(&["gc", &root, "--min-age", "1s", "--cutoff", &cutoff, "--out", p1.to_str().unwrap()]);
-    ok(&["gc", &root, "--min-age", "1s", "--cutoff", &cutoff, "--out", p2.to_str().unwrap()]);
+    ok(&[
+        "gc",
+        &root,
+        "--min-age",
+        "1s",
+        "--cutoff",
+        &cutoff,
+        "--out",
+        p1.to_str().unwrap(),
+    ]);
+    ok(&[
+        "gc",
+        &root,
+        "--min-age",
+        "1s",
+        "--cutoff",
+        &cutoff,
+        "--out",
+        p2.to_str().unwrap(),
+    ]);
     assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap());
 
     let before = object_files(Path::new(&root));
     let ckpt = dir.path().join("gc.ckpt");
     let ckpt = ckpt.to_str().unwrap();
-    let o = lake(&["gc", &root, "--min-age", "1s", "--cutoff", &cutoff, "--apply", "--checkpoint", ckpt, "--page-size", "1", "--max-pages", "1", "--json"]);
+    let o = lake(&[
+        "gc",
+        &root,
+        "--min-age",
+        "1s",
+        "--cutoff",
+        &cutoff,
+        "--apply",
+        "--checkpoint",
+        ckpt,
+        "--page-size",
+        "1",
+        "--max-pages",
+        "1",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(4), "work left: {}", stderr(&o));
     let first = json(&String::from_utf8_lossy(&o.stdout));
-    assert_eq!((first["deleted"].as_u64(), first["complete"].as_bool()), (Some(1), Some(false)));
+    assert_eq!(
+        (first["deleted"].as_u64(), first["complete"].as_bool()),
+        (Some(1), Some(false))
+    );
     assert_eq!(first["digest"], dry["digest"]);
-    let resumed = json(&ok(&["gc", &root, "--min-age", "1s", "--apply", "--checkpoint", ckpt, "--json"]));
-    assert_eq!((resumed["deleted"].as_u64(), resumed["complete"].as_bool(), resumed["resumed"].as_bool()), (Some(3), Some(true), Some(true)));
+    let resumed = json(&ok(&[
+        "gc",
+        &root,
+        "--min-age",
+        "1s",
+        "--apply",
+        "--checkpoint",
+        ckpt,
+        "--json",
+    ]));
+    assert_eq!(
+        (
+            resumed["deleted"].as_u64(),
+            resumed["complete"].as_bool(),
+            resumed["resumed"].as_bool()
+        ),
+        (Some(3), Some(true), Some(true))
+    );
     for f in ["already_gone", "failed", "revived"] {
         assert_eq!(resumed[f], 0, "{f}");
     }
-    let again = json(&ok(&["gc", &root, "--min-age", "1s", "--apply", "--checkpoint", ckpt, "--json"]));
-    assert_eq!((again["already_complete"].as_bool(), again["delete_pages"].as_u64()), (Some(true), Some(0)));
+    let again = json(&ok(&[
+        "gc",
+        &root,
+        "--min-age",
+        "1s",
+        "--apply",
+        "--checkpoint",
+        ckpt,
+        "--json",
+    ]));
+    assert_eq!(
+        (
+            again["already_complete"].as_bool(),
+            again["delete_pages"].as_u64()
+        ),
+        (Some(true), Some(0))
+    );
     let after = object_files(Path::new(&root));
     assert_eq!(before.len() - after.len(), 3);
     let deleted: Vec<&String> = before.iter().filter(|k| !after.contains(k)).collect();
-    let planned: Vec<String> = dry["candidates"].as_array().unwrap().iter().map(|c| c["uri"].as_str().unwrap().to_string()).collect();
+    let planned: Vec<String> = dry["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["uri"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(deleted.into_iter().cloned().collect::<Vec<_>>(), planned);
     let text = ok(&["gc", &root, "--min-age", "1s"]);
     assert!(text.contains("candidates:  0 objects"), "{text}");
@@ -76,9 +210,14 @@ fn operator_walkthrough() {
 #[test]
 fn help_teaches_the_commands() {
     let help = ok(&["--help"]);
-    for cmd in ["init", "ingest", "delete", "compact", "cleanup", "versions", "gc", "demo"] {
+    for cmd in [
+        "init", "ingest", "delete", "compact", "cleanup", "versions", "gc", "demo",
+    ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
     let gc = ok(&["gc", "--help"]);
-    assert!(gc.contains("--checkpoint") && gc.contains("Exit codes"), "{gc}");
+    assert!(
+        gc.contains("--checkpoint") && gc.contains("Exit codes"),
+        "{gc}"
+    );
 }

@@ -20,8 +20,15 @@ pub struct TestLake {
 pub async fn new_lake() -> TestLake {
     let dir = tempfile::tempdir().unwrap();
     let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
-    LakeDescriptor::create(&store, Duration::from_secs(1)).await.unwrap();
-    TestLake { engine: LanceEngine::new(store.clone()), writer: ManagedObjectWriter::new(store.clone()), store, _dir: dir }
+    LakeDescriptor::create(&store, Duration::from_secs(1))
+        .await
+        .unwrap();
+    TestLake {
+        engine: LanceEngine::new(store.clone()),
+        writer: ManagedObjectWriter::new(store.clone()),
+        store,
+        _dir: dir,
+    }
 }
 
 impl TestLake {
@@ -31,14 +38,25 @@ impl TestLake {
 
     /// Keys of every object under `objects/` and elsewhere outside `_lake/` and `tables/`.
     pub async fn all_object_keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.store.list_all("").await.unwrap().into_iter().map(|(k, _)| k).filter(|k| !k.starts_with("_lake/") && !k.starts_with("tables/")).collect();
+        let mut keys: Vec<String> = self
+            .store
+            .list_all("")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| !k.starts_with("_lake/") && !k.starts_with("tables/"))
+            .collect();
         keys.sort();
         keys
     }
 }
 
 pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new("episode", DataType::Utf8, false), data_location_field("file", true)]))
+    Arc::new(Schema::new(vec![
+        Field::new("episode", DataType::Utf8, false),
+        data_location_field("file", true),
+    ]))
 }
 
 /// One batch: rows of (episode, object) with an optional object (None = null reference).
@@ -55,5 +73,8 @@ pub fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
 }
 
 pub fn reader(batches: Vec<RecordBatch>) -> Box<dyn RecordBatchReader + Send> {
-    Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema()))
+    Box::new(RecordBatchIterator::new(
+        batches.into_iter().map(Ok),
+        schema(),
+    ))
 }

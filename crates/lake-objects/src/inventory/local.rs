@@ -22,7 +22,10 @@ pub struct LocalInventory {
 impl LocalInventory {
     /// The inventory of `objects/` in `store`.
     pub fn new(store: LakeStore) -> Self {
-        Self { store, prefix: OBJECTS_PREFIX.to_string() }
+        Self {
+            store,
+            prefix: OBJECTS_PREFIX.to_string(),
+        }
     }
 }
 
@@ -42,7 +45,11 @@ impl Item {
 
 #[async_trait]
 impl ObjectInventory for LocalInventory {
-    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
+    async fn list_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<InventoryPage, ObjectsError> {
         let limit = limit.max(1);
         let mut out: Vec<InventoryEntry> = Vec::new();
         let mut stack = vec![Item::Dir(self.prefix.clone())];
@@ -70,7 +77,11 @@ impl ObjectInventory for LocalInventory {
                     let mut items: Vec<Item> = dirs.into_iter().map(Item::Dir).collect();
                     for m in objects {
                         if let Some(key) = self.store.key_of(&m.location) {
-                            items.push(Item::File(InventoryEntry { key, size: m.size, last_modified: m.last_modified }));
+                            items.push(Item::File(InventoryEntry {
+                                key,
+                                size: m.size,
+                                last_modified: m.last_modified,
+                            }));
                         }
                     }
                     items.sort_by_key(|i| std::cmp::Reverse(i.sort_key()));
@@ -78,6 +89,9 @@ impl ObjectInventory for LocalInventory {
                 }
             }
         }
-        Ok(InventoryPage { entries: out, next: None })
+        Ok(InventoryPage {
+            entries: out,
+            next: None,
+        })
     }
 }

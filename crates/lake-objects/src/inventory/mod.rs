@@ -40,5 +40,9 @@ pub trait ObjectInventory: Send + Sync {
     /// # Errors
     /// [`ObjectsError::Storage`] when listing fails (GC then aborts; it never treats a failed
     /// listing as an empty one).
-    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError>;
+    async fn list_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<InventoryPage, ObjectsError>;
 }
