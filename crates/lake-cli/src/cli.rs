@@ -131,9 +131,10 @@ pub struct GcArgs {
     /// Delete the planned objects (requires --checkpoint).
     #[arg(long)]
     pub apply: bool,
-    /// Local file recording the plan and the apply's progress; resumes when it exists.
+    /// Where the plan and the apply's progress are recorded (a local file, or s3://bucket/key);
+    /// resumes when it exists.
     #[arg(long, value_name = "PATH")]
-    pub checkpoint: Option<PathBuf>,
+    pub checkpoint: Option<String>,
     /// Accept a --min-age below the lake's policy floor.
     #[arg(long)]
     pub allow_below_policy: bool,

@@ -12,13 +12,12 @@
 //!    one bounded page at a time; after every page, save the checkpoint. NotFound counts as
 //!    done. Stop after `max_pages` pages when asked (an operator's budget, or a test's crash).
 
-use crate::checkpoint::ApplyCheckpoint;
+use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::plan::GcPlan;
 use lake_engine::Engine;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 /// Default keys per delete page: S3's DeleteObjects limit.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
@@ -61,12 +60,12 @@ pub struct ApplyReport {
 pub async fn apply(
     engine: &dyn Engine,
     deleter: &dyn ObjectDeleter,
-    checkpoint_path: &Path,
+    checkpoint_path: &CheckpointLocation,
     plan: Option<&GcPlan>,
     options: &ApplyOptions,
 ) -> Result<ApplyReport, ObjectsError> {
-    let shown = checkpoint_path.display().to_string();
-    let mut cp = match (ApplyCheckpoint::load(checkpoint_path)?, plan) {
+    let shown = checkpoint_path.display();
+    let mut cp = match (ApplyCheckpoint::load(checkpoint_path).await?, plan) {
         (Some(cp), Some(p)) if cp.plan_digest != p.digest() => {
             return Err(ObjectsError::Checkpoint {
                 path: shown,
@@ -83,7 +82,7 @@ pub async fn apply(
                 return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
             }
             let cp = ApplyCheckpoint::new(p.clone());
-            cp.save(checkpoint_path)?;
+            cp.save(checkpoint_path).await?;
             cp
         }
         (None, None) => {
@@ -101,7 +100,7 @@ pub async fn apply(
         });
     }
     revalidate(engine, &mut cp).await?;
-    cp.save(checkpoint_path)?;
+    cp.save(checkpoint_path).await?;
 
     let page_size = options.page_size.clamp(1, DEFAULT_PAGE_SIZE);
     let mut pages = 0u64;
@@ -117,7 +116,7 @@ pub async fn apply(
         let progressed = still_failed.len() < cp.failed.len();
         cp.failed = still_failed;
         pages += 1;
-        cp.save(checkpoint_path)?;
+        cp.save(checkpoint_path).await?;
         if !progressed {
             break;
         }
@@ -144,10 +143,10 @@ pub async fn apply(
         }
         cp.failed = failed;
         cp.next_index = index;
-        cp.save(checkpoint_path)?;
+        cp.save(checkpoint_path).await?;
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
-    cp.save(checkpoint_path)?;
+    cp.save(checkpoint_path).await?;
     Ok(ApplyReport {
         checkpoint: cp,
         pages,

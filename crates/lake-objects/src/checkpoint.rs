@@ -1,14 +1,98 @@
-//! The apply checkpoint: a versioned local document bound to one plan by its digest.
+//! The apply checkpoint: a versioned document bound to one plan by its digest.
 //!
-//! The checkpoint embeds the plan it applies, so resuming needs nothing else, and it is
-//! rewritten atomically (temporary file, fsync, rename, fsync of the folder) after every page:
-//! a crash leaves either the previous or the next checkpoint, never a torn one.
+//! The checkpoint embeds the plan it applies, so resuming needs nothing else. It lives in a
+//! local file (rewritten atomically: temporary file, fsync, rename, fsync of the folder) or in an
+//! object store (`s3://bucket/key`: a PUT replaces an object atomically). Either way a crash
+//! leaves the previous or the next checkpoint, never a torn one.
 
 use crate::error::ObjectsError;
 use crate::plan::GcPlan;
+use crate::store::LakeStore;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Where a checkpoint is kept.
+#[derive(Debug, Clone)]
+pub enum CheckpointLocation {
+    /// A local file.
+    Local(PathBuf),
+    /// An object in a store (`s3://bucket/prefix/name`).
+    Store {
+        /// The store of the object's folder.
+        store: LakeStore,
+        /// The object's key in that store.
+        key: String,
+        /// The location as the operator wrote it.
+        shown: String,
+    },
+}
+
+impl CheckpointLocation {
+    /// Parses `--checkpoint`: `s3://bucket/key` or a local path.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Root`] for an `s3://` location without a key.
+    pub fn parse(text: &str) -> Result<Self, ObjectsError> {
+        if text.starts_with("s3://") || text.starts_with("s3a://") {
+            let (folder, name) = text.rsplit_once('/').filter(|(f, n)| !n.is_empty() && f.len() > "s3://".len()).ok_or_else(|| {
+                ObjectsError::Root { root: text.into(), message: "an S3 checkpoint is s3://bucket/[prefix/]name".into() }
+            })?;
+            let store = LakeStore::open(folder)?;
+            return Ok(Self::Store { store, key: name.to_string(), shown: text.to_string() });
+        }
+        Ok(Self::Local(PathBuf::from(text)))
+    }
+
+    /// The location as shown to the operator.
+    pub fn display(&self) -> String {
+        match self {
+            Self::Local(p) => p.display().to_string(),
+            Self::Store { shown, .. } => shown.clone(),
+        }
+    }
+
+    async fn read(&self) -> Result<Option<Vec<u8>>, ObjectsError> {
+        match self {
+            Self::Local(path) => match std::fs::read(path) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(ObjectsError::Io { path: path.display().to_string(), source: e }),
+            },
+            Self::Store { store, key, .. } => Ok(store.get(key).await?.map(|b| b.to_vec())),
+        }
+    }
+
+    async fn write(&self, bytes: Vec<u8>) -> Result<(), ObjectsError> {
+        match self {
+            Self::Local(path) => write_local(path, &bytes),
+            Self::Store { store, key, .. } => store.put(key, bytes).await,
+        }
+    }
+}
+
+impl From<&Path> for CheckpointLocation {
+    fn from(p: &Path) -> Self {
+        Self::Local(p.to_path_buf())
+    }
+}
+
+fn write_local(path: &Path, bytes: &[u8]) -> Result<(), ObjectsError> {
+    let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
 
 /// The checkpoint format this build writes and reads.
 pub const CHECKPOINT_FORMAT_VERSION: u64 = 1;
@@ -53,27 +137,15 @@ impl ApplyCheckpoint {
         }
     }
 
-    /// Loads the checkpoint at `path`; `None` when there is no file.
+    /// Loads the checkpoint at `location`; `None` when there is none.
     ///
     /// # Errors
-    /// [`ObjectsError::Checkpoint`] when the file is unreadable, of another format version, or
-    /// its plan does not match its digest (edited).
-    pub fn load(path: &Path) -> Result<Option<Self>, ObjectsError> {
-        let shown = path.display().to_string();
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(ObjectsError::Io {
-                    path: shown,
-                    source: e,
-                })
-            }
-        };
-        let err = |m: String| ObjectsError::Checkpoint {
-            path: shown.clone(),
-            message: m,
-        };
+    /// [`ObjectsError::Checkpoint`] when it is unreadable, of another format version, or its plan
+    /// does not match its digest (edited).
+    pub async fn load(location: &CheckpointLocation) -> Result<Option<Self>, ObjectsError> {
+        let shown = location.display();
+        let Some(bytes) = location.read().await? else { return Ok(None) };
+        let err = |m: String| ObjectsError::Checkpoint { path: shown.clone(), message: m };
         let version = serde_json::from_slice::<serde_json::Value>(&bytes)
             .map_err(|e| err(format!("not valid JSON: {e}")))?
             .get("format_version")
@@ -83,8 +155,7 @@ impl ApplyCheckpoint {
                 "format version {version:?} is not supported (expected {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
             )));
         }
-        let cp: Self = serde_json::from_slice(&bytes)
-            .map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
+        let cp: Self = serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
         let actual = cp.plan.digest();
         if actual != cp.plan_digest {
             return Err(err(format!(
@@ -99,25 +170,9 @@ impl ApplyCheckpoint {
     /// Writes the checkpoint atomically and durably.
     ///
     /// # Errors
-    /// [`ObjectsError::Io`].
-    pub fn save(&self, path: &Path) -> Result<(), ObjectsError> {
-        let io = |e: std::io::Error| ObjectsError::Io {
-            path: path.display().to_string(),
-            source: e,
-        };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => std::path::PathBuf::from("."),
-        };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
-        tmp.write_all(&bytes).map_err(io)?;
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+    /// [`ObjectsError::Io`] or [`ObjectsError::Storage`].
+    pub async fn save(&self, location: &CheckpointLocation) -> Result<(), ObjectsError> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| ObjectsError::storage(location.display(), e))?;
+        location.write(bytes).await
     }
 }

@@ -30,6 +30,7 @@ pub struct LakeStore {
     prefix: Path,
     local_dir: Option<std::path::PathBuf>,
     storage_options: HashMap<String, String>,
+    s3: Option<Arc<object_store::aws::AmazonS3>>,
 }
 
 impl LakeStore {
@@ -74,6 +75,7 @@ impl LakeStore {
                 prefix: Path::default(),
                 local_dir: Some(path),
                 storage_options: HashMap::new(),
+                s3: None,
             });
         }
         let uri = LakeRootUri::parse(root).map_err(|e| root_err(e.to_string()))?;
@@ -96,6 +98,16 @@ impl LakeStore {
     /// The local folder of a local root.
     pub fn local_dir(&self) -> Option<&std::path::Path> {
         self.local_dir.as_deref()
+    }
+
+    /// The S3 client of an `s3://` root (for S3-only requests such as paginated listings).
+    pub fn s3(&self) -> Option<&Arc<object_store::aws::AmazonS3>> {
+        self.s3.as_ref()
+    }
+
+    /// The store path of the root itself (empty for local roots).
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
     }
 
     /// The underlying store (paths include the root prefix: use [`LakeStore::path`]).
@@ -289,16 +301,19 @@ pub(crate) mod s3 {
                 options.insert(key.to_string(), v);
             }
         }
-        let store = AmazonS3Builder::from_env()
-            .with_bucket_name(uri.authority())
-            .build()
-            .map_err(|e| format!("cannot configure S3 from the AWS_* environment: {e}"))?;
+        let store = Arc::new(
+            AmazonS3Builder::from_env()
+                .with_bucket_name(uri.authority())
+                .build()
+                .map_err(|e| format!("cannot configure S3 from the AWS_* environment: {e}"))?,
+        );
         Ok(LakeStore {
             prefix: Path::from(uri.path()),
             root: uri,
-            store: Arc::new(store),
+            store: store.clone(),
             local_dir: None,
             storage_options: options,
+            s3: Some(store),
         })
     }
 }

@@ -6,11 +6,11 @@ use crate::error::{parse_duration, CliError};
 use chrono::{DateTime, Utc};
 use lake_lance::LanceEngine;
 use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
-use lake_objects::checkpoint::ApplyCheckpoint;
+use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::clock::{read_store_clock, ClockReading};
 use lake_objects::deleter::StoreDeleter;
 use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::inventory::local::LocalInventory;
+use lake_objects::inventory;
 use lake_objects::plan::GcPlan;
 use lake_objects::planner::{format_time, plan, PlanOptions, PlanStats};
 use lake_objects::LakeStore;
@@ -28,7 +28,7 @@ pub struct GcRequest {
     /// Explicit cutoff (not later than store-now - min_age).
     pub cutoff: Option<DateTime<Utc>>,
     /// Apply with this checkpoint.
-    pub checkpoint: Option<PathBuf>,
+    pub checkpoint: Option<CheckpointLocation>,
     /// Apply options.
     pub apply: ApplyOptions,
     /// Inventory page size.
@@ -228,7 +228,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         min_age,
         allow_below_policy: args.allow_below_policy,
         cutoff,
-        checkpoint: args.checkpoint.clone(),
+        checkpoint: args.checkpoint.as_deref().map(CheckpointLocation::parse).transpose()?,
         apply: ApplyOptions {
             page_size: args.page_size,
             max_pages: args.max_pages,
@@ -271,7 +271,7 @@ pub async fn run_gc(
         None => latest_cutoff,
     };
     if let Some(path) = &req.checkpoint {
-        if let Some(cp) = ApplyCheckpoint::load(path)? {
+        if let Some(cp) = ApplyCheckpoint::load(path).await? {
             if cp.plan.min_age_seconds != req.min_age.as_secs() {
                 return Err(CliError::Refused(format!(
                     "checkpoint {} records a plan made with --min-age {}s, not {}s; resume with the same --min-age, or use a new checkpoint path for a new plan",
@@ -300,7 +300,7 @@ pub async fn run_gc(
             });
         }
     }
-    let inventory = LocalInventory::new(store.clone());
+    let inventory = inventory::for_store(store);
     let options = PlanOptions {
         root: store.root().to_string(),
         min_age: req.min_age,
@@ -308,7 +308,7 @@ pub async fn run_gc(
         inventory_page_size: req.list_page_size,
         reference_page_size: 10_000,
     };
-    let (gc_plan, stats) = plan(engine, &inventory, &options).await?;
+    let (gc_plan, stats) = plan(engine, inventory.as_ref(), &options).await?;
     if let Some(out) = &req.out {
         std::fs::write(out, gc_plan.to_document()).map_err(|e| CliError::Io {
             path: out.display().to_string(),

@@ -1,6 +1,6 @@
 //! The first issue's end-to-end GC scenario on a real local lake.
 
-use crate::support::{batch, new_lake, reader, TestLake};
+use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
 use chrono::Utc;
 use lake_lance::verify::check_retained_objects;
 use lake_objects::apply::{apply, ApplyOptions};
@@ -35,7 +35,17 @@ fn uris(plan: &GcPlan) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gc_deletes_exactly_the_old_orphans_and_resumes() {
-    let lake = new_lake().await;
+    scenario(new_lake().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_gc_deletes_exactly_the_old_orphans_and_resumes() {
+    scenario(new_s3_lake("gc-scenario").await).await;
+}
+
+/// The first issue's scenario on any lake root.
+async fn scenario(lake: TestLake) {
     let a1 = lake.upload("a1.bin", b"episode A, file 1").await;
     let a2 = lake.upload("a2.bin", b"episode A, file 2").await;
     let b1 = lake.upload("b1.bin", b"episode B").await;
@@ -142,7 +152,7 @@ async fn gc_deletes_exactly_the_old_orphans_and_resumes() {
     let first = apply(
         engine,
         &deleter,
-        &ckpt,
+        &ckpt.as_path().into(),
         Some(&plan1),
         &ApplyOptions {
             page_size: 1,
@@ -163,7 +173,7 @@ async fn gc_deletes_exactly_the_old_orphans_and_resumes() {
     let resumed = apply(
         engine,
         &deleter,
-        &ckpt,
+        &ckpt.as_path().into(),
         None,
         &ApplyOptions {
             page_size: 1,
@@ -185,7 +195,7 @@ async fn gc_deletes_exactly_the_old_orphans_and_resumes() {
     let again = apply(
         engine,
         &deleter,
-        &ckpt,
+        &ckpt.as_path().into(),
         Some(&plan1),
         &ApplyOptions::default(),
     )
@@ -237,7 +247,7 @@ async fn apply_refuses_a_checkpoint_of_another_plan() {
     apply(
         &lake.engine,
         &deleter,
-        &ckpt,
+        &ckpt.as_path().into(),
         Some(&plan1),
         &ApplyOptions {
             page_size: 1,
@@ -249,7 +259,7 @@ async fn apply_refuses_a_checkpoint_of_another_plan() {
     let err = apply(
         &lake.engine,
         &deleter,
-        &ckpt,
+        &ckpt.as_path().into(),
         Some(&plan2),
         &ApplyOptions::default(),
     )
@@ -288,7 +298,7 @@ async fn apply_revives_candidates_referenced_after_the_plan() {
     let report = apply(
         &lake.engine,
         &deleter,
-        &dir.path().join("c"),
+        &dir.path().join("c").as_path().into(),
         Some(&plan1),
         &ApplyOptions::default(),
     )

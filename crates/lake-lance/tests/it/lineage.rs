@@ -62,7 +62,7 @@ async fn a_version_written_around_the_engine_blocks_apply() {
     let err = apply(
         &lake.engine,
         &deleter,
-        &dir.path().join("c"),
+        &dir.path().join("c").as_path().into(),
         Some(&plan),
         &ApplyOptions::default(),
     )

@@ -11,24 +11,39 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub struct TestLake {
-    pub _dir: tempfile::TempDir,
+    pub _dir: Option<tempfile::TempDir>,
     pub store: LakeStore,
     pub engine: LanceEngine,
     pub writer: ManagedObjectWriter,
 }
 
+/// A new lake in a temporary folder.
 pub async fn new_lake() -> TestLake {
     let dir = tempfile::tempdir().unwrap();
-    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
-    LakeDescriptor::create(&store, Duration::from_secs(1))
-        .await
-        .unwrap();
+    let mut lake = new_lake_at(dir.path().join("lake").to_str().unwrap()).await;
+    lake._dir = Some(dir);
+    lake
+}
+
+/// A new lake at `root` (policy floor 1s).
+pub async fn new_lake_at(root: &str) -> TestLake {
+    let store = LakeStore::open(root).unwrap();
+    LakeDescriptor::create(&store, Duration::from_secs(1)).await.unwrap();
     TestLake {
         engine: LanceEngine::new(store.clone()),
         writer: ManagedObjectWriter::new(store.clone()),
         store,
-        _dir: dir,
+        _dir: None,
     }
+}
+
+/// A new lake under the LocalStack bucket that `scripts/localstack.sh` created.
+pub async fn new_s3_lake(name: &str) -> TestLake {
+    let bucket = std::env::var("LAKE_TEST_S3_BUCKET").expect(
+        "LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)",
+    );
+    let root = format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase());
+    new_lake_at(&root).await
 }
 
 impl TestLake {

@@ -6,6 +6,7 @@
 //! S3 ListObjectsV2).
 
 pub mod local;
+pub mod s3;
 
 use crate::error::ObjectsError;
 use async_trait::async_trait;
@@ -45,4 +46,13 @@ pub trait ObjectInventory: Send + Sync {
         after: Option<&str>,
         limit: usize,
     ) -> Result<InventoryPage, ObjectsError>;
+}
+
+/// The inventory of `store`'s managed prefix: S3 ListObjectsV2 pages for `s3://` roots, a sorted
+/// folder walk for local roots.
+pub fn for_store(store: &crate::LakeStore) -> Box<dyn ObjectInventory> {
+    match store.s3() {
+        Some(_) => Box::new(s3::S3Inventory::new(store.clone())),
+        None => Box::new(local::LocalInventory::new(store.clone())),
+    }
 }

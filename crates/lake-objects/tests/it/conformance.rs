@@ -1,12 +1,18 @@
 //! The storage conformance suite: the same checks for every backend.
 //!
-//! Each `check_*` function takes an empty lake store; a backend's test opens one and runs them
-//! all. Backends: local folder (here); S3 joins with the S3 issue.
+//! Each `check_*` function takes an empty lake store; a backend's test opens one per check and
+//! runs them all. Backends: a local folder, and S3 on LocalStack (ignored by a plain
+//! `cargo test`; `scripts/test.sh` starts LocalStack and runs it).
 
 use chrono::Utc;
 use lake_objects::deleter::{DeleteOutcome, ObjectDeleter, StoreDeleter};
-use lake_objects::inventory::local::LocalInventory;
-use lake_objects::inventory::ObjectInventory;
+use lake_engine::memory::MemoryEngine;
+use lake_objects::apply::{apply, ApplyOptions};
+use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::clock::read_store_clock;
+use lake_objects::inventory::{self, ObjectInventory};
+use lake_objects::planner::{plan, PlanOptions};
+use std::time::Duration;
 use lake_objects::keys::mint_key;
 use lake_objects::store::CreateOutcome;
 use lake_objects::writer::ManagedObjectWriter;
@@ -151,16 +157,163 @@ pub async fn check_writer(store: &LakeStore) {
     }
 }
 
+/// The age gate uses the store's timestamps, and keys outside the managed grammar or prefix
+/// (a sibling prefix sharing the first letters among them) are never candidates.
+pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
+    let writer = ManagedObjectWriter::new(store.clone());
+    let mut managed = Vec::new();
+    for i in 0..4 {
+        managed.push(writer.upload(&format!("m{i}"), format!("m{i}").as_bytes()).await.unwrap());
+    }
+    let ulid = ulid::Ulid::new();
+    for k in [
+        format!("objects-old/{ulid}/x"),
+        format!("objectsx/{ulid}/x"),
+        format!("objects/{ulid}/x/y"),
+        format!("objects/{}/x", ulid.to_string().to_lowercase()),
+        "objects/not-a-ulid/x".to_string(),
+        format!("tables/{ulid}/x"),
+    ] {
+        store.put(&k, b"outside".to_vec()).await.unwrap();
+    }
+    let clock = read_store_clock(store).await.unwrap();
+    let earliest = managed.iter().map(|m| m.last_modified).min().unwrap();
+    assert!(clock.store_now >= earliest, "store clock {} before an object it wrote {}", clock.store_now, earliest);
+    let engine = MemoryEngine::new();
+    let inventory = inventory::for_store(store);
+    let plan_at = |cutoff| {
+        let options = PlanOptions { root: store.root().to_string(), min_age: Duration::from_secs(1), cutoff, inventory_page_size: 2, reference_page_size: 2 };
+        let engine = &engine;
+        let inventory = inventory.as_ref();
+        async move { plan(engine, inventory, &options).await.unwrap().0 }
+    };
+    // At a cutoff no later than the oldest object's store timestamp, everything is young.
+    assert!(plan_at(earliest).await.candidates.is_empty());
+    // Past the store's now, every managed object (and nothing else) is a candidate.
+    let later = clock.store_now + chrono::Duration::seconds(2);
+    let got: Vec<String> = plan_at(later).await.candidates.into_iter().map(|c| c.uri).collect();
+    let mut expected: Vec<String> = managed.iter().map(|m| m.key.clone()).collect();
+    expected.sort();
+    assert_eq!(got, expected);
+}
+
+/// An apply interrupted after one page resumes from its checkpoint to the same final state.
+pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocation) {
+    let writer = ManagedObjectWriter::new(store.clone());
+    let mut keys = Vec::new();
+    for i in 0..7 {
+        keys.push(writer.upload(&format!("r{i}"), b"r".as_slice()).await.unwrap().key);
+    }
+    let clock = read_store_clock(store).await.unwrap();
+    let engine = MemoryEngine::new();
+    let options = PlanOptions {
+        root: store.root().to_string(),
+        min_age: Duration::from_secs(1),
+        cutoff: clock.store_now + chrono::Duration::seconds(2),
+        inventory_page_size: 3,
+        reference_page_size: 3,
+    };
+    let inventory = inventory::for_store(store);
+    let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
+    assert_eq!(p.candidates.len(), 7);
+    let deleter = StoreDeleter::new(store.clone());
+    let first = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions { page_size: 3, max_pages: Some(1) }).await.unwrap();
+    assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
+    let rest = apply(&engine, &deleter, &checkpoint, None, &ApplyOptions { page_size: 3, max_pages: None }).await.unwrap();
+    assert!(rest.checkpoint.complete);
+    assert_eq!(rest.checkpoint.deleted + rest.checkpoint.already_gone, 7);
+    for k in &keys {
+        assert!(store.head(k).await.unwrap().is_none(), "{k}");
+    }
+    let again = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions::default()).await.unwrap();
+    assert!(again.was_complete);
+}
+
+/// Runs every check, each on a fresh store from `open`.
+async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str) -> CheckpointLocation) {
+    let store = open("inventory");
+    check_inventory_order_and_pagination(&store, inventory::for_store(&store).as_ref()).await;
+    let store = open("delete");
+    check_bulk_delete_with_missing_keys(&store, &StoreDeleter::new(store.clone())).await;
+    check_create_only(&open("create")).await;
+    check_writer(&open("writer")).await;
+    check_age_gate_and_key_grammar(&open("age")).await;
+    check_apply_resumes(&open("resume"), checkpoint("resume.ckpt")).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn local_backend_conforms() {
     let dir = tempfile::tempdir().unwrap();
-    let open = |name: &str| LakeStore::open(dir.path().join(name).to_str().unwrap()).unwrap();
-    let store = open("inventory");
-    check_inventory_order_and_pagination(&store, &LocalInventory::new(store.clone())).await;
-    let store = open("delete");
-    check_bulk_delete_with_missing_keys(&store, &StoreDeleter::new(store.clone())).await;
-    let store = open("create");
-    check_create_only(&store).await;
-    let store = open("writer");
-    check_writer(&store).await;
+    let base = dir.path().to_path_buf();
+    conformance(
+        |name| LakeStore::open(base.join(name).to_str().unwrap()).unwrap(),
+        |name| CheckpointLocation::Local(base.join(name)),
+    )
+    .await;
+}
+
+/// S3 tests run one at a time: the bulk-delete test counts requests in LocalStack's log.
+static S3_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// An S3 root under the LocalStack bucket that `scripts/localstack.sh` created.
+pub fn s3_root(name: &str) -> String {
+    let bucket = std::env::var("LAKE_TEST_S3_BUCKET")
+        .expect("LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)");
+    format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_backend_conforms() {
+    let _serial = S3_SERIAL.lock().await;
+    let base = s3_root("conformance");
+    conformance(
+        |name| LakeStore::open(&format!("{base}/{name}")).unwrap(),
+        |name| CheckpointLocation::parse(&format!("{base}/checkpoints/{name}")).unwrap(),
+    )
+    .await;
+}
+
+/// Bulk deletes: an apply of N candidates sends about N / 1000 DeleteObjects requests, counted
+/// in LocalStack's request log.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_apply_deletes_in_bulk() {
+    let _serial = S3_SERIAL.lock().await;
+    let store = LakeStore::open(&s3_root("bulk")).unwrap();
+    let n = 1200;
+    let objects = store.object_store();
+    let mut keys = Vec::new();
+    let puts = futures::stream::iter((0..n).map(|i| {
+        let (key, _) = mint_key(&format!("b{i}"));
+        keys.push(key.clone());
+        let path = store.path(&key);
+        let objects = objects.clone();
+        async move { object_store::ObjectStoreExt::put(objects.as_ref(), &path, b"b".to_vec().into()).await.unwrap() }
+    }));
+    use futures::StreamExt;
+    puts.buffer_unordered(32).collect::<Vec<_>>().await;
+    let log = std::env::var("LAKE_TEST_S3_LOG").expect("LAKE_TEST_S3_LOG is not set: run through scripts/test.sh");
+    let count = || std::fs::read_to_string(&log).unwrap().lines().filter(|l| l.contains("s3.DeleteObjects")).count();
+    let clock = read_store_clock(&store).await.unwrap();
+    let engine = MemoryEngine::new();
+    let options = PlanOptions {
+        root: store.root().to_string(),
+        min_age: Duration::from_secs(1),
+        cutoff: clock.store_now + chrono::Duration::seconds(2),
+        inventory_page_size: 1000,
+        reference_page_size: 1000,
+    };
+    let inventory = inventory::for_store(&store);
+    let (p, stats) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
+    assert_eq!(p.candidates.len(), n);
+    assert_eq!(stats.inventory_pages, 2, "ListObjectsV2 pages of 1000");
+    let dir = tempfile::tempdir().unwrap();
+    let before = count();
+    let report = apply(&engine, &StoreDeleter::new(store.clone()), &CheckpointLocation::Local(dir.path().join("c")), Some(&p), &ApplyOptions::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let requests = count() - before;
+    println!("s3 bulk delete: {n} objects deleted with {requests} DeleteObjects requests");
+    assert!(report.checkpoint.complete && report.checkpoint.deleted as usize == n);
+    assert_eq!(requests, n.div_ceil(1000), "one DeleteObjects request per 1000 keys");
 }

@@ -52,32 +52,34 @@ fn plan_documents_round_trip_and_refuse_edits() {
     ));
 }
 
-#[test]
-fn checkpoints_refuse_edits_and_other_formats() {
+#[tokio::test]
+async fn checkpoints_refuse_edits_and_other_formats() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.json");
-    assert!(ApplyCheckpoint::load(&path).unwrap().is_none());
+    let loc = lake_objects::checkpoint::CheckpointLocation::from(path.as_path());
+    assert!(ApplyCheckpoint::load(&loc).await.unwrap().is_none());
     let cp = ApplyCheckpoint::new(sample());
-    cp.save(&path).unwrap();
-    assert_eq!(ApplyCheckpoint::load(&path).unwrap().unwrap(), cp);
+    cp.save(&loc).await.unwrap();
+    assert_eq!(ApplyCheckpoint::load(&loc).await.unwrap().unwrap(), cp);
 
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     v["plan"]["candidates"][0]["uri"] = "objects/01J00000000000000000000000/live".into();
     std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
-    let err = ApplyCheckpoint::load(&path).unwrap_err();
+    let err = ApplyCheckpoint::load(&loc).await.unwrap_err();
     assert!(err.to_string().contains("edited"), "{err}");
 
     let mut v: serde_json::Value = serde_json::to_value(&cp).unwrap();
     v["format_version"] = 2.into();
     std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
-    assert!(ApplyCheckpoint::load(&path)
+    assert!(ApplyCheckpoint::load(&loc)
+        .await
         .unwrap_err()
         .to_string()
         .contains("format version"));
 
     std::fs::write(&path, b"garbage").unwrap();
     assert!(matches!(
-        ApplyCheckpoint::load(&path),
+        ApplyCheckpoint::load(&loc).await,
         Err(ObjectsError::Checkpoint { .. })
     ));
 }
