@@ -1,6 +1,7 @@
 //! Tests of the `lake` binary: the operator's contract (one test binary per crate).
 
 mod refusals;
+mod s3;
 mod workflow;
 
 use std::path::Path;
