@@ -37,6 +37,14 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Delete the rows matching a Lance SQL predicate; their references are journaled as removed.
     Delete(DeleteArgs),
+    /// Restore an older version's content as a new latest version (journaled as a snapshot).
+    Restore(RestoreArgs),
+    /// Tag a version (tagged versions are retained: cleanup skips them and GC keeps their
+    /// objects), or delete a tag with --delete.
+    Tag(TagArgs),
+    /// Check or rebuild the reference journal.
+    #[command(subcommand)]
+    Refs(RefsCommand),
     /// Compact a table's fragments (a content-preserving version with an empty journal entry).
     Compact(TableArgs),
     /// Remove table versions older than a duration (Lance version retention).
@@ -94,6 +102,63 @@ pub struct IngestArgs {
     pub table: TableArgs,
     /// Folder whose regular files (recursively) are ingested.
     pub dir: PathBuf,
+    /// Replace the table's content instead of appending (journaled as a snapshot).
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The version whose content becomes the new latest version.
+    #[arg(long)]
+    pub version: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct TagArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The version to tag (not with --delete).
+    #[arg(long, required_unless_present = "delete")]
+    pub version: Option<u64>,
+    /// Delete the tag instead of creating it.
+    #[arg(long, conflicts_with = "version")]
+    pub delete: bool,
+    /// Tag name.
+    pub tag: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RefsCommand {
+    /// Scan every retained version's reference columns and compare with the journal; check
+    /// every referenced object exists with its size. Exits 1 on any difference.
+    Verify(VerifyArgs),
+    /// Rebuild a version's missing journal entry as a snapshot from a scan of that version
+    /// (for versions written around the engine, or by a writer that crashed after committing).
+    Repair(RepairArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Lake root.
+    pub root: String,
+    /// Only this table (default: every registered table).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The version whose journal entry is rebuilt.
+    #[arg(long)]
+    pub version: u64,
 }
 
 #[derive(Debug, Args)]

@@ -43,6 +43,9 @@ pub struct CommitOutcome {
     pub references_added: u64,
     /// References removed (sum of counts).
     pub references_removed: u64,
+    /// True when Lance rebased the commit onto versions committed concurrently (its read
+    /// version was older than `version - 1`).
+    pub rebased: bool,
 }
 
 /// What a version cleanup removed.
@@ -107,7 +110,7 @@ impl LanceEngine {
         self.store.uri_of(&dataset_key(table))
     }
 
-    fn write_params(&self, mode: WriteMode) -> WriteParams {
+    pub(crate) fn write_params(&self, mode: WriteMode) -> WriteParams {
         let mut params = WriteParams {
             mode,
             skip_auto_cleanup: true,
@@ -162,7 +165,10 @@ impl LanceEngine {
     }
 
     /// Journals version `delta.version` and advances the registry: the tail of every commit.
-    async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
+    pub(crate) async fn publish(
+        &self,
+        delta: ObjectReferenceDelta,
+    ) -> Result<(), LanceEngineError> {
         sidecar::write(&self.store, &delta).await?;
         registry::advance(&self.store, &delta.table, delta.version).await?;
         Ok(())
@@ -211,7 +217,7 @@ impl LanceEngine {
     }
 
     /// Appends `batches` to `table` (creating it on first use) as one new version, journaling
-    /// the references of every batch as Lance consumes it.
+    /// the references of every batch as Lance consumes it (a delta).
     ///
     /// # Errors
     /// [`LanceEngineError::Location`] for an invalid DataLocation column or value (nothing is
@@ -220,6 +226,28 @@ impl LanceEngine {
         &self,
         table: &str,
         batches: Box<dyn RecordBatchReader + Send>,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        self.write_batches(table, batches, false).await
+    }
+
+    /// Replaces the whole content of `table` (creating it on first use) by `batches` as one new
+    /// version, journaled as a snapshot of the new content.
+    ///
+    /// # Errors
+    /// As [`LanceEngine::append`].
+    pub async fn overwrite(
+        &self,
+        table: &str,
+        batches: Box<dyn RecordBatchReader + Send>,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        self.write_batches(table, batches, true).await
+    }
+
+    async fn write_batches(
+        &self,
+        table: &str,
+        batches: Box<dyn RecordBatchReader + Send>,
+        overwrite: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
         LakeDescriptor::load(&self.store).await?;
@@ -230,11 +258,12 @@ impl LanceEngine {
                     source,
                 }
             })?;
-        let mode = if self.table_exists(table).await? {
-            WriteMode::Append
-        } else {
-            WriteMode::Create
+        let mode = match (self.table_exists(table).await?, overwrite) {
+            (false, _) => WriteMode::Create,
+            (true, false) => WriteMode::Append,
+            (true, true) => WriteMode::Overwrite,
         };
+        let action = if overwrite { "overwrite" } else { "append" };
         let written = Dataset::write(
             reader,
             self.dataset_uri(table).as_str(),
@@ -250,12 +279,15 @@ impl LanceEngine {
         }
         let ds = written.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
-            action: "append",
+            action,
             source,
         })?;
         let version = ds.version().version;
-        let delta =
-            ObjectReferenceDelta::delta(table, version, &state.counts, &ReferenceCounts::new());
+        let delta = if overwrite {
+            ObjectReferenceDelta::snapshot(table, version, &state.counts)
+        } else {
+            ObjectReferenceDelta::delta(table, version, &state.counts, &ReferenceCounts::new())
+        };
         self.publish(delta).await?;
         Ok(CommitOutcome {
             table: table.into(),
@@ -263,6 +295,7 @@ impl LanceEngine {
             rows: state.rows,
             references_added: state.counts.total(),
             references_removed: 0,
+            rebased: rebased(&ds, version).await,
         })
     }
 
@@ -300,6 +333,7 @@ impl LanceEngine {
             rows: result.num_deleted_rows,
             references_added: 0,
             references_removed: removed.total(),
+            rebased: rebased(&result.new_dataset, version).await,
         }))
     }
 
@@ -333,6 +367,7 @@ impl LanceEngine {
             rows: 0,
             references_added: 0,
             references_removed: 0,
+            rebased: rebased(&ds, version).await,
         }))
     }
 
@@ -419,7 +454,7 @@ impl LanceEngine {
         count_references(&ds, table, self.store.root(), None).await
     }
 
-    async fn lineage_and_sidecars(
+    pub(crate) async fn lineage_and_sidecars(
         &self,
         table: &str,
     ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
@@ -457,7 +492,16 @@ impl LanceEngine {
     }
 }
 
-fn fmt_time(t: DateTime<Utc>) -> String {
+/// Whether Lance rebased the commit of `version` (its transaction's read version is older than
+/// `version - 1`). Informational: an unreadable transaction counts as not rebased.
+pub(crate) async fn rebased(ds: &Dataset, version: u64) -> bool {
+    match ds.read_transaction_by_version(version).await {
+        Ok(Some(tx)) => tx.read_version + 1 < version,
+        _ => false,
+    }
+}
+
+pub(crate) fn fmt_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 

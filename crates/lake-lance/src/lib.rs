@@ -3,6 +3,8 @@
 //! - [`engine`]: [`LanceEngine`], table operations (append, delete, compact, cleanup, versions)
 //!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
 //!   journal).
+//! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
+//! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
@@ -11,7 +13,9 @@
 
 pub mod engine;
 pub mod error;
+pub mod history;
 pub mod journaling;
+pub mod refs;
 pub mod scan;
 pub mod sidecar;
 pub mod verify;

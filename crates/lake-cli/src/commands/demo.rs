@@ -258,7 +258,9 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff)
             .ok()
             .map(|c| c.with_timezone(&chrono::Utc)),
-        checkpoint: Some(lake_objects::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
+        checkpoint: Some(lake_objects::checkpoint::CheckpointLocation::Local(
+            checkpoint.clone(),
+        )),
         ..dry_req
     };
     let applied: GcReport = run_gc(&store, &descriptor, &engine, &apply_req).await?;

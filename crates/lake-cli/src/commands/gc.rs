@@ -228,7 +228,11 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         min_age,
         allow_below_policy: args.allow_below_policy,
         cutoff,
-        checkpoint: args.checkpoint.as_deref().map(CheckpointLocation::parse).transpose()?,
+        checkpoint: args
+            .checkpoint
+            .as_deref()
+            .map(CheckpointLocation::parse)
+            .transpose()?,
         apply: ApplyOptions {
             page_size: args.page_size,
             max_pages: args.max_pages,

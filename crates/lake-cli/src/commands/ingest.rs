@@ -143,6 +143,19 @@ pub async fn ingest_dir(
     table: &str,
     dir: &Path,
 ) -> Result<(CommitOutcome, u64), CliError> {
+    ingest_dir_with(engine, table, dir, false).await
+}
+
+/// As [`ingest_dir`], replacing the table's content (a snapshot) when `overwrite` is set.
+///
+/// # Errors
+/// As [`upload_dir`], [`LanceEngine::append`] and [`LanceEngine::overwrite`].
+pub async fn ingest_dir_with(
+    engine: &LanceEngine,
+    table: &str,
+    dir: &Path,
+    overwrite: bool,
+) -> Result<(CommitOutcome, u64), CliError> {
     let writer = ManagedObjectWriter::new(engine.store().clone());
     let rows = upload_dir(&writer, dir).await?;
     if rows.is_empty() {
@@ -152,9 +165,12 @@ pub async fn ingest_dir(
         )));
     }
     let bytes = rows.iter().map(|r| r.object.size).sum();
-    let outcome = engine
-        .append(table, Box::new(RowBatches::new(rows)))
-        .await?;
+    let batches = Box::new(RowBatches::new(rows));
+    let outcome = if overwrite {
+        engine.overwrite(table, batches).await?
+    } else {
+        engine.append(table, batches).await?
+    };
     Ok((outcome, bytes))
 }
 
@@ -164,7 +180,8 @@ pub async fn ingest_dir(
 /// As [`ingest_dir`].
 pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
-    let (outcome, bytes) = ingest_dir(&engine, &args.table.table, &args.dir).await?;
+    let (outcome, bytes) =
+        ingest_dir_with(&engine, &args.table.table, &args.dir, args.overwrite).await?;
     if args.table.json {
         print_json(
             &json!({"table": outcome.table, "version": outcome.version, "rows": outcome.rows, "bytes": bytes, "references_added": outcome.references_added}),

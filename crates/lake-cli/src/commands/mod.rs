@@ -2,8 +2,10 @@
 
 pub mod demo;
 pub mod gc;
+pub mod history;
 pub mod ingest;
 pub mod init;
+pub mod refs;
 pub mod tables;
 
 use crate::error::CliError;

@@ -28,7 +28,9 @@ pub async fn new_lake() -> TestLake {
 /// A new lake at `root` (policy floor 1s).
 pub async fn new_lake_at(root: &str) -> TestLake {
     let store = LakeStore::open(root).unwrap();
-    LakeDescriptor::create(&store, Duration::from_secs(1)).await.unwrap();
+    LakeDescriptor::create(&store, Duration::from_secs(1))
+        .await
+        .unwrap();
     TestLake {
         engine: LanceEngine::new(store.clone()),
         writer: ManagedObjectWriter::new(store.clone()),
@@ -42,7 +44,10 @@ pub async fn new_s3_lake(name: &str) -> TestLake {
     let bucket = std::env::var("LAKE_TEST_S3_BUCKET").expect(
         "LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)",
     );
-    let root = format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let root = format!(
+        "s3://{bucket}/{name}-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    );
     new_lake_at(&root).await
 }
 

@@ -5,19 +5,19 @@
 //! `cargo test`; `scripts/test.sh` starts LocalStack and runs it).
 
 use chrono::Utc;
-use lake_objects::deleter::{DeleteOutcome, ObjectDeleter, StoreDeleter};
 use lake_engine::memory::MemoryEngine;
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::clock::read_store_clock;
+use lake_objects::deleter::{DeleteOutcome, ObjectDeleter, StoreDeleter};
 use lake_objects::inventory::{self, ObjectInventory};
-use lake_objects::planner::{plan, PlanOptions};
-use std::time::Duration;
 use lake_objects::keys::mint_key;
+use lake_objects::planner::{plan, PlanOptions};
 use lake_objects::store::CreateOutcome;
 use lake_objects::writer::ManagedObjectWriter;
 use lake_objects::LakeStore;
 use sha2::Digest;
+use std::time::Duration;
 
 /// Inventory pages concatenate to every key under `objects/` in byte order, whatever the page
 /// size, and never include keys of a sibling prefix.
@@ -163,7 +163,12 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     let writer = ManagedObjectWriter::new(store.clone());
     let mut managed = Vec::new();
     for i in 0..4 {
-        managed.push(writer.upload(&format!("m{i}"), format!("m{i}").as_bytes()).await.unwrap());
+        managed.push(
+            writer
+                .upload(&format!("m{i}"), format!("m{i}").as_bytes())
+                .await
+                .unwrap(),
+        );
     }
     let ulid = ulid::Ulid::new();
     for k in [
@@ -178,11 +183,22 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     }
     let clock = read_store_clock(store).await.unwrap();
     let earliest = managed.iter().map(|m| m.last_modified).min().unwrap();
-    assert!(clock.store_now >= earliest, "store clock {} before an object it wrote {}", clock.store_now, earliest);
+    assert!(
+        clock.store_now >= earliest,
+        "store clock {} before an object it wrote {}",
+        clock.store_now,
+        earliest
+    );
     let engine = MemoryEngine::new();
     let inventory = inventory::for_store(store);
     let plan_at = |cutoff| {
-        let options = PlanOptions { root: store.root().to_string(), min_age: Duration::from_secs(1), cutoff, inventory_page_size: 2, reference_page_size: 2 };
+        let options = PlanOptions {
+            root: store.root().to_string(),
+            min_age: Duration::from_secs(1),
+            cutoff,
+            inventory_page_size: 2,
+            reference_page_size: 2,
+        };
         let engine = &engine;
         let inventory = inventory.as_ref();
         async move { plan(engine, inventory, &options).await.unwrap().0 }
@@ -191,7 +207,12 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     assert!(plan_at(earliest).await.candidates.is_empty());
     // Past the store's now, every managed object (and nothing else) is a candidate.
     let later = clock.store_now + chrono::Duration::seconds(2);
-    let got: Vec<String> = plan_at(later).await.candidates.into_iter().map(|c| c.uri).collect();
+    let got: Vec<String> = plan_at(later)
+        .await
+        .candidates
+        .into_iter()
+        .map(|c| c.uri)
+        .collect();
     let mut expected: Vec<String> = managed.iter().map(|m| m.key.clone()).collect();
     expected.sort();
     assert_eq!(got, expected);
@@ -202,7 +223,13 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let writer = ManagedObjectWriter::new(store.clone());
     let mut keys = Vec::new();
     for i in 0..7 {
-        keys.push(writer.upload(&format!("r{i}"), b"r".as_slice()).await.unwrap().key);
+        keys.push(
+            writer
+                .upload(&format!("r{i}"), b"r".as_slice())
+                .await
+                .unwrap()
+                .key,
+        );
     }
     let clock = read_store_clock(store).await.unwrap();
     let engine = MemoryEngine::new();
@@ -217,20 +244,56 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
     let deleter = StoreDeleter::new(store.clone());
-    let first = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions { page_size: 3, max_pages: Some(1) }).await.unwrap();
-    assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
-    let rest = apply(&engine, &deleter, &checkpoint, None, &ApplyOptions { page_size: 3, max_pages: None }).await.unwrap();
+    let first = apply(
+        &engine,
+        &deleter,
+        &checkpoint,
+        Some(&p),
+        &ApplyOptions {
+            page_size: 3,
+            max_pages: Some(1),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (first.checkpoint.deleted, first.checkpoint.complete),
+        (3, false)
+    );
+    let rest = apply(
+        &engine,
+        &deleter,
+        &checkpoint,
+        None,
+        &ApplyOptions {
+            page_size: 3,
+            max_pages: None,
+        },
+    )
+    .await
+    .unwrap();
     assert!(rest.checkpoint.complete);
     assert_eq!(rest.checkpoint.deleted + rest.checkpoint.already_gone, 7);
     for k in &keys {
         assert!(store.head(k).await.unwrap().is_none(), "{k}");
     }
-    let again = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions::default()).await.unwrap();
+    let again = apply(
+        &engine,
+        &deleter,
+        &checkpoint,
+        Some(&p),
+        &ApplyOptions::default(),
+    )
+    .await
+    .unwrap();
     assert!(again.was_complete);
 }
 
 /// Runs every check, each on a fresh store from `open`.
-async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str) -> CheckpointLocation) {
+async fn conformance(
+    open: impl Fn(&str) -> LakeStore,
+    checkpoint: impl Fn(&str) -> CheckpointLocation,
+) {
     let store = open("inventory");
     check_inventory_order_and_pagination(&store, inventory::for_store(&store).as_ref()).await;
     let store = open("delete");
@@ -259,7 +322,10 @@ static S3_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 pub fn s3_root(name: &str) -> String {
     let bucket = std::env::var("LAKE_TEST_S3_BUCKET")
         .expect("LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)");
-    format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase())
+    format!(
+        "s3://{bucket}/{name}-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -289,12 +355,23 @@ async fn s3_apply_deletes_in_bulk() {
         keys.push(key.clone());
         let path = store.path(&key);
         let objects = objects.clone();
-        async move { object_store::ObjectStoreExt::put(objects.as_ref(), &path, b"b".to_vec().into()).await.unwrap() }
+        async move {
+            object_store::ObjectStoreExt::put(objects.as_ref(), &path, b"b".to_vec().into())
+                .await
+                .unwrap()
+        }
     }));
     use futures::StreamExt;
     puts.buffer_unordered(32).collect::<Vec<_>>().await;
-    let log = std::env::var("LAKE_TEST_S3_LOG").expect("LAKE_TEST_S3_LOG is not set: run through scripts/test.sh");
-    let count = || std::fs::read_to_string(&log).unwrap().lines().filter(|l| l.contains("s3.DeleteObjects")).count();
+    let log = std::env::var("LAKE_TEST_S3_LOG")
+        .expect("LAKE_TEST_S3_LOG is not set: run through scripts/test.sh");
+    let count = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("s3.DeleteObjects"))
+            .count()
+    };
     let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
     let options = PlanOptions {
@@ -310,10 +387,22 @@ async fn s3_apply_deletes_in_bulk() {
     assert_eq!(stats.inventory_pages, 2, "ListObjectsV2 pages of 1000");
     let dir = tempfile::tempdir().unwrap();
     let before = count();
-    let report = apply(&engine, &StoreDeleter::new(store.clone()), &CheckpointLocation::Local(dir.path().join("c")), Some(&p), &ApplyOptions::default()).await.unwrap();
+    let report = apply(
+        &engine,
+        &StoreDeleter::new(store.clone()),
+        &CheckpointLocation::Local(dir.path().join("c")),
+        Some(&p),
+        &ApplyOptions::default(),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let requests = count() - before;
     println!("s3 bulk delete: {n} objects deleted with {requests} DeleteObjects requests");
     assert!(report.checkpoint.complete && report.checkpoint.deleted as usize == n);
-    assert_eq!(requests, n.div_ceil(1000), "one DeleteObjects request per 1000 keys");
+    assert_eq!(
+        requests,
+        n.div_ceil(1000),
+        "one DeleteObjects request per 1000 keys"
+    );
 }
