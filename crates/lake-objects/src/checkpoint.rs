@@ -20,7 +20,7 @@ pub enum CheckpointLocation {
     /// An object in a store (`s3://bucket/prefix/name`).
     Store {
         /// The store of the object's folder.
-        store: LakeStore,
+        store: Box<LakeStore>,
         /// The object's key in that store.
         key: String,
         /// The location as the operator wrote it.
@@ -44,7 +44,7 @@ impl CheckpointLocation {
                 })?;
             let store = LakeStore::open(folder)?;
             return Ok(Self::Store {
-                store,
+                store: Box::new(store),
                 key: name.to_string(),
                 shown: text.to_string(),
             });
