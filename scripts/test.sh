@@ -8,4 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo test --workspace --no-run
-exec scripts/localstack.sh run -- cargo test --workspace --no-fail-fast -- --include-ignored "$@"
+# `--skip child_process_helper`: tests that are child processes of other tests, not tests.
+exec scripts/localstack.sh run -- cargo test --workspace --no-fail-fast -- --include-ignored --skip child_process_helper "$@"

@@ -3,5 +3,6 @@
 
 mod append;
 mod gc_scenario;
+mod history;
 mod lineage;
 mod support;
