@@ -7,6 +7,7 @@
 
 use crate::error::LanceEngineError;
 use crate::journaling::JournalingReader;
+use crate::refs_checkpoint;
 use crate::scan::count_references;
 use crate::sidecar;
 use arrow_array::RecordBatchReader;
@@ -458,6 +459,17 @@ impl LanceEngine {
         &self,
         table: &str,
     ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
+        self.lineage_and_sidecars_with(table, true).await
+    }
+
+    /// The lineage of `table` and its decoded sidecars. With `use_checkpoint`, a valid reference
+    /// checkpoint at version C stands in for C's sidecar as a snapshot, and sidecars before C are
+    /// not read (see [`crate::refs_checkpoint`]).
+    pub(crate) async fn lineage_and_sidecars_with(
+        &self,
+        table: &str,
+        use_checkpoint: bool,
+    ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
         let ds = self.open(table).await?;
         let versions = ds
             .versions()
@@ -476,7 +488,16 @@ impl LanceEngine {
             .version()
             .version
             .max(retained.last().copied().unwrap_or(0));
-        let (sidecars, mut problems) = sidecar::read_all(&self.store, table).await?;
+        let oldest = retained.first().copied().unwrap_or(latest);
+        let checkpoint = match use_checkpoint {
+            true => refs_checkpoint::load_valid(&self.store, table, oldest, latest).await?,
+            false => None,
+        };
+        let from = checkpoint.as_ref().map(|c| c.version).unwrap_or(1);
+        let (mut sidecars, mut problems) = sidecar::read_from(&self.store, table, from).await?;
+        if let Some(c) = checkpoint {
+            sidecars.insert(c.version, Ok(c));
+        }
         let (replay_base, chain_problems) = check_chain(table, &retained, latest, &sidecars);
         problems.extend(chain_problems);
         Ok((
@@ -489,6 +510,34 @@ impl LanceEngine {
             },
             sidecars,
         ))
+    }
+
+    /// Writes a reference checkpoint at the oldest retained version when it is newer than the
+    /// replay base, so the next replay starts there. Failures are logged, never fatal: the
+    /// checkpoint is an optimisation.
+    async fn advance_refs_checkpoint(&self, lineage: &TableLineage, sidecars: &Sidecars) {
+        let (Some(base), Some(&target)) = (lineage.replay_base, lineage.retained.first()) else {
+            return;
+        };
+        if target <= base || !lineage.problems.is_empty() {
+            return;
+        }
+        let mut replay = lake_engine::Replay::new(&[]);
+        for v in base..=target {
+            match sidecars.get(&v) {
+                Some(Ok(d)) => {
+                    if replay.apply(d).is_err() {
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+        if let Err(e) =
+            refs_checkpoint::write(&self.store, &lineage.table, target, &replay.counts()).await
+        {
+            tracing::warn!(table = %lineage.table, "could not write the reference checkpoint: {e}");
+        }
     }
 }
 
@@ -564,6 +613,7 @@ impl Engine for LanceEngine {
             Some(live) if page.after.is_some() => live,
             _ => {
                 let live = Arc::new(live_set_of(&lineage, &sidecars, roots.versions())?);
+                self.advance_refs_checkpoint(&lineage, &sidecars).await;
                 *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some((key, live.clone()));
                 live

@@ -5,6 +5,7 @@
 //!   journal).
 //! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
+//! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
@@ -16,6 +17,7 @@ pub mod error;
 pub mod history;
 pub mod journaling;
 pub mod refs;
+pub mod refs_checkpoint;
 pub mod scan;
 pub mod sidecar;
 pub mod verify;

@@ -96,7 +96,7 @@ impl LanceEngine {
         let mut report = VerifyReport::default();
         let mut referenced: BTreeSet<lake_common::ObjectIdentity> = BTreeSet::new();
         for table in &names {
-            let (lineage, sidecars) = self.lineage_and_sidecars(table).await?;
+            let (lineage, sidecars) = self.lineage_and_sidecars_with(table, false).await?;
             report
                 .problems
                 .extend(lineage.problems.iter().map(|p| p.to_string()));

@@ -46,6 +46,19 @@ pub async fn read_all(
     store: &LakeStore,
     table: &str,
 ) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
+    read_from(store, table, 1).await
+}
+
+/// As [`read_all`] for the sidecars of versions `from` and later only (one listing; a GET per
+/// sidecar read).
+///
+/// # Errors
+/// Storage errors.
+pub async fn read_from(
+    store: &LakeStore,
+    table: &str,
+    from: u64,
+) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
     let prefix = journal_prefix(table);
     let mut sidecars = Sidecars::new();
     let mut problems = Vec::new();
@@ -65,6 +78,9 @@ pub async fn read_all(
             });
             continue;
         };
+        if version < from {
+            continue;
+        }
         let bytes = store.get(&key).await?.ok_or_else(|| {
             lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading")
         })?;

@@ -228,9 +228,14 @@ async fn a_second_lance_client_is_refused_until_repair() {
         .env("LAKE_CHILD_URI", &b.key)
         .env("LAKE_CHILD_SHA", b.identity().sha256_hex())
         .env("LAKE_CHILD_SIZE", b.size.to_string())
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success(), "the second client failed");
+    assert!(
+        status.status.success(),
+        "the second client failed: {}{}",
+        String::from_utf8_lossy(&status.stdout),
+        String::from_utf8_lossy(&status.stderr)
+    );
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 2);
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cutoff = Utc::now();

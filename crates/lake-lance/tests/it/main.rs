@@ -5,4 +5,5 @@ mod append;
 mod gc_scenario;
 mod history;
 mod lineage;
+mod replay_checkpoint;
 mod support;
