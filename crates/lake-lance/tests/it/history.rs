@@ -138,7 +138,7 @@ async fn concurrent_writers_leave_exact_journals() {
         .await
         .unwrap();
     let mut rebased = 0;
-    for round in 0..30 {
+    for round in 0..80 {
         let (x, y) = (&objects[round % 6], &objects[(round + 1) % 6]);
         let ep = format!("r{round}");
         let (r1, r2, r3) = tokio::join!(
