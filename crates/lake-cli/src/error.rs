@@ -20,10 +20,7 @@ pub enum CliError {
     #[error(transparent)]
     Lake(#[from] lake_engine::EngineError),
     #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
     /// The command ran but its result calls for a non-zero exit (already reported).
     #[error("{message}")]
     Exit { code: u8, message: String },
@@ -44,9 +41,6 @@ impl CliError {
 /// # Errors
 /// [`CliError::Usage`].
 pub fn parse_duration(flag: &str, text: &str) -> Result<std::time::Duration, CliError> {
-    humantime::parse_duration(text.trim()).map_err(|e| {
-        CliError::Usage(format!(
-            "{flag} `{text}` is not a duration ({e}); write it like 7d, 90m or 1s"
-        ))
-    })
+    humantime::parse_duration(text.trim())
+        .map_err(|e| CliError::Usage(format!("{flag} `{text}` is not a duration ({e}); write it like 7d, 90m or 1s")))
 }

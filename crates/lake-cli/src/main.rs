@@ -17,10 +17,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("lake: cannot start the async runtime: {e}");

@@ -66,10 +66,7 @@ impl ReferenceCounts {
     pub fn to_entries(&self) -> Vec<ReferenceCount> {
         self.counts
             .iter()
-            .map(|(identity, count)| ReferenceCount {
-                identity: identity.clone(),
-                count: *count,
-            })
+            .map(|(identity, count)| ReferenceCount { identity: identity.clone(), count: *count })
             .collect()
     }
 }

@@ -84,12 +84,7 @@ impl ObjectReferenceDelta {
     /// A delta relative to `version - 1` (or to nothing, for version 1) from the references a
     /// version added and removed. Identities present in both are netted, so the result is
     /// canonical whatever order or duplication the inputs had.
-    pub fn delta(
-        table: impl Into<String>,
-        version: u64,
-        added: &ReferenceCounts,
-        removed: &ReferenceCounts,
-    ) -> Self {
+    pub fn delta(table: impl Into<String>, version: u64, added: &ReferenceCounts, removed: &ReferenceCounts) -> Self {
         let mut net: BTreeMap<&ObjectIdentity, i128> = BTreeMap::new();
         for (identity, n) in added.iter() {
             *net.entry(identity).or_insert(0) += i128::from(n);
@@ -103,15 +98,9 @@ impl ObjectReferenceDelta {
             // |n| <= u64::MAX because each side is a u64 count.
             let magnitude = u64::try_from(n.unsigned_abs()).unwrap_or(u64::MAX);
             if n > 0 {
-                plus.push(ReferenceCount {
-                    identity: identity.clone(),
-                    count: magnitude,
-                });
+                plus.push(ReferenceCount { identity: identity.clone(), count: magnitude });
             } else if n < 0 {
-                minus.push(ReferenceCount {
-                    identity: identity.clone(),
-                    count: magnitude,
-                });
+                minus.push(ReferenceCount { identity: identity.clone(), count: magnitude });
             }
         }
         Self {
@@ -126,12 +115,7 @@ impl ObjectReferenceDelta {
 
     /// An empty delta: a content-preserving version (compaction, index or config change).
     pub fn empty(table: impl Into<String>, version: u64) -> Self {
-        Self::delta(
-            table,
-            version,
-            &ReferenceCounts::new(),
-            &ReferenceCounts::new(),
-        )
+        Self::delta(table, version, &ReferenceCounts::new(), &ReferenceCounts::new())
     }
 
     /// A snapshot: the full reference set of `version` (overwrite, restore, repair).
@@ -176,8 +160,7 @@ impl ObjectReferenceDelta {
     /// Decodes and validates a sidecar read for `table` at `expected_version` (the version in its
     /// file name). Fails closed on every deviation from canonical form; see [`DecodeError`].
     pub fn decode(bytes: &[u8], table: &str, expected_version: u64) -> Result<Self, DecodeError> {
-        let probe: FormatProbe =
-            serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        let probe: FormatProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
         match probe.format_version {
             Some(serde_json::Value::Number(n)) if n.as_u64() == Some(DELTA_FORMAT_VERSION) => {}
             Some(serde_json::Value::Number(n)) => {
@@ -186,28 +169,17 @@ impl ObjectReferenceDelta {
                     supported: DELTA_FORMAT_VERSION,
                 })
             }
-            _ => {
-                return Err(DecodeError::CorruptJson(
-                    "missing or non-integer `format_version`".into(),
-                ))
-            }
+            _ => return Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
         }
-        let wire: Wire =
-            serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        let wire: Wire = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
         if wire.version == 0 {
             return Err(DecodeError::ZeroVersion);
         }
         if wire.version != expected_version {
-            return Err(DecodeError::VersionMismatch {
-                expected: expected_version,
-                found: wire.version,
-            });
+            return Err(DecodeError::VersionMismatch { expected: expected_version, found: wire.version });
         }
         if wire.table != table {
-            return Err(DecodeError::TableMismatch {
-                expected: table.into(),
-                found: wire.table,
-            });
+            return Err(DecodeError::TableMismatch { expected: table.into(), found: wire.table });
         }
         let expected_parent = parent_of(wire.version);
         let parent_ok = match wire.kind {
@@ -225,9 +197,7 @@ impl ObjectReferenceDelta {
             });
         }
         if wire.kind == DeltaKind::Snapshot && !wire.removed.is_empty() {
-            return Err(DecodeError::SnapshotWithRemovals {
-                version: wire.version,
-            });
+            return Err(DecodeError::SnapshotWithRemovals { version: wire.version });
         }
         let added = validate_list("added", wire.added)?;
         let removed = validate_list("removed", wire.removed)?;
@@ -238,20 +208,11 @@ impl ObjectReferenceDelta {
                 std::cmp::Ordering::Less => i += 1,
                 std::cmp::Ordering::Greater => j += 1,
                 std::cmp::Ordering::Equal => {
-                    return Err(DecodeError::AddedAndRemoved {
-                        uri: added[i].identity.uri.clone(),
-                    })
+                    return Err(DecodeError::AddedAndRemoved { uri: added[i].identity.uri.clone() })
                 }
             }
         }
-        Ok(Self {
-            table: wire.table,
-            version: wire.version,
-            parent: wire.parent,
-            kind: wire.kind,
-            added,
-            removed,
-        })
+        Ok(Self { table: wire.table, version: wire.version, parent: wire.parent, kind: wire.kind, added, removed })
     }
 }
 
@@ -259,10 +220,7 @@ fn parent_of(version: u64) -> Option<u64> {
     version.checked_sub(1).filter(|p| *p >= 1)
 }
 
-fn validate_list(
-    list: &'static str,
-    entries: Vec<WireEntry>,
-) -> Result<Vec<ReferenceCount>, DecodeError> {
+fn validate_list(list: &'static str, entries: Vec<WireEntry>) -> Result<Vec<ReferenceCount>, DecodeError> {
     let mut out: Vec<ReferenceCount> = Vec::with_capacity(entries.len());
     for (index, e) in entries.into_iter().enumerate() {
         if e.count == 0 {
@@ -271,17 +229,10 @@ fn validate_list(
         let identity = ObjectIdentity::new(e.uri, e.sha256, e.size);
         if let Some(prev) = out.last() {
             if prev.identity >= identity {
-                return Err(DecodeError::NotCanonical {
-                    list,
-                    index,
-                    uri: identity.uri,
-                });
+                return Err(DecodeError::NotCanonical { list, index, uri: identity.uri });
             }
         }
-        out.push(ReferenceCount {
-            identity,
-            count: e.count,
-        });
+        out.push(ReferenceCount { identity, count: e.count });
     }
     Ok(out)
 }

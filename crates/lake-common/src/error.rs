@@ -16,26 +16,16 @@ pub enum DecodeError {
     UnknownFormatVersion { found: u64, supported: u64 },
     /// `added` or `removed` is not sorted strictly ascending by identity (unsorted or duplicated).
     #[error("sidecar list `{list}` is not in canonical order: entry {index} ({uri}) is not strictly greater than the one before it")]
-    NotCanonical {
-        list: &'static str,
-        index: usize,
-        uri: String,
-    },
+    NotCanonical { list: &'static str, index: usize, uri: String },
     /// An entry has a reference count of zero.
     #[error("sidecar list `{list}` has a zero count for {uri}; counts must be at least 1")]
     ZeroCount { list: &'static str, uri: String },
     /// One identity appears in both `added` and `removed`; canonical deltas carry net counts.
-    #[error(
-        "sidecar has {uri} in both `added` and `removed`; a canonical delta carries net counts"
-    )]
+    #[error("sidecar has {uri} in both `added` and `removed`; a canonical delta carries net counts")]
     AddedAndRemoved { uri: String },
     /// The parent is not exactly `version - 1` (Lance history is linear), or a delta has no parent.
     #[error("sidecar for version {version} names parent {parent:?}; expected {expected}")]
-    BadParent {
-        version: u64,
-        parent: Option<u64>,
-        expected: String,
-    },
+    BadParent { version: u64, parent: Option<u64>, expected: String },
     /// A snapshot carries `removed` entries; a snapshot is the full reference set.
     #[error("snapshot sidecar for version {version} has `removed` entries; a snapshot lists only its full reference set in `added`")]
     SnapshotWithRemovals { version: u64 },
@@ -58,11 +48,7 @@ pub enum LocationError {
     BadLayout { column: String, found: String },
     /// A non-null DataLocation value has an unusable `uri`.
     #[error("column `{column}` row {row}: {source}")]
-    BadUri {
-        column: String,
-        row: usize,
-        source: UriError,
-    },
+    BadUri { column: String, row: usize, source: UriError },
     /// The column named in the schema is not in the batch.
     #[error("reference column `{column}` is missing from the batch")]
     MissingColumn { column: String },

@@ -25,11 +25,7 @@ pub struct ObjectIdentity {
 impl ObjectIdentity {
     /// Builds an identity from its parts; `uri` must already be normalised.
     pub fn new(uri: impl Into<String>, sha256: [u8; 32], size: u64) -> Self {
-        Self {
-            uri: uri.into(),
-            sha256,
-            size,
-        }
+        Self { uri: uri.into(), sha256, size }
     }
 
     /// The SHA-256 as 64 lowercase hex characters.
@@ -40,13 +36,7 @@ impl ObjectIdentity {
 
 impl fmt::Display for ObjectIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} (sha256 {}, {} bytes)",
-            self.uri,
-            self.sha256_hex(),
-            self.size
-        )
+        write!(f, "{} (sha256 {}, {} bytes)", self.uri, self.sha256_hex(), self.size)
     }
 }
 

@@ -22,7 +22,7 @@ pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, DELTA_FORMAT_VE
 pub use error::{DecodeError, LocationError, UriError};
 pub use identity::ObjectIdentity;
 pub use location::{
-    data_location_field, data_location_list_field, data_location_type, DataLocationBuilder,
-    ReferenceColumns, DATA_LOCATION_EXTENSION_NAME,
+    data_location_field, data_location_list_field, data_location_type, DataLocationBuilder, ReferenceColumns,
+    DATA_LOCATION_EXTENSION_NAME,
 };
 pub use uri::{normalize_reference, LakeRootUri, NormalizedReference};

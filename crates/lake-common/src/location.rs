@@ -14,8 +14,7 @@ use crate::error::LocationError;
 use crate::identity::ObjectIdentity;
 use crate::uri::{normalize_reference, LakeRootUri};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, StringArray, StructArray,
-    UInt64Array,
+    Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, StringArray, StructArray, UInt64Array,
 };
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema};
@@ -41,10 +40,7 @@ pub fn data_location_type() -> DataType {
 }
 
 fn marker() -> HashMap<String, String> {
-    HashMap::from([(
-        EXTENSION_NAME_KEY.to_string(),
-        DATA_LOCATION_EXTENSION_NAME.to_string(),
-    )])
+    HashMap::from([(EXTENSION_NAME_KEY.to_string(), DATA_LOCATION_EXTENSION_NAME.to_string())])
 }
 
 /// A DataLocation field named `name`.
@@ -59,8 +55,7 @@ pub fn data_location_list_field(name: &str, nullable: bool) -> Field {
 }
 
 fn is_marked(field: &Field) -> bool {
-    field.metadata().get(EXTENSION_NAME_KEY).map(String::as_str)
-        == Some(DATA_LOCATION_EXTENSION_NAME)
+    field.metadata().get(EXTENSION_NAME_KEY).map(String::as_str) == Some(DATA_LOCATION_EXTENSION_NAME)
 }
 
 /// Names and types of the three children match; with `strict`, children are also non-nullable.
@@ -71,9 +66,7 @@ fn struct_matches(dt: &DataType, strict: bool) -> bool {
         DataType::Struct(fields) => {
             fields.len() == 3
                 && fields.iter().zip(struct_fields().iter()).all(|(a, b)| {
-                    a.name() == b.name()
-                        && a.data_type() == b.data_type()
-                        && (!strict || !a.is_nullable())
+                    a.name() == b.name() && a.data_type() == b.data_type() && (!strict || !a.is_nullable())
                 })
         }
         _ => false,
@@ -120,9 +113,7 @@ impl ReferenceColumns {
             if is_marked(field) {
                 let shape = match field.data_type() {
                     dt if struct_matches(dt, strict) => ColumnShape::Single,
-                    DataType::List(item) if struct_matches(item.data_type(), strict) => {
-                        ColumnShape::List
-                    }
+                    DataType::List(item) if struct_matches(item.data_type(), strict) => ColumnShape::List,
                     other => {
                         return Err(LocationError::BadLayout {
                             column: field.name().clone(),
@@ -166,18 +157,12 @@ impl ReferenceColumns {
         mut visit: impl FnMut(ObjectIdentity),
     ) -> Result<(), LocationError> {
         for (name, shape) in &self.columns {
-            let array = batch
-                .column_by_name(name)
-                .ok_or_else(|| LocationError::MissingColumn {
-                    column: name.clone(),
-                })?;
+            let array =
+                batch.column_by_name(name).ok_or_else(|| LocationError::MissingColumn { column: name.clone() })?;
             match shape {
                 ColumnShape::Single => visit_struct(name, array, None, root, &mut visit)?,
                 ColumnShape::List => {
-                    let list = array
-                        .as_any()
-                        .downcast_ref::<ListArray>()
-                        .ok_or_else(|| bad_array(name, array))?;
+                    let list = array.as_any().downcast_ref::<ListArray>().ok_or_else(|| bad_array(name, array))?;
                     let offsets = list.value_offsets();
                     for row in 0..list.len() {
                         if list.is_null(row) {
@@ -197,11 +182,7 @@ impl ReferenceColumns {
     }
 
     /// The reference counts of `batch` (a convenience over [`ReferenceColumns::visit`]).
-    pub fn count(
-        &self,
-        batch: &RecordBatch,
-        root: &LakeRootUri,
-    ) -> Result<ReferenceCounts, LocationError> {
+    pub fn count(&self, batch: &RecordBatch, root: &LakeRootUri) -> Result<ReferenceCounts, LocationError> {
         let mut counts = ReferenceCounts::new();
         self.visit(batch, root, |id| counts.add(id, 1))?;
         Ok(counts)
@@ -211,10 +192,9 @@ impl ReferenceColumns {
 fn check_no_nested_marker(path: &str, dt: &DataType) -> Result<(), LocationError> {
     let children: Vec<&Field> = match dt {
         DataType::Struct(fields) => fields.iter().map(|f| f.as_ref()).collect(),
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::FixedSizeList(f, _)
-        | DataType::Map(f, _) => vec![f.as_ref()],
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) | DataType::Map(f, _) => {
+            vec![f.as_ref()]
+        }
         _ => vec![],
     };
     for child in children {
@@ -231,10 +211,7 @@ fn check_no_nested_marker(path: &str, dt: &DataType) -> Result<(), LocationError
 }
 
 fn bad_array(name: &str, array: &ArrayRef) -> LocationError {
-    LocationError::BadLayout {
-        column: name.to_string(),
-        found: format!("{}", array.data_type()),
-    }
+    LocationError::BadLayout { column: name.to_string(), found: format!("{}", array.data_type()) }
 }
 
 fn visit_struct(
@@ -247,25 +224,11 @@ fn visit_struct(
     if !struct_matches(array.data_type(), false) {
         return Err(bad_array(name, array));
     }
-    let strukt = array
-        .as_any()
-        .downcast_ref::<StructArray>()
-        .ok_or_else(|| bad_array(name, array))?;
-    let uris = strukt
-        .column(0)
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(|| bad_array(name, array))?;
-    let shas = strukt
-        .column(1)
-        .as_any()
-        .downcast_ref::<FixedSizeBinaryArray>()
-        .ok_or_else(|| bad_array(name, array))?;
-    let sizes = strukt
-        .column(2)
-        .as_any()
-        .downcast_ref::<UInt64Array>()
-        .ok_or_else(|| bad_array(name, array))?;
+    let strukt = array.as_any().downcast_ref::<StructArray>().ok_or_else(|| bad_array(name, array))?;
+    let uris = strukt.column(0).as_any().downcast_ref::<StringArray>().ok_or_else(|| bad_array(name, array))?;
+    let shas =
+        strukt.column(1).as_any().downcast_ref::<FixedSizeBinaryArray>().ok_or_else(|| bad_array(name, array))?;
+    let sizes = strukt.column(2).as_any().downcast_ref::<UInt64Array>().ok_or_else(|| bad_array(name, array))?;
     for i in 0..strukt.len() {
         if strukt.is_null(i) {
             continue;
@@ -278,11 +241,7 @@ fn visit_struct(
             });
         }
         let uri = normalize_reference(root, uris.value(i))
-            .map_err(|source| LocationError::BadUri {
-                column: name.to_string(),
-                row,
-                source,
-            })?
+            .map_err(|source| LocationError::BadUri { column: name.to_string(), row, source })?
             .into_identity_uri();
         let mut sha = [0u8; 32];
         sha.copy_from_slice(shas.value(i));
@@ -342,11 +301,7 @@ impl DataLocationBuilder {
                 .unwrap_or_else(|_| FixedSizeBinaryArray::new_null(32, 0)),
         );
         let sizes: ArrayRef = Arc::new(UInt64Array::from(self.sizes));
-        let nulls = if self.valid.iter().all(|v| *v) {
-            None
-        } else {
-            Some(NullBuffer::from(self.valid))
-        };
+        let nulls = if self.valid.iter().all(|v| *v) { None } else { Some(NullBuffer::from(self.valid)) };
         StructArray::new(struct_fields(), vec![uris, shas, sizes], nulls)
     }
 }
@@ -379,26 +334,14 @@ mod tests {
             Arc::new(items.finish()),
             Some(NullBuffer::from(vec![true, false, true])),
         );
-        let schema = Arc::new(Schema::new(vec![
-            data_location_field("file", true),
-            data_location_list_field("files", true),
-        ]));
-        let batch =
-            RecordBatch::try_new(schema.clone(), vec![Arc::new(single), Arc::new(list)]).unwrap();
+        let schema =
+            Arc::new(Schema::new(vec![data_location_field("file", true), data_location_list_field("files", true)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(single), Arc::new(list)]).unwrap();
         let cols = ReferenceColumns::from_schema(&schema).unwrap();
         let counts = cols.count(&batch, &root()).unwrap();
-        assert_eq!(
-            counts.get(&ObjectIdentity::new("objects/A/x", [1; 32], 10)),
-            2
-        );
-        assert_eq!(
-            counts.get(&ObjectIdentity::new("objects/B/y", [2; 32], 20)),
-            1
-        );
-        assert_eq!(
-            counts.get(&ObjectIdentity::new("https://ext/z", [3; 32], 30)),
-            1
-        );
+        assert_eq!(counts.get(&ObjectIdentity::new("objects/A/x", [1; 32], 10)), 2);
+        assert_eq!(counts.get(&ObjectIdentity::new("objects/B/y", [2; 32], 20)), 1);
+        assert_eq!(counts.get(&ObjectIdentity::new("https://ext/z", [3; 32], 30)), 1);
         assert_eq!(counts.len(), 3);
     }
 
@@ -424,14 +367,9 @@ mod tests {
             DataType::LargeList(Arc::new(Field::new("item", data_location_type(), true))),
         ];
         for dt in wrong {
-            let schema = Schema::new(vec![
-                Field::new("file", dt.clone(), true).with_metadata(marker())
-            ]);
+            let schema = Schema::new(vec![Field::new("file", dt.clone(), true).with_metadata(marker())]);
             assert!(
-                matches!(
-                    ReferenceColumns::from_schema(&schema),
-                    Err(LocationError::BadLayout { .. })
-                ),
+                matches!(ReferenceColumns::from_schema(&schema), Err(LocationError::BadLayout { .. })),
                 "{dt} must be refused"
             );
         }
@@ -440,30 +378,20 @@ mod tests {
             DataType::Struct(Fields::from(vec![data_location_field("f", true)])),
             true,
         )]);
-        assert!(matches!(
-            ReferenceColumns::from_schema(&nested),
-            Err(LocationError::BadLayout { .. })
-        ));
+        assert!(matches!(ReferenceColumns::from_schema(&nested), Err(LocationError::BadLayout { .. })));
     }
 
     #[test]
     fn unmarked_columns_are_not_references_and_bad_uris_are_refused() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("n", DataType::Int32, false),
-            data_location_field("file", false),
-        ]));
+        let schema =
+            Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, false), data_location_field("file", false)]));
         let mut b = DataLocationBuilder::new();
         b.append("objects/../escape", [0; 32], 1);
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![Arc::new(Int32Array::from(vec![1])), Arc::new(b.finish())],
-        )
-        .unwrap();
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![1])), Arc::new(b.finish())])
+                .unwrap();
         let cols = ReferenceColumns::from_schema(&schema).unwrap();
         assert_eq!(cols.names(), vec!["file".to_string()]);
-        assert!(matches!(
-            cols.count(&batch, &root()),
-            Err(LocationError::BadUri { row: 0, .. })
-        ));
+        assert!(matches!(cols.count(&batch, &root()), Err(LocationError::BadUri { row: 0, .. })));
     }
 }

@@ -53,10 +53,7 @@ impl NormalizedReference {
 impl LakeRootUri {
     /// Parses a root. A plain path must be absolute (callers make relative paths absolute first).
     pub fn parse(root: &str) -> Result<Self, UriError> {
-        let bad = |reason: &str| UriError::BadRoot {
-            root: root.to_string(),
-            reason: reason.to_string(),
-        };
+        let bad = |reason: &str| UriError::BadRoot { root: root.to_string(), reason: reason.to_string() };
         let url = if root.starts_with('/') {
             Url::from_file_path(root).map_err(|_| bad("not an absolute local path"))?
         } else {
@@ -64,9 +61,7 @@ impl LakeRootUri {
         };
         let scheme = canonical_scheme(url.scheme());
         if scheme != "file" && scheme != "s3" {
-            return Err(bad(
-                "only file:// (or a local path) and s3:// roots are supported",
-            ));
+            return Err(bad("only file:// (or a local path) and s3:// roots are supported"));
         }
         if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
             return Err(bad("a root carries no query, fragment or credentials"));
@@ -77,20 +72,14 @@ impl LakeRootUri {
         }
         let mut segments = Vec::new();
         for seg in url.path().split('/').filter(|s| !s.is_empty()) {
-            let decoded = percent_decode_str(seg)
-                .decode_utf8()
-                .map_err(|_| bad("invalid percent-encoding"))?
-                .to_string();
+            let decoded =
+                percent_decode_str(seg).decode_utf8().map_err(|_| bad("invalid percent-encoding"))?.to_string();
             if decoded == "." || decoded == ".." {
                 return Err(bad("`.` and `..` segments are not allowed"));
             }
             segments.push(decoded);
         }
-        Ok(Self {
-            scheme,
-            authority,
-            segments,
-        })
+        Ok(Self { scheme, authority, segments })
     }
 
     /// `file` or `s3`.
@@ -118,13 +107,7 @@ impl LakeRootUri {
 
 impl std::fmt::Display for LakeRootUri {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}://{}/{}",
-            self.scheme,
-            self.authority,
-            self.segments.join("/")
-        )
+        write!(f, "{}://{}/{}", self.scheme, self.authority, self.segments.join("/"))
     }
 }
 
@@ -140,8 +123,7 @@ fn has_scheme(uri: &str) -> bool {
         Some(i) if i > 0 => {
             let s = &uri[..i];
             s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
         }
         _ => false,
     }
@@ -152,31 +134,19 @@ fn decode_segments(original: &str, path: &str) -> Result<Vec<String>, UriError> 
     let mut out = Vec::new();
     for raw in path.split('/') {
         if raw.is_empty() {
-            return Err(UriError::EmptySegment {
-                uri: original.to_string(),
-            });
+            return Err(UriError::EmptySegment { uri: original.to_string() });
         }
-        let decoded =
-            percent_decode_str(raw)
-                .decode_utf8()
-                .map_err(|_| UriError::BadPercentEncoding {
-                    uri: original.to_string(),
-                })?;
+        let decoded = percent_decode_str(raw)
+            .decode_utf8()
+            .map_err(|_| UriError::BadPercentEncoding { uri: original.to_string() })?;
         if raw.contains('%') && !valid_escapes(raw) {
-            return Err(UriError::BadPercentEncoding {
-                uri: original.to_string(),
-            });
+            return Err(UriError::BadPercentEncoding { uri: original.to_string() });
         }
         if decoded == "." || decoded == ".." {
-            return Err(UriError::DotSegment {
-                uri: original.to_string(),
-                segment: decoded.to_string(),
-            });
+            return Err(UriError::DotSegment { uri: original.to_string(), segment: decoded.to_string() });
         }
         if decoded.contains('/') || decoded.chars().any(|c| c.is_control() || c == '\\') {
-            return Err(UriError::BadCharacter {
-                uri: original.to_string(),
-            });
+            return Err(UriError::BadCharacter { uri: original.to_string() });
         }
         out.push(decoded.to_string());
     }
@@ -208,37 +178,24 @@ pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedRe
         return Err(UriError::Empty);
     }
     if uri.chars().any(|c| c.is_control() || c == '\\') {
-        return Err(UriError::BadCharacter {
-            uri: uri.to_string(),
-        });
+        return Err(UriError::BadCharacter { uri: uri.to_string() });
     }
     if !has_scheme(uri) {
         if uri.starts_with('/') {
-            return Err(UriError::BareAbsolutePath {
-                uri: uri.to_string(),
-            });
+            return Err(UriError::BareAbsolutePath { uri: uri.to_string() });
         }
         if uri.contains('?') || uri.contains('#') {
-            return Err(UriError::QueryOrFragment {
-                uri: uri.to_string(),
-            });
+            return Err(UriError::QueryOrFragment { uri: uri.to_string() });
         }
         let segments = decode_segments(uri, uri)?;
         return Ok(NormalizedReference::InRoot(segments.join("/")));
     }
-    let url = Url::parse(uri).map_err(|e| UriError::Invalid {
-        uri: uri.to_string(),
-        reason: e.to_string(),
-    })?;
+    let url = Url::parse(uri).map_err(|e| UriError::Invalid { uri: uri.to_string(), reason: e.to_string() })?;
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(UriError::QueryOrFragment {
-            uri: uri.to_string(),
-        });
+        return Err(UriError::QueryOrFragment { uri: uri.to_string() });
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(UriError::Credentials {
-            uri: uri.to_string(),
-        });
+        return Err(UriError::Credentials { uri: uri.to_string() });
     }
     let scheme = canonical_scheme(url.scheme());
     let authority = url.host_str().unwrap_or("").to_string();
@@ -250,14 +207,9 @@ pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedRe
         && segments.len() > root.segments.len()
         && segments[..root.segments.len()] == root.segments[..]
     {
-        return Ok(NormalizedReference::InRoot(
-            segments[root.segments.len()..].join("/"),
-        ));
+        return Ok(NormalizedReference::InRoot(segments[root.segments.len()..].join("/")));
     }
-    Ok(NormalizedReference::External(format!(
-        "{scheme}://{authority}/{}",
-        segments.join("/")
-    )))
+    Ok(NormalizedReference::External(format!("{scheme}://{authority}/{}", segments.join("/"))))
 }
 
 #[cfg(test)]
@@ -332,23 +284,14 @@ mod tests {
             "file:///data/lake/objects/x#frag",
             "objects/a%",
         ] {
-            assert!(
-                normalize_reference(&root(), bad).is_err(),
-                "{bad:?} must be refused"
-            );
+            assert!(normalize_reference(&root(), bad).is_err(), "{bad:?} must be refused");
         }
     }
 
     #[test]
     fn roots_parse_and_display() {
-        assert_eq!(
-            LakeRootUri::parse("/data/lake/").unwrap().to_string(),
-            "file:///data/lake"
-        );
-        assert_eq!(
-            LakeRootUri::parse("s3a://b/p/q").unwrap().to_string(),
-            "s3://b/p/q"
-        );
+        assert_eq!(LakeRootUri::parse("/data/lake/").unwrap().to_string(), "file:///data/lake");
+        assert_eq!(LakeRootUri::parse("s3a://b/p/q").unwrap().to_string(), "s3://b/p/q");
         assert!(LakeRootUri::parse("s3:///p").is_err());
         assert!(LakeRootUri::parse("gs://b/p").is_err());
     }

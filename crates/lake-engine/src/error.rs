@@ -14,10 +14,7 @@ pub enum EngineError {
     Table { table: String, message: String },
     /// The journal needed to answer is incomplete or inconsistent.
     #[error("lineage of table `{table}` is incomplete: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
-    Lineage {
-        table: String,
-        problems: Vec<LineageProblem>,
-    },
+    Lineage { table: String, problems: Vec<LineageProblem> },
     /// Input refused before anything was written.
     #[error("{0}")]
     InvalidInput(String),

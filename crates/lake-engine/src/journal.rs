@@ -23,10 +23,7 @@ pub fn live_set_of(
 ) -> Result<BTreeSet<ObjectIdentity>, EngineError> {
     let table = lineage.table.clone();
     if !lineage.problems.is_empty() {
-        return Err(EngineError::Lineage {
-            table,
-            problems: lineage.problems.clone(),
-        });
+        return Err(EngineError::Lineage { table, problems: lineage.problems.clone() });
     }
     let base = lineage.replay_base.ok_or_else(|| EngineError::Lineage {
         table: table.clone(),
@@ -62,11 +59,7 @@ pub fn live_set_of(
     }
     replay.into_live_set().map_err(|e| EngineError::Lineage {
         table: table.clone(),
-        problems: vec![LineageProblem::Inconsistent {
-            table,
-            version: e.version(),
-            reason: e.to_string(),
-        }],
+        problems: vec![LineageProblem::Inconsistent { table, version: e.version(), reason: e.to_string() }],
     })
 }
 
@@ -74,10 +67,7 @@ pub fn live_set_of(
 pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> ReferencePage {
     let limit = page.limit.max(1);
     let iter: Box<dyn Iterator<Item = &ObjectIdentity>> = match &page.after {
-        Some(after) => Box::new(set.range((
-            std::ops::Bound::Excluded(after.clone()),
-            std::ops::Bound::Unbounded,
-        ))),
+        Some(after) => Box::new(set.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded))),
         None => Box::new(set.iter()),
     };
     let mut identities: Vec<ObjectIdentity> = Vec::with_capacity(limit.min(1024));
@@ -89,11 +79,7 @@ pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> Reference
         }
         identities.push(id.clone());
     }
-    let next = if more {
-        identities.last().cloned()
-    } else {
-        None
-    };
+    let next = if more { identities.last().cloned() } else { None };
     ReferencePage { identities, next }
 }
 
@@ -130,10 +116,7 @@ pub fn added_after(
             None => {
                 return Err(EngineError::Lineage {
                     table: table.into(),
-                    problems: vec![LineageProblem::MissingSidecar {
-                        table: table.into(),
-                        version: v,
-                    }],
+                    problems: vec![LineageProblem::MissingSidecar { table: table.into(), version: v }],
                 })
             }
         }

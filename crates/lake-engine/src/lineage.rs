@@ -14,30 +14,14 @@ pub enum LineageProblem {
     /// crashed between its commit and its sidecar). Fix: `lake refs repair`.
     MissingSidecar { table: String, version: u64 },
     /// A sidecar exists but fails to decode.
-    UndecodableSidecar {
-        table: String,
-        version: u64,
-        reason: String,
-    },
+    UndecodableSidecar { table: String, version: u64, reason: String },
     /// A version between the replay base and the latest version has no sidecar, so the counts
     /// of later versions cannot be computed.
-    ParentGap {
-        table: String,
-        version: u64,
-        needed_by: u64,
-    },
+    ParentGap { table: String, version: u64, needed_by: u64 },
     /// A sidecar file's name does not parse as a version, or its content names another version.
-    VersionMismatch {
-        table: String,
-        file: String,
-        reason: String,
-    },
+    VersionMismatch { table: String, file: String, reason: String },
     /// The journal replays to an impossible state (a count below zero).
-    Inconsistent {
-        table: String,
-        version: u64,
-        reason: String,
-    },
+    Inconsistent { table: String, version: u64, reason: String },
     /// A dataset under the lake's tables folder that the registry does not know.
     UnregisteredDataset { path: String },
 }
@@ -97,16 +81,9 @@ pub fn check_chain(
         match sidecars.get(&v) {
             None => {
                 if retained.binary_search(&v).is_ok() {
-                    problems.push(LineageProblem::MissingSidecar {
-                        table: table.into(),
-                        version: v,
-                    });
+                    problems.push(LineageProblem::MissingSidecar { table: table.into(), version: v });
                 } else {
-                    problems.push(LineageProblem::ParentGap {
-                        table: table.into(),
-                        version: v,
-                        needed_by: v + 1,
-                    });
+                    problems.push(LineageProblem::ParentGap { table: table.into(), version: v, needed_by: v + 1 });
                 }
             }
             Some(Err(e)) => problems.push(LineageProblem::UndecodableSidecar {
@@ -147,14 +124,7 @@ mod tests {
     #[test]
     fn a_snapshot_at_or_below_the_oldest_retained_version_is_a_base() {
         let mut s: BTreeMap<_, _> = (3..=4).map(|v| (v, ok(v))).collect();
-        s.insert(
-            2,
-            Ok(ObjectReferenceDelta::snapshot(
-                "t",
-                2,
-                &ReferenceCounts::new(),
-            )),
-        );
+        s.insert(2, Ok(ObjectReferenceDelta::snapshot("t", 2, &ReferenceCounts::new())));
         assert_eq!(check_chain("t", &[3, 4], 4, &s), (Some(2), vec![]));
     }
 
@@ -167,10 +137,7 @@ mod tests {
         assert_eq!(
             problems,
             vec![
-                LineageProblem::MissingSidecar {
-                    table: "t".into(),
-                    version: 3
-                },
+                LineageProblem::MissingSidecar { table: "t".into(), version: 3 },
                 LineageProblem::UndecodableSidecar {
                     table: "t".into(),
                     version: 2,
@@ -180,10 +147,6 @@ mod tests {
         );
         s.remove(&2);
         let (_, problems) = check_chain("t", &[3, 4], 4, &s);
-        assert!(problems.contains(&LineageProblem::ParentGap {
-            table: "t".into(),
-            version: 2,
-            needed_by: 3
-        }));
+        assert!(problems.contains(&LineageProblem::ParentGap { table: "t".into(), version: 2, needed_by: 3 }));
     }
 }

@@ -46,13 +46,7 @@ impl MemoryEngine {
         }
     }
 
-    fn commit(
-        &self,
-        table: &str,
-        added: &ReferenceCounts,
-        removed: &ReferenceCounts,
-        journal: bool,
-    ) -> u64 {
+    fn commit(&self, table: &str, added: &ReferenceCounts, removed: &ReferenceCounts, journal: bool) -> u64 {
         self.with_table(table, |t| {
             let v = t.latest + 1;
             let mut next = ReferenceCounts::new();
@@ -65,8 +59,7 @@ impl MemoryEngine {
             t.versions.insert(v, next);
             t.latest = v;
             if journal {
-                t.sidecars
-                    .insert(v, Ok(ObjectReferenceDelta::delta(table, v, added, removed)));
+                t.sidecars.insert(v, Ok(ObjectReferenceDelta::delta(table, v, added, removed)));
             }
             v
         })
@@ -74,42 +67,22 @@ impl MemoryEngine {
 
     /// Appends one reference per element of `refs`; returns the new version.
     pub fn append(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
-        self.commit(
-            table,
-            &refs.iter().cloned().collect(),
-            &ReferenceCounts::new(),
-            true,
-        )
+        self.commit(table, &refs.iter().cloned().collect(), &ReferenceCounts::new(), true)
     }
 
     /// Removes one reference per element of `refs` (as deleting rows does); returns the version.
     pub fn delete(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
-        self.commit(
-            table,
-            &ReferenceCounts::new(),
-            &refs.iter().cloned().collect(),
-            true,
-        )
+        self.commit(table, &ReferenceCounts::new(), &refs.iter().cloned().collect(), true)
     }
 
     /// A content-preserving version (compaction) with an empty delta.
     pub fn compact(&self, table: &str) -> u64 {
-        self.commit(
-            table,
-            &ReferenceCounts::new(),
-            &ReferenceCounts::new(),
-            true,
-        )
+        self.commit(table, &ReferenceCounts::new(), &ReferenceCounts::new(), true)
     }
 
     /// Appends without writing a sidecar: a version written around the engine.
     pub fn append_without_sidecar(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
-        self.commit(
-            table,
-            &refs.iter().cloned().collect(),
-            &ReferenceCounts::new(),
-            false,
-        )
+        self.commit(table, &refs.iter().cloned().collect(), &ReferenceCounts::new(), false)
     }
 
     /// Replaces the sidecar of `version` by a decode error.
@@ -132,30 +105,19 @@ impl MemoryEngine {
         let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         guard
             .values()
-            .flat_map(|t| {
-                t.versions
-                    .values()
-                    .flat_map(|c| c.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>())
-            })
+            .flat_map(|t| t.versions.values().flat_map(|c| c.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()))
             .collect()
     }
 
     fn lineage_of(&self, table: &str) -> Result<(TableLineage, Sidecars), EngineError> {
         let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
-        let t = guard.get(table).ok_or_else(|| EngineError::Table {
-            table: table.into(),
-            message: "no such table".into(),
-        })?;
+        let t = guard
+            .get(table)
+            .ok_or_else(|| EngineError::Table { table: table.into(), message: "no such table".into() })?;
         let retained: Vec<u64> = t.versions.keys().copied().collect();
         let (replay_base, problems) = check_chain(table, &retained, t.latest, &t.sidecars);
         Ok((
-            TableLineage {
-                table: table.into(),
-                latest_version: t.latest,
-                retained,
-                replay_base,
-                problems,
-            },
+            TableLineage { table: table.into(), latest_version: t.latest, retained, replay_base, problems },
             t.sidecars.clone(),
         ))
     }
@@ -166,13 +128,7 @@ impl Engine for MemoryEngine {
     async fn tables(&self) -> Result<TableSet, EngineError> {
         let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         Ok(TableSet {
-            tables: guard
-                .keys()
-                .map(|n| TableLocation {
-                    name: n.clone(),
-                    uri: format!("memory://{n}"),
-                })
-                .collect(),
+            tables: guard.keys().map(|n| TableLocation { name: n.clone(), uri: format!("memory://{n}") }).collect(),
             problems: vec![],
         })
     }

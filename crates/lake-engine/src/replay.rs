@@ -19,12 +19,7 @@ pub enum ReplayError {
     NotContiguous { expected: String, found: u64 },
     /// A removal takes a count below zero: the journal does not describe the table.
     #[error("version {version} removes {removed} reference(s) to {uri} but only {present} exist")]
-    NegativeCount {
-        version: u64,
-        uri: String,
-        removed: u64,
-        present: u64,
-    },
+    NegativeCount { version: u64, uri: String, removed: u64, present: u64 },
     /// A retained version lies outside the replayed range.
     #[error("retained version {version} is outside the replayed range {base}..={last}")]
     RetainedOutsideRange { version: u64, base: u64, last: u64 },
@@ -35,9 +30,7 @@ impl ReplayError {
     pub fn version(&self) -> u64 {
         match self {
             Self::NotContiguous { found, .. } => *found,
-            Self::NegativeCount { version, .. } | Self::RetainedOutsideRange { version, .. } => {
-                *version
-            }
+            Self::NegativeCount { version, .. } | Self::RetainedOutsideRange { version, .. } => *version,
         }
     }
 }
@@ -59,13 +52,7 @@ impl Replay {
         let mut retained = retained.to_vec();
         retained.sort_unstable();
         retained.dedup();
-        Self {
-            retained,
-            positive: BTreeMap::new(),
-            live: BTreeSet::new(),
-            base: None,
-            version: None,
-        }
+        Self { retained, positive: BTreeMap::new(), live: BTreeSet::new(), base: None, version: None }
     }
 
     /// The last applied version.
@@ -94,17 +81,9 @@ impl Replay {
         let v = delta.version;
         match self.version {
             None if delta.kind == DeltaKind::Snapshot || v == 1 => self.base = Some(v),
-            None => {
-                return Err(ReplayError::NotContiguous {
-                    expected: "a snapshot or version 1".into(),
-                    found: v,
-                })
-            }
+            None => return Err(ReplayError::NotContiguous { expected: "a snapshot or version 1".into(), found: v }),
             Some(prev) if v != prev + 1 => {
-                return Err(ReplayError::NotContiguous {
-                    expected: (prev + 1).to_string(),
-                    found: v,
-                })
+                return Err(ReplayError::NotContiguous { expected: (prev + 1).to_string(), found: v })
             }
             Some(_) => {}
         }
@@ -171,21 +150,13 @@ impl Replay {
             (Some(b), Some(l)) => (b, l),
             _ => {
                 return match self.retained.first() {
-                    Some(v) => Err(ReplayError::RetainedOutsideRange {
-                        version: *v,
-                        base: 0,
-                        last: 0,
-                    }),
+                    Some(v) => Err(ReplayError::RetainedOutsideRange { version: *v, base: 0, last: 0 }),
                     None => Ok(BTreeSet::new()),
                 }
             }
         };
         if let Some(v) = self.retained.iter().find(|v| **v < base || **v > last) {
-            return Err(ReplayError::RetainedOutsideRange {
-                version: *v,
-                base,
-                last,
-            });
+            return Err(ReplayError::RetainedOutsideRange { version: *v, base, last });
         }
         let open = std::mem::take(&mut self.positive);
         for (identity, (_, since)) in open {
@@ -234,10 +205,7 @@ mod tests {
     #[test]
     fn counts_keep_shared_objects_alive() {
         // Two rows reference object 1; deleting one of them keeps it live.
-        let j = [
-            delta(1, &[(1, 2), (2, 1)], &[]),
-            delta(2, &[], &[(1, 1), (2, 1)]),
-        ];
+        let j = [delta(1, &[(1, 2), (2, 1)], &[]), delta(2, &[], &[(1, 1), (2, 1)])];
         let live = live_set(&j, &[2]).unwrap();
         assert_eq!(live, [id(1)].into_iter().collect());
     }
@@ -276,28 +244,16 @@ mod tests {
         assert_eq!(r.into_live_set().unwrap(), [id(5)].into_iter().collect());
         // A snapshot is a valid base; a plain delta is not.
         assert!(live_set(&j[1..], &[2, 3]).is_ok());
-        assert!(matches!(
-            live_set(&j[2..], &[3]),
-            Err(ReplayError::NotContiguous { .. })
-        ));
+        assert!(matches!(live_set(&j[2..], &[3]), Err(ReplayError::NotContiguous { .. })));
     }
 
     #[test]
     fn inconsistent_journals_are_errors() {
         let j = [delta(1, &[(1, 1)], &[]), delta(2, &[], &[(1, 2)])];
-        assert!(matches!(
-            live_set(&j, &[2]),
-            Err(ReplayError::NegativeCount { version: 2, .. })
-        ));
+        assert!(matches!(live_set(&j, &[2]), Err(ReplayError::NegativeCount { version: 2, .. })));
         let gap = [delta(1, &[(1, 1)], &[]), delta(3, &[], &[])];
-        assert!(matches!(
-            live_set(&gap, &[3]),
-            Err(ReplayError::NotContiguous { found: 3, .. })
-        ));
+        assert!(matches!(live_set(&gap, &[3]), Err(ReplayError::NotContiguous { found: 3, .. })));
         let short = [delta(1, &[(1, 1)], &[])];
-        assert!(matches!(
-            live_set(&short, &[2]),
-            Err(ReplayError::RetainedOutsideRange { version: 2, .. })
-        ));
+        assert!(matches!(live_set(&short, &[2]), Err(ReplayError::RetainedOutsideRange { version: 2, .. })));
     }
 }

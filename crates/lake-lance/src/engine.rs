@@ -16,20 +16,22 @@ use chrono::{DateTime, Utc};
 use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::journal::{added_after, live_set_of, paginate, Sidecars};
 use lake_engine::{
-    check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots,
-    TableLineage, TableLocation, TableSet,
+    check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
+    TableLocation, TableSet,
 };
 use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
 use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
 use lake_objects::registry;
 use lake_objects::store::LakeStore;
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
-use lance::dataset::{WriteMode, WriteParams};
+use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
 use lance::Dataset;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A version committed through the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,8 +75,7 @@ pub struct VersionInfo {
 
 /// Lance operations that never change which objects rows reference (their journal entry is an
 /// empty delta): fragment id reservation, compaction rewrites, index creation, config changes.
-pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] =
-    ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
+pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
 
 type LiveCache = Mutex<Option<((String, Vec<u64>, u64), Arc<BTreeSet<ObjectIdentity>>)>>;
 
@@ -86,19 +87,14 @@ pub struct LanceEngine {
 
 impl std::fmt::Debug for LanceEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LanceEngine")
-            .field("root", &self.store.root().to_string())
-            .finish()
+        f.debug_struct("LanceEngine").field("root", &self.store.root().to_string()).finish()
     }
 }
 
 impl LanceEngine {
     /// The engine of the lake in `store`.
     pub fn new(store: LakeStore) -> Self {
-        Self {
-            store,
-            live_cache: Mutex::new(None),
-        }
+        Self { store, live_cache: Mutex::new(None) }
     }
 
     /// The lake's store.
@@ -112,18 +108,12 @@ impl LanceEngine {
     }
 
     pub(crate) fn write_params(&self, mode: WriteMode) -> WriteParams {
-        let mut params = WriteParams {
-            mode,
-            skip_auto_cleanup: true,
-            ..Default::default()
-        };
+        let mut params = WriteParams { mode, skip_auto_cleanup: true, ..Default::default() };
         if !self.store.storage_options().is_empty() {
             params.store_params = Some(ObjectStoreParams {
-                storage_options_accessor: Some(Arc::new(
-                    StorageOptionsAccessor::with_static_options(
-                        self.store.storage_options().clone(),
-                    ),
-                )),
+                storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(
+                    self.store.storage_options().clone(),
+                ))),
                 ..Default::default()
             });
         }
@@ -135,10 +125,7 @@ impl LanceEngine {
     /// # Errors
     /// Storage errors.
     pub async fn table_exists(&self, table: &str) -> Result<bool, LanceEngineError> {
-        let (_, objects) = self
-            .store
-            .list_dir(&format!("{}/_versions", dataset_key(table)))
-            .await?;
+        let (_, objects) = self.store.list_dir(&format!("{}/_versions", dataset_key(table))).await?;
         Ok(!objects.is_empty())
     }
 
@@ -149,27 +136,17 @@ impl LanceEngine {
     pub async fn open(&self, table: &str) -> Result<Dataset, LanceEngineError> {
         validate_table_name(table)?;
         if !self.table_exists(table).await? {
-            return Err(LanceEngineError::NoSuchTable {
-                table: table.into(),
-                uri: self.dataset_uri(table),
-            });
+            return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
         }
         DatasetBuilder::from_uri(self.dataset_uri(table))
             .with_storage_options(self.store.storage_options().clone())
             .load()
             .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "open",
-                source,
-            })
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "open", source })
     }
 
     /// Journals version `delta.version` and advances the registry: the tail of every commit.
-    pub(crate) async fn publish(
-        &self,
-        delta: ObjectReferenceDelta,
-    ) -> Result<(), LanceEngineError> {
+    pub(crate) async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
         sidecar::write(&self.store, &delta).await?;
         registry::advance(&self.store, &delta.table, delta.version).await?;
         Ok(())
@@ -195,17 +172,12 @@ impl LanceEngine {
             if matches!(existing.get(&v), Some(Ok(_))) {
                 continue;
             }
-            let tx = ds.read_transaction_by_version(v).await.map_err(|source| {
-                LanceEngineError::Lance {
-                    table: table.into(),
-                    action: "read transaction",
-                    source,
-                }
+            let tx = ds.read_transaction_by_version(v).await.map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "read transaction",
+                source,
             })?;
-            let name = tx
-                .as_ref()
-                .map(|t| t.operation.name().to_string())
-                .unwrap_or_default();
+            let name = tx.as_ref().map(|t| t.operation.name().to_string()).unwrap_or_default();
             if CONTENT_PRESERVING_OPERATIONS.contains(&name.as_str()) {
                 sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v)).await?;
             } else if v == upto {
@@ -251,34 +223,37 @@ impl LanceEngine {
         overwrite: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
-        LakeDescriptor::load(&self.store).await?;
-        let (reader, state) =
-            JournalingReader::new(batches, self.store.root().clone()).map_err(|source| {
-                LanceEngineError::Location {
-                    table: table.into(),
-                    source,
-                }
-            })?;
+        let descriptor = LakeDescriptor::load(&self.store).await?;
+        let guard = PublicationGuard::from_policy(&descriptor);
+        let (reader, state) = JournalingReader::new(batches, self.store.root().clone())
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
         let mode = match (self.table_exists(table).await?, overwrite) {
             (false, _) => WriteMode::Create,
             (true, false) => WriteMode::Append,
             (true, true) => WriteMode::Overwrite,
         };
         let action = if overwrite { "overwrite" } else { "append" };
-        let written = Dataset::write(
-            reader,
-            self.dataset_uri(table).as_str(),
-            Some(self.write_params(mode)),
-        )
-        .await;
+        let uri = self.dataset_uri(table);
+        let params = self.write_params(mode);
+        // Phase 1: write the data files without committing a version.
+        let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
+        let written = InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted_stream(source).await;
         let state = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
         if let Some(source) = state.failure {
-            return Err(LanceEngineError::Location {
-                table: table.into(),
-                source,
-            });
+            return Err(LanceEngineError::Location { table: table.into(), source });
         }
-        let ds = written.map_err(|source| LanceEngineError::Lance {
+        let transaction = written.map_err(|source| LanceEngineError::Lance { table: table.into(), action, source })?;
+        // The guard, right before the commit; the commit must land within the margin.
+        guard
+            .check(state.counts.iter().map(|(id, _)| id), Utc::now())
+            .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+        let mut commit = CommitBuilder::new(uri.as_str())
+            .with_skip_auto_cleanup(true)
+            .with_timeout(Some(guard.margin().max(Duration::from_millis(1))));
+        if let Some(store_params) = params.store_params.clone() {
+            commit = commit.with_store_params(store_params);
+        }
+        let ds = commit.execute(transaction).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action,
             source,
@@ -305,23 +280,16 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors (including an invalid predicate), sidecar and registry errors.
-    pub async fn delete(
-        &self,
-        table: &str,
-        predicate: &str,
-    ) -> Result<Option<CommitOutcome>, LanceEngineError> {
+    pub async fn delete(&self, table: &str, predicate: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
         let mut ds = self.open(table).await?;
         let before = ds.version().version;
         // Counted on the same read version the delete evaluates its predicate against.
         let removed = count_references(&ds, table, self.store.root(), Some(predicate)).await?;
-        let result = ds
-            .delete(predicate)
-            .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "delete",
-                source,
-            })?;
+        let result = ds.delete(predicate).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "delete",
+            source,
+        })?;
         let version = result.new_dataset.version().version;
         if version == before {
             return Ok(None);
@@ -346,21 +314,18 @@ impl LanceEngine {
     pub async fn compact(&self, table: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
         let mut ds = self.open(table).await?;
         let before = ds.version().version;
-        compact_files(&mut ds, CompactionOptions::default(), None)
-            .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "compaction",
-                source,
-            })?;
+        compact_files(&mut ds, CompactionOptions::default(), None).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "compaction",
+            source,
+        })?;
         let version = ds.version().version;
         if version == before {
             return Ok(None);
         }
         // Lance's compaction commits a ReserveFragments version before its Rewrite; journal
         // every content-preserving version it produced.
-        self.journal_content_preserving(&ds, table, before, version)
-            .await?;
+        self.journal_content_preserving(&ds, table, before, version).await?;
         registry::advance(&self.store, table, version).await?;
         Ok(Some(CommitOutcome {
             table: table.into(),
@@ -384,21 +349,13 @@ impl LanceEngine {
         older_than: std::time::Duration,
     ) -> Result<CleanupOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
-        let older = chrono::Duration::from_std(older_than).map_err(|_| {
-            LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large"))
-        })?;
+        let older = chrono::Duration::from_std(older_than)
+            .map_err(|_| LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large")))?;
         let stats = ds
             .cleanup_old_versions(older, Some(false), Some(false))
             .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "cleanup",
-                source,
-            })?;
-        Ok(CleanupOutcome {
-            old_versions: stats.old_versions,
-            bytes_removed: stats.bytes_removed,
-        })
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "cleanup", source })?;
+        Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed })
     }
 
     /// Every version of `table` that still exists, with tags and whether it is journaled.
@@ -407,11 +364,7 @@ impl LanceEngine {
     /// Lance and storage errors.
     pub async fn versions(&self, table: &str) -> Result<Vec<VersionInfo>, LanceEngineError> {
         let ds = self.open(table).await?;
-        let lance_err = |source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "list versions",
-            source,
-        };
+        let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "list versions", source };
         let versions = ds.versions().await.map_err(lance_err)?;
         let tags = ds.tags().list().await.map_err(lance_err)?;
         let (sidecars, _) = sidecar::read_all(&self.store, table).await?;
@@ -438,27 +391,17 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors.
-    pub async fn scan_version(
-        &self,
-        table: &str,
-        version: u64,
-    ) -> Result<ReferenceCounts, LanceEngineError> {
+    pub async fn scan_version(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
         let ds = self.open(table).await?;
-        let ds = ds
-            .checkout_version(version)
-            .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "checkout",
-                source,
-            })?;
+        let ds = ds.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "checkout",
+            source,
+        })?;
         count_references(&ds, table, self.store.root(), None).await
     }
 
-    pub(crate) async fn lineage_and_sidecars(
-        &self,
-        table: &str,
-    ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
+    pub(crate) async fn lineage_and_sidecars(&self, table: &str) -> Result<(TableLineage, Sidecars), LanceEngineError> {
         self.lineage_and_sidecars_with(table, true).await
     }
 
@@ -471,23 +414,17 @@ impl LanceEngine {
         use_checkpoint: bool,
     ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
         let ds = self.open(table).await?;
-        let versions = ds
-            .versions()
-            .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "list versions",
-                source,
-            })?;
+        let versions = ds.versions().await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "list versions",
+            source,
+        })?;
         let retained: Vec<u64> = {
             let mut v: Vec<u64> = versions.iter().map(|v| v.version).collect();
             v.sort_unstable();
             v
         };
-        let latest = ds
-            .version()
-            .version
-            .max(retained.last().copied().unwrap_or(0));
+        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
         let oldest = retained.first().copied().unwrap_or(latest);
         let checkpoint = match use_checkpoint {
             true => refs_checkpoint::load_valid(&self.store, table, oldest, latest).await?,
@@ -500,16 +437,7 @@ impl LanceEngine {
         }
         let (replay_base, chain_problems) = check_chain(table, &retained, latest, &sidecars);
         problems.extend(chain_problems);
-        Ok((
-            TableLineage {
-                table: table.into(),
-                latest_version: latest,
-                retained,
-                replay_base,
-                problems,
-            },
-            sidecars,
-        ))
+        Ok((TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems }, sidecars))
     }
 
     /// Writes a reference checkpoint at the oldest retained version when it is newer than the
@@ -533,9 +461,7 @@ impl LanceEngine {
                 _ => return,
             }
         }
-        if let Err(e) =
-            refs_checkpoint::write(&self.store, &lineage.table, target, &replay.counts()).await
-        {
+        if let Err(e) = refs_checkpoint::write(&self.store, &lineage.table, target, &replay.counts()).await {
             tracing::warn!(table = %lineage.table, "could not write the reference checkpoint: {e}");
         }
     }
@@ -557,32 +483,18 @@ pub(crate) fn fmt_time(t: DateTime<Utc>) -> String {
 #[async_trait]
 impl Engine for LanceEngine {
     async fn tables(&self) -> Result<TableSet, EngineError> {
-        let names = registry::tables(&self.store)
-            .await
-            .map_err(LanceEngineError::from)?;
+        let names = registry::tables(&self.store).await.map_err(LanceEngineError::from)?;
         let known: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let (dirs, _) = self
-            .store
-            .list_dir(TABLES_PREFIX)
-            .await
-            .map_err(LanceEngineError::from)?;
+        let (dirs, _) = self.store.list_dir(TABLES_PREFIX).await.map_err(LanceEngineError::from)?;
         let mut problems = Vec::new();
         for d in dirs {
             let name = d.rsplit('/').next().unwrap_or(&d);
-            let registered = name
-                .strip_suffix(DATASET_SUFFIX)
-                .is_some_and(|n| known.contains(n));
+            let registered = name.strip_suffix(DATASET_SUFFIX).is_some_and(|n| known.contains(n));
             if !registered {
                 problems.push(LineageProblem::UnregisteredDataset { path: d.clone() });
             }
         }
-        let tables = names
-            .iter()
-            .map(|n| TableLocation {
-                name: n.clone(),
-                uri: self.dataset_uri(n),
-            })
-            .collect();
+        let tables = names.iter().map(|n| TableLocation { name: n.clone(), uri: self.dataset_uri(n) }).collect();
         Ok(TableSet { tables, problems })
     }
 
@@ -597,25 +509,17 @@ impl Engine for LanceEngine {
         page: &PageRequest,
     ) -> Result<ReferencePage, EngineError> {
         let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
-        let key = (
-            location.name.clone(),
-            roots.versions().to_vec(),
-            lineage.latest_version,
-        );
+        let key = (location.name.clone(), roots.versions().to_vec(), lineage.latest_version);
         let cached = {
             let guard = self.live_cache.lock().unwrap_or_else(|p| p.into_inner());
-            guard
-                .as_ref()
-                .filter(|(k, _)| *k == key)
-                .map(|(_, v)| v.clone())
+            guard.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v.clone())
         };
         let live = match cached {
             Some(live) if page.after.is_some() => live,
             _ => {
                 let live = Arc::new(live_set_of(&lineage, &sidecars, roots.versions())?);
                 self.advance_refs_checkpoint(&lineage, &sidecars).await;
-                *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some((key, live.clone()));
+                *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, live.clone()));
                 live
             }
         };

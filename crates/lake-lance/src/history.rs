@@ -19,11 +19,7 @@ impl LanceEngine {
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] naming the lineage problem when the journal cannot
     /// reach `version` (a missing or undecodable sidecar at or below it).
-    pub async fn journal_counts_at(
-        &self,
-        table: &str,
-        version: u64,
-    ) -> Result<ReferenceCounts, LanceEngineError> {
+    pub async fn journal_counts_at(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
         let (lineage, sidecars) = self.lineage_and_sidecars(table).await?;
         // The newest base (snapshot or version 1) at or below `version`, and a full chain to it.
         let mut base = None;
@@ -37,27 +33,19 @@ impl LanceEngine {
                 Some(Err(e)) => {
                     return Err(lineage_error(
                         table,
-                        LineageProblem::UndecodableSidecar {
-                            table: table.into(),
-                            version: v,
-                            reason: e.to_string(),
-                        },
+                        LineageProblem::UndecodableSidecar { table: table.into(), version: v, reason: e.to_string() },
                     ))
                 }
                 None => {
                     return Err(lineage_error(
                         table,
-                        LineageProblem::MissingSidecar {
-                            table: table.into(),
-                            version: v,
-                        },
+                        LineageProblem::MissingSidecar { table: table.into(), version: v },
                     ))
                 }
             }
         }
-        let base = base.ok_or_else(|| {
-            LanceEngineError::InvalidInput(format!("table `{table}` has no version {version}"))
-        })?;
+        let base =
+            base.ok_or_else(|| LanceEngineError::InvalidInput(format!("table `{table}` has no version {version}")))?;
         if version > lineage.latest_version {
             return Err(LanceEngineError::InvalidInput(format!(
                 "table `{table}` has no version {version} (latest is {})",
@@ -70,11 +58,7 @@ impl LanceEngine {
                 replay.apply(d).map_err(|e| {
                     lineage_error(
                         table,
-                        LineageProblem::Inconsistent {
-                            table: table.into(),
-                            version: v,
-                            reason: e.to_string(),
-                        },
+                        LineageProblem::Inconsistent { table: table.into(), version: v, reason: e.to_string() },
                     )
                 })?;
             }
@@ -88,37 +72,18 @@ impl LanceEngine {
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] when `version` no longer exists or its journal is
     /// incomplete; Lance, sidecar and registry errors. The protecting tag is removed on every path.
-    pub async fn restore(
-        &self,
-        table: &str,
-        version: u64,
-    ) -> Result<CommitOutcome, LanceEngineError> {
+    pub async fn restore(&self, table: &str, version: u64) -> Result<CommitOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
-        let lance_err = |action: &'static str| {
-            move |source| LanceEngineError::Lance {
-                table: table.into(),
-                action,
-                source,
-            }
-        };
-        let tag = format!(
-            "{RESTORE_TAG_PREFIX}{}",
-            ulid::Ulid::new().to_string().to_lowercase()
-        );
-        ds.tags()
-            .create(&tag, version)
-            .await
-            .map_err(lance_err("tag the restore source"))?;
+        let lance_err =
+            |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+        let tag = format!("{RESTORE_TAG_PREFIX}{}", ulid::Ulid::new().to_string().to_lowercase());
+        ds.tags().create(&tag, version).await.map_err(lance_err("tag the restore source"))?;
         let result: Result<CommitOutcome, LanceEngineError> = async {
             let counts = self.journal_counts_at(table, version).await?;
-            let mut source = ds
-                .checkout_version(version)
-                .await
-                .map_err(lance_err("checkout"))?;
+            let mut source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
             source.restore().await.map_err(lance_err("restore"))?;
             let landed = source.version().version;
-            self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts))
-                .await?;
+            self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts)).await?;
             Ok(CommitOutcome {
                 table: table.into(),
                 version: landed,
@@ -140,21 +105,13 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors (an existing tag, an invalid name, a missing version).
-    pub async fn create_tag(
-        &self,
-        table: &str,
-        version: u64,
-        name: &str,
-    ) -> Result<(), LanceEngineError> {
+    pub async fn create_tag(&self, table: &str, version: u64, name: &str) -> Result<(), LanceEngineError> {
         let ds = self.open(table).await?;
-        ds.tags()
-            .create(name, version)
-            .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "create tag",
-                source,
-            })
+        ds.tags().create(name, version).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "create tag",
+            source,
+        })
     }
 
     /// Deletes tag `name` of `table`.
@@ -163,23 +120,14 @@ impl LanceEngine {
     /// Lance errors (an unknown tag).
     pub async fn delete_tag(&self, table: &str, name: &str) -> Result<(), LanceEngineError> {
         let ds = self.open(table).await?;
-        ds.tags()
-            .delete(name)
-            .await
-            .map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "delete tag",
-                source,
-            })
+        ds.tags().delete(name).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "delete tag",
+            source,
+        })
     }
 }
 
 fn lineage_error(table: &str, problem: LineageProblem) -> LanceEngineError {
-    LanceEngineError::InvalidInput(
-        EngineError::Lineage {
-            table: table.into(),
-            problems: vec![problem],
-        }
-        .to_string(),
-    )
+    LanceEngineError::InvalidInput(EngineError::Lineage { table: table.into(), problems: vec![problem] }.to_string())
 }

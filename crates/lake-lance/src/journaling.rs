@@ -41,15 +41,7 @@ impl JournalingReader {
     ) -> Result<(Self, Arc<Mutex<JournalState>>), LocationError> {
         let columns = ReferenceColumns::from_schema(&inner.schema())?;
         let state = Arc::new(Mutex::new(JournalState::default()));
-        Ok((
-            Self {
-                inner,
-                columns,
-                root,
-                state: state.clone(),
-            },
-            state,
-        ))
+        Ok((Self { inner, columns, root, state: state.clone() }, state))
     }
 }
 
@@ -62,15 +54,8 @@ impl Iterator for JournalingReader {
             Err(e) => return Some(Err(e)),
         };
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let JournalState {
-            counts,
-            rows,
-            failure,
-        } = &mut *state;
-        match self
-            .columns
-            .visit(&batch, &self.root, |id| counts.add(id, 1))
-        {
+        let JournalState { counts, rows, failure } = &mut *state;
+        match self.columns.visit(&batch, &self.root, |id| counts.add(id, 1)) {
             Ok(()) => {
                 *rows += batch.num_rows() as u64;
                 Some(Ok(batch))

@@ -56,28 +56,12 @@ impl VerifyReport {
     }
 }
 
-fn diff(
-    table: &str,
-    version: u64,
-    journal: &ReferenceCounts,
-    scan: &ReferenceCounts,
-    out: &mut Vec<CountMismatch>,
-) {
-    let ids: BTreeSet<_> = journal
-        .iter()
-        .map(|(i, _)| i.clone())
-        .chain(scan.iter().map(|(i, _)| i.clone()))
-        .collect();
+fn diff(table: &str, version: u64, journal: &ReferenceCounts, scan: &ReferenceCounts, out: &mut Vec<CountMismatch>) {
+    let ids: BTreeSet<_> = journal.iter().map(|(i, _)| i.clone()).chain(scan.iter().map(|(i, _)| i.clone())).collect();
     for id in ids {
         let (j, s) = (journal.get(&id), scan.get(&id));
         if j != s {
-            out.push(CountMismatch {
-                table: table.into(),
-                version,
-                uri: id.uri.clone(),
-                journal: j,
-                scan: s,
-            });
+            out.push(CountMismatch { table: table.into(), version, uri: id.uri.clone(), journal: j, scan: s });
         }
     }
 }
@@ -88,18 +72,12 @@ impl LanceEngine {
     /// # Errors
     /// Lance and storage errors (lineage problems are reported, not errors).
     pub async fn verify_refs(&self, tables: &[String]) -> Result<VerifyReport, LanceEngineError> {
-        let names = if tables.is_empty() {
-            registry::tables(self.store()).await?
-        } else {
-            tables.to_vec()
-        };
+        let names = if tables.is_empty() { registry::tables(self.store()).await? } else { tables.to_vec() };
         let mut report = VerifyReport::default();
         let mut referenced: BTreeSet<lake_common::ObjectIdentity> = BTreeSet::new();
         for table in &names {
             let (lineage, sidecars) = self.lineage_and_sidecars_with(table, false).await?;
-            report
-                .problems
-                .extend(lineage.problems.iter().map(|p| p.to_string()));
+            report.problems.extend(lineage.problems.iter().map(|p| p.to_string()));
             let mut replay = match lineage.replay_base {
                 Some(_) if lineage.problems.is_empty() => Some(Replay::new(&lineage.retained)),
                 _ => None,
@@ -115,7 +93,9 @@ impl LanceEngine {
                     while next <= v {
                         if let Some(Ok(d)) = sidecars.get(&next) {
                             if let Err(e) = r.apply(d) {
-                                report.problems.push(format!("table `{table}` journal is inconsistent at version {next}: {e}"));
+                                report
+                                    .problems
+                                    .push(format!("table `{table}` journal is inconsistent at version {next}: {e}"));
                                 replay = None;
                                 break;
                             }
@@ -134,10 +114,9 @@ impl LanceEngine {
             }
             match self.store().head(&id.uri).await? {
                 None => report.missing_objects.push(id.uri.clone()),
-                Some(meta) if meta.size != id.size => report.size_mismatches.push(format!(
-                    "{}: expected {} bytes, found {}",
-                    id.uri, id.size, meta.size
-                )),
+                Some(meta) if meta.size != id.size => {
+                    report.size_mismatches.push(format!("{}: expected {} bytes, found {}", id.uri, id.size, meta.size))
+                }
                 Some(_) => {}
             }
         }
@@ -150,11 +129,7 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Lance errors (the version must still exist); [`LanceEngineError::SidecarConflict`].
-    pub async fn repair_refs(
-        &self,
-        table: &str,
-        version: u64,
-    ) -> Result<ObjectReferenceDelta, LanceEngineError> {
+    pub async fn repair_refs(&self, table: &str, version: u64) -> Result<ObjectReferenceDelta, LanceEngineError> {
         let counts = self.scan_version(table, version).await?;
         let snapshot = ObjectReferenceDelta::snapshot(table, version, &counts);
         sidecar::write(self.store(), &snapshot).await?;

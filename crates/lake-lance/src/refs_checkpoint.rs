@@ -69,37 +69,24 @@ pub async fn load_valid(
         Err(e) => return ignore(format!("not a valid document: {e}")),
     };
     if doc.format_version != REFS_CHECKPOINT_FORMAT_VERSION {
-        return ignore(format!(
-            "format version {} is not supported",
-            doc.format_version
-        ));
+        return ignore(format!("format version {} is not supported", doc.format_version));
     }
     let snapshot_bytes = serde_json::to_vec(&doc.snapshot).unwrap_or_default();
     if digest(&doc.journal_sha256, &snapshot_bytes) != doc.digest {
         return ignore("digest mismatch (edited or corrupt)".into());
     }
-    let version = doc
-        .snapshot
-        .get("version")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
+    let version = doc.snapshot.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
     let snapshot = match ObjectReferenceDelta::decode(&snapshot_bytes, table, version) {
         Ok(s) if s.kind == lake_common::DeltaKind::Snapshot => s,
         Ok(_) => return ignore("not a snapshot".into()),
         Err(e) => return ignore(e.to_string()),
     };
     if version > oldest_retained || version > latest {
-        return ignore(format!(
-            "it is at version {version}, after the oldest retained version {oldest_retained}"
-        ));
+        return ignore(format!("it is at version {version}, after the oldest retained version {oldest_retained}"));
     }
     match store.get(&sidecar_key(table, version)).await? {
-        Some(sidecar) if hex::encode(Sha256::digest(&sidecar)) == doc.journal_sha256 => {
-            Ok(Some(snapshot))
-        }
-        Some(_) => ignore(format!(
-            "the sidecar of version {version} changed since the checkpoint was written"
-        )),
+        Some(sidecar) if hex::encode(Sha256::digest(&sidecar)) == doc.journal_sha256 => Ok(Some(snapshot)),
+        Some(_) => ignore(format!("the sidecar of version {version} changed since the checkpoint was written")),
         None => ignore(format!("the sidecar of version {version} is missing")),
     }
 }
@@ -114,18 +101,13 @@ pub async fn write(
     version: u64,
     counts: &ReferenceCounts,
 ) -> Result<(), LanceEngineError> {
-    let sidecar = store
-        .get(&sidecar_key(table, version))
-        .await?
-        .ok_or_else(|| {
-            LanceEngineError::InvalidInput(format!(
-                "no sidecar for `{table}` version {version} to bind a checkpoint to"
-            ))
-        })?;
+    let sidecar = store.get(&sidecar_key(table, version)).await?.ok_or_else(|| {
+        LanceEngineError::InvalidInput(format!("no sidecar for `{table}` version {version} to bind a checkpoint to"))
+    })?;
     let journal_sha256 = hex::encode(Sha256::digest(&sidecar));
     let snapshot_bytes = ObjectReferenceDelta::snapshot(table, version, counts).encode();
-    let snapshot: serde_json::Value = serde_json::from_slice(&snapshot_bytes)
-        .map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
+    let snapshot: serde_json::Value =
+        serde_json::from_slice(&snapshot_bytes).map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
     // Re-encoding a parsed canonical document with serde_json keeps its bytes (fields in
     // order, compact); the digest is computed over exactly what load() will see.
     let reencoded = serde_json::to_vec(&snapshot).unwrap_or_default();
@@ -135,8 +117,7 @@ pub async fn write(
         journal_sha256,
         snapshot,
     };
-    let bytes =
-        serde_json::to_vec(&doc).map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
+    let bytes = serde_json::to_vec(&doc).map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
     store.put(&checkpoint_key(table), bytes).await?;
     Ok(())
 }

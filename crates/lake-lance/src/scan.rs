@@ -14,10 +14,8 @@ use lance::Dataset;
 /// [`LanceEngineError::Location`] when a marked column has the wrong layout.
 pub fn reference_columns(ds: &Dataset, table: &str) -> Result<ReferenceColumns, LanceEngineError> {
     let schema = arrow_schema::Schema::from(ds.schema());
-    ReferenceColumns::from_stored_schema(&schema).map_err(|source| LanceEngineError::Location {
-        table: table.into(),
-        source,
-    })
+    ReferenceColumns::from_stored_schema(&schema)
+        .map_err(|source| LanceEngineError::Location { table: table.into(), source })
 }
 
 /// Counts the references of the rows of `ds` (at its checked-out version) that match `filter`
@@ -36,11 +34,7 @@ pub async fn count_references(
     if columns.is_empty() {
         return Ok(counts);
     }
-    let lance_err = |source| LanceEngineError::Lance {
-        table: table.into(),
-        action: "scan",
-        source,
-    };
+    let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "scan", source };
     let mut scanner = ds.scan();
     scanner.project(&columns.names()).map_err(lance_err)?;
     if let Some(f) = filter {
@@ -50,10 +44,7 @@ pub async fn count_references(
     while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
         columns
             .visit(&batch, root, |id| counts.add(id, 1))
-            .map_err(|source| LanceEngineError::Location {
-                table: table.into(),
-                source,
-            })?;
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
     }
     Ok(counts)
 }

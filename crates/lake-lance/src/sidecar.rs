@@ -16,19 +16,15 @@ use lake_objects::store::{CreateOutcome, LakeStore};
 ///
 /// # Errors
 /// [`LanceEngineError::SidecarConflict`], [`LanceEngineError::SidecarWrite`].
-pub async fn write(
-    store: &LakeStore,
-    delta: &ObjectReferenceDelta,
-) -> Result<(), LanceEngineError> {
+pub async fn write(store: &LakeStore, delta: &ObjectReferenceDelta) -> Result<(), LanceEngineError> {
     let bytes = delta.encode();
     let key = sidecar_key(&delta.table, delta.version);
     match store.put_create(&key, bytes.clone()).await {
         Ok(CreateOutcome::Created) => Ok(()),
         Ok(CreateOutcome::Exists(existing)) if existing.as_ref() == bytes.as_slice() => Ok(()),
-        Ok(CreateOutcome::Exists(_)) => Err(LanceEngineError::SidecarConflict {
-            table: delta.table.clone(),
-            version: delta.version,
-        }),
+        Ok(CreateOutcome::Exists(_)) => {
+            Err(LanceEngineError::SidecarConflict { table: delta.table.clone(), version: delta.version })
+        }
         Err(e) => Err(LanceEngineError::SidecarWrite {
             table: delta.table.clone(),
             version: delta.version,
@@ -42,10 +38,7 @@ pub async fn write(
 ///
 /// # Errors
 /// Storage errors (a failed read is never an absent sidecar).
-pub async fn read_all(
-    store: &LakeStore,
-    table: &str,
-) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
+pub async fn read_all(store: &LakeStore, table: &str) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
     read_from(store, table, 1).await
 }
 
@@ -66,9 +59,7 @@ pub async fn read_from(
         let file = key.rsplit('/').next().unwrap_or(&key).to_string();
         let version = file
             .strip_suffix(".json")
-            .filter(|v| {
-                !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0')
-            })
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0'))
             .and_then(|v| v.parse::<u64>().ok());
         let Some(version) = version else {
             problems.push(LineageProblem::VersionMismatch {
@@ -81,13 +72,11 @@ pub async fn read_from(
         if version < from {
             continue;
         }
-        let bytes = store.get(&key).await?.ok_or_else(|| {
-            lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading")
-        })?;
-        sidecars.insert(
-            version,
-            ObjectReferenceDelta::decode(&bytes, table, version),
-        );
+        let bytes = store
+            .get(&key)
+            .await?
+            .ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
+        sidecars.insert(version, ObjectReferenceDelta::decode(&bytes, table, version));
     }
     Ok((sidecars, problems))
 }

@@ -40,15 +40,10 @@ impl RetainedObjectsReport {
 ///
 /// # Errors
 /// Lance and storage errors other than a missing object.
-pub async fn check_retained_objects(
-    engine: &LanceEngine,
-) -> Result<RetainedObjectsReport, LanceEngineError> {
+pub async fn check_retained_objects(engine: &LanceEngine) -> Result<RetainedObjectsReport, LanceEngineError> {
     let mut report = RetainedObjectsReport::default();
     let mut identities: BTreeSet<ObjectIdentity> = BTreeSet::new();
-    let tables = engine
-        .tables()
-        .await
-        .map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
+    let tables = engine.tables().await.map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
     for location in &tables.tables {
         for info in engine.versions(&location.name).await? {
             let counts = engine.scan_version(&location.name, info.version).await?;

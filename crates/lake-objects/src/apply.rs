@@ -33,10 +33,7 @@ pub struct ApplyOptions {
 
 impl Default for ApplyOptions {
     fn default() -> Self {
-        Self {
-            page_size: DEFAULT_PAGE_SIZE,
-            max_pages: None,
-        }
+        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None }
     }
 }
 
@@ -93,11 +90,7 @@ pub async fn apply(
         }
     };
     if cp.complete {
-        return Ok(ApplyReport {
-            checkpoint: cp,
-            pages: 0,
-            was_complete: true,
-        });
+        return Ok(ApplyReport { checkpoint: cp, pages: 0, was_complete: true });
     }
     revalidate(engine, &mut cp).await?;
     cp.save(checkpoint_path).await?;
@@ -147,11 +140,7 @@ pub async fn apply(
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;
-    Ok(ApplyReport {
-        checkpoint: cp,
-        pages,
-        was_complete: false,
-    })
+    Ok(ApplyReport { checkpoint: cp, pages, was_complete: false })
 }
 
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {
@@ -167,12 +156,7 @@ fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &
 
 /// Drops candidates that versions newer than the plan's basis reference.
 async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint) -> Result<(), ObjectsError> {
-    let basis: BTreeMap<&str, u64> = cp
-        .plan
-        .basis
-        .iter()
-        .map(|b| (b.table.as_str(), b.version))
-        .collect();
+    let basis: BTreeMap<&str, u64> = cp.plan.basis.iter().map(|b| (b.table.as_str(), b.version)).collect();
     let tables = engine.tables().await?;
     let mut problems = tables.problems.clone();
     let mut added: BTreeSet<String> = BTreeSet::new();

@@ -43,11 +43,7 @@ impl CheckpointLocation {
                     message: "an S3 checkpoint is s3://bucket/[prefix/]name".into(),
                 })?;
             let store = LakeStore::open(folder)?;
-            return Ok(Self::Store {
-                store: Box::new(store),
-                key: name.to_string(),
-                shown: text.to_string(),
-            });
+            return Ok(Self::Store { store: Box::new(store), key: name.to_string(), shown: text.to_string() });
         }
         Ok(Self::Local(PathBuf::from(text)))
     }
@@ -65,10 +61,7 @@ impl CheckpointLocation {
             Self::Local(path) => match std::fs::read(path) {
                 Ok(b) => Ok(Some(b)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(ObjectsError::Io {
-                    path: path.display().to_string(),
-                    source: e,
-                }),
+                Err(e) => Err(ObjectsError::Io { path: path.display().to_string(), source: e }),
             },
             Self::Store { store, key, .. } => Ok(store.get(key).await?.map(|b| b.to_vec())),
         }
@@ -89,10 +82,7 @@ impl From<&Path> for CheckpointLocation {
 }
 
 fn write_local(path: &Path, bytes: &[u8]) -> Result<(), ObjectsError> {
-    let io = |e: std::io::Error| ObjectsError::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
+    let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -161,10 +151,7 @@ impl ApplyCheckpoint {
         let Some(bytes) = location.read().await? else {
             return Ok(None);
         };
-        let err = |m: String| ObjectsError::Checkpoint {
-            path: shown.clone(),
-            message: m,
-        };
+        let err = |m: String| ObjectsError::Checkpoint { path: shown.clone(), message: m };
         let version = serde_json::from_slice::<serde_json::Value>(&bytes)
             .map_err(|e| err(format!("not valid JSON: {e}")))?
             .get("format_version")
@@ -174,8 +161,7 @@ impl ApplyCheckpoint {
                 "format version {version:?} is not supported (expected {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
             )));
         }
-        let cp: Self = serde_json::from_slice(&bytes)
-            .map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
+        let cp: Self = serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
         let actual = cp.plan.digest();
         if actual != cp.plan_digest {
             return Err(err(format!(
@@ -192,8 +178,7 @@ impl ApplyCheckpoint {
     /// # Errors
     /// [`ObjectsError::Io`] or [`ObjectsError::Storage`].
     pub async fn save(&self, location: &CheckpointLocation) -> Result<(), ObjectsError> {
-        let bytes = serde_json::to_vec_pretty(self)
-            .map_err(|e| ObjectsError::storage(location.display(), e))?;
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| ObjectsError::storage(location.display(), e))?;
         location.write(bytes).await
     }
 }

@@ -34,14 +34,9 @@ pub async fn read_store_clock(store: &LakeStore) -> Result<ClockReading, Objects
     let local_before = Utc::now();
     store.put(&key, b"clock probe".to_vec()).await?;
     let local_after = Utc::now();
-    let meta = store
-        .head(&key)
-        .await?
-        .ok_or_else(|| ObjectsError::storage(&key, "clock probe vanished after writing"))?;
+    let meta =
+        store.head(&key).await?.ok_or_else(|| ObjectsError::storage(&key, "clock probe vanished after writing"))?;
     store.delete(&key).await?;
     let local_now = local_before + (local_after - local_before) / 2;
-    Ok(ClockReading {
-        store_now: meta.last_modified,
-        local_now,
-    })
+    Ok(ClockReading { store_now: meta.last_modified, local_now })
 }

@@ -48,15 +48,10 @@ impl StoreDeleter {
 #[async_trait]
 impl ObjectDeleter for StoreDeleter {
     async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError> {
-        let paths: Vec<object_store::path::Path> =
-            keys.iter().map(|k| self.store.path(k)).collect();
+        let paths: Vec<object_store::path::Path> = keys.iter().map(|k| self.store.path(k)).collect();
         let input = futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed();
-        let results: Vec<object_store::Result<object_store::path::Path>> = self
-            .store
-            .object_store()
-            .delete_stream(input)
-            .collect()
-            .await;
+        let results: Vec<object_store::Result<object_store::path::Path>> =
+            self.store.object_store().delete_stream(input).collect().await;
         let mut deleted: HashSet<String> = HashSet::new();
         let mut not_found: HashSet<String> = HashSet::new();
         let mut failed: HashMap<String, String> = HashMap::new();

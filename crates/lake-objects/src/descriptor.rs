@@ -37,24 +37,16 @@ impl LakeDescriptor {
     /// # Errors
     /// [`ObjectsError::Policy`] for a zero `min_age`; [`ObjectsError::Root`] when a lake with a
     /// different descriptor already exists at the root.
-    pub async fn create(
-        store: &LakeStore,
-        min_age: Duration,
-    ) -> Result<(Self, bool), ObjectsError> {
+    pub async fn create(store: &LakeStore, min_age: Duration) -> Result<(Self, bool), ObjectsError> {
         if min_age.is_zero() {
-            return Err(ObjectsError::Policy(
-                "--min-age must be positive (for example 7d)".into(),
-            ));
+            return Err(ObjectsError::Policy("--min-age must be positive (for example 7d)".into()));
         }
         let descriptor = Self {
             format_version: DESCRIPTOR_FORMAT_VERSION,
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            gc: GcPolicy {
-                min_age_seconds: min_age.as_secs().max(1),
-            },
+            gc: GcPolicy { min_age_seconds: min_age.as_secs().max(1) },
         };
-        let bytes = serde_json::to_vec_pretty(&descriptor)
-            .map_err(|e| ObjectsError::storage(DESCRIPTOR_KEY, e))?;
+        let bytes = serde_json::to_vec_pretty(&descriptor).map_err(|e| ObjectsError::storage(DESCRIPTOR_KEY, e))?;
         match store.put_create(DESCRIPTOR_KEY, bytes).await? {
             CreateOutcome::Created => Ok((descriptor, true)),
             CreateOutcome::Exists(existing) => {
@@ -81,10 +73,7 @@ impl LakeDescriptor {
     pub async fn load(store: &LakeStore) -> Result<Self, ObjectsError> {
         match store.get(DESCRIPTOR_KEY).await? {
             Some(bytes) => Self::decode(&bytes),
-            None => Err(ObjectsError::NotALake {
-                root: store.display_root(),
-                key: DESCRIPTOR_KEY.into(),
-            }),
+            None => Err(ObjectsError::NotALake { root: store.display_root(), key: DESCRIPTOR_KEY.into() }),
         }
     }
 

@@ -17,11 +17,7 @@ pub enum ObjectsError {
     NotALake { root: String, key: String },
     /// A document (descriptor, registry entry, plan, checkpoint) failed to decode.
     #[error("`{path}` is not a valid {what}: {message}")]
-    Corrupt {
-        path: String,
-        what: &'static str,
-        message: String,
-    },
+    Corrupt { path: String, what: &'static str, message: String },
     /// The GC policy refused the request.
     #[error("{0}")]
     Policy(String),
@@ -45,18 +41,12 @@ pub enum ObjectsError {
     Engine(#[from] EngineError),
     /// A local file could not be read or written.
     #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
 }
 
 impl ObjectsError {
     /// A storage error for `path`.
     pub fn storage(path: impl Into<String>, e: impl std::fmt::Display) -> Self {
-        Self::Storage {
-            path: path.into(),
-            message: e.to_string(),
-        }
+        Self::Storage { path: path.into(), message: e.to_string() }
     }
 }

@@ -25,8 +25,7 @@ pub struct ManagedKey {
 impl ManagedKey {
     /// Upload start time embedded in the ULID (UTC, millisecond precision).
     pub fn minted_at(&self) -> DateTime<Utc> {
-        DateTime::<Utc>::from_timestamp_millis(self.ulid.timestamp_ms() as i64)
-            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+        DateTime::<Utc>::from_timestamp_millis(self.ulid.timestamp_ms() as i64).unwrap_or(DateTime::<Utc>::MIN_UTC)
     }
 }
 
@@ -35,13 +34,7 @@ impl ManagedKey {
 pub fn sanitize_name(name: &str) -> String {
     let mut out: String = name
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' { c } else { '_' })
         .take(200)
         .collect();
     if out.starts_with('.') {
@@ -57,18 +50,13 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 200
         && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 /// Mints a new key for an upload of `name` (sanitised) with a fresh ULID.
 pub fn mint_key(name: &str) -> (String, Ulid) {
     let ulid = Ulid::new();
-    (
-        format!("{OBJECTS_PREFIX}/{ulid}/{}", sanitize_name(name)),
-        ulid,
-    )
+    (format!("{OBJECTS_PREFIX}/{ulid}/{}", sanitize_name(name)), ulid)
 }
 
 /// Parses `key` (relative to the lake root) as a managed key; `None` when it does not match
@@ -77,9 +65,7 @@ pub fn parse_managed_key(key: &str) -> Option<ManagedKey> {
     let rest = key.strip_prefix(OBJECTS_PREFIX)?.strip_prefix('/')?;
     let (ulid_text, name) = rest.split_once('/')?;
     if ulid_text.len() != 26
-        || !ulid_text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+        || !ulid_text.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
         || !valid_name(name)
     {
         return None;
@@ -89,10 +75,7 @@ pub fn parse_managed_key(key: &str) -> Option<ManagedKey> {
     if ulid.to_string() != ulid_text {
         return None;
     }
-    Some(ManagedKey {
-        ulid,
-        name: name.to_string(),
-    })
+    Some(ManagedKey { ulid, name: name.to_string() })
 }
 
 /// The smallest managed key whose ULID time is at or after `cutoff`: every managed key that
@@ -118,10 +101,7 @@ mod tests {
         assert_eq!(parsed.name, "episode_1.mcap");
         assert_eq!(parse_managed_key(&b).unwrap().name, "_hidden");
         assert!(first_key_at(parsed.minted_at()).as_str() <= a.as_str());
-        assert!(
-            first_key_at(parsed.minted_at() + chrono::Duration::milliseconds(1)).as_str()
-                > a.as_str()
-        );
+        assert!(first_key_at(parsed.minted_at() + chrono::Duration::milliseconds(1)).as_str() > a.as_str());
     }
 
     #[test]

@@ -31,9 +31,7 @@ pub const DATASET_SUFFIX: &str = ".lance";
 pub fn validate_table_name(name: &str) -> Result<(), ObjectsError> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if ok {
         Ok(())
     } else {

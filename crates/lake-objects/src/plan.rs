@@ -88,10 +88,7 @@ impl GcPlan {
 
     /// The plan document (`{"digest", "plan"}`), pretty-printed, for `--out FILE`.
     pub fn to_document(&self) -> Vec<u8> {
-        let doc = PlanDocument {
-            digest: self.digest(),
-            plan: self.clone(),
-        };
+        let doc = PlanDocument { digest: self.digest(), plan: self.clone() };
         serde_json::to_vec_pretty(&doc).unwrap_or_default()
     }
 
@@ -101,13 +98,8 @@ impl GcPlan {
     /// [`ObjectsError::Corrupt`] when the document is malformed, of another format version, or
     /// its digest does not match its content (an edited plan).
     pub fn from_document(bytes: &[u8], path: &str) -> Result<Self, ObjectsError> {
-        let corrupt = |m: String| ObjectsError::Corrupt {
-            path: path.to_string(),
-            what: "GC plan",
-            message: m,
-        };
-        let doc: PlanDocument =
-            serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+        let corrupt = |m: String| ObjectsError::Corrupt { path: path.to_string(), what: "GC plan", message: m };
+        let doc: PlanDocument = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
         doc.plan.check_format().map_err(corrupt)?;
         let actual = doc.plan.digest();
         if actual != doc.digest {

@@ -69,8 +69,7 @@ pub async fn plan(
     inventory: &dyn ObjectInventory,
     options: &PlanOptions,
 ) -> Result<(GcPlan, PlanStats), ObjectsError> {
-    let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis())
-        .unwrap_or(options.cutoff);
+    let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
     let mut stats = PlanStats::default();
     let table_set = engine.tables().await?;
     let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
@@ -79,10 +78,7 @@ pub async fn plan(
     for location in &table_set.tables {
         let lineage = engine.lineage(location).await?;
         stats.tables += 1;
-        basis.push(BasisEntry {
-            table: location.name.clone(),
-            version: lineage.latest_version,
-        });
+        basis.push(BasisEntry { table: location.name.clone(), version: lineage.latest_version });
         problems.extend(lineage.problems.iter().map(|p| p.to_string()));
         lineages.push((location.clone(), lineage));
     }
@@ -95,14 +91,9 @@ pub async fn plan(
         let mut live: BTreeSet<String> = BTreeSet::new();
         for (location, lineage) in &lineages {
             let roots = RetainedRoots::new(lineage.retained.clone());
-            let mut request = PageRequest {
-                after: None,
-                limit: options.reference_page_size.max(1),
-            };
+            let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
             loop {
-                let page = engine
-                    .retained_object_references(location, &roots, &request)
-                    .await?;
+                let page = engine.retained_object_references(location, &roots, &request).await?;
                 stats.live_references += page.identities.len() as u64;
                 for identity in page.identities {
                     if !identity.uri.contains("://") {
@@ -118,15 +109,11 @@ pub async fn plan(
         let stop_at = first_key_at(cutoff);
         let mut after: Option<String> = None;
         'listing: loop {
-            let page = inventory
-                .list_page(after.as_deref(), options.inventory_page_size.max(1))
-                .await?;
+            let page = inventory.list_page(after.as_deref(), options.inventory_page_size.max(1)).await?;
             stats.inventory_pages += 1;
             for entry in page.entries {
                 stats.objects_listed += 1;
-                if entry.key >= stop_at
-                    && entry.key.starts_with("objects/")
-                    && parse_managed_key(&entry.key).is_some()
+                if entry.key >= stop_at && entry.key.starts_with("objects/") && parse_managed_key(&entry.key).is_some()
                 {
                     // Time-ordered keys: everything from here on was minted after the cutoff.
                     stats.young_objects += 1;

@@ -39,12 +39,7 @@ pub async fn tables(store: &LakeStore) -> Result<Vec<String>, ObjectsError> {
     let (dirs, _) = store.list_dir(REGISTRY_PREFIX).await?;
     let mut names: Vec<String> = dirs
         .iter()
-        .filter_map(|d| {
-            d.trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .map(str::to_string)
-        })
+        .filter_map(|d| d.trim_end_matches('/').rsplit('/').next().map(str::to_string))
         .filter(|n| validate_table_name(n).is_ok())
         .collect();
     names.sort();
@@ -56,10 +51,7 @@ pub async fn tables(store: &LakeStore) -> Result<Vec<String>, ObjectsError> {
 ///
 /// # Errors
 /// [`ObjectsError::Storage`]; [`ObjectsError::Corrupt`] for an undecodable document.
-pub async fn current(
-    store: &LakeStore,
-    table: &str,
-) -> Result<Option<RegistryEntry>, ObjectsError> {
+pub async fn current(store: &LakeStore, table: &str) -> Result<Option<RegistryEntry>, ObjectsError> {
     let prefix = registry_table_prefix(table);
     let (_, objects) = store.list_dir(&prefix).await?;
     let newest = objects
@@ -67,32 +59,24 @@ pub async fn current(
         .filter_map(|m| store.key_of(&m.location))
         .filter_map(|k| {
             let name = k.rsplit('/').next()?.strip_suffix(".json")?.to_string();
-            (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| (name.parse::<u64>().ok(), k))
+            (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit())).then(|| (name.parse::<u64>().ok(), k))
         })
         .filter_map(|(seq, k)| seq.map(|s| (s, k)))
         .max();
     let Some((seq, key)) = newest else {
         return Ok(None);
     };
-    let bytes = store
-        .get(&key)
-        .await?
-        .ok_or_else(|| ObjectsError::storage(&key, "registry document vanished"))?;
-    let entry: RegistryEntry =
-        serde_json::from_slice(&bytes).map_err(|e| ObjectsError::Corrupt {
-            path: key.clone(),
-            what: "registry document",
-            message: e.to_string(),
-        })?;
+    let bytes = store.get(&key).await?.ok_or_else(|| ObjectsError::storage(&key, "registry document vanished"))?;
+    let entry: RegistryEntry = serde_json::from_slice(&bytes).map_err(|e| ObjectsError::Corrupt {
+        path: key.clone(),
+        what: "registry document",
+        message: e.to_string(),
+    })?;
     if entry.seq != seq || entry.table != table {
         return Err(ObjectsError::Corrupt {
             path: key,
             what: "registry document",
-            message: format!(
-                "names table `{}` seq {} but sits at seq {seq} of `{table}`",
-                entry.table, entry.seq
-            ),
+            message: format!("names table `{}` seq {} but sits at seq {seq} of `{table}`", entry.table, entry.seq),
         });
     }
     Ok(Some(entry))
@@ -103,11 +87,7 @@ pub async fn current(
 ///
 /// # Errors
 /// [`ObjectsError::Registry`] when the compare-and-swap keeps losing; storage errors.
-pub async fn advance(
-    store: &LakeStore,
-    table: &str,
-    version: u64,
-) -> Result<RegistryEntry, ObjectsError> {
+pub async fn advance(store: &LakeStore, table: &str, version: u64) -> Result<RegistryEntry, ObjectsError> {
     validate_table_name(table)?;
     for _ in 0..MAX_ATTEMPTS {
         let cur = current(store, table).await?;
@@ -117,13 +97,8 @@ pub async fn advance(
             }
         }
         let seq = cur.as_ref().map(|c| c.seq + 1).unwrap_or(1);
-        let entry = RegistryEntry {
-            table: table.to_string(),
-            seq,
-            version,
-        };
-        let bytes = serde_json::to_vec(&entry)
-            .map_err(|e| ObjectsError::storage(entry_key(table, seq), e))?;
+        let entry = RegistryEntry { table: table.to_string(), seq, version };
+        let bytes = serde_json::to_vec(&entry).map_err(|e| ObjectsError::storage(entry_key(table, seq), e))?;
         match store.put_create(&entry_key(table, seq), bytes).await? {
             CreateOutcome::Created => return Ok(entry),
             CreateOutcome::Exists(_) => continue,
@@ -131,8 +106,6 @@ pub async fn advance(
     }
     Err(ObjectsError::Registry {
         table: table.into(),
-        message: format!(
-            "compare-and-swap lost {MAX_ATTEMPTS} times in a row; retry the operation"
-        ),
+        message: format!("compare-and-swap lost {MAX_ATTEMPTS} times in a row; retry the operation"),
     })
 }

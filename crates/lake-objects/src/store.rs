@@ -40,35 +40,25 @@ impl LakeStore {
     /// # Errors
     /// [`ObjectsError::Root`] when the root cannot be parsed or opened.
     pub fn open(root: &str) -> Result<Self, ObjectsError> {
-        let root_err = |m: String| ObjectsError::Root {
-            root: root.to_string(),
-            message: m,
-        };
+        let root_err = |m: String| ObjectsError::Root { root: root.to_string(), message: m };
         let is_url = root.contains("://");
         if !is_url || root.starts_with("file://") {
             let path = if is_url {
                 let url = url::Url::parse(root).map_err(|e| root_err(e.to_string()))?;
-                url.to_file_path()
-                    .map_err(|_| root_err("not a local file URL".into()))?
+                url.to_file_path().map_err(|_| root_err("not a local file URL".into()))?
             } else {
                 let p = std::path::PathBuf::from(root);
                 if p.is_absolute() {
                     p
                 } else {
-                    std::env::current_dir()
-                        .map_err(|e| root_err(e.to_string()))?
-                        .join(p)
+                    std::env::current_dir().map_err(|e| root_err(e.to_string()))?.join(p)
                 }
             };
-            std::fs::create_dir_all(&path)
-                .map_err(|e| root_err(format!("cannot create folder: {e}")))?;
+            std::fs::create_dir_all(&path).map_err(|e| root_err(format!("cannot create folder: {e}")))?;
             let path = path.canonicalize().map_err(|e| root_err(e.to_string()))?;
-            let text = path
-                .to_str()
-                .ok_or_else(|| root_err("path is not UTF-8".into()))?;
+            let text = path.to_str().ok_or_else(|| root_err("path is not UTF-8".into()))?;
             let uri = LakeRootUri::parse(text).map_err(|e| root_err(e.to_string()))?;
-            let store =
-                LocalFileSystem::new_with_prefix(&path).map_err(|e| root_err(e.to_string()))?;
+            let store = LocalFileSystem::new_with_prefix(&path).map_err(|e| root_err(e.to_string()))?;
             return Ok(Self {
                 root: uri,
                 store: Arc::new(store),
@@ -135,9 +125,7 @@ impl LakeStore {
         if self.prefix.as_ref().is_empty() {
             return Some(p.to_string());
         }
-        p.strip_prefix(self.prefix.as_ref())?
-            .strip_prefix('/')
-            .map(str::to_string)
+        p.strip_prefix(self.prefix.as_ref())?.strip_prefix('/').map(str::to_string)
     }
 
     /// The URI Lance opens for a key: an absolute local path, or `s3://bucket/prefix/key`.
@@ -154,9 +142,7 @@ impl LakeStore {
     /// [`ObjectsError::Storage`] for any other failure.
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>, ObjectsError> {
         match self.store.get(&self.path(key)).await {
-            Ok(r) => Ok(Some(
-                r.bytes().await.map_err(|e| ObjectsError::storage(key, e))?,
-            )),
+            Ok(r) => Ok(Some(r.bytes().await.map_err(|e| ObjectsError::storage(key, e))?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(ObjectsError::storage(key, e)),
         }
@@ -179,29 +165,16 @@ impl LakeStore {
     ///
     /// # Errors
     /// [`ObjectsError::Storage`] when the write fails for another reason.
-    pub async fn put_create(
-        &self,
-        key: &str,
-        bytes: Vec<u8>,
-    ) -> Result<CreateOutcome, ObjectsError> {
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
-        match self
-            .store
-            .put_opts(&self.path(key), PutPayload::from(bytes), opts)
-            .await
-        {
+    pub async fn put_create(&self, key: &str, bytes: Vec<u8>) -> Result<CreateOutcome, ObjectsError> {
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&self.path(key), PutPayload::from(bytes), opts).await {
             Ok(_) => Ok(CreateOutcome::Created),
-            Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => match self.get(key).await? {
-                Some(existing) => Ok(CreateOutcome::Exists(existing)),
-                None => Err(ObjectsError::storage(
-                    key,
-                    "create-only write refused but no object found",
-                )),
-            },
+            Err(object_store::Error::AlreadyExists { .. }) | Err(object_store::Error::Precondition { .. }) => {
+                match self.get(key).await? {
+                    Some(existing) => Ok(CreateOutcome::Exists(existing)),
+                    None => Err(ObjectsError::storage(key, "create-only write refused but no object found")),
+                }
+            }
             Err(e) => Err(ObjectsError::storage(key, e)),
         }
     }
@@ -211,10 +184,7 @@ impl LakeStore {
     /// # Errors
     /// [`ObjectsError::Storage`].
     pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), ObjectsError> {
-        self.store
-            .put(&self.path(key), PutPayload::from(bytes))
-            .await
-            .map_err(|e| ObjectsError::storage(key, e))?;
+        self.store.put(&self.path(key), PutPayload::from(bytes)).await.map_err(|e| ObjectsError::storage(key, e))?;
         Ok(())
     }
 
@@ -236,16 +206,9 @@ impl LakeStore {
     /// [`ObjectsError::Storage`].
     pub async fn list_all(&self, prefix: &str) -> Result<Vec<(String, ObjectMeta)>, ObjectsError> {
         let path = self.path(prefix);
-        let metas: Vec<ObjectMeta> = self
-            .store
-            .list(Some(&path))
-            .try_collect()
-            .await
-            .map_err(|e| ObjectsError::storage(prefix, e))?;
-        Ok(metas
-            .into_iter()
-            .filter_map(|m| self.key_of(&m.location).map(|k| (k, m)))
-            .collect())
+        let metas: Vec<ObjectMeta> =
+            self.store.list(Some(&path)).try_collect().await.map_err(|e| ObjectsError::storage(prefix, e))?;
+        Ok(metas.into_iter().filter_map(|m| self.key_of(&m.location).map(|k| (k, m))).collect())
     }
 
     /// The immediate sub-folders and objects of the folder `prefix`, keys relative to the root,
@@ -253,21 +216,10 @@ impl LakeStore {
     ///
     /// # Errors
     /// [`ObjectsError::Storage`].
-    pub async fn list_dir(
-        &self,
-        prefix: &str,
-    ) -> Result<(Vec<String>, Vec<ObjectMeta>), ObjectsError> {
+    pub async fn list_dir(&self, prefix: &str) -> Result<(Vec<String>, Vec<ObjectMeta>), ObjectsError> {
         let path = self.path(prefix);
-        let result = self
-            .store
-            .list_with_delimiter(Some(&path))
-            .await
-            .map_err(|e| ObjectsError::storage(prefix, e))?;
-        let mut dirs: Vec<String> = result
-            .common_prefixes
-            .iter()
-            .filter_map(|p| self.key_of(p))
-            .collect();
+        let result = self.store.list_with_delimiter(Some(&path)).await.map_err(|e| ObjectsError::storage(prefix, e))?;
+        let mut dirs: Vec<String> = result.common_prefixes.iter().filter_map(|p| self.key_of(p)).collect();
         dirs.sort();
         let mut objects = result.objects;
         objects.sort_by(|a, b| a.location.as_ref().cmp(b.location.as_ref()));

@@ -52,20 +52,13 @@ impl ManagedObjectWriter {
     /// # Errors
     /// [`ObjectsError::Io`] when `reader` fails, [`ObjectsError::Storage`] when the store does;
     /// a failed multipart upload is aborted (a failed single put writes nothing).
-    pub async fn upload(
-        &self,
-        name: &str,
-        mut reader: impl AsyncRead + Unpin,
-    ) -> Result<ManagedObject, ObjectsError> {
+    pub async fn upload(&self, name: &str, mut reader: impl AsyncRead + Unpin) -> Result<ManagedObject, ObjectsError> {
         let (key, _) = mint_key(name);
         let path = self.store.path(&key);
         let mut hasher = Sha256::new();
         let mut size: u64 = 0;
         let mut first = Vec::with_capacity(64 * 1024);
-        let io = |e: std::io::Error| ObjectsError::Io {
-            path: name.to_string(),
-            source: e,
-        };
+        let io = |e: std::io::Error| ObjectsError::Io { path: name.to_string(), source: e };
         // Read up to one part; small objects go in one PUT.
         let mut buf = vec![0u8; 1024 * 1024];
         loop {
@@ -87,12 +80,8 @@ impl ManagedObjectWriter {
                 .await
                 .map_err(|e| ObjectsError::storage(&key, e))?;
         } else {
-            let upload = self
-                .store
-                .object_store()
-                .put_multipart(&path)
-                .await
-                .map_err(|e| ObjectsError::storage(&key, e))?;
+            let upload =
+                self.store.object_store().put_multipart(&path).await.map_err(|e| ObjectsError::storage(&key, e))?;
             let mut write = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
             write.write(&first);
             drop(first);
@@ -104,10 +93,7 @@ impl ManagedObjectWriter {
                     }
                     hasher.update(&buf[..n]);
                     size += n as u64;
-                    write
-                        .wait_for_capacity(4)
-                        .await
-                        .map_err(|e| ObjectsError::storage(&key, e))?;
+                    write.wait_for_capacity(4).await.map_err(|e| ObjectsError::storage(&key, e))?;
                     write.write(&buf[..n]);
                 }
                 Ok(())
@@ -115,10 +101,7 @@ impl ManagedObjectWriter {
             .await;
             match result {
                 Ok(()) => {
-                    write
-                        .finish()
-                        .await
-                        .map_err(|e| ObjectsError::storage(&key, e))?;
+                    write.finish().await.map_err(|e| ObjectsError::storage(&key, e))?;
                 }
                 Err(e) => {
                     let _ = write.abort().await;
@@ -132,17 +115,45 @@ impl ManagedObjectWriter {
             .await?
             .ok_or_else(|| ObjectsError::storage(&key, "object missing right after upload"))?;
         if meta.size != size {
+            return Err(ObjectsError::storage(&key, format!("store reports {} bytes after writing {size}", meta.size)));
+        }
+        Ok(ManagedObject { key, sha256: hasher.finalize().into(), size, last_modified: meta.last_modified })
+    }
+
+    /// Copies the managed object `source` to a fresh key (a new ULID, same name) with the store's
+    /// server-side copy (S3 CopyObject; a file copy locally), so an old object can be referenced
+    /// again without tripping the publication guard ([`crate::guard`]). The copy keeps the
+    /// source's SHA-256; its size is checked against the store.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] when `source` is not a managed key, does not exist, or its size
+    /// differs from the identity.
+    pub async fn copy_fresh(&self, source: &lake_common::ObjectIdentity) -> Result<ManagedObject, ObjectsError> {
+        let managed = crate::keys::parse_managed_key(&source.uri).ok_or_else(|| {
+            ObjectsError::storage(
+                &source.uri,
+                "not a managed key (objects/<ULID>/<name>); only managed objects are copied",
+            )
+        })?;
+        let (key, _) = mint_key(&managed.name);
+        self.store
+            .object_store()
+            .copy(&self.store.path(&source.uri), &self.store.path(&key))
+            .await
+            .map_err(|e| ObjectsError::storage(&source.uri, e))?;
+        let meta = self
+            .store
+            .head(&key)
+            .await?
+            .ok_or_else(|| ObjectsError::storage(&key, "copy missing right after copying"))?;
+        if meta.size != source.size {
+            let _ = self.store.delete(&key).await;
             return Err(ObjectsError::storage(
-                &key,
-                format!("store reports {} bytes after writing {size}", meta.size),
+                &source.uri,
+                format!("the object has {} bytes, not the {} its identity records", meta.size, source.size),
             ));
         }
-        Ok(ManagedObject {
-            key,
-            sha256: hasher.finalize().into(),
-            size,
-            last_modified: meta.last_modified,
-        })
+        Ok(ManagedObject { key, sha256: source.sha256, size: source.size, last_modified: meta.last_modified })
     }
 
     /// Uploads the local file at `path`, naming the key after the file name.
@@ -152,14 +163,8 @@ impl ManagedObjectWriter {
     pub async fn upload_file(&self, path: &std::path::Path) -> Result<ManagedObject, ObjectsError> {
         let file = tokio::fs::File::open(path)
             .await
-            .map_err(|e| ObjectsError::Io {
-                path: path.display().to_string(),
-                source: e,
-            })?;
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("object");
+            .map_err(|e| ObjectsError::Io { path: path.display().to_string(), source: e })?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("object");
         self.upload(name, file).await
     }
 }

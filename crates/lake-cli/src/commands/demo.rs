@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const TABLE: &str = "episodes";
-const MIN_AGE: Duration = Duration::from_secs(1);
+/// The demo lake's GC policy floor: short so the demo runs in seconds, long enough that the
+/// publication guard (new references younger than 3/4 of it) lets an ingest of a few hundred
+/// files publish.
+const MIN_AGE: Duration = Duration::from_secs(3);
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
-    move |e| CliError::Io {
-        path: path.display().to_string(),
-        source: e,
-    }
+    move |e| CliError::Io { path: path.display().to_string(), source: e }
 }
 
 /// The files to ingest, relative to `base`, sorted: `git ls-files` of the repository when
@@ -43,20 +43,12 @@ fn source_files(from: Option<&Path>) -> Result<(PathBuf, Vec<String>), CliError>
         return Ok((dir.to_path_buf(), files));
     }
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let repo = manifest
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .filter(|p| p.join(".git").exists());
+    let repo = manifest.ancestors().nth(2).map(Path::to_path_buf).filter(|p| p.join(".git").exists());
     let repo = match repo {
         Some(r) => r,
         None => std::env::current_dir().map_err(io(Path::new(".")))?,
     };
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&repo)
-        .args(["ls-files", "-z"])
-        .output();
+    let output = std::process::Command::new("git").arg("-C").arg(&repo).args(["ls-files", "-z"]).output();
     match output {
         Ok(o) if o.status.success() => {
             let mut files: Vec<String> = o
@@ -104,19 +96,10 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             std::fs::create_dir_all(r).map_err(io(r))?;
             r.clone()
         }
-        None => tempfile::Builder::new()
-            .prefix("lake-demo-")
-            .tempdir()
-            .map_err(io(Path::new("temp")))?
-            .keep(),
+        None => tempfile::Builder::new().prefix("lake-demo-").tempdir().map_err(io(Path::new("temp")))?.keep(),
     };
     let lake_dir = base.join("lake");
-    if lake_dir.exists()
-        && std::fs::read_dir(&lake_dir)
-            .map_err(io(&lake_dir))?
-            .next()
-            .is_some()
-    {
+    if lake_dir.exists() && std::fs::read_dir(&lake_dir).map_err(io(&lake_dir))?.next().is_some() {
         return Err(CliError::Usage(format!(
             "{} is not empty; give --root an empty or new folder",
             lake_dir.display()
@@ -124,10 +107,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     }
     let (src, files) = source_files(args.from.as_deref())?;
     if files.len() < 2 {
-        return Err(CliError::Usage(format!(
-            "{} has fewer than 2 files to ingest",
-            src.display()
-        )));
+        return Err(CliError::Usage(format!("{} has fewer than 2 files to ingest", src.display())));
     }
     println!("lake demo in {}", base.display());
     println!("source: {} files from {}", files.len(), src.display());
@@ -153,21 +133,12 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let root = lake_dir.display().to_string();
     let store = LakeStore::open(&root)?;
     let (descriptor, _) = LakeDescriptor::create(&store, MIN_AGE).await?;
-    println!(
-        "1. init       lake at {root} (GC policy floor {})",
-        humantime::format_duration(MIN_AGE)
-    );
+    println!("1. init       lake at {root} (GC policy floor {})", humantime::format_duration(MIN_AGE));
     let engine = LanceEngine::new(store.clone());
     let (v1, bytes1) = ingest_dir(&engine, TABLE, &stage1).await?;
-    println!(
-        "2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}",
-        v1.rows, v1.version
-    );
+    println!("2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}", v1.rows, v1.version);
     let (v2, bytes2) = ingest_dir(&engine, TABLE, &stage2).await?;
-    println!(
-        "3. ingest     {} files, {bytes2} bytes -> version {}",
-        v2.rows, v2.version
-    );
+    println!("3. ingest     {} files, {bytes2} bytes -> version {}", v2.rows, v2.version);
 
     // Delete the episode whose size is closest to a quarter of the files: enough to orphan a
     // good share of objects while most rows stay live.
@@ -185,8 +156,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let predicate = format!("episode = '{}'", victim.replace('\'', "''"));
     // The objects the delete will orphan, read before deleting (a scan of the latest version).
     let ds = engine.open(TABLE).await?;
-    let doomed =
-        lake_lance::scan::count_references(&ds, TABLE, store.root(), Some(&predicate)).await?;
+    let doomed = lake_lance::scan::count_references(&ds, TABLE, store.root(), Some(&predicate)).await?;
     let deleted = engine.delete(TABLE, &predicate).await?;
     let deleted_version = deleted.as_ref().map(|d| d.version).unwrap_or(v2.version);
     println!(
@@ -196,38 +166,24 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let compacted = engine.compact(TABLE).await?;
     println!(
         "5. compact    -> {}",
-        compacted
-            .map(|c| format!("version {}", c.version))
-            .unwrap_or_else(|| "nothing to compact".into())
+        compacted.map(|c| format!("version {}", c.version)).unwrap_or_else(|| "nothing to compact".into())
     );
 
     let writer = ManagedObjectWriter::new(store.clone());
     let abandoned = writer.upload_file(&src.join(&files[0])).await?;
-    println!(
-        "6. upload     {} (never appended: a writer that died before committing)",
-        abandoned.key
-    );
+    println!("6. upload     {} (never appended: a writer that died before committing)", abandoned.key);
     tokio::time::sleep(MIN_AGE + Duration::from_millis(500)).await;
     let cleaned = engine.cleanup(TABLE, Duration::ZERO).await?;
-    println!(
-        "7. cleanup    removed {} old versions (only the latest is retained)",
-        cleaned.old_versions
-    );
+    println!("7. cleanup    removed {} old versions (only the latest is retained)", cleaned.old_versions);
     let young = writer.upload_file(&src.join(&files[1])).await?;
-    println!(
-        "8. upload     {} (young orphan: newer than the cutoff, must survive)",
-        young.key
-    );
+    println!("8. upload     {} (young orphan: newer than the cutoff, must survive)", young.key);
 
     let dry_req = GcRequest {
         min_age: MIN_AGE,
         allow_below_policy: false,
         cutoff: None,
         checkpoint: None,
-        apply: ApplyOptions {
-            page_size: 25,
-            max_pages: None,
-        },
+        apply: ApplyOptions { page_size: 25, max_pages: None },
         list_page_size: 100,
         out: None,
     };
@@ -239,11 +195,8 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         dry.plan.candidate_bytes(),
         &dry.plan.digest()[..16]
     );
-    let expected: BTreeSet<String> = doomed
-        .iter()
-        .map(|(id, _)| id.uri.clone())
-        .chain([abandoned.key.clone()])
-        .collect();
+    let expected: BTreeSet<String> =
+        doomed.iter().map(|(id, _)| id.uri.clone()).chain([abandoned.key.clone()]).collect();
     let planned: BTreeSet<String> = dry.plan.candidates.iter().map(|c| c.uri.clone()).collect();
     let mut failures = Vec::new();
     if planned != expected {
@@ -255,12 +208,8 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     }
     let checkpoint = base.join("gc-checkpoint.json");
     let apply_req = GcRequest {
-        cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff)
-            .ok()
-            .map(|c| c.with_timezone(&chrono::Utc)),
-        checkpoint: Some(lake_objects::checkpoint::CheckpointLocation::Local(
-            checkpoint.clone(),
-        )),
+        cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff).ok().map(|c| c.with_timezone(&chrono::Utc)),
+        checkpoint: Some(lake_objects::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
         ..dry_req
     };
     let applied: GcReport = run_gc(&store, &descriptor, &engine, &apply_req).await?;
@@ -279,11 +228,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             checkpoint.display()
         );
         if !c.complete || c.deleted as usize != expected.len() {
-            failures.push(format!(
-                "apply deleted {} of {} expected objects",
-                c.deleted,
-                expected.len()
-            ));
+            failures.push(format!("apply deleted {} of {} expected objects", c.deleted, expected.len()));
         }
     }
     for key in &expected {
@@ -310,18 +255,16 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         ));
     }
     if failures.is_empty() {
-        println!("demo OK: GC deleted exactly the {} orphans and every retained reference reads back intact", expected.len());
         println!(
-            "inspect it: lake versions {root} --table {TABLE}; lake gc {root} --min-age 1s --json"
+            "demo OK: GC deleted exactly the {} orphans and every retained reference reads back intact",
+            expected.len()
         );
+        println!("inspect it: lake versions {root} --table {TABLE}; lake gc {root} --min-age 3s --json");
         Ok(())
     } else {
         for f in &failures {
             eprintln!("CHECK FAILED: {f}");
         }
-        Err(CliError::Exit {
-            code: 1,
-            message: format!("demo checks failed ({})", failures.len()),
-        })
+        Err(CliError::Exit { code: 1, message: format!("demo checks failed ({})", failures.len()) })
     }
 }

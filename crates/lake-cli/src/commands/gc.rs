@@ -104,11 +104,7 @@ impl GcReport {
     pub fn to_text(&self) -> String {
         let p = &self.plan;
         let mut out = String::new();
-        let mode = if self.apply.is_some() {
-            "apply"
-        } else {
-            "dry run (nothing deleted)"
-        };
+        let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
         out += &format!("lake gc {mode}\n");
         out += &format!("  root:        {}\n", p.root);
         out += &format!(
@@ -121,34 +117,23 @@ impl GcReport {
             format_time(self.clock.store_now),
             self.clock.skew_ms()
         );
-        out += &format!(
-            "  cutoff:      {} (only older objects are candidates)\n",
-            p.cutoff
-        );
+        out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
         out += &format!("  plan digest: {}\n", p.digest());
         for b in &p.basis {
             out += &format!("  table `{}` at version {}\n", b.table, b.version);
         }
         if !p.lineage_complete {
-            out +=
-                "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
+            out += "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
             for problem in &p.problems {
                 out += &format!("    - {problem}\n");
             }
         }
-        out += &format!(
-            "  candidates:  {} objects, {} bytes\n",
-            p.candidates.len(),
-            p.candidate_bytes()
-        );
+        out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
         for c in p.candidates.iter().take(50) {
             out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
         }
         if p.candidates.len() > 50 {
-            out += &format!(
-                "    ... {} more (use --json or --out for the full list)\n",
-                p.candidates.len() - 50
-            );
+            out += &format!("    ... {} more (use --json or --out for the full list)\n", p.candidates.len() - 50);
         }
         if let Some(a) = &self.apply {
             let c = &a.checkpoint;
@@ -163,11 +148,7 @@ impl GcReport {
                 c.failed.len(),
                 a.pages
             );
-            out += if c.complete {
-                "  complete\n"
-            } else {
-                "  NOT complete: run the same command again to resume\n"
-            };
+            out += if c.complete { "  complete\n" } else { "  NOT complete: run the same command again to resume\n" };
         }
         out
     }
@@ -199,15 +180,15 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         return Err(CliError::Usage("--apply requires --checkpoint PATH, where the plan and the apply's progress are recorded so an interrupted apply can resume; nothing was deleted".into()));
     }
     if !args.apply && args.checkpoint.is_some() {
-        return Err(CliError::Usage("--checkpoint is only used with --apply; add --apply to delete, or drop --checkpoint for a dry run".into()));
+        return Err(CliError::Usage(
+            "--checkpoint is only used with --apply; add --apply to delete, or drop --checkpoint for a dry run".into(),
+        ));
     }
     let cutoff = match &args.cutoff {
         Some(c) => Some(
             DateTime::parse_from_rfc3339(c)
                 .map_err(|e| {
-                    CliError::Usage(format!(
-                        "--cutoff `{c}` is not an RFC 3339 time ({e}), e.g. 2026-01-31T12:00:00Z"
-                    ))
+                    CliError::Usage(format!("--cutoff `{c}` is not an RFC 3339 time ({e}), e.g. 2026-01-31T12:00:00Z"))
                 })?
                 .with_timezone(&Utc),
         ),
@@ -220,23 +201,14 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         )));
     }
     if args.list_page_size == 0 {
-        return Err(CliError::Usage(
-            "--list-page-size must be at least 1".into(),
-        ));
+        return Err(CliError::Usage("--list-page-size must be at least 1".into()));
     }
     Ok(GcRequest {
         min_age,
         allow_below_policy: args.allow_below_policy,
         cutoff,
-        checkpoint: args
-            .checkpoint
-            .as_deref()
-            .map(CheckpointLocation::parse)
-            .transpose()?,
-        apply: ApplyOptions {
-            page_size: args.page_size,
-            max_pages: args.max_pages,
-        },
+        checkpoint: args.checkpoint.as_deref().map(CheckpointLocation::parse).transpose()?,
+        apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
     })
@@ -261,8 +233,7 @@ pub async fn run_gc(
     }
     let clock = read_store_clock(store).await?;
     let latest_cutoff = clock.store_now
-        - chrono::Duration::from_std(req.min_age)
-            .map_err(|_| CliError::Usage("--min-age is too large".into()))?;
+        - chrono::Duration::from_std(req.min_age).map_err(|_| CliError::Usage("--min-age is too large".into()))?;
     let cutoff = match req.cutoff {
         Some(c) if c > latest_cutoff => {
             return Err(CliError::Refused(format!(
@@ -314,10 +285,8 @@ pub async fn run_gc(
     };
     let (gc_plan, stats) = plan(engine, inventory.as_ref(), &options).await?;
     if let Some(out) = &req.out {
-        std::fs::write(out, gc_plan.to_document()).map_err(|e| CliError::Io {
-            path: out.display().to_string(),
-            source: e,
-        })?;
+        std::fs::write(out, gc_plan.to_document())
+            .map_err(|e| CliError::Io { path: out.display().to_string(), source: e })?;
     }
     let apply_report = match &req.checkpoint {
         Some(path) => {
@@ -351,7 +320,13 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     }
     match report.exit_code() {
         0 => Ok(()),
-        3 => Err(CliError::Exit { code: 3, message: "lineage is incomplete: the plan has no candidates and apply would refuse (see problems)".into() }),
-        code => Err(CliError::Exit { code, message: "the apply has work left; run the same command again to resume".into() }),
+        3 => Err(CliError::Exit {
+            code: 3,
+            message: "lineage is incomplete: the plan has no candidates and apply would refuse (see problems)".into(),
+        }),
+        code => Err(CliError::Exit {
+            code,
+            message: "the apply has work left; run the same command again to resume".into(),
+        }),
     }
 }

@@ -49,11 +49,7 @@ pub async fn tag(args: &TagArgs) -> Result<(), CliError> {
                 println!("tagged `{table}` version {v} as `{}`", args.tag);
             }
         }
-        (false, None) => {
-            return Err(CliError::Usage(
-                "give --version N to tag, or --delete to remove the tag".into(),
-            ))
-        }
+        (false, None) => return Err(CliError::Usage("give --version N to tag, or --delete to remove the tag".into())),
     }
     Ok(())
 }

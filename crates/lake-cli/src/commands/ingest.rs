@@ -44,10 +44,7 @@ pub struct RowBatches {
 impl RowBatches {
     /// A reader over `rows`.
     pub fn new(rows: Vec<FileRow>) -> Self {
-        Self {
-            rows: rows.into_iter(),
-            schema: file_table_schema(),
-        }
+        Self { rows: rows.into_iter(), schema: file_table_schema() }
     }
 }
 
@@ -59,20 +56,13 @@ impl Iterator for RowBatches {
         if chunk.is_empty() {
             return None;
         }
-        let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(
-            chunk.iter().map(|r| r.episode.as_str()),
-        ));
-        let paths: ArrayRef = Arc::new(StringArray::from_iter_values(
-            chunk.iter().map(|r| r.path.as_str()),
-        ));
+        let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(chunk.iter().map(|r| r.episode.as_str())));
+        let paths: ArrayRef = Arc::new(StringArray::from_iter_values(chunk.iter().map(|r| r.path.as_str())));
         let mut files = DataLocationBuilder::new();
         for r in &chunk {
             files.append(&r.object.key, r.object.sha256, r.object.size);
         }
-        Some(RecordBatch::try_new(
-            self.schema.clone(),
-            vec![episodes, paths, Arc::new(files.finish())],
-        ))
+        Some(RecordBatch::try_new(self.schema.clone(), vec![episodes, paths, Arc::new(files.finish())]))
     }
 }
 
@@ -87,49 +77,26 @@ impl RecordBatchReader for RowBatches {
 ///
 /// # Errors
 /// [`CliError::Io`] for unreadable folders or non-UTF-8 paths; upload errors.
-pub async fn upload_dir(
-    writer: &ManagedObjectWriter,
-    dir: &Path,
-) -> Result<Vec<FileRow>, CliError> {
-    let io = |p: &Path, e: std::io::Error| CliError::Io {
-        path: p.display().to_string(),
-        source: e,
-    };
+pub async fn upload_dir(writer: &ManagedObjectWriter, dir: &Path) -> Result<Vec<FileRow>, CliError> {
+    let io = |p: &Path, e: std::io::Error| CliError::Io { path: p.display().to_string(), source: e };
     if !dir.is_dir() {
-        return Err(CliError::Usage(format!(
-            "{} is not a folder",
-            dir.display()
-        )));
+        return Err(CliError::Usage(format!("{} is not a folder", dir.display())));
     }
     let mut rows = Vec::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .follow_links(false)
-    {
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name().follow_links(false) {
         let entry = entry.map_err(|e| io(dir, std::io::Error::other(e.to_string())))?;
         if !entry.file_type().is_file() {
             continue;
         }
-        let rel = entry
-            .path()
-            .strip_prefix(dir)
-            .map_err(|e| io(entry.path(), std::io::Error::other(e.to_string())))?;
+        let rel = entry.path().strip_prefix(dir).map_err(|e| io(entry.path(), std::io::Error::other(e.to_string())))?;
         let parts: Vec<&str> = rel
             .components()
             .map(|c| c.as_os_str().to_str())
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| io(entry.path(), std::io::Error::other("path is not UTF-8")))?;
-        let episode = if parts.len() > 1 {
-            parts[0].to_string()
-        } else {
-            String::new()
-        };
+        let episode = if parts.len() > 1 { parts[0].to_string() } else { String::new() };
         let object = writer.upload_file(entry.path()).await?;
-        rows.push(FileRow {
-            episode,
-            path: parts.join("/"),
-            object,
-        });
+        rows.push(FileRow { episode, path: parts.join("/"), object });
     }
     Ok(rows)
 }
@@ -138,11 +105,7 @@ pub async fn upload_dir(
 ///
 /// # Errors
 /// As [`upload_dir`] and [`LanceEngine::append`].
-pub async fn ingest_dir(
-    engine: &LanceEngine,
-    table: &str,
-    dir: &Path,
-) -> Result<(CommitOutcome, u64), CliError> {
+pub async fn ingest_dir(engine: &LanceEngine, table: &str, dir: &Path) -> Result<(CommitOutcome, u64), CliError> {
     ingest_dir_with(engine, table, dir, false).await
 }
 
@@ -159,18 +122,12 @@ pub async fn ingest_dir_with(
     let writer = ManagedObjectWriter::new(engine.store().clone());
     let rows = upload_dir(&writer, dir).await?;
     if rows.is_empty() {
-        return Err(CliError::Usage(format!(
-            "{} has no regular files to ingest",
-            dir.display()
-        )));
+        return Err(CliError::Usage(format!("{} has no regular files to ingest", dir.display())));
     }
     let bytes = rows.iter().map(|r| r.object.size).sum();
     let batches = Box::new(RowBatches::new(rows));
-    let outcome = if overwrite {
-        engine.overwrite(table, batches).await?
-    } else {
-        engine.append(table, batches).await?
-    };
+    let outcome =
+        if overwrite { engine.overwrite(table, batches).await? } else { engine.append(table, batches).await? };
     Ok((outcome, bytes))
 }
 
@@ -180,8 +137,7 @@ pub async fn ingest_dir_with(
 /// As [`ingest_dir`].
 pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
-    let (outcome, bytes) =
-        ingest_dir_with(&engine, &args.table.table, &args.dir, args.overwrite).await?;
+    let (outcome, bytes) = ingest_dir_with(&engine, &args.table.table, &args.dir, args.overwrite).await?;
     if args.table.json {
         print_json(
             &json!({"table": outcome.table, "version": outcome.version, "rows": outcome.rows, "bytes": bytes, "references_added": outcome.references_added}),

@@ -12,20 +12,14 @@ use lake_objects::LakeStore;
 pub async fn run(args: &InitArgs) -> Result<(), CliError> {
     let min_age = parse_duration("--min-age", &args.min_age)?;
     if min_age.is_zero() {
-        return Err(CliError::Usage(
-            "--min-age must be positive (for example 7d)".into(),
-        ));
+        return Err(CliError::Usage("--min-age must be positive (for example 7d)".into()));
     }
     if min_age.as_secs() == 0 {
         return Err(CliError::Usage("--min-age must be at least 1s".into()));
     }
     let store = LakeStore::open(&args.root)?;
     let (descriptor, created) = LakeDescriptor::create(&store, min_age).await?;
-    let verb = if created {
-        "created"
-    } else {
-        "already exists:"
-    };
+    let verb = if created { "created" } else { "already exists:" };
     println!(
         "lake {verb} {} (GC policy floor: min_age {})",
         store.display_root(),

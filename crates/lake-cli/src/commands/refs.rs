@@ -25,10 +25,7 @@ async fn verify(args: &VerifyArgs) -> Result<(), CliError> {
         v["ok"] = json!(report.is_ok());
         print_json(&v);
     } else {
-        println!(
-            "scanned {} retained versions ({} references)",
-            report.versions_scanned, report.references_scanned
-        );
+        println!("scanned {} retained versions ({} references)", report.versions_scanned, report.references_scanned);
         for p in &report.problems {
             println!("  lineage problem: {p}");
         }
@@ -44,22 +41,12 @@ async fn verify(args: &VerifyArgs) -> Result<(), CliError> {
         for m in &report.size_mismatches {
             println!("  size differs: {m}");
         }
-        println!(
-            "{}",
-            if report.is_ok() {
-                "journal matches the tables"
-            } else {
-                "DIFFERENCES FOUND"
-            }
-        );
+        println!("{}", if report.is_ok() { "journal matches the tables" } else { "DIFFERENCES FOUND" });
     }
     if report.is_ok() {
         Ok(())
     } else {
-        Err(CliError::Exit {
-            code: 1,
-            message: "the journal does not match the tables (see the report)".into(),
-        })
+        Err(CliError::Exit { code: 1, message: "the journal does not match the tables (see the report)".into() })
     }
 }
 

@@ -16,9 +16,9 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), CliError> {
         (Some(o), true) => print_json(
             &json!({"table": o.table, "version": o.version, "rows_deleted": o.rows, "references_removed": o.references_removed}),
         ),
-        (None, true) => print_json(
-            &json!({"table": args.table.table, "version": null, "rows_deleted": 0, "references_removed": 0}),
-        ),
+        (None, true) => {
+            print_json(&json!({"table": args.table.table, "version": null, "rows_deleted": 0, "references_removed": 0}))
+        }
         (Some(o), false) => println!(
             "deleted {} rows from `{}` as version {} ({} references removed)",
             o.rows, o.table, o.version, o.references_removed
@@ -75,10 +75,7 @@ pub async fn versions(args: &VersionsArgs) -> Result<(), CliError> {
     if args.table.json {
         print_json(&json!({"table": args.table.table, "versions": versions}));
     } else {
-        println!(
-            "{:>8}  {:<24}  {:<9}  tags",
-            "version", "timestamp (UTC)", "journaled"
-        );
+        println!("{:>8}  {:<24}  {:<9}  tags", "version", "timestamp (UTC)", "journaled");
         for v in versions {
             println!(
                 "{:>8}  {:<24}  {:<9}  {}",

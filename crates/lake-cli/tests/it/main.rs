@@ -9,10 +9,7 @@ use std::process::{Command, Output};
 
 /// Runs `lake ARGS` and returns its output.
 pub fn lake(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lake"))
-        .args(args)
-        .output()
-        .expect("run lake")
+    Command::new(env!("CARGO_BIN_EXE_lake")).args(args).output().expect("run lake")
 }
 
 pub fn stdout(o: &Output) -> String {
@@ -26,12 +23,7 @@ pub fn stderr(o: &Output) -> String {
 /// Runs and asserts success, returning stdout.
 pub fn ok(args: &[&str]) -> String {
     let o = lake(args);
-    assert!(
-        o.status.success(),
-        "lake {args:?} failed: {}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    assert!(o.status.success(), "lake {args:?} failed: {}{}", stdout(&o), stderr(&o));
     stdout(&o)
 }
 

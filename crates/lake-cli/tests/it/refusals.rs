@@ -16,14 +16,7 @@ fn lake_with_orphan() -> Lake {
     write_files(&src, &[("ep1/a.txt", "alpha"), ("ep2/b.txt", "beta")]);
     ok(&["init", &root, "--min-age", "1s"]);
     ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
-    ok(&[
-        "delete",
-        &root,
-        "--table",
-        "t",
-        "--where",
-        "episode = 'ep1'",
-    ]);
+    ok(&["delete", &root, "--table", "t", "--where", "episode = 'ep1'"]);
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
     std::thread::sleep(Duration::from_millis(1200));
     Lake { _dir: dir, root }
@@ -33,11 +26,7 @@ fn refused(args: &[&str], needle: &str) {
     let o = lake(args);
     assert!(!o.status.success(), "lake {args:?} should be refused");
     assert_eq!(o.status.code(), Some(1), "lake {args:?}: {}", stderr(&o));
-    assert!(
-        stderr(&o).contains(needle),
-        "lake {args:?}: expected `{needle}` in: {}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains(needle), "lake {args:?}: expected `{needle}` in: {}", stderr(&o));
 }
 
 #[test]
@@ -49,96 +38,24 @@ fn gc_refusals_delete_nothing() {
     let ckpt = l._dir.path().join("c.json");
     let ckpt = ckpt.to_str().unwrap();
     refused(&["gc", root], "--min-age is required");
+    refused(&["gc", root, "--min-age", "0s", "--apply", "--checkpoint", ckpt], "must be at least 1s");
+    refused(&["gc", root, "--min-age", "500ms", "--apply", "--checkpoint", ckpt], "must be at least 1s");
+    refused(&["gc", root, "--min-age", "abc", "--apply", "--checkpoint", ckpt], "is not a duration");
+    refused(&["gc", root, "--min-age=-5s", "--apply", "--checkpoint", ckpt], "is not a duration");
+    refused(&["gc", root, "--min-age", "1s", "--apply"], "--apply requires --checkpoint");
+    refused(&["gc", root, "--min-age", "1s", "--checkpoint", ckpt], "only used with --apply");
     refused(
-        &[
-            "gc",
-            root,
-            "--min-age",
-            "0s",
-            "--apply",
-            "--checkpoint",
-            ckpt,
-        ],
-        "must be at least 1s",
-    );
-    refused(
-        &[
-            "gc",
-            root,
-            "--min-age",
-            "500ms",
-            "--apply",
-            "--checkpoint",
-            ckpt,
-        ],
-        "must be at least 1s",
-    );
-    refused(
-        &[
-            "gc",
-            root,
-            "--min-age",
-            "abc",
-            "--apply",
-            "--checkpoint",
-            ckpt,
-        ],
-        "is not a duration",
-    );
-    refused(
-        &["gc", root, "--min-age=-5s", "--apply", "--checkpoint", ckpt],
-        "is not a duration",
-    );
-    refused(
-        &["gc", root, "--min-age", "1s", "--apply"],
-        "--apply requires --checkpoint",
-    );
-    refused(
-        &["gc", root, "--min-age", "1s", "--checkpoint", ckpt],
-        "only used with --apply",
-    );
-    refused(
-        &[
-            "gc",
-            root,
-            "--min-age",
-            "1s",
-            "--page-size",
-            "1001",
-            "--apply",
-            "--checkpoint",
-            ckpt,
-        ],
+        &["gc", root, "--min-age", "1s", "--page-size", "1001", "--apply", "--checkpoint", ckpt],
         "between 1 and 1000",
     );
     refused(
-        &[
-            "gc",
-            root,
-            "--min-age",
-            "1s",
-            "--cutoff",
-            "2999-01-01T00:00:00Z",
-            "--apply",
-            "--checkpoint",
-            ckpt,
-        ],
+        &["gc", root, "--min-age", "1s", "--cutoff", "2999-01-01T00:00:00Z", "--apply", "--checkpoint", ckpt],
         "later than the store's now",
     );
-    refused(
-        &["gc", root, "--min-age", "1s", "--cutoff", "yesterday"],
-        "not an RFC 3339 time",
-    );
+    refused(&["gc", root, "--min-age", "1s", "--cutoff", "yesterday"], "not an RFC 3339 time");
     let nolake = l._dir.path().join("nolake");
-    refused(
-        &["gc", nolake.to_str().unwrap(), "--min-age", "1s"],
-        "no lake at",
-    );
-    assert_eq!(
-        object_files(std::path::Path::new(root)),
-        before,
-        "nothing deleted by any refusal"
-    );
+    refused(&["gc", nolake.to_str().unwrap(), "--min-age", "1s"], "no lake at");
+    assert_eq!(object_files(std::path::Path::new(root)), before, "nothing deleted by any refusal");
     assert!(!std::path::Path::new(ckpt).exists());
 }
 
@@ -147,32 +64,11 @@ fn min_age_below_the_policy_needs_an_explicit_override() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake").display().to_string();
     ok(&["init", &root, "--min-age", "7d"]);
-    refused(
-        &["gc", &root, "--min-age", "1h"],
-        "below this lake's policy floor of 7days",
-    );
-    let o = lake(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1h",
-        "--allow-below-policy",
-        "--json",
-    ]);
+    refused(&["gc", &root, "--min-age", "1h"], "below this lake's policy floor of 7days");
+    let o = lake(&["gc", &root, "--min-age", "1h", "--allow-below-policy", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    refused(
-        &["init", &root, "--min-age", "1d"],
-        "a lake already exists here",
-    );
-    refused(
-        &[
-            "init",
-            &dir.path().join("l2").display().to_string(),
-            "--min-age",
-            "0s",
-        ],
-        "must be positive",
-    );
+    refused(&["init", &root, "--min-age", "1d"], "a lake already exists here");
+    refused(&["init", &dir.path().join("l2").display().to_string(), "--min-age", "0s"], "must be positive");
 }
 
 #[test]
@@ -184,69 +80,22 @@ fn apply_on_incomplete_lineage_is_refused() {
     std::fs::remove_file(&sidecar).unwrap();
     let before = object_files(std::path::Path::new(root));
     let o = lake(&["gc", root, "--min-age", "1s", "--json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "a dry run on incomplete lineage exits 3"
-    );
+    assert_eq!(o.status.code(), Some(3), "a dry run on incomplete lineage exits 3");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["lineage_complete"], false);
     assert_eq!(v["candidate_count"], 0);
-    assert!(
-        v["problems"][0].as_str().unwrap().contains("version 2"),
-        "{v}"
-    );
+    assert!(v["problems"][0].as_str().unwrap().contains("version 2"), "{v}");
     let ckpt = l._dir.path().join("c.json");
-    refused(
-        &[
-            "gc",
-            root,
-            "--min-age",
-            "1s",
-            "--apply",
-            "--checkpoint",
-            ckpt.to_str().unwrap(),
-        ],
-        "incomplete lineage",
-    );
+    refused(&["gc", root, "--min-age", "1s", "--apply", "--checkpoint", ckpt.to_str().unwrap()], "incomplete lineage");
     assert_eq!(object_files(std::path::Path::new(root)), before);
 }
 
 #[test]
 fn bad_table_input_is_refused() {
     let l = lake_with_orphan();
-    refused(
-        &[
-            "delete",
-            &l.root,
-            "--table",
-            "t",
-            "--where",
-            "no_such_column = 1",
-        ],
-        "table `t`",
-    );
-    refused(
-        &[
-            "delete",
-            &l.root,
-            "--table",
-            "missing",
-            "--where",
-            "episode = 'x'",
-        ],
-        "does not exist",
-    );
-    refused(
-        &["compact", &l.root, "--table", "bad/name"],
-        "invalid table name",
-    );
-    refused(
-        &["cleanup", &l.root, "--table", "t", "--older-than", "soon"],
-        "is not a duration",
-    );
-    refused(
-        &["ingest", &l.root, "--table", "t", "/no/such/folder"],
-        "is not a folder",
-    );
+    refused(&["delete", &l.root, "--table", "t", "--where", "no_such_column = 1"], "table `t`");
+    refused(&["delete", &l.root, "--table", "missing", "--where", "episode = 'x'"], "does not exist");
+    refused(&["compact", &l.root, "--table", "bad/name"], "invalid table name");
+    refused(&["cleanup", &l.root, "--table", "t", "--older-than", "soon"], "is not a duration");
+    refused(&["ingest", &l.root, "--table", "t", "/no/such/folder"], "is not a folder");
 }

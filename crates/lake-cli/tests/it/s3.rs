@@ -13,64 +13,33 @@ fn json(s: &str) -> serde_json::Value {
 #[test]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
-    let bucket = std::env::var("LAKE_TEST_S3_BUCKET")
-        .expect("LAKE_TEST_S3_BUCKET is not set: run through scripts/test.sh");
-    let root = format!(
-        "s3://{bucket}/cli-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    let bucket =
+        std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET is not set: run through scripts/test.sh");
+    let root = format!("s3://{bucket}/cli-{}", ulid::Ulid::new().to_string().to_lowercase());
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     let n_doomed = 120;
-    let mut files: Vec<(String, String)> = (0..n_doomed)
-        .map(|i| (format!("doomed/f{i:03}.bin"), format!("doomed {i}")))
-        .collect();
+    let mut files: Vec<(String, String)> =
+        (0..n_doomed).map(|i| (format!("doomed/f{i:03}.bin"), format!("doomed {i}"))).collect();
     files.extend((0..5).map(|i| (format!("kept/k{i}.bin"), format!("kept {i}"))));
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     write_files(&src, &refs);
 
-    ok(&["init", &root, "--min-age", "1s"]);
-    ok(&[
-        "ingest",
-        &root,
-        "--table",
-        "episodes",
-        src.to_str().unwrap(),
-    ]);
-    let d = json(&ok(&[
-        "delete",
-        &root,
-        "--table",
-        "episodes",
-        "--where",
-        "episode = 'doomed'",
-        "--json",
-    ]));
+    ok(&["init", &root, "--min-age", "6s"]);
+    ok(&["ingest", &root, "--table", "episodes", src.to_str().unwrap()]);
+    let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'doomed'", "--json"]));
     assert_eq!(d["rows_deleted"], n_doomed);
     ok(&["compact", &root, "--table", "episodes"]);
-    ok(&[
-        "cleanup",
-        &root,
-        "--table",
-        "episodes",
-        "--older-than",
-        "0s",
-    ]);
-    std::thread::sleep(Duration::from_millis(2100));
+    ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s"]);
+    // Old enough for --min-age 6s (the policy floor; the guard lets a 125-file ingest take 4.5s).
+    std::thread::sleep(Duration::from_millis(6500));
 
-    let dry = json(&ok(&["gc", &root, "--min-age", "1s", "--json"]));
+    let dry = json(&ok(&["gc", &root, "--min-age", "6s", "--json"]));
     assert_eq!(dry["lineage_complete"], true, "{dry}");
     assert_eq!(dry["candidate_count"], n_doomed);
     let cutoff = dry["cutoff"].as_str().unwrap().to_string();
-    let candidates: Vec<String> = dry["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["uri"].as_str().unwrap().to_string())
-        .collect();
+    let candidates: Vec<String> =
+        dry["candidates"].as_array().unwrap().iter().map(|c| c["uri"].as_str().unwrap().to_string()).collect();
 
     let ckpt = dir.path().join("gc.ckpt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_lake"))
@@ -78,7 +47,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
             "gc",
             &root,
             "--min-age",
-            "1s",
+            "6s",
             "--cutoff",
             &cutoff,
             "--apply",
@@ -102,10 +71,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
                 }
             }
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "apply made no progress"
-        );
+        assert!(started.elapsed() < Duration::from_secs(60), "apply made no progress");
         std::thread::sleep(Duration::from_millis(2));
     };
     child.wait().unwrap();
@@ -113,42 +79,17 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     assert_eq!(cp["complete"], false, "killed before finishing");
     assert!(killed_at < n_doomed as u64, "killed mid-way at {killed_at}");
 
-    let resumed = lake(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1s",
-        "--apply",
-        "--checkpoint",
-        ckpt.to_str().unwrap(),
-        "--json",
-    ]);
+    let resumed = lake(&["gc", &root, "--min-age", "6s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let r = json(&String::from_utf8_lossy(&resumed.stdout));
     assert_eq!(
-        (
-            r["complete"].as_bool(),
-            r["resumed"].as_bool(),
-            r["failed"].as_u64()
-        ),
+        (r["complete"].as_bool(), r["resumed"].as_bool(), r["failed"].as_u64()),
         (Some(true), Some(true), Some(0))
     );
     assert_eq!(r["digest"], dry["digest"]);
-    assert_eq!(
-        r["delete_pages"].as_u64().unwrap(),
-        1,
-        "the rest went in one bulk request"
-    );
-    let again = json(&ok(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1s",
-        "--apply",
-        "--checkpoint",
-        ckpt.to_str().unwrap(),
-        "--json",
-    ]));
+    assert_eq!(r["delete_pages"].as_u64().unwrap(), 1, "the rest went in one bulk request");
+    let again =
+        json(&ok(&["gc", &root, "--min-age", "6s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]));
     assert_eq!(again["already_complete"], true);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -158,12 +99,10 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
             assert!(store.head(c).await.unwrap().is_none(), "{c} still exists");
         }
         let engine = lake_lance::LanceEngine::new(store);
-        let report = lake_lance::verify::check_retained_objects(&engine)
-            .await
-            .unwrap();
+        let report = lake_lance::verify::check_retained_objects(&engine).await.unwrap();
         assert!(report.is_ok(), "{report:?}");
         assert_eq!(report.objects_checked, 5);
     });
-    let after = json(&ok(&["gc", &root, "--min-age", "1s", "--json"]));
+    let after = json(&ok(&["gc", &root, "--min-age", "6s", "--json"]));
     assert_eq!(after["candidate_count"], 0);
 }

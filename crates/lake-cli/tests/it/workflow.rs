@@ -17,68 +17,21 @@ fn operator_walkthrough() {
     let src2 = dir.path().join("in2");
     write_files(
         &src1,
-        &[
-            ("Asia/a1.bin", "asia one"),
-            ("Asia/a2.bin", "asia two"),
-            ("Europe/e1.bin", "europe"),
-            ("top.txt", "top"),
-        ],
+        &[("Asia/a1.bin", "asia one"), ("Asia/a2.bin", "asia two"), ("Europe/e1.bin", "europe"), ("top.txt", "top")],
     );
-    write_files(
-        &src2,
-        &[("Asia/a3.bin", "asia three"), ("Africa/f1.bin", "africa")],
-    );
+    write_files(&src2, &[("Asia/a3.bin", "asia three"), ("Africa/f1.bin", "africa")]);
     ok(&["init", &root, "--min-age", "1s"]);
-    let v1 = json(&ok(&[
-        "ingest",
-        &root,
-        "--table",
-        "episodes",
-        src1.to_str().unwrap(),
-        "--json",
-    ]));
-    assert_eq!(
-        (v1["version"].as_u64(), v1["rows"].as_u64()),
-        (Some(1), Some(4))
-    );
-    let v2 = json(&ok(&[
-        "ingest",
-        &root,
-        "--table",
-        "episodes",
-        src2.to_str().unwrap(),
-        "--json",
-    ]));
+    let v1 = json(&ok(&["ingest", &root, "--table", "episodes", src1.to_str().unwrap(), "--json"]));
+    assert_eq!((v1["version"].as_u64(), v1["rows"].as_u64()), (Some(1), Some(4)));
+    let v2 = json(&ok(&["ingest", &root, "--table", "episodes", src2.to_str().unwrap(), "--json"]));
     assert_eq!(v2["version"], 2);
-    let d = json(&ok(&[
-        "delete",
-        &root,
-        "--table",
-        "episodes",
-        "--where",
-        "episode = 'Asia'",
-        "--json",
-    ]));
-    assert_eq!(
-        (d["rows_deleted"].as_u64(), d["references_removed"].as_u64()),
-        (Some(3), Some(3))
-    );
+    let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'Asia'", "--json"]));
+    assert_eq!((d["rows_deleted"].as_u64(), d["references_removed"].as_u64()), (Some(3), Some(3)));
     ok(&["compact", &root, "--table", "episodes"]);
     std::thread::sleep(Duration::from_millis(1200));
     let dry = json(&ok(&["gc", &root, "--min-age", "1s", "--json"]));
-    assert_eq!(
-        dry["candidate_count"], 0,
-        "old versions still reference Asia: {dry}"
-    );
-    let c = json(&ok(&[
-        "cleanup",
-        &root,
-        "--table",
-        "episodes",
-        "--older-than",
-        "0s",
-        "--json",
-    ]));
+    assert_eq!(dry["candidate_count"], 0, "old versions still reference Asia: {dry}");
+    let c = json(&ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s", "--json"]));
     assert!(c["old_versions"].as_u64().unwrap() >= 3);
     let versions = json(&ok(&["versions", &root, "--table", "episodes", "--json"]));
     assert_eq!(versions["versions"].as_array().unwrap().len(), 1);
@@ -98,35 +51,14 @@ fn operator_walkthrough() {
         assert!(dry.get(field).is_some(), "missing {field}: {dry}");
     }
     assert_eq!(dry["candidate_count"], 3);
-    assert_eq!(
-        dry["candidate_bytes"],
-        "asia one".len() + "asia two".len() + "asia three".len()
-    );
+    assert_eq!(dry["candidate_bytes"], "asia one".len() + "asia two".len() + "asia three".len());
     assert_eq!(dry["lineage_complete"], true);
     let cutoff = dry["cutoff"].as_str().unwrap().to_string();
     // Same state, same cutoff: identical plan documents.
     let p1 = dir.path().join("p1.json");
     let p2 = dir.path().join("p2.json");
-    ok(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1s",
-        "--cutoff",
-        &cutoff,
-        "--out",
-        p1.to_str().unwrap(),
-    ]);
-    ok(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1s",
-        "--cutoff",
-        &cutoff,
-        "--out",
-        p2.to_str().unwrap(),
-    ]);
+    ok(&["gc", &root, "--min-age", "1s", "--cutoff", &cutoff, "--out", p1.to_str().unwrap()]);
+    ok(&["gc", &root, "--min-age", "1s", "--cutoff", &cutoff, "--out", p2.to_str().unwrap()]);
     assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap());
 
     let before = object_files(Path::new(&root));
@@ -150,58 +82,23 @@ fn operator_walkthrough() {
     ]);
     assert_eq!(o.status.code(), Some(4), "work left: {}", stderr(&o));
     let first = json(&String::from_utf8_lossy(&o.stdout));
-    assert_eq!(
-        (first["deleted"].as_u64(), first["complete"].as_bool()),
-        (Some(1), Some(false))
-    );
+    assert_eq!((first["deleted"].as_u64(), first["complete"].as_bool()), (Some(1), Some(false)));
     assert_eq!(first["digest"], dry["digest"]);
-    let resumed = json(&ok(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1s",
-        "--apply",
-        "--checkpoint",
-        ckpt,
-        "--json",
-    ]));
+    let resumed = json(&ok(&["gc", &root, "--min-age", "1s", "--apply", "--checkpoint", ckpt, "--json"]));
     assert_eq!(
-        (
-            resumed["deleted"].as_u64(),
-            resumed["complete"].as_bool(),
-            resumed["resumed"].as_bool()
-        ),
+        (resumed["deleted"].as_u64(), resumed["complete"].as_bool(), resumed["resumed"].as_bool()),
         (Some(3), Some(true), Some(true))
     );
     for f in ["already_gone", "failed", "revived"] {
         assert_eq!(resumed[f], 0, "{f}");
     }
-    let again = json(&ok(&[
-        "gc",
-        &root,
-        "--min-age",
-        "1s",
-        "--apply",
-        "--checkpoint",
-        ckpt,
-        "--json",
-    ]));
-    assert_eq!(
-        (
-            again["already_complete"].as_bool(),
-            again["delete_pages"].as_u64()
-        ),
-        (Some(true), Some(0))
-    );
+    let again = json(&ok(&["gc", &root, "--min-age", "1s", "--apply", "--checkpoint", ckpt, "--json"]));
+    assert_eq!((again["already_complete"].as_bool(), again["delete_pages"].as_u64()), (Some(true), Some(0)));
     let after = object_files(Path::new(&root));
     assert_eq!(before.len() - after.len(), 3);
     let deleted: Vec<&String> = before.iter().filter(|k| !after.contains(k)).collect();
-    let planned: Vec<String> = dry["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["uri"].as_str().unwrap().to_string())
-        .collect();
+    let planned: Vec<String> =
+        dry["candidates"].as_array().unwrap().iter().map(|c| c["uri"].as_str().unwrap().to_string()).collect();
     assert_eq!(deleted.into_iter().cloned().collect::<Vec<_>>(), planned);
     let text = ok(&["gc", &root, "--min-age", "1s"]);
     assert!(text.contains("candidates:  0 objects"), "{text}");
@@ -210,16 +107,11 @@ fn operator_walkthrough() {
 #[test]
 fn help_teaches_the_commands() {
     let help = ok(&["--help"]);
-    for cmd in [
-        "init", "ingest", "delete", "compact", "cleanup", "versions", "gc", "demo",
-    ] {
+    for cmd in ["init", "ingest", "delete", "compact", "cleanup", "versions", "gc", "demo"] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
     let gc = ok(&["gc", "--help"]);
-    assert!(
-        gc.contains("--checkpoint") && gc.contains("Exit codes"),
-        "{gc}"
-    );
+    assert!(gc.contains("--checkpoint") && gc.contains("Exit codes"), "{gc}");
 }
 
 #[test]
@@ -232,69 +124,29 @@ fn history_and_journal_commands() {
     write_files(&src2, &[("C/c.bin", "c")]);
     ok(&["init", &root, "--min-age", "1s"]);
     ok(&["ingest", &root, "--table", "t", src1.to_str().unwrap()]);
-    let o = json(&ok(&[
-        "ingest",
-        &root,
-        "--table",
-        "t",
-        src2.to_str().unwrap(),
-        "--overwrite",
-        "--json",
-    ]));
+    let o = json(&ok(&["ingest", &root, "--table", "t", src2.to_str().unwrap(), "--overwrite", "--json"]));
     assert_eq!(o["version"], 2);
     ok(&["tag", &root, "--table", "t", "--version", "1", "first"]);
-    let r = json(&ok(&[
-        "restore",
-        &root,
-        "--table",
-        "t",
-        "--version",
-        "1",
-        "--json",
-    ]));
-    assert_eq!(
-        (r["version"].as_u64(), r["references"].as_u64()),
-        (Some(3), Some(2))
-    );
+    let r = json(&ok(&["restore", &root, "--table", "t", "--version", "1", "--json"]));
+    assert_eq!((r["version"].as_u64(), r["references"].as_u64()), (Some(3), Some(2)));
     let versions = json(&ok(&["versions", &root, "--table", "t", "--json"]));
     assert_eq!(versions["versions"][0]["tags"][0], "first");
     let v = json(&ok(&["refs", "verify", &root, "--json"]));
-    assert_eq!(
-        (v["ok"].as_bool(), v["versions_scanned"].as_u64()),
-        (Some(true), Some(3))
-    );
+    assert_eq!((v["ok"].as_bool(), v["versions_scanned"].as_u64()), (Some(true), Some(3)));
     ok(&["tag", &root, "--table", "t", "--delete", "first"]);
     // Lose version 2's journal entry: verify and gc refuse, repair rebuilds it.
     std::fs::remove_file(Path::new(&root).join("tables/t.lance/_lake/object_refs/2.json")).unwrap();
     let bad = lake(&["refs", "verify", &root]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stdout).contains("version 2 has no reference sidecar"));
-    assert_eq!(
-        lake(&["gc", &root, "--min-age", "1s"]).status.code(),
-        Some(3)
-    );
-    let fixed = json(&ok(&[
-        "refs",
-        "repair",
-        &root,
-        "--table",
-        "t",
-        "--version",
-        "2",
-        "--json",
-    ]));
-    assert_eq!(
-        (fixed["kind"].as_str(), fixed["references"].as_u64()),
-        (Some("snapshot"), Some(1))
-    );
+    assert_eq!(lake(&["gc", &root, "--min-age", "1s"]).status.code(), Some(3));
+    let fixed = json(&ok(&["refs", "repair", &root, "--table", "t", "--version", "2", "--json"]));
+    assert_eq!((fixed["kind"].as_str(), fixed["references"].as_u64()), (Some("snapshot"), Some(1)));
     ok(&["refs", "verify", &root, "--table", "t"]);
     std::thread::sleep(Duration::from_millis(1100));
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
     let dry = json(&ok(&["gc", &root, "--min-age", "1s", "--json"]));
     // Version 3 (the restore of 1) references a and b; c went with version 2.
     assert_eq!(dry["candidate_count"], 1, "{dry}");
-    assert!(dry["candidates"][0]["uri"]
-        .as_str()
-        .unwrap()
-        .ends_with("/c.bin"));
+    assert!(dry["candidates"][0]["uri"].as_str().unwrap().ends_with("/c.bin"));
 }

@@ -75,21 +75,13 @@ fn mutate(f: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
 #[test]
 fn netting_makes_added_and_removed_disjoint() {
     let id = ObjectIdentity::new("objects/A/a", [1; 32], 1);
-    let d = ObjectReferenceDelta::delta(
-        "t",
-        2,
-        &counts_from(&[(id.clone(), 3)]),
-        &counts_from(&[(id.clone(), 1)]),
-    );
+    let d = ObjectReferenceDelta::delta("t", 2, &counts_from(&[(id.clone(), 3)]), &counts_from(&[(id.clone(), 1)]));
     assert_eq!(d.added.len(), 1);
     assert_eq!(d.added[0].count, 2);
     assert!(d.removed.is_empty());
     assert_eq!(d.parent, Some(1));
     assert_eq!(ObjectReferenceDelta::empty("t", 1).parent, None);
-    assert_eq!(
-        ObjectReferenceDelta::snapshot("t", 3, &ReferenceCounts::new()).kind,
-        DeltaKind::Snapshot
-    );
+    assert_eq!(ObjectReferenceDelta::snapshot("t", 3, &ReferenceCounts::new()).kind, DeltaKind::Snapshot);
 }
 
 #[test]
@@ -97,38 +89,23 @@ fn truncated_or_corrupt_json_is_refused() {
     let bytes = sample().encode();
     for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
         assert!(
-            matches!(
-                ObjectReferenceDelta::decode(&bytes[..cut], "t", 5),
-                Err(DecodeError::CorruptJson(_))
-            ),
+            matches!(ObjectReferenceDelta::decode(&bytes[..cut], "t", 5), Err(DecodeError::CorruptJson(_))),
             "cut {cut}"
         );
     }
-    assert!(matches!(
-        ObjectReferenceDelta::decode(b"not json", "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(b"not json", "t", 5), Err(DecodeError::CorruptJson(_))));
     let extra = mutate(|v| {
         v["extra"] = 1.into();
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&extra, "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&extra, "t", 5), Err(DecodeError::CorruptJson(_))));
     let bad_sha = mutate(|v| {
         v["added"][0]["sha256"] = "zz".into();
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&bad_sha, "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&bad_sha, "t", 5), Err(DecodeError::CorruptJson(_))));
     let upper_sha = mutate(|v| {
         v["added"][0]["sha256"] = "AB".repeat(32).into();
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&upper_sha, "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&upper_sha, "t", 5), Err(DecodeError::CorruptJson(_))));
 }
 
 #[test]
@@ -138,18 +115,12 @@ fn unknown_format_version_is_refused() {
     });
     assert_eq!(
         ObjectReferenceDelta::decode(&b, "t", 5),
-        Err(DecodeError::UnknownFormatVersion {
-            found: 2,
-            supported: 1
-        })
+        Err(DecodeError::UnknownFormatVersion { found: 2, supported: 1 })
     );
     let b = mutate(|v| {
         v.as_object_mut().unwrap().remove("format_version");
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&b, "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::CorruptJson(_))));
 }
 
 #[test]
@@ -165,63 +136,37 @@ fn unsorted_duplicated_zero_and_overlapping_entries_are_refused() {
         let first = v["added"][0].clone();
         v["added"].as_array_mut().unwrap().insert(0, first);
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&duplicated, "t", 5),
-        Err(DecodeError::NotCanonical { .. })
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&duplicated, "t", 5), Err(DecodeError::NotCanonical { .. })));
     let zero = mutate(|v| {
         v["removed"][0]["count"] = 0.into();
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&zero, "t", 5),
-        Err(DecodeError::ZeroCount {
-            list: "removed",
-            ..
-        })
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&zero, "t", 5), Err(DecodeError::ZeroCount { list: "removed", .. })));
     let negative = mutate(|v| {
         v["removed"][0]["count"] = (-1).into();
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&negative, "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&negative, "t", 5), Err(DecodeError::CorruptJson(_))));
     let overlap = mutate(|v| {
         v["removed"] = serde_json::Value::Array(vec![v["added"][0].clone()]);
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&overlap, "t", 5),
-        Err(DecodeError::AddedAndRemoved { .. })
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&overlap, "t", 5), Err(DecodeError::AddedAndRemoved { .. })));
 }
 
 #[test]
 fn version_parent_table_and_kind_rules_are_enforced() {
     assert_eq!(
         ObjectReferenceDelta::decode(&sample().encode(), "t", 6),
-        Err(DecodeError::VersionMismatch {
-            expected: 6,
-            found: 5
-        })
+        Err(DecodeError::VersionMismatch { expected: 6, found: 5 })
     );
     assert!(matches!(
         ObjectReferenceDelta::decode(&sample().encode(), "other", 5),
         Err(DecodeError::TableMismatch { .. })
     ));
-    for parent in [
-        serde_json::Value::from(5),
-        6.into(),
-        3.into(),
-        serde_json::Value::Null,
-    ] {
+    for parent in [serde_json::Value::from(5), 6.into(), 3.into(), serde_json::Value::Null] {
         let b = mutate(|v| {
             v["parent"] = parent.clone();
         });
         assert!(
-            matches!(
-                ObjectReferenceDelta::decode(&b, "t", 5),
-                Err(DecodeError::BadParent { .. })
-            ),
+            matches!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::BadParent { .. })),
             "parent {parent}"
         );
     }
@@ -229,10 +174,7 @@ fn version_parent_table_and_kind_rules_are_enforced() {
         v["version"] = 0.into();
         v["parent"] = serde_json::Value::Null;
     });
-    assert_eq!(
-        ObjectReferenceDelta::decode(&zero, "t", 0),
-        Err(DecodeError::ZeroVersion)
-    );
+    assert_eq!(ObjectReferenceDelta::decode(&zero, "t", 0), Err(DecodeError::ZeroVersion));
     let snap_removed = mutate(|v| {
         v["kind"] = "snapshot".into();
     });
@@ -243,8 +185,5 @@ fn version_parent_table_and_kind_rules_are_enforced() {
     let unknown_kind = mutate(|v| {
         v["kind"] = "rebase".into();
     });
-    assert!(matches!(
-        ObjectReferenceDelta::decode(&unknown_kind, "t", 5),
-        Err(DecodeError::CorruptJson(_))
-    ));
+    assert!(matches!(ObjectReferenceDelta::decode(&unknown_kind, "t", 5), Err(DecodeError::CorruptJson(_))));
 }

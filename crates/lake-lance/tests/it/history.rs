@@ -13,12 +13,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 async fn sidecar(lake: &TestLake, table: &str, v: u64) -> ObjectReferenceDelta {
-    let bytes = lake
-        .store
-        .get(&sidecar_key(table, v))
-        .await
-        .unwrap()
-        .expect("sidecar");
+    let bytes = lake.store.get(&sidecar_key(table, v)).await.unwrap().expect("sidecar");
     ObjectReferenceDelta::decode(&bytes, table, v).unwrap()
 }
 
@@ -33,51 +28,18 @@ async fn overwrite_and_restore_are_journaled_as_snapshots() {
     let a = lake.upload("a", b"a").await;
     let b = lake.upload("b", b"b").await;
     let c = lake.upload("c", b"c").await;
-    lake.engine
-        .append(
-            "t",
-            reader(vec![batch(&[
-                ("e", Some(&a)),
-                ("e", Some(&b)),
-                ("e", Some(&a)),
-            ])]),
-        )
-        .await
-        .unwrap();
-    let o = lake
-        .engine
-        .overwrite("t", reader(vec![batch(&[("f", Some(&c))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a)), ("e", Some(&b)), ("e", Some(&a))])])).await.unwrap();
+    let o = lake.engine.overwrite("t", reader(vec![batch(&[("f", Some(&c))])])).await.unwrap();
     let snap = sidecar(&lake, "t", o.version).await;
     assert_eq!(snap.kind, DeltaKind::Snapshot);
-    assert_eq!(
-        snap.added
-            .iter()
-            .map(|e| e.identity.clone())
-            .collect::<Vec<_>>(),
-        vec![c.identity()]
-    );
+    assert_eq!(snap.added.iter().map(|e| e.identity.clone()).collect::<Vec<_>>(), vec![c.identity()]);
     let r = lake.engine.restore("t", 1).await.unwrap();
     let snap = sidecar(&lake, "t", r.version).await;
     assert_eq!(snap.kind, DeltaKind::Snapshot);
-    assert_eq!(
-        lake.engine
-            .scan_version("t", r.version)
-            .await
-            .unwrap()
-            .to_entries(),
-        snap.added
-    );
+    assert_eq!(lake.engine.scan_version("t", r.version).await.unwrap().to_entries(), snap.added);
     assert_eq!(r.references_added, 3);
     // The temporary tag that protected version 1 is gone.
-    assert!(lake
-        .engine
-        .versions("t")
-        .await
-        .unwrap()
-        .iter()
-        .all(|v| v.tags.is_empty()));
+    assert!(lake.engine.versions("t").await.unwrap().iter().all(|v| v.tags.is_empty()));
     assert_verified(&lake).await;
 }
 
@@ -85,42 +47,17 @@ async fn overwrite_and_restore_are_journaled_as_snapshots() {
 async fn a_tag_keeps_an_old_versions_objects_live() {
     let lake = new_lake().await;
     let a = lake.upload("a", b"a").await;
-    lake.engine
-        .append("t", reader(vec![batch(&[("old", Some(&a))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("old", Some(&a))])])).await.unwrap();
     lake.engine.create_tag("t", 1, "release-1").await.unwrap();
-    lake.engine
-        .delete("t", "episode = 'old'")
-        .await
-        .unwrap()
-        .unwrap();
+    lake.engine.delete("t", "episode = 'old'").await.unwrap().unwrap();
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
-    assert_eq!(
-        lake.engine
-            .versions("t")
-            .await
-            .unwrap()
-            .iter()
-            .map(|v| v.version)
-            .collect::<Vec<_>>(),
-        vec![1, 2]
-    );
+    assert_eq!(lake.engine.versions("t").await.unwrap().iter().map(|v| v.version).collect::<Vec<_>>(), vec![1, 2]);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(
-        dry_run(&lake, Utc::now(), 10).await.candidates.is_empty(),
-        "tagged version 1 references a"
-    );
+    assert!(dry_run(&lake, Utc::now(), 10).await.candidates.is_empty(), "tagged version 1 references a");
     lake.engine.delete_tag("t", "release-1").await.unwrap();
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
-    assert_eq!(
-        plan.candidates
-            .iter()
-            .map(|c| c.uri.clone())
-            .collect::<Vec<_>>(),
-        vec![a.key.clone()]
-    );
+    assert_eq!(plan.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![a.key.clone()]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -128,29 +65,16 @@ async fn concurrent_writers_leave_exact_journals() {
     let lake = new_lake().await;
     let mut objects = Vec::new();
     for i in 0..6 {
-        objects.push(
-            lake.upload(&format!("o{i}"), format!("object {i}").as_bytes())
-                .await,
-        );
+        objects.push(lake.upload(&format!("o{i}"), format!("object {i}").as_bytes()).await);
     }
-    lake.engine
-        .append("t", reader(vec![batch(&[("seed", Some(&objects[0]))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("seed", Some(&objects[0]))])])).await.unwrap();
     let mut rebased = 0;
     for round in 0..80 {
         let (x, y) = (&objects[round % 6], &objects[(round + 1) % 6]);
         let ep = format!("r{round}");
         let (r1, r2, r3) = tokio::join!(
-            lake.engine.append(
-                "t",
-                reader(vec![batch(&[
-                    (ep.as_str(), Some(x)),
-                    (ep.as_str(), Some(y))
-                ])])
-            ),
-            lake.engine
-                .append("t", reader(vec![batch(&[("shared", Some(x))])])),
+            lake.engine.append("t", reader(vec![batch(&[(ep.as_str(), Some(x)), (ep.as_str(), Some(y))])])),
+            lake.engine.append("t", reader(vec![batch(&[("shared", Some(x))])])),
             lake.engine.delete("t", "episode = 'shared'"),
         );
         for o in [r1.unwrap(), r2.unwrap()] {
@@ -163,10 +87,7 @@ async fn concurrent_writers_leave_exact_journals() {
             break;
         }
     }
-    assert!(
-        rebased > 0,
-        "no commit was rebased: the race was never exercised"
-    );
+    assert!(rebased > 0, "no commit was rebased: the race was never exercised");
     println!("concurrent writers: {rebased} rebased commits");
     assert_verified(&lake).await;
 }
@@ -183,47 +104,24 @@ async fn child_process_helper_plain_lance_append() {
         *b = u8::from_str_radix(&parse("LAKE_CHILD_SHA")[2 * i..2 * i + 2], 16).unwrap();
     }
     let mut files = lake_common::DataLocationBuilder::new();
-    files.append(
-        &parse("LAKE_CHILD_URI"),
-        sha,
-        parse("LAKE_CHILD_SIZE").parse().unwrap(),
-    );
-    let episodes: arrow_array::ArrayRef =
-        std::sync::Arc::new(arrow_array::StringArray::from(vec!["second-client"]));
-    let rows = arrow_array::RecordBatch::try_new(
-        schema(),
-        vec![episodes, std::sync::Arc::new(files.finish())],
-    )
-    .unwrap();
-    let params = lance::dataset::WriteParams {
-        mode: lance::dataset::WriteMode::Append,
-        ..Default::default()
-    };
+    files.append(&parse("LAKE_CHILD_URI"), sha, parse("LAKE_CHILD_SIZE").parse().unwrap());
+    let episodes: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::StringArray::from(vec!["second-client"]));
+    let rows =
+        arrow_array::RecordBatch::try_new(schema(), vec![episodes, std::sync::Arc::new(files.finish())]).unwrap();
+    let params = lance::dataset::WriteParams { mode: lance::dataset::WriteMode::Append, ..Default::default() };
     let reader = arrow_array::RecordBatchIterator::new(vec![Ok(rows)], schema());
-    lance::Dataset::write(reader, dataset.as_str(), Some(params))
-        .await
-        .unwrap();
+    lance::Dataset::write(reader, dataset.as_str(), Some(params)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_lance_client_is_refused_until_repair() {
     let lake = new_lake().await;
     let a = lake.upload("a", b"a").await;
-    let b = lake
-        .upload("b", b"referenced only by the second client's version")
-        .await;
+    let b = lake.upload("b", b"referenced only by the second client's version").await;
     let orphan = lake.upload("orphan", b"orphan").await;
-    lake.engine
-        .append("t", reader(vec![batch(&[("e", Some(&a))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a))])])).await.unwrap();
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "history::child_process_helper_plain_lance_append",
-            "--include-ignored",
-            "--quiet",
-        ])
+        .args(["--exact", "history::child_process_helper_plain_lance_append", "--include-ignored", "--quiet"])
         .env("LAKE_CHILD_DATASET", lake.engine.dataset_uri("t"))
         .env("LAKE_CHILD_URI", &b.key)
         .env("LAKE_CHILD_SHA", b.identity().sha256_hex())
@@ -240,11 +138,7 @@ async fn a_second_lance_client_is_refused_until_repair() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cutoff = Utc::now();
     let plan = dry_run(&lake, cutoff, 10).await;
-    assert!(
-        !plan.lineage_complete && plan.problems[0].contains("version 2"),
-        "{:?}",
-        plan.problems
-    );
+    assert!(!plan.lineage_complete && plan.problems[0].contains("version 2"), "{:?}", plan.problems);
     let dir = tempfile::tempdir().unwrap();
     let deleter = StoreDeleter::new(lake.store.clone());
     assert!(apply(
@@ -263,29 +157,14 @@ async fn a_second_lance_client_is_refused_until_repair() {
     assert_verified(&lake).await;
     let plan = dry_run(&lake, cutoff, 10).await;
     assert!(plan.lineage_complete, "{:?}", plan.problems);
-    assert_eq!(
-        plan.candidates
-            .iter()
-            .map(|c| c.uri.clone())
-            .collect::<Vec<_>>(),
-        vec![orphan.key.clone()]
-    );
-    let report = apply(
-        &lake.engine,
-        &deleter,
-        &dir.path().join("c2").as_path().into(),
-        Some(&plan),
-        &ApplyOptions::default(),
-    )
-    .await
-    .unwrap();
+    assert_eq!(plan.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![orphan.key.clone()]);
+    let report =
+        apply(&lake.engine, &deleter, &dir.path().join("c2").as_path().into(), Some(&plan), &ApplyOptions::default())
+            .await
+            .unwrap();
     assert_eq!(report.checkpoint.deleted, 1);
     for kept in [&a, &b] {
-        assert!(
-            lake.store.head(&kept.key).await.unwrap().is_some(),
-            "{} is referenced and must survive",
-            kept.key
-        );
+        assert!(lake.store.head(&kept.key).await.unwrap().is_some(), "{} is referenced and must survive", kept.key);
     }
 }
 
@@ -296,33 +175,25 @@ async fn a_second_lance_client_is_refused_until_repair() {
 async fn random_histories_journal_equals_scan_and_plan_equals_truth() {
     let mut seed: u64 = 0xC0FFEE;
     let mut next = move |n: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (seed >> 33) % n
     };
     for history in 0..4 {
         let lake = new_lake().await;
         let mut pool: Vec<ManagedObject> = Vec::new();
         for i in 0..8 {
-            pool.push(
-                lake.upload(&format!("p{i}"), format!("pool {history} {i}").as_bytes())
-                    .await,
-            );
+            pool.push(lake.upload(&format!("p{i}"), format!("pool {history} {i}").as_bytes()).await);
         }
         let mut ops = Vec::new();
         let mut tags = 0;
         for _ in 0..10 {
-            let rows: Vec<(String, usize)> = (0..1 + next(3))
-                .map(|_| (format!("e{}", next(3)), next(8) as usize))
-                .collect();
+            let rows: Vec<(String, usize)> =
+                (0..1 + next(3)).map(|_| (format!("e{}", next(3)), next(8) as usize)).collect();
             let exists = lake.engine.table_exists("t").await.unwrap();
             let op = if exists { next(8) } else { 0 };
             let batch_of = |rows: &[(String, usize)]| {
-                let r: Vec<(&str, Option<&ManagedObject>)> = rows
-                    .iter()
-                    .map(|(e, i)| (e.as_str(), Some(&pool[*i])))
-                    .collect();
+                let r: Vec<(&str, Option<&ManagedObject>)> =
+                    rows.iter().map(|(e, i)| (e.as_str(), Some(&pool[*i]))).collect();
                 reader(vec![batch(&r)])
             };
             match op {
@@ -331,10 +202,7 @@ async fn random_histories_journal_equals_scan_and_plan_equals_truth() {
                     ops.push("append");
                 }
                 2 => {
-                    lake.engine
-                        .delete("t", &format!("episode = 'e{}'", next(3)))
-                        .await
-                        .unwrap();
+                    lake.engine.delete("t", &format!("episode = 'e{}'", next(3))).await.unwrap();
                     ops.push("delete");
                 }
                 3 => {
@@ -355,10 +223,7 @@ async fn random_histories_journal_equals_scan_and_plan_equals_truth() {
                     let versions = lake.engine.versions("t").await.unwrap();
                     let v = versions[next(versions.len() as u64) as usize].version;
                     tags += 1;
-                    lake.engine
-                        .create_tag("t", v, &format!("tag{tags}"))
-                        .await
-                        .unwrap();
+                    lake.engine.create_tag("t", v, &format!("tag{tags}")).await.unwrap();
                     ops.push("tag");
                 }
                 _ => {
@@ -371,23 +236,12 @@ async fn random_histories_journal_equals_scan_and_plan_equals_truth() {
         assert!(report.is_ok(), "history {history} {ops:?}: {report:#?}");
         let mut live = BTreeSet::new();
         for v in lake.engine.versions("t").await.unwrap() {
-            live.extend(
-                lake.engine
-                    .scan_version("t", v.version)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|(id, _)| id.uri.clone()),
-            );
+            live.extend(lake.engine.scan_version("t", v.version).await.unwrap().iter().map(|(id, _)| id.uri.clone()));
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
         let plan = dry_run(&lake, Utc::now(), 3).await;
         assert!(plan.lineage_complete, "{:?}", plan.problems);
-        let expected: BTreeSet<String> = pool
-            .iter()
-            .map(|o| o.key.clone())
-            .filter(|k| !live.contains(k))
-            .collect();
+        let expected: BTreeSet<String> = pool.iter().map(|o| o.key.clone()).filter(|k| !live.contains(k)).collect();
         let got: BTreeSet<String> = plan.candidates.iter().map(|c| c.uri.clone()).collect();
         assert_eq!(got, expected, "history {history} {ops:?}");
     }

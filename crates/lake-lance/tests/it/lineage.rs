@@ -17,62 +17,35 @@ async fn a_version_written_around_the_engine_blocks_apply() {
     let lake = new_lake().await;
     let a = lake.upload("a.bin", b"a").await;
     let old_orphan = lake.upload("orphan.bin", b"orphan").await;
-    lake.engine
-        .append("t", reader(vec![batch(&[("e", Some(&a))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a))])])).await.unwrap();
     // A plain Lance append to the same dataset, bypassing the engine.
     let b = lake.upload("b.bin", b"b").await;
-    let params = WriteParams {
-        mode: WriteMode::Append,
-        ..Default::default()
-    };
+    let params = WriteParams { mode: WriteMode::Append, ..Default::default() };
     let rows = arrow_array::RecordBatchIterator::new(vec![Ok(batch(&[("e", Some(&b))]))], schema());
-    Dataset::write(rows, lake.engine.dataset_uri("t").as_str(), Some(params))
-        .await
-        .unwrap();
+    Dataset::write(rows, lake.engine.dataset_uri("t").as_str(), Some(params)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
 
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(!plan.lineage_complete);
+    assert!(plan.candidates.is_empty(), "no candidates on incomplete lineage");
     assert!(
-        plan.candidates.is_empty(),
-        "no candidates on incomplete lineage"
-    );
-    assert!(
-        plan.problems
-            .iter()
-            .any(|p| p.contains("version 2") && p.contains("no reference sidecar")),
+        plan.problems.iter().any(|p| p.contains("version 2") && p.contains("no reference sidecar")),
         "{:?}",
         plan.problems
     );
     let location = lake.engine.tables().await.unwrap().tables.remove(0);
     let lineage = lake.engine.lineage(&location).await.unwrap();
-    assert_eq!(
-        lineage.problems,
-        vec![LineageProblem::MissingSidecar {
-            table: "t".into(),
-            version: 2
-        }]
-    );
+    assert_eq!(lineage.problems, vec![LineageProblem::MissingSidecar { table: "t".into(), version: 2 }]);
 
     let before = lake.all_object_keys().await;
     let dir = tempfile::tempdir().unwrap();
     let deleter = StoreDeleter::new(lake.store.clone());
-    let err = apply(
-        &lake.engine,
-        &deleter,
-        &dir.path().join("c").as_path().into(),
-        Some(&plan),
-        &ApplyOptions::default(),
-    )
-    .await
-    .unwrap_err();
+    let err =
+        apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
+            .await
+            .unwrap_err();
     assert!(matches!(err, ObjectsError::PlanIncomplete { .. }), "{err}");
-    assert!(
-        !dir.path().join("c").exists(),
-        "no checkpoint for a refused plan"
-    );
+    assert!(!dir.path().join("c").exists(), "no checkpoint for a refused plan");
     assert_eq!(lake.all_object_keys().await, before, "nothing deleted");
     assert!(lake.store.head(&old_orphan.key).await.unwrap().is_some());
 }
@@ -81,27 +54,15 @@ async fn a_version_written_around_the_engine_blocks_apply() {
 async fn an_undecodable_sidecar_is_named_and_blocks_gc() {
     let lake = new_lake().await;
     let a = lake.upload("a.bin", b"a").await;
-    lake.engine
-        .append("t", reader(vec![batch(&[("e", Some(&a))])]))
-        .await
-        .unwrap();
-    lake.engine
-        .append("t", reader(vec![batch(&[("e", Some(&a))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a))])])).await.unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a))])])).await.unwrap();
     let key = sidecar_key("t", 2);
     let mut bytes = lake.store.get(&key).await.unwrap().unwrap().to_vec();
     bytes.truncate(bytes.len() / 2);
     std::fs::write(lake.store.local_dir().unwrap().join(&key), bytes).unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(!plan.lineage_complete);
-    assert!(
-        plan.problems
-            .iter()
-            .any(|p| p.contains("version 2: sidecar cannot be decoded")),
-        "{:?}",
-        plan.problems
-    );
+    assert!(plan.problems.iter().any(|p| p.contains("version 2: sidecar cannot be decoded")), "{:?}", plan.problems);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -109,57 +70,25 @@ async fn the_journal_survives_lance_cleanup_and_compaction_journals_every_versio
     let lake = new_lake().await;
     let a = lake.upload("a.bin", b"a").await;
     for _ in 0..3 {
-        lake.engine
-            .append(
-                "t",
-                reader(vec![batch(&[("e", Some(&a)), ("x", Some(&a))])]),
-            )
-            .await
-            .unwrap();
+        lake.engine.append("t", reader(vec![batch(&[("e", Some(&a)), ("x", Some(&a))])])).await.unwrap();
     }
-    lake.engine
-        .delete("t", "episode = 'x'")
-        .await
-        .unwrap()
-        .expect("rows deleted");
+    lake.engine.delete("t", "episode = 'x'").await.unwrap().expect("rows deleted");
     let compacted = lake.engine.compact("t").await.unwrap().unwrap();
     for v in 1..=compacted.version {
-        assert!(
-            lake.store
-                .get(&sidecar_key("t", v))
-                .await
-                .unwrap()
-                .is_some(),
-            "version {v} is journaled"
-        );
+        assert!(lake.store.get(&sidecar_key("t", v)).await.unwrap().is_some(), "version {v} is journaled");
     }
     // A stray file in the dataset's _lake folder and the journal survive cleanup.
-    lake.store
-        .put(
-            &format!("{}/_lake/keep.txt", dataset_key("t")),
-            b"x".to_vec(),
-        )
-        .await
-        .unwrap();
+    lake.store.put(&format!("{}/_lake/keep.txt", dataset_key("t")), b"x".to_vec()).await.unwrap();
     let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     assert!(cleaned.old_versions >= 4);
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1);
     for v in 1..=compacted.version {
         assert!(
-            lake.store
-                .get(&sidecar_key("t", v))
-                .await
-                .unwrap()
-                .is_some(),
+            lake.store.get(&sidecar_key("t", v)).await.unwrap().is_some(),
             "version {v}'s sidecar survived cleanup"
         );
     }
-    assert!(lake
-        .store
-        .get(&format!("{}/_lake/keep.txt", dataset_key("t")))
-        .await
-        .unwrap()
-        .is_some());
+    assert!(lake.store.get(&format!("{}/_lake/keep.txt", dataset_key("t"))).await.unwrap().is_some());
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(plan.lineage_complete, "{:?}", plan.problems);
 }
@@ -169,16 +98,8 @@ async fn an_unregistered_dataset_is_a_problem() {
     let lake = new_lake().await;
     let a = lake.upload("a.bin", b"a").await;
     let rows = arrow_array::RecordBatchIterator::new(vec![Ok(batch(&[("e", Some(&a))]))], schema());
-    Dataset::write(rows, lake.engine.dataset_uri("rogue").as_str(), None)
-        .await
-        .unwrap();
+    Dataset::write(rows, lake.engine.dataset_uri("rogue").as_str(), None).await.unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(!plan.lineage_complete);
-    assert!(
-        plan.problems
-            .iter()
-            .any(|p| p.contains("tables/rogue.lance")),
-        "{:?}",
-        plan.problems
-    );
+    assert!(plan.problems.iter().any(|p| p.contains("tables/rogue.lance")), "{:?}", plan.problems);
 }

@@ -3,6 +3,7 @@
 
 mod append;
 mod gc_scenario;
+mod guard;
 mod history;
 mod lineage;
 mod replay_checkpoint;

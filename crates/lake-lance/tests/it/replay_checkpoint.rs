@@ -13,112 +13,54 @@ async fn replay_starts_at_a_valid_checkpoint_and_never_trusts_a_bad_one() {
     let a = lake.upload("a", b"a").await;
     let b = lake.upload("b", b"b").await;
     let c = lake.upload("c", b"c").await;
-    lake.engine
-        .append(
-            "t",
-            reader(vec![batch(&[("x", Some(&a)), ("y", Some(&b))])]),
-        )
-        .await
-        .unwrap();
-    lake.engine
-        .append("t", reader(vec![batch(&[("y", Some(&c))])]))
-        .await
-        .unwrap();
-    lake.engine
-        .delete("t", "episode = 'x'")
-        .await
-        .unwrap()
-        .unwrap();
-    lake.engine
-        .append("t", reader(vec![batch(&[("z", Some(&b))])]))
-        .await
-        .unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("x", Some(&a)), ("y", Some(&b))])])).await.unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("y", Some(&c))])])).await.unwrap();
+    lake.engine.delete("t", "episode = 'x'").await.unwrap().unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("z", Some(&b))])])).await.unwrap();
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cutoff = Utc::now();
     let reference = dry_run(&lake, cutoff, 10).await;
-    assert_eq!(
-        reference
-            .candidates
-            .iter()
-            .map(|c| c.uri.clone())
-            .collect::<Vec<_>>(),
-        vec![a.key.clone()]
-    );
+    assert_eq!(reference.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![a.key.clone()]);
 
     // The plan wrote a checkpoint at the oldest retained version (4, the only one).
     let key = checkpoint_key("t");
-    let doc: serde_json::Value = serde_json::from_slice(
-        &lake
-            .store
-            .get(&key)
-            .await
-            .unwrap()
-            .expect("checkpoint written"),
-    )
-    .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&lake.store.get(&key).await.unwrap().expect("checkpoint written")).unwrap();
     assert_eq!(doc["snapshot"]["version"], 4);
 
     // Remove the sidecars before the checkpoint: a replay from the checkpoint does not need them.
     let saved: Vec<(u64, Vec<u8>)> = {
         let mut v = Vec::new();
         for version in 1..4 {
-            v.push((
-                version,
-                lake.store
-                    .get(&sidecar_key("t", version))
-                    .await
-                    .unwrap()
-                    .unwrap()
-                    .to_vec(),
-            ));
+            v.push((version, lake.store.get(&sidecar_key("t", version)).await.unwrap().unwrap().to_vec()));
             lake.store.delete(&sidecar_key("t", version)).await.unwrap();
         }
         v
     };
     let from_checkpoint = dry_run(&lake, cutoff, 10).await;
-    assert!(
-        from_checkpoint.lineage_complete,
-        "{:?}",
-        from_checkpoint.problems
-    );
-    assert_eq!(
-        from_checkpoint.canonical_bytes(),
-        reference.canonical_bytes()
-    );
+    assert!(from_checkpoint.lineage_complete, "{:?}", from_checkpoint.problems);
+    assert_eq!(from_checkpoint.canonical_bytes(), reference.canonical_bytes());
 
     // An edited checkpoint (counts changed, digest not) is ignored: replay falls back to the
     // journal, which now lacks versions 1-3, so lineage is incomplete instead of wrong.
     let mut edited = doc.clone();
     edited["snapshot"]["added"] = serde_json::json!([]);
-    lake.store
-        .put(&key, serde_json::to_vec(&edited).unwrap())
-        .await
-        .unwrap();
+    lake.store.put(&key, serde_json::to_vec(&edited).unwrap()).await.unwrap();
     let plan = dry_run(&lake, cutoff, 10).await;
-    assert!(
-        !plan.lineage_complete && plan.candidates.is_empty(),
-        "an edited checkpoint must not be trusted"
-    );
+    assert!(!plan.lineage_complete && plan.candidates.is_empty(), "an edited checkpoint must not be trusted");
     // Truncated: ignored the same way.
-    lake.store
-        .put(&key, br#"{"format_version": 1"#.to_vec())
-        .await
-        .unwrap();
+    lake.store.put(&key, br#"{"format_version": 1"#.to_vec()).await.unwrap();
     assert!(!dry_run(&lake, cutoff, 10).await.lineage_complete);
 
     // With the journal back, the bad checkpoint is ignored, the plan is right, and a new valid
     // checkpoint replaces it.
     for (version, bytes) in saved {
-        lake.store
-            .put(&sidecar_key("t", version), bytes)
-            .await
-            .unwrap();
+        lake.store.put(&sidecar_key("t", version), bytes).await.unwrap();
     }
     let rebuilt = dry_run(&lake, cutoff, 10).await;
     assert_eq!(rebuilt.canonical_bytes(), reference.canonical_bytes());
-    let doc2: serde_json::Value =
-        serde_json::from_slice(&lake.store.get(&key).await.unwrap().unwrap()).unwrap();
+    let doc2: serde_json::Value = serde_json::from_slice(&lake.store.get(&key).await.unwrap().unwrap()).unwrap();
     assert_eq!(doc2, doc, "the checkpoint was rebuilt identically");
 
     // A checkpoint bound to a sidecar that changed (here: repaired as a snapshot) is ignored.

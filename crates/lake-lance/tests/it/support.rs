@@ -25,12 +25,16 @@ pub async fn new_lake() -> TestLake {
     lake
 }
 
-/// A new lake at `root` (policy floor 1s).
+/// A new lake at `root` with a policy floor of 1 hour (tests plan with explicit cutoffs; the long
+/// floor keeps the publication guard out of tests that re-reference objects over seconds).
 pub async fn new_lake_at(root: &str) -> TestLake {
+    new_lake_with_policy(root, Duration::from_secs(3600)).await
+}
+
+/// A new lake at `root` with policy floor `min_age`.
+pub async fn new_lake_with_policy(root: &str, min_age: Duration) -> TestLake {
     let store = LakeStore::open(root).unwrap();
-    LakeDescriptor::create(&store, Duration::from_secs(1))
-        .await
-        .unwrap();
+    LakeDescriptor::create(&store, min_age).await.unwrap();
     TestLake {
         engine: LanceEngine::new(store.clone()),
         writer: ManagedObjectWriter::new(store.clone()),
@@ -41,13 +45,9 @@ pub async fn new_lake_at(root: &str) -> TestLake {
 
 /// A new lake under the LocalStack bucket that `scripts/localstack.sh` created.
 pub async fn new_s3_lake(name: &str) -> TestLake {
-    let bucket = std::env::var("LAKE_TEST_S3_BUCKET").expect(
-        "LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)",
-    );
-    let root = format!(
-        "s3://{bucket}/{name}-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    let bucket = std::env::var("LAKE_TEST_S3_BUCKET")
+        .expect("LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)");
+    let root = format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase());
     new_lake_at(&root).await
 }
 
@@ -73,10 +73,7 @@ impl TestLake {
 }
 
 pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("episode", DataType::Utf8, false),
-        data_location_field("file", true),
-    ]))
+    Arc::new(Schema::new(vec![Field::new("episode", DataType::Utf8, false), data_location_field("file", true)]))
 }
 
 /// One batch: rows of (episode, object) with an optional object (None = null reference).
@@ -93,8 +90,5 @@ pub fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
 }
 
 pub fn reader(batches: Vec<RecordBatch>) -> Box<dyn RecordBatchReader + Send> {
-    Box::new(RecordBatchIterator::new(
-        batches.into_iter().map(Ok),
-        schema(),
-    ))
+    Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema()))
 }

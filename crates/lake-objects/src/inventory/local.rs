@@ -22,10 +22,7 @@ pub struct LocalInventory {
 impl LocalInventory {
     /// The inventory of `objects/` in `store`.
     pub fn new(store: LakeStore) -> Self {
-        Self {
-            store,
-            prefix: OBJECTS_PREFIX.to_string(),
-        }
+        Self { store, prefix: OBJECTS_PREFIX.to_string() }
     }
 }
 
@@ -45,11 +42,7 @@ impl Item {
 
 #[async_trait]
 impl ObjectInventory for LocalInventory {
-    async fn list_page(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<InventoryPage, ObjectsError> {
+    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
         let limit = limit.max(1);
         let mut out: Vec<InventoryEntry> = Vec::new();
         let mut stack = vec![Item::Dir(self.prefix.clone())];
@@ -89,9 +82,6 @@ impl ObjectInventory for LocalInventory {
                 }
             }
         }
-        Ok(InventoryPage {
-            entries: out,
-            next: None,
-        })
+        Ok(InventoryPage { entries: out, next: None })
     }
 }

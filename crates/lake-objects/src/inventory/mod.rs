@@ -41,11 +41,7 @@ pub trait ObjectInventory: Send + Sync {
     /// # Errors
     /// [`ObjectsError::Storage`] when listing fails (GC then aborts; it never treats a failed
     /// listing as an empty one).
-    async fn list_page(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<InventoryPage, ObjectsError>;
+    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError>;
 }
 
 /// The inventory of `store`'s managed prefix: S3 ListObjectsV2 pages for `s3://` roots, a sorted

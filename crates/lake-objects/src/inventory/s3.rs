@@ -30,11 +30,7 @@ impl S3Inventory {
 
 #[async_trait]
 impl ObjectInventory for S3Inventory {
-    async fn list_page(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<InventoryPage, ObjectsError> {
+    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
         let s3 = self.store.s3().ok_or_else(|| ObjectsError::Root {
             root: self.store.display_root(),
             message: "the S3 inventory needs an s3:// root".into(),
@@ -46,20 +42,14 @@ impl ObjectInventory for S3Inventory {
             max_keys: Some(limit.clamp(1, 1000)),
             ..Default::default()
         };
-        let result = s3
-            .list_paginated(Some(&prefix), opts)
-            .await
-            .map_err(|e| ObjectsError::storage(&prefix, e))?;
+        let result = s3.list_paginated(Some(&prefix), opts).await.map_err(|e| ObjectsError::storage(&prefix, e))?;
         let mut entries = Vec::with_capacity(result.result.objects.len());
         for m in result.result.objects {
-            let key = self.store.key_of(&m.location).ok_or_else(|| {
-                ObjectsError::storage(m.location.as_ref(), "listed key outside the lake root")
-            })?;
-            entries.push(InventoryEntry {
-                key,
-                size: m.size,
-                last_modified: m.last_modified,
-            });
+            let key = self
+                .store
+                .key_of(&m.location)
+                .ok_or_else(|| ObjectsError::storage(m.location.as_ref(), "listed key outside the lake root"))?;
+            entries.push(InventoryEntry { key, size: m.size, last_modified: m.last_modified });
         }
         if entries.windows(2).any(|w| w[0].key >= w[1].key)
             || after.is_some_and(|a| entries.first().is_some_and(|e| e.key.as_str() <= a))

@@ -21,10 +21,7 @@ use std::time::Duration;
 
 /// Inventory pages concatenate to every key under `objects/` in byte order, whatever the page
 /// size, and never include keys of a sibling prefix.
-pub async fn check_inventory_order_and_pagination(
-    store: &LakeStore,
-    inventory: &dyn ObjectInventory,
-) {
+pub async fn check_inventory_order_and_pagination(store: &LakeStore, inventory: &dyn ObjectInventory) {
     let mut expected = Vec::new();
     for i in 0..23 {
         let (key, _) = mint_key(&format!("f{i}.bin"));
@@ -32,22 +29,11 @@ pub async fn check_inventory_order_and_pagination(
         expected.push(key);
     }
     // Keys whose byte order differs from a per-folder order: `a.b` sorts before `a/x`.
-    for k in [
-        "objects/a.b",
-        "objects/a/x",
-        "objects/a/y/z",
-        "objects/a-",
-        "objects/a0",
-        "objects/Z",
-    ] {
+    for k in ["objects/a.b", "objects/a/x", "objects/a/y/z", "objects/a-", "objects/a0", "objects/Z"] {
         store.put(k, b"odd".to_vec()).await.unwrap();
         expected.push(k.to_string());
     }
-    for k in [
-        "objects-old/01J00000000000000000000000/x",
-        "objectsx",
-        "stray.bin",
-    ] {
+    for k in ["objects-old/01J00000000000000000000000/x", "objectsx", "stray.bin"] {
         store.put(k, b"outside".to_vec()).await.unwrap();
     }
     expected.sort();
@@ -56,10 +42,7 @@ pub async fn check_inventory_order_and_pagination(
         let mut after: Option<String> = None;
         let mut pages = 0;
         loop {
-            let page = inventory
-                .list_page(after.as_deref(), page_size)
-                .await
-                .unwrap();
+            let page = inventory.list_page(after.as_deref(), page_size).await.unwrap();
             assert!(page.entries.len() <= page_size);
             pages += 1;
             got.extend(page.entries.iter().map(|e| e.key.clone()));
@@ -69,10 +52,7 @@ pub async fn check_inventory_order_and_pagination(
             }
         }
         assert_eq!(got, expected, "page size {page_size}");
-        assert!(
-            pages >= expected.len() / page_size,
-            "page size {page_size}: {pages} pages"
-        );
+        assert!(pages >= expected.len() / page_size, "page size {page_size}: {pages} pages");
     }
     // Sizes and server timestamps come through.
     let page = inventory.list_page(None, 1000).await.unwrap();
@@ -97,36 +77,18 @@ pub async fn check_bulk_delete_with_missing_keys(store: &LakeStore, deleter: &dy
     let outcomes = deleter.delete_batch(&keys).await.unwrap();
     assert_eq!(outcomes.len(), keys.len());
     for (k, o) in keys.iter().zip(&outcomes) {
-        assert!(
-            matches!(o, DeleteOutcome::Deleted | DeleteOutcome::NotFound),
-            "{k}: {o:?}"
-        );
+        assert!(matches!(o, DeleteOutcome::Deleted | DeleteOutcome::NotFound), "{k}: {o:?}");
         assert!(store.head(k).await.unwrap().is_none());
     }
     // Deleting again: every key is already gone, none failed.
     let again = deleter.delete_batch(&keys).await.unwrap();
-    assert!(
-        again
-            .iter()
-            .all(|o| matches!(o, DeleteOutcome::Deleted | DeleteOutcome::NotFound)),
-        "{again:?}"
-    );
+    assert!(again.iter().all(|o| matches!(o, DeleteOutcome::Deleted | DeleteOutcome::NotFound)), "{again:?}");
 }
 
 /// Create-only writes are atomic and report the existing bytes.
 pub async fn check_create_only(store: &LakeStore) {
-    assert_eq!(
-        store
-            .put_create("_lake/test/doc", b"one".to_vec())
-            .await
-            .unwrap(),
-        CreateOutcome::Created
-    );
-    match store
-        .put_create("_lake/test/doc", b"two".to_vec())
-        .await
-        .unwrap()
-    {
+    assert_eq!(store.put_create("_lake/test/doc", b"one".to_vec()).await.unwrap(), CreateOutcome::Created);
+    match store.put_create("_lake/test/doc", b"two".to_vec()).await.unwrap() {
         CreateOutcome::Exists(b) => assert_eq!(b.as_ref(), b"one"),
         other => panic!("{other:?}"),
     }
@@ -135,25 +97,13 @@ pub async fn check_create_only(store: &LakeStore) {
 /// The writer streams, hashes and names objects by the grammar, also across multipart uploads.
 pub async fn check_writer(store: &LakeStore) {
     let writer = ManagedObjectWriter::new(store.clone());
-    let big: Vec<u8> = (0..(lake_objects::writer::PART_SIZE + 12345))
-        .map(|i| (i % 251) as u8)
-        .collect();
+    let big: Vec<u8> = (0..(lake_objects::writer::PART_SIZE + 12345)).map(|i| (i % 251) as u8).collect();
     for content in [Vec::new(), b"small".to_vec(), big] {
-        let o = writer
-            .upload("a file.bin", content.as_slice())
-            .await
-            .unwrap();
-        assert!(
-            lake_objects::keys::parse_managed_key(&o.key).is_some(),
-            "{}",
-            o.key
-        );
+        let o = writer.upload("a file.bin", content.as_slice()).await.unwrap();
+        assert!(lake_objects::keys::parse_managed_key(&o.key).is_some(), "{}", o.key);
         assert_eq!(o.size, content.len() as u64);
         assert_eq!(o.sha256, <[u8; 32]>::from(sha2::Sha256::digest(&content)));
-        assert_eq!(
-            store.get(&o.key).await.unwrap().unwrap().as_ref(),
-            content.as_slice()
-        );
+        assert_eq!(store.get(&o.key).await.unwrap().unwrap().as_ref(), content.as_slice());
     }
 }
 
@@ -163,12 +113,7 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     let writer = ManagedObjectWriter::new(store.clone());
     let mut managed = Vec::new();
     for i in 0..4 {
-        managed.push(
-            writer
-                .upload(&format!("m{i}"), format!("m{i}").as_bytes())
-                .await
-                .unwrap(),
-        );
+        managed.push(writer.upload(&format!("m{i}"), format!("m{i}").as_bytes()).await.unwrap());
     }
     let ulid = ulid::Ulid::new();
     for k in [
@@ -183,12 +128,7 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     }
     let clock = read_store_clock(store).await.unwrap();
     let earliest = managed.iter().map(|m| m.last_modified).min().unwrap();
-    assert!(
-        clock.store_now >= earliest,
-        "store clock {} before an object it wrote {}",
-        clock.store_now,
-        earliest
-    );
+    assert!(clock.store_now >= earliest, "store clock {} before an object it wrote {}", clock.store_now, earliest);
     let engine = MemoryEngine::new();
     let inventory = inventory::for_store(store);
     let plan_at = |cutoff| {
@@ -207,12 +147,7 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     assert!(plan_at(earliest).await.candidates.is_empty());
     // Past the store's now, every managed object (and nothing else) is a candidate.
     let later = clock.store_now + chrono::Duration::seconds(2);
-    let got: Vec<String> = plan_at(later)
-        .await
-        .candidates
-        .into_iter()
-        .map(|c| c.uri)
-        .collect();
+    let got: Vec<String> = plan_at(later).await.candidates.into_iter().map(|c| c.uri).collect();
     let mut expected: Vec<String> = managed.iter().map(|m| m.key.clone()).collect();
     expected.sort();
     assert_eq!(got, expected);
@@ -223,13 +158,7 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let writer = ManagedObjectWriter::new(store.clone());
     let mut keys = Vec::new();
     for i in 0..7 {
-        keys.push(
-            writer
-                .upload(&format!("r{i}"), b"r".as_slice())
-                .await
-                .unwrap()
-                .key,
-        );
+        keys.push(writer.upload(&format!("r{i}"), b"r".as_slice()).await.unwrap().key);
     }
     let clock = read_store_clock(store).await.unwrap();
     let engine = MemoryEngine::new();
@@ -244,56 +173,23 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
     let deleter = StoreDeleter::new(store.clone());
-    let first = apply(
-        &engine,
-        &deleter,
-        &checkpoint,
-        Some(&p),
-        &ApplyOptions {
-            page_size: 3,
-            max_pages: Some(1),
-        },
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        (first.checkpoint.deleted, first.checkpoint.complete),
-        (3, false)
-    );
-    let rest = apply(
-        &engine,
-        &deleter,
-        &checkpoint,
-        None,
-        &ApplyOptions {
-            page_size: 3,
-            max_pages: None,
-        },
-    )
-    .await
-    .unwrap();
+    let first = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions { page_size: 3, max_pages: Some(1) })
+        .await
+        .unwrap();
+    assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
+    let rest =
+        apply(&engine, &deleter, &checkpoint, None, &ApplyOptions { page_size: 3, max_pages: None }).await.unwrap();
     assert!(rest.checkpoint.complete);
     assert_eq!(rest.checkpoint.deleted + rest.checkpoint.already_gone, 7);
     for k in &keys {
         assert!(store.head(k).await.unwrap().is_none(), "{k}");
     }
-    let again = apply(
-        &engine,
-        &deleter,
-        &checkpoint,
-        Some(&p),
-        &ApplyOptions::default(),
-    )
-    .await
-    .unwrap();
+    let again = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions::default()).await.unwrap();
     assert!(again.was_complete);
 }
 
 /// Runs every check, each on a fresh store from `open`.
-async fn conformance(
-    open: impl Fn(&str) -> LakeStore,
-    checkpoint: impl Fn(&str) -> CheckpointLocation,
-) {
+async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str) -> CheckpointLocation) {
     let store = open("inventory");
     check_inventory_order_and_pagination(&store, inventory::for_store(&store).as_ref()).await;
     let store = open("delete");
@@ -322,10 +218,7 @@ static S3_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 pub fn s3_root(name: &str) -> String {
     let bucket = std::env::var("LAKE_TEST_S3_BUCKET")
         .expect("LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)");
-    format!(
-        "s3://{bucket}/{name}-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    )
+    format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -350,28 +243,22 @@ async fn s3_apply_deletes_in_bulk() {
     let n = 1200;
     let objects = store.object_store();
     let mut keys = Vec::new();
-    let puts = futures::stream::iter((0..n).map(|i| {
-        let (key, _) = mint_key(&format!("b{i}"));
-        keys.push(key.clone());
-        let path = store.path(&key);
-        let objects = objects.clone();
-        async move {
-            object_store::ObjectStoreExt::put(objects.as_ref(), &path, b"b".to_vec().into())
-                .await
-                .unwrap()
-        }
-    }));
+    let puts =
+        futures::stream::iter(
+            (0..n).map(|i| {
+                let (key, _) = mint_key(&format!("b{i}"));
+                keys.push(key.clone());
+                let path = store.path(&key);
+                let objects = objects.clone();
+                async move {
+                    object_store::ObjectStoreExt::put(objects.as_ref(), &path, b"b".to_vec().into()).await.unwrap()
+                }
+            }),
+        );
     use futures::StreamExt;
     puts.buffer_unordered(32).collect::<Vec<_>>().await;
-    let log = std::env::var("LAKE_TEST_S3_LOG")
-        .expect("LAKE_TEST_S3_LOG is not set: run through scripts/test.sh");
-    let count = || {
-        std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .filter(|l| l.contains("s3.DeleteObjects"))
-            .count()
-    };
+    let log = std::env::var("LAKE_TEST_S3_LOG").expect("LAKE_TEST_S3_LOG is not set: run through scripts/test.sh");
+    let count = || std::fs::read_to_string(&log).unwrap().lines().filter(|l| l.contains("s3.DeleteObjects")).count();
     let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
     let options = PlanOptions {
@@ -400,9 +287,5 @@ async fn s3_apply_deletes_in_bulk() {
     let requests = count() - before;
     println!("s3 bulk delete: {n} objects deleted with {requests} DeleteObjects requests");
     assert!(report.checkpoint.complete && report.checkpoint.deleted as usize == n);
-    assert_eq!(
-        requests,
-        n.div_ceil(1000),
-        "one DeleteObjects request per 1000 keys"
-    );
+    assert_eq!(requests, n.div_ceil(1000), "one DeleteObjects request per 1000 keys");
 }

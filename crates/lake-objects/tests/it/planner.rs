@@ -20,19 +20,10 @@ struct Fixture {
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = LakeStore::open(dir.path().to_str().unwrap()).unwrap();
-    Fixture {
-        writer: ManagedObjectWriter::new(store.clone()),
-        store,
-        _dir: dir,
-    }
+    Fixture { writer: ManagedObjectWriter::new(store.clone()), store, _dir: dir }
 }
 
-async fn gc(
-    f: &Fixture,
-    engine: &MemoryEngine,
-    cutoff: chrono::DateTime<Utc>,
-    pages: usize,
-) -> GcPlan {
+async fn gc(f: &Fixture, engine: &MemoryEngine, cutoff: chrono::DateTime<Utc>, pages: usize) -> GcPlan {
     let options = PlanOptions {
         root: f.store.root().to_string(),
         min_age: Duration::from_secs(60),
@@ -40,10 +31,7 @@ async fn gc(
         inventory_page_size: pages,
         reference_page_size: pages,
     };
-    plan(engine, &LocalInventory::new(f.store.clone()), &options)
-        .await
-        .unwrap()
-        .0
+    plan(engine, &LocalInventory::new(f.store.clone()), &options).await.unwrap().0
 }
 
 fn keys(p: &GcPlan) -> BTreeSet<String> {
@@ -53,12 +41,7 @@ fn keys(p: &GcPlan) -> BTreeSet<String> {
 async fn objects(f: &Fixture, n: usize) -> Vec<ManagedObject> {
     let mut out = Vec::new();
     for i in 0..n {
-        out.push(
-            f.writer
-                .upload(&format!("o{i}"), format!("content {i}").as_bytes())
-                .await
-                .unwrap(),
-        );
+        out.push(f.writer.upload(&format!("o{i}"), format!("content {i}").as_bytes()).await.unwrap());
     }
     out
 }
@@ -70,25 +53,13 @@ async fn gc_plan_marks_only_old_unreferenced_managed_objects() {
     let id = |i: usize| o[i].identity();
     let engine = MemoryEngine::new();
     engine.append("t", &[id(0), id(1), id(1)]);
-    engine.append(
-        "t",
-        &[id(2), ObjectIdentity::new("s3://elsewhere/x", [9; 32], 1)],
-    );
+    engine.append("t", &[id(2), ObjectIdentity::new("s3://elsewhere/x", [9; 32], 1)]);
     engine.delete("t", &[id(0)]);
     engine.delete("t", &[id(1)]); // one of two references: object 1 stays live
     engine.cleanup("t", |_| false);
     engine.append("u", &[id(3)]);
-    f.store
-        .put(
-            "objects/01J00000000000000000000000/../escape",
-            b"x".to_vec(),
-        )
-        .await
-        .ok();
-    f.store
-        .put("objects-x/01J00000000000000000000000/a", b"x".to_vec())
-        .await
-        .unwrap();
+    f.store.put("objects/01J00000000000000000000000/../escape", b"x".to_vec()).await.ok();
+    f.store.put("objects-x/01J00000000000000000000000/a", b"x".to_vec()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cutoff = Utc::now();
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -99,27 +70,13 @@ async fn gc_plan_marks_only_old_unreferenced_managed_objects() {
         assert!(p.lineage_complete);
         assert_eq!(
             keys(&p),
-            BTreeSet::from([
-                o[0].key.clone(),
-                o[4].key.clone(),
-                o[5].key.clone(),
-                o[6].key.clone()
-            ]),
+            BTreeSet::from([o[0].key.clone(), o[4].key.clone(), o[5].key.clone(), o[6].key.clone()]),
             "pages {pages}"
         );
         assert!(!keys(&p).contains(&young.key));
-        assert_eq!(
-            p.basis
-                .iter()
-                .map(|b| (b.table.as_str(), b.version))
-                .collect::<Vec<_>>(),
-            vec![("t", 4), ("u", 1)]
-        );
+        assert_eq!(p.basis.iter().map(|b| (b.table.as_str(), b.version)).collect::<Vec<_>>(), vec![("t", 4), ("u", 1)]);
     }
-    assert_eq!(
-        gc(&f, &engine, cutoff, 1).await.canonical_bytes(),
-        gc(&f, &engine, cutoff, 7).await.canonical_bytes()
-    );
+    assert_eq!(gc(&f, &engine, cutoff, 1).await.canonical_bytes(), gc(&f, &engine, cutoff, 7).await.canonical_bytes());
     // A retained old version (as a tag keeps it) keeps object 0 live.
     let engine2 = MemoryEngine::new();
     engine2.append("t", &[id(0)]);
@@ -140,11 +97,7 @@ async fn incomplete_lineage_gives_no_candidates_and_names_the_problem() {
     let p = gc(&f, &engine, cutoff, 10).await;
     assert!(!p.lineage_complete && p.candidates.is_empty());
     assert_eq!(p.problems.len(), 1);
-    assert!(
-        p.problems[0].contains("version 2 has no reference sidecar"),
-        "{:?}",
-        p.problems
-    );
+    assert!(p.problems[0].contains("version 2 has no reference sidecar"), "{:?}", p.problems);
 
     let engine = MemoryEngine::new();
     engine.append("t", &[o[0].identity()]);
@@ -152,11 +105,7 @@ async fn incomplete_lineage_gives_no_candidates_and_names_the_problem() {
     engine.corrupt_sidecar("t", 1, DecodeError::CorruptJson("truncated".into()));
     let p = gc(&f, &engine, cutoff, 10).await;
     assert!(!p.lineage_complete && p.candidates.is_empty());
-    assert!(
-        p.problems[0].contains("version 1: sidecar cannot be decoded"),
-        "{:?}",
-        p.problems
-    );
+    assert!(p.problems[0].contains("version 1: sidecar cannot be decoded"), "{:?}", p.problems);
 }
 
 /// Random histories: the plan is exactly the old objects no retained version references.
@@ -168,9 +117,7 @@ async fn plans_match_the_true_live_set_on_random_histories() {
     let cutoff = Utc::now();
     let mut seed: u64 = 0x5eed;
     let mut next = |n: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (seed >> 33) % n
     };
     for round in 0..40 {
@@ -179,9 +126,7 @@ async fn plans_match_the_true_live_set_on_random_histories() {
         for _ in 0..(1 + next(12)) {
             match next(4) {
                 0 | 1 => {
-                    let add: Vec<ObjectIdentity> = (0..1 + next(3))
-                        .map(|_| o[next(10) as usize].identity())
-                        .collect();
+                    let add: Vec<ObjectIdentity> = (0..1 + next(3)).map(|_| o[next(10) as usize].identity()).collect();
                     rows.extend(add.iter().cloned());
                     engine.append("t", &add);
                 }
@@ -200,11 +145,7 @@ async fn plans_match_the_true_live_set_on_random_histories() {
         }
         let p = gc(&f, &engine, cutoff, 1 + next(4) as usize).await;
         let live: BTreeSet<String> = engine.true_live_set().into_iter().map(|i| i.uri).collect();
-        let expected: BTreeSet<String> = o
-            .iter()
-            .map(|x| x.key.clone())
-            .filter(|k| !live.contains(k))
-            .collect();
+        let expected: BTreeSet<String> = o.iter().map(|x| x.key.clone()).filter(|k| !live.contains(k)).collect();
         assert_eq!(keys(&p), expected, "round {round}");
     }
 }

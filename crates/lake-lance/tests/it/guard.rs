@@ -1,0 +1,39 @@
+//! The writer-side publication guard on real appends.
+
+use crate::support::{batch, new_lake_with_policy, reader};
+use lake_lance::LanceEngineError;
+use lake_objects::guard::GuardError;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    // min_age 2s: margin 0.5s, new references must be younger than 1.5s.
+    let lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(2)).await;
+    let fresh = lake.upload("fresh", b"fresh").await;
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&fresh))])])).await.unwrap();
+    let stalled = lake.upload("stalled", b"uploaded, then the writer stalled").await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    for overwrite in [false, true] {
+        let rows = reader(vec![batch(&[("e", Some(&stalled))])]);
+        let err = if overwrite { lake.engine.overwrite("t", rows).await } else { lake.engine.append("t", rows).await }
+            .unwrap_err();
+        match &err {
+            LanceEngineError::Guard { source: GuardError::TooOld { uri, age, limit, .. }, .. } => {
+                let (age, limit) = (*age, *limit);
+                assert_eq!(*uri, stalled.key);
+                assert!(age >= limit && limit == Duration::from_millis(1500), "{err}");
+            }
+            other => panic!("expected the guard's refusal, got {other}"),
+        }
+        assert!(err.to_string().contains("copy_fresh"), "the error says what to do: {err}");
+    }
+    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was committed");
+    // The same writer after a server-side copy to a fresh key succeeds.
+    let copy = lake.writer.copy_fresh(&stalled.identity()).await.unwrap();
+    assert_ne!(copy.key, stalled.key);
+    assert_eq!((copy.sha256, copy.size), (stalled.sha256, stalled.size));
+    let out = lake.engine.append("t", reader(vec![batch(&[("e", Some(&copy))])])).await.unwrap();
+    assert_eq!(out.version, 2);
+    assert_eq!(lake.store.get(&copy.key).await.unwrap().unwrap().as_ref(), b"uploaded, then the writer stalled");
+}

@@ -1,0 +1,114 @@
+//! The writer-side publication guard (brief section 5; the lesson of the second seed: make
+//! unsafe publication fail loudly instead of losing data silently).
+//!
+//! GC may delete a managed object once it is older than `min_age` and unreferenced. A writer
+//! that publishes a reference to an object that old could race a GC plan that already lists it.
+//! So, right before committing, every newly referenced managed object must be younger than
+//! `min_age - margin`; otherwise the commit is refused with [`GuardError::TooOld`] and nothing is
+//! committed. The commit must then land within `margin` of the check (a deadline), or it is
+//! abandoned. To re-use an old object, copy it server-side to a fresh key first
+//! ([`crate::writer::ManagedObjectWriter::copy_fresh`]).
+//!
+//! Age is measured without a storage request per object: an object's age is the writer's clock
+//! now minus the time in its key's ULID, which the writer's clock minted when the upload started.
+//! Both readings come from the same clock, so a constant offset between the writer's clock and
+//! the store's cancels out. What is assumed: the writer's clock and the store's clock differ by
+//! less than `margin` (GC judges age by the store's clock), and a commit takes less than
+//! `margin` (enforced by the deadline). `margin` is a quarter of `min_age`.
+
+use crate::descriptor::LakeDescriptor;
+use crate::keys::parse_managed_key;
+use chrono::{DateTime, Utc};
+use lake_common::ObjectIdentity;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A refusal to publish.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum GuardError {
+    /// A newly referenced managed object is too old to be published safely.
+    #[error("refusing to publish a reference to {uri}: the object is {} old, but new references must be younger than {} (the lake's min_age {} minus the margin {}); GC may already plan to delete it. Copy it to a fresh key first (ManagedObjectWriter::copy_fresh) and reference the copy. Nothing was committed", humantime::format_duration(*age), humantime::format_duration(*limit), humantime::format_duration(*min_age), humantime::format_duration(*margin))]
+    TooOld { uri: String, age: Duration, limit: Duration, min_age: Duration, margin: Duration },
+}
+
+/// The guard of one lake's policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicationGuard {
+    min_age: Duration,
+    margin: Duration,
+}
+
+impl PublicationGuard {
+    /// The guard for `descriptor`'s policy: margin = min_age / 4.
+    pub fn from_policy(descriptor: &LakeDescriptor) -> Self {
+        Self::new(descriptor.min_age())
+    }
+
+    /// The guard for `min_age`: margin = min_age / 4.
+    pub fn new(min_age: Duration) -> Self {
+        Self { min_age, margin: min_age / 4 }
+    }
+
+    /// The safety margin (a quarter of `min_age`).
+    pub fn margin(&self) -> Duration {
+        self.margin
+    }
+
+    /// The oldest a newly referenced object may be: `min_age - margin`.
+    pub fn limit(&self) -> Duration {
+        self.min_age.saturating_sub(self.margin)
+    }
+
+    /// Checks every managed identity (keys matching the managed grammar; external URIs and other
+    /// keys are never GC candidates and pass) against `now` (the writer's clock).
+    ///
+    /// # Errors
+    /// [`GuardError::TooOld`] naming the first (in identity order) object that is too old.
+    pub fn check<'a>(
+        &self,
+        identities: impl IntoIterator<Item = &'a ObjectIdentity>,
+        now: DateTime<Utc>,
+    ) -> Result<(), GuardError> {
+        let limit = self.limit();
+        for identity in identities {
+            let Some(key) = parse_managed_key(&identity.uri) else { continue };
+            let age = (now - key.minted_at()).to_std().unwrap_or(Duration::ZERO);
+            if age >= limit {
+                return Err(GuardError::TooOld {
+                    uri: identity.uri.clone(),
+                    age,
+                    limit,
+                    min_age: self.min_age,
+                    margin: self.margin,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::mint_key;
+
+    #[test]
+    fn old_managed_objects_are_refused_and_others_pass() {
+        let guard = PublicationGuard::new(Duration::from_secs(400));
+        assert_eq!((guard.margin(), guard.limit()), (Duration::from_secs(100), Duration::from_secs(300)));
+        let (key, _) = mint_key("x");
+        let fresh = ObjectIdentity::new(key, [0; 32], 1);
+        let external = ObjectIdentity::new("s3://elsewhere/x", [0; 32], 1);
+        let unmanaged = ObjectIdentity::new("tables/x", [0; 32], 1);
+        let now = Utc::now();
+        assert!(guard.check([&fresh, &external, &unmanaged], now).is_ok());
+        let later = now + chrono::Duration::seconds(301);
+        match guard.check([&external, &fresh], later) {
+            Err(GuardError::TooOld { uri, age, .. }) => {
+                assert_eq!(uri, fresh.uri);
+                assert!(age >= Duration::from_secs(300));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
