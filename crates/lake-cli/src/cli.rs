@@ -210,6 +210,14 @@ pub struct GcArgs {
     /// Write the plan document (with its digest) to FILE.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Apply the plan saved in FILE by an earlier dry run (`--out FILE`) instead of planning
+    /// again; its digest is checked, and apply still revalidates it against the journal.
+    #[arg(long, value_name = "FILE", requires = "apply")]
+    pub plan: Option<PathBuf>,
+    /// Refuse to run when this host's clock differs from the store's by more than this (GC
+    /// judges age by the store's clock; a large difference means something is wrong).
+    #[arg(long, value_name = "DUR", default_value = "5m")]
+    pub max_clock_skew: String,
     /// Keys per delete request (1-1000).
     #[arg(long, default_value_t = 1000)]
     pub page_size: usize,

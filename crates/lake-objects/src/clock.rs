@@ -40,3 +40,50 @@ pub async fn read_store_clock(store: &LakeStore) -> Result<ClockReading, Objects
     let local_now = local_before + (local_after - local_before) / 2;
     Ok(ClockReading { store_now: meta.last_modified, local_now })
 }
+
+/// The GC cutoff from a clock reading: the store's now minus `min_age`. The local clock only
+/// serves to report (and bound) the skew; it never moves the cutoff.
+///
+/// # Errors
+/// [`ObjectsError::Policy`] when the local clock differs from the store's by more than
+/// `max_skew` (an operator should fix the host's clock, or raise the bound knowingly), or when
+/// `min_age` is out of range.
+pub fn gc_cutoff(
+    reading: &ClockReading,
+    min_age: std::time::Duration,
+    max_skew: std::time::Duration,
+) -> Result<DateTime<Utc>, ObjectsError> {
+    let skew = reading.skew_ms().unsigned_abs();
+    if u128::from(skew) > max_skew.as_millis() {
+        return Err(ObjectsError::Policy(format!(
+            "this host's clock differs from the store's by {} ({} ms; local {}, store {}), more than --max-clock-skew {}; nothing was deleted. Fix the host's clock, or raise --max-clock-skew if you know why",
+            humantime::format_duration(std::time::Duration::from_millis(skew)),
+            reading.skew_ms(),
+            reading.local_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            reading.store_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            humantime::format_duration(max_skew)
+        )));
+    }
+    let min_age =
+        chrono::Duration::from_std(min_age).map_err(|_| ObjectsError::Policy("--min-age is too large".into()))?;
+    Ok(reading.store_now - min_age)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_cutoff_follows_the_store_clock_and_large_skews_are_refused() {
+        let store_now = DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z").unwrap().with_timezone(&Utc);
+        let days_ahead = ClockReading { store_now, local_now: store_now + chrono::Duration::days(3) };
+        let cutoff = gc_cutoff(&days_ahead, Duration::from_secs(3600), Duration::from_secs(7 * 86400)).unwrap();
+        assert_eq!(cutoff, store_now - chrono::Duration::hours(1), "a host clock days ahead does not move the cutoff");
+        let err = gc_cutoff(&days_ahead, Duration::from_secs(3600), Duration::from_secs(300)).unwrap_err();
+        assert!(err.to_string().contains("differs from the store's by 3days"), "{err}");
+        let behind = ClockReading { store_now, local_now: store_now - chrono::Duration::minutes(10) };
+        assert!(gc_cutoff(&behind, Duration::from_secs(1), Duration::from_secs(300)).is_err());
+        assert!(gc_cutoff(&behind, Duration::from_secs(1), Duration::from_secs(3600)).is_ok());
+    }
+}

@@ -186,6 +186,8 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         apply: ApplyOptions { page_size: 25, max_pages: None },
         list_page_size: 100,
         out: None,
+        plan: None,
+        max_clock_skew: Duration::from_secs(300),
     };
     let dry = run_gc(&store, &descriptor, &engine, &dry_req).await?;
     println!(

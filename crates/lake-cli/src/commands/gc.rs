@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use lake_lance::LanceEngine;
 use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
 use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
-use lake_objects::clock::{read_store_clock, ClockReading};
+use lake_objects::clock::{gc_cutoff, read_store_clock, ClockReading};
 use lake_objects::deleter::StoreDeleter;
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::inventory;
@@ -35,6 +35,10 @@ pub struct GcRequest {
     pub list_page_size: usize,
     /// Where to write the plan document.
     pub out: Option<PathBuf>,
+    /// A saved plan to apply instead of planning.
+    pub plan: Option<PathBuf>,
+    /// Largest accepted difference between this host's clock and the store's.
+    pub max_clock_skew: Duration,
 }
 
 /// What a GC run did.
@@ -211,6 +215,8 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
+        plan: args.plan.clone(),
+        max_clock_skew: parse_duration("--max-clock-skew", &args.max_clock_skew)?,
     })
 }
 
@@ -232,8 +238,7 @@ pub async fn run_gc(
         )));
     }
     let clock = read_store_clock(store).await?;
-    let latest_cutoff = clock.store_now
-        - chrono::Duration::from_std(req.min_age).map_err(|_| CliError::Usage("--min-age is too large".into()))?;
+    let latest_cutoff = gc_cutoff(&clock, req.min_age, req.max_clock_skew)?;
     let cutoff = match req.cutoff {
         Some(c) if c > latest_cutoff => {
             return Err(CliError::Refused(format!(
@@ -274,6 +279,38 @@ pub async fn run_gc(
                 resumed: true,
             });
         }
+    }
+    if let Some(file) = &req.plan {
+        let shown = file.display().to_string();
+        let bytes = std::fs::read(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
+        let saved = GcPlan::from_document(&bytes, &shown)?;
+        if saved.root != store.root().to_string() {
+            return Err(CliError::Refused(format!(
+                "plan {shown} is for lake {}, not {}; nothing was deleted",
+                saved.root,
+                store.root()
+            )));
+        }
+        if saved.min_age_seconds != req.min_age.as_secs() {
+            return Err(CliError::Refused(format!(
+                "plan {shown} was made with --min-age {}s, not {}s; pass the same --min-age; nothing was deleted",
+                saved.min_age_seconds,
+                req.min_age.as_secs()
+            )));
+        }
+        let Some(path) = &req.checkpoint else {
+            return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
+        };
+        let deleter = StoreDeleter::new(store.clone());
+        let report = apply(engine, &deleter, path, Some(&saved), &req.apply).await?;
+        return Ok(GcReport {
+            plan: saved,
+            stats: None,
+            clock,
+            policy: descriptor.clone(),
+            apply: Some(report),
+            resumed: false,
+        });
     }
     let inventory = inventory::for_store(store);
     let options = PlanOptions {

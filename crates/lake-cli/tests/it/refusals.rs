@@ -99,3 +99,34 @@ fn bad_table_input_is_refused() {
     refused(&["cleanup", &l.root, "--table", "t", "--older-than", "soon"], "is not a duration");
     refused(&["ingest", &l.root, "--table", "t", "/no/such/folder"], "is not a folder");
 }
+
+#[test]
+fn a_saved_plan_is_applied_only_if_unedited() {
+    let l = lake_with_orphan();
+    let root = l.root.as_str();
+    let plan = l._dir.path().join("plan.json");
+    let plan_s = plan.to_str().unwrap();
+    ok(&["gc", root, "--min-age", "1s", "--out", plan_s]);
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("\"digest\""));
+    let edited = l._dir.path().join("edited.json");
+    std::fs::write(&edited, text.replacen("\"size\": ", "\"size\": 1", 1)).unwrap();
+    let ckpt = l._dir.path().join("c.json");
+    let ckpt_s = ckpt.to_str().unwrap();
+    let before = object_files(std::path::Path::new(root));
+    refused(
+        &["gc", root, "--min-age", "1s", "--apply", "--checkpoint", ckpt_s, "--plan", edited.to_str().unwrap()],
+        "digest mismatch",
+    );
+    refused(
+        &["gc", root, "--min-age", "2s", "--allow-below-policy", "--apply", "--checkpoint", ckpt_s, "--plan", plan_s],
+        "was made with --min-age 1s",
+    );
+    assert_eq!(object_files(std::path::Path::new(root)), before);
+    refused(&["gc", root, "--min-age", "1s", "--max-clock-skew", "soon"], "is not a duration");
+    let o = lake(&["gc", root, "--min-age", "1s", "--apply", "--checkpoint", ckpt_s, "--plan", plan_s, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["deleted"].as_u64(), v["complete"].as_bool()), (Some(1), Some(true)));
+    assert_eq!(object_files(std::path::Path::new(root)).len(), before.len() - 1);
+}
