@@ -20,6 +20,7 @@ use lake_engine::{
     TableLocation, TableSet,
 };
 use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::failpoint;
 use lake_objects::guard::PublicationGuard;
 use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
 use lake_objects::registry;
@@ -148,7 +149,9 @@ impl LanceEngine {
     /// Journals version `delta.version` and advances the registry: the tail of every commit.
     pub(crate) async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
         sidecar::write(&self.store, &delta).await?;
+        failpoint::hit("append.after_sidecar")?;
         registry::advance(&self.store, &delta.table, delta.version).await?;
+        failpoint::hit("append.after_registry")?;
         Ok(())
     }
 
@@ -258,6 +261,7 @@ impl LanceEngine {
             action,
             source,
         })?;
+        failpoint::hit("append.after_lance_commit")?;
         let version = ds.version().version;
         let delta = if overwrite {
             ObjectReferenceDelta::snapshot(table, version, &state.counts)

@@ -15,6 +15,7 @@
 use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
+use crate::failpoint;
 use crate::plan::GcPlan;
 use lake_engine::Engine;
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,6 +81,7 @@ pub async fn apply(
             }
             let cp = ApplyCheckpoint::new(p.clone());
             cp.save(checkpoint_path).await?;
+            failpoint::hit("apply.after_plan_persisted")?;
             cp
         }
         (None, None) => {
@@ -128,7 +130,13 @@ pub async fn apply(
         }
         let mut failed = std::mem::take(&mut cp.failed);
         if !batch.is_empty() {
+            if let Err(e) = failpoint::hit("apply.mid_page") {
+                // A crash half-way through a page: some keys deleted, nothing recorded.
+                deleter.delete_batch(&batch[..batch.len() / 2]).await?;
+                return Err(e);
+            }
             let outcomes = deleter.delete_batch(&batch).await?;
+            failpoint::hit("apply.after_page")?;
             for (key, outcome) in batch.iter().zip(outcomes) {
                 record(&mut cp, key, outcome, &mut failed);
             }
@@ -136,6 +144,7 @@ pub async fn apply(
         }
         cp.failed = failed;
         cp.next_index = index;
+        failpoint::hit("apply.before_checkpoint_write")?;
         cp.save(checkpoint_path).await?;
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();

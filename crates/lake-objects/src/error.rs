@@ -36,6 +36,9 @@ pub enum ObjectsError {
     /// The checkpoint belongs to another plan or another format.
     #[error("checkpoint `{path}`: {message}")]
     Checkpoint { path: String, message: String },
+    /// A failure injected by a crash test (never in production builds).
+    #[error("injected failure at `{0}` (a simulated crash)")]
+    Injected(&'static str),
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),

@@ -7,6 +7,7 @@
 //! - [`keys`]: the managed key grammar `objects/<ULID>/<name>` and its time order.
 //! - [`descriptor`]: the lake descriptor and its GC policy floor (`min_age`).
 //! - [`registry`]: the table registry, advanced by compare-and-swap on create-only documents.
+//! - [`failpoint`]: failure injection points for crash tests (test builds only).
 //! - [`guard`]: the writer-side publication guard (refuse references to objects GC may delete).
 //! - [`writer`]: the managed object writer (streaming upload, SHA-256 while writing).
 //! - [`clock`]: "now" read from the store's clock.
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod deleter;
 pub mod descriptor;
 pub mod error;
+pub mod failpoint;
 pub mod guard;
 pub mod inventory;
 pub mod keys;

@@ -109,6 +109,7 @@ impl ManagedObjectWriter {
                 }
             }
         }
+        crate::failpoint::hit("append.after_upload")?;
         let meta = self
             .store
             .head(&key)

@@ -1,0 +1,45 @@
+//! Failure injection for crash tests: named points in append and apply where a test can make
+//! the operation stop as if the process had crashed there.
+//!
+//! Compiled only with the `failpoints` cargo feature, which only test builds enable (through
+//! dev-dependencies); without it [`hit`] is a no-op the optimiser removes, so production builds
+//! ignore every injection. With the feature, a point fires when the current task runs inside
+//! [`scope`] with that point's name, or when the `LAKE_FAILPOINT` environment variable names it
+//! (for tests that drive the `lake` binary).
+//!
+//! Points: `append.after_upload`, `append.after_lance_commit`, `append.after_sidecar`,
+//! `append.after_registry`, `apply.after_plan_persisted`, `apply.mid_page`, `apply.after_page`,
+//! `apply.before_checkpoint_write`.
+
+use crate::error::ObjectsError;
+
+#[cfg(feature = "failpoints")]
+tokio::task_local! {
+    static ACTIVE: String;
+}
+
+/// Returns [`ObjectsError::Injected`] when failure point `name` is active (feature
+/// `failpoints` only; otherwise always `Ok`).
+///
+/// # Errors
+/// [`ObjectsError::Injected`] naming the point.
+#[inline]
+pub fn hit(name: &'static str) -> Result<(), ObjectsError> {
+    #[cfg(feature = "failpoints")]
+    {
+        let scoped = ACTIVE.try_with(|active| active == name).unwrap_or(false);
+        let from_env = std::env::var("LAKE_FAILPOINT").is_ok_and(|v| v == name);
+        if scoped || from_env {
+            tracing::warn!(point = name, "injected failure");
+            return Err(ObjectsError::Injected(name));
+        }
+    }
+    let _ = name;
+    Ok(())
+}
+
+/// Runs `fut` with failure point `name` active for its task (feature `failpoints` only).
+#[cfg(feature = "failpoints")]
+pub async fn scope<F: std::future::Future>(name: &str, fut: F) -> F::Output {
+    ACTIVE.scope(name.to_string(), fut).await
+}
