@@ -235,6 +235,7 @@ impl LanceEngine {
             (true, false) => WriteMode::Append,
             (true, true) => WriteMode::Overwrite,
         };
+        let creating = matches!(mode, WriteMode::Create);
         let action = if overwrite { "overwrite" } else { "append" };
         let uri = self.dataset_uri(table);
         let params = self.write_params(mode);
@@ -256,10 +257,11 @@ impl LanceEngine {
         if let Some(store_params) = params.store_params.clone() {
             commit = commit.with_store_params(store_params);
         }
-        let ds = commit.execute(transaction).await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action,
-            source,
+        let ds = commit.execute(transaction).await.map_err(|source| match source {
+            lance::Error::DatasetAlreadyExists { .. } if creating => {
+                LanceEngineError::ConcurrentCreate { table: table.into() }
+            }
+            source => LanceEngineError::Lance { table: table.into(), action, source },
         })?;
         failpoint::hit("append.after_lance_commit")?;
         let version = ds.version().version;

@@ -26,6 +26,9 @@ pub enum LanceEngineError {
     /// A different sidecar already exists for the version.
     #[error("table `{table}` version {version} already has a different reference sidecar; refusing to overwrite the journal")]
     SidecarConflict { table: String, version: u64 },
+    /// Another writer created the table while this write was creating it; nothing was committed.
+    #[error("table `{table}` was created by another writer at the same time; nothing was committed. Retry the write: it will append")]
+    ConcurrentCreate { table: String },
     /// The publication guard refused a reference (nothing was committed).
     #[error("table `{table}`: {source}")]
     Guard { table: String, source: lake_objects::guard::GuardError },

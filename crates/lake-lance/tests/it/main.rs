@@ -8,4 +8,5 @@ mod guard;
 mod history;
 mod lineage;
 mod replay_checkpoint;
+mod stress;
 mod support;
