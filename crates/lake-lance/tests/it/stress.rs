@@ -31,7 +31,7 @@ async fn writer(lake: Arc<TestLake>, id: usize, stop: Arc<AtomicBool>) -> u64 {
             .await
             .unwrap();
         commits += 1;
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             // Delete an earlier episode of this writer; a conflicting concurrent delete may make
             // Lance give up, which commits nothing.
             match lake.engine.delete("t", &format!("episode = 'w{id}-{}'", n - 1)).await {
