@@ -1,2 +1,3 @@
 //! Integration tests of lake-common (one binary per crate).
 mod delta_props;
+mod uri_props;

@@ -1,0 +1,47 @@
+//! Properties of URI normalisation: one key, however it is spelled, normalises to one identity.
+
+use lake_common::{normalize_reference, LakeRootUri, NormalizedReference};
+use proptest::prelude::*;
+
+fn segment() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9._ -]{1,8}".prop_filter("no dot segments", |s| s != "." && s != "..")
+}
+
+proptest! {
+    /// A key, its absolute `file://` and percent-encoded spellings, and (for S3) its `s3a://`
+    /// and `s3n://` aliases normalise to the same key; normalising again changes nothing.
+    #[test]
+    fn spellings_of_one_key_normalise_to_it(segments in proptest::collection::vec(segment(), 1..4)) {
+        let key = segments.join("/");
+        let encoded: String = segments.iter().map(|s| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()).collect::<Vec<_>>().join("/");
+        let local = LakeRootUri::parse("/data/my lake").unwrap();
+        let s3 = LakeRootUri::parse("s3://bucket/lake").unwrap();
+        let want = NormalizedReference::InRoot(key.clone());
+        prop_assert_eq!(normalize_reference(&local, &encoded).unwrap(), want.clone());
+        prop_assert_eq!(normalize_reference(&local, &format!("file:///data/my%20lake/{encoded}")).unwrap(), want.clone());
+        for scheme in ["s3", "s3a", "s3n", "S3"] {
+            prop_assert_eq!(normalize_reference(&s3, &format!("{scheme}://bucket/lake/{encoded}")).unwrap(), want.clone());
+        }
+        let once = normalize_reference(&local, &encoded).unwrap().into_identity_uri();
+        // A normalised key containing no `%` normalises to itself.
+        if !once.contains('%') {
+            prop_assert_eq!(normalize_reference(&local, &once).unwrap(), want);
+        }
+    }
+
+    /// Appending `/`, doubling a `/`, or inserting a `..` or `.` segment is refused, never guessed.
+    #[test]
+    fn ambiguous_spellings_are_refused(segments in proptest::collection::vec(segment(), 2..4), at in 0usize..3) {
+        let local = LakeRootUri::parse("/data/lake").unwrap();
+        let at = at % (segments.len() - 1) + 1;
+        let (a, b) = segments.split_at(at);
+        for bad in [
+            format!("{}/", segments.join("/")),
+            format!("{}//{}", a.join("/"), b.join("/")),
+            format!("{}/../{}", a.join("/"), b.join("/")),
+            format!("{}/./{}", a.join("/"), b.join("/")),
+        ] {
+            prop_assert!(normalize_reference(&local, &bad).is_err(), "{} must be refused", bad);
+        }
+    }
+}
