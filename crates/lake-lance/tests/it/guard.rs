@@ -37,3 +37,27 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
     assert_eq!(out.version, 2);
     assert_eq!(lake.store.get(&copy.key).await.unwrap().unwrap().as_ref(), b"uploaded, then the writer stalled");
 }
+
+/// A GC host whose clock is days ahead still plans by the store's clock: nothing young is deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
+    use lake_objects::clock::{gc_cutoff, read_store_clock, ClockReading};
+    let dir = tempfile::tempdir().unwrap();
+    let lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(1)).await;
+    let old = lake.upload("old", b"old orphan").await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let young = lake.upload("young", b"young orphan").await;
+    let real = read_store_clock(&lake.store).await.unwrap();
+    let ahead = ClockReading { store_now: real.store_now, local_now: real.local_now + chrono::Duration::days(3) };
+    // Refused by default (skew far above 5 minutes) ...
+    assert!(gc_cutoff(&ahead, Duration::from_secs(1), Duration::from_secs(300)).is_err());
+    // ... and when the operator raises the bound, the cutoff still follows the store's clock.
+    let cutoff = gc_cutoff(&ahead, Duration::from_secs(1), Duration::from_secs(4 * 86400)).unwrap();
+    let plan = crate::gc_scenario::dry_run(&lake, cutoff, 10).await;
+    assert_eq!(plan.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![old.key.clone()]);
+    let ckpt = dir.path().join("c");
+    let deleter = lake_objects::deleter::StoreDeleter::new(lake.store.clone());
+    lake_objects::apply::apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &Default::default()).await.unwrap();
+    assert!(lake.store.head(&young.key).await.unwrap().is_some(), "the young object survives");
+    assert!(lake.store.head(&old.key).await.unwrap().is_none());
+}
