@@ -57,7 +57,9 @@ async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
     assert_eq!(plan.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![old.key.clone()]);
     let ckpt = dir.path().join("c");
     let deleter = lake_objects::deleter::StoreDeleter::new(lake.store.clone());
-    lake_objects::apply::apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &Default::default()).await.unwrap();
+    lake_objects::apply::apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &Default::default())
+        .await
+        .unwrap();
     assert!(lake.store.head(&young.key).await.unwrap().is_some(), "the young object survives");
     assert!(lake.store.head(&old.key).await.unwrap().is_none());
 }
