@@ -214,6 +214,10 @@ pub struct GcArgs {
     /// again; its digest is checked, and apply still revalidates it against the journal.
     #[arg(long, value_name = "FILE", requires = "apply")]
     pub plan: Option<PathBuf>,
+    /// Live keys held in memory while planning; past it they spill to sorted runs in the
+    /// temporary folder (about 100 bytes of memory per key).
+    #[arg(long, value_name = "KEYS", default_value_t = lake_objects::spill::DEFAULT_BUDGET)]
+    pub memory_budget: usize,
     /// Refuse to run when this host's clock differs from the store's by more than this (GC
     /// judges age by the store's clock; a large difference means something is wrong).
     #[arg(long, value_name = "DUR", default_value = "5m")]

@@ -13,6 +13,7 @@
 //! - [`clock`]: "now" read from the store's clock.
 //! - [`inventory`]: key-ordered, paginated listings of the managed prefix.
 //! - [`planner`]: live set x inventory x age gate -> [`plan::GcPlan`].
+//! - [`spill`]: sorted runs on local disk and their merge (bounded-memory live sets).
 //! - [`plan`]: the deterministic plan and its digest.
 //! - [`deleter`]: bulk deletes with per-key outcomes.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
@@ -32,6 +33,7 @@ pub mod layout;
 pub mod plan;
 pub mod planner;
 pub mod registry;
+pub mod spill;
 pub mod store;
 pub mod writer;
 

@@ -6,7 +6,8 @@
 //! 2. Lineage of every registered table; any problem makes the plan incomplete, with no
 //!    candidates (apply refuses it; the dry run names every problem).
 //! 3. The live set: the union over tables of [`Engine::retained_object_references`] pages,
-//!    keeping the keys of references inside the lake root.
+//!    keeping the keys of references inside the lake root, as sorted runs that spill to local
+//!    disk past `memory_budget` keys ([`crate::spill`]) and are merged in key order.
 //! 4. The sweep: inventory pages in key order; a key is a candidate only if it matches the
 //!    managed grammar, its ULID time and its `last_modified` are both before the cutoff, and it
 //!    is not live. Listing stops at the first key minted at or after the cutoff.
@@ -15,9 +16,9 @@ use crate::error::ObjectsError;
 use crate::inventory::ObjectInventory;
 use crate::keys::{first_key_at, parse_managed_key};
 use crate::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+use crate::spill::SortedRuns;
 use chrono::{DateTime, SecondsFormat, Utc};
 use lake_engine::{Engine, PageRequest, RetainedRoots};
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// What to plan.
@@ -33,6 +34,8 @@ pub struct PlanOptions {
     pub inventory_page_size: usize,
     /// Live-reference page size (identities per engine page).
     pub reference_page_size: usize,
+    /// Live keys held in memory before they spill to a sorted run on local disk.
+    pub memory_budget: usize,
 }
 
 /// Counters of one planning run.
@@ -52,6 +55,8 @@ pub struct PlanStats {
     pub live_objects: u64,
     /// Managed keys skipped as younger than the cutoff.
     pub young_objects: u64,
+    /// Sorted runs of live keys spilled to disk (0: the live set fit the memory budget).
+    pub spilled_runs: u64,
 }
 
 /// RFC 3339 UTC with milliseconds, the plan's time format.
@@ -88,7 +93,8 @@ pub async fn plan(
     let lineage_complete = problems.is_empty();
     let mut candidates = Vec::new();
     if lineage_complete {
-        let mut live: BTreeSet<String> = BTreeSet::new();
+        // The live set as sorted runs spilled past the memory budget, merged in key order.
+        let mut live_runs = SortedRuns::new(options.memory_budget)?;
         for (location, lineage) in &lineages {
             let roots = RetainedRoots::new(lineage.retained.clone());
             let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
@@ -97,7 +103,7 @@ pub async fn plan(
                 stats.live_references += page.identities.len() as u64;
                 for identity in page.identities {
                     if !identity.uri.contains("://") {
-                        live.insert(identity.uri);
+                        live_runs.push(identity.uri)?;
                     }
                 }
                 match page.next {
@@ -106,6 +112,9 @@ pub async fn plan(
                 }
             }
         }
+        stats.spilled_runs = live_runs.runs() as u64;
+        let mut live = live_runs.finish()?;
+        let mut live_next = live.next_key()?;
         let stop_at = first_key_at(cutoff);
         let mut after: Option<String> = None;
         'listing: loop {
@@ -127,7 +136,11 @@ pub async fn plan(
                     stats.young_objects += 1;
                     continue;
                 }
-                if live.contains(&entry.key) {
+                // Merge join: both sides ascend by key.
+                while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
+                    live_next = live.next_key()?;
+                }
+                if live_next.as_deref() == Some(entry.key.as_str()) {
                     stats.live_objects += 1;
                     continue;
                 }

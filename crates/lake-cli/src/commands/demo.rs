@@ -188,6 +188,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         out: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),
+        memory_budget: lake_objects::spill::DEFAULT_BUDGET,
     };
     let dry = run_gc(&store, &descriptor, &engine, &dry_req).await?;
     println!(

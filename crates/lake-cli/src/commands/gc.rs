@@ -39,6 +39,8 @@ pub struct GcRequest {
     pub plan: Option<PathBuf>,
     /// Largest accepted difference between this host's clock and the store's.
     pub max_clock_skew: Duration,
+    /// Live keys held in memory before spilling sorted runs to local disk.
+    pub memory_budget: usize,
 }
 
 /// What a GC run did.
@@ -87,6 +89,7 @@ impl GcReport {
                 "unmanaged_keys": s.unmanaged_keys,
                 "live_objects": s.live_objects,
                 "young_objects": s.young_objects,
+                "spilled_runs": s.spilled_runs,
             });
         }
         if let Some(a) = &self.apply {
@@ -217,6 +220,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         out: args.out.clone(),
         plan: args.plan.clone(),
         max_clock_skew: parse_duration("--max-clock-skew", &args.max_clock_skew)?,
+        memory_budget: args.memory_budget.max(1),
     })
 }
 
@@ -319,6 +323,7 @@ pub async fn run_gc(
         cutoff,
         inventory_page_size: req.list_page_size,
         reference_page_size: 10_000,
+        memory_budget: req.memory_budget,
     };
     let (gc_plan, stats) = plan(engine, inventory.as_ref(), &options).await?;
     if let Some(out) = &req.out {

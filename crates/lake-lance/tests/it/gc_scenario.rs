@@ -18,6 +18,7 @@ pub async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize
         cutoff,
         inventory_page_size: page,
         reference_page_size: 2,
+        memory_budget: 3,
     };
     plan(&lake.engine, &LocalInventory::new(lake.store.clone()), &options).await.unwrap().0
 }

@@ -56,6 +56,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
         cutoff,
         inventory_page_size: 50,
         reference_page_size: 50,
+        memory_budget: 3,
     };
     let inv = inventory::for_store(&lake.store);
     let (p, _) = plan(&lake.engine, inv.as_ref(), &options).await.unwrap();

@@ -138,6 +138,7 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
             cutoff,
             inventory_page_size: 2,
             reference_page_size: 2,
+            memory_budget: 3,
         };
         let engine = &engine;
         let inventory = inventory.as_ref();
@@ -168,6 +169,7 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
         cutoff: clock.store_now + chrono::Duration::seconds(2),
         inventory_page_size: 3,
         reference_page_size: 3,
+        memory_budget: 3,
     };
     let inventory = inventory::for_store(store);
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
@@ -267,6 +269,7 @@ async fn s3_apply_deletes_in_bulk() {
         cutoff: clock.store_now + chrono::Duration::seconds(2),
         inventory_page_size: 1000,
         reference_page_size: 1000,
+        memory_budget: 3,
     };
     let inventory = inventory::for_store(&store);
     let (p, stats) = plan(&engine, inventory.as_ref(), &options).await.unwrap();

@@ -30,6 +30,7 @@ async fn gc(f: &Fixture, engine: &MemoryEngine, cutoff: chrono::DateTime<Utc>, p
         cutoff,
         inventory_page_size: pages,
         reference_page_size: pages,
+        memory_budget: 3,
     };
     plan(engine, &LocalInventory::new(f.store.clone()), &options).await.unwrap().0
 }
@@ -148,4 +149,39 @@ async fn plans_match_the_true_live_set_on_random_histories() {
         let expected: BTreeSet<String> = o.iter().map(|x| x.key.clone()).filter(|k| !live.contains(k)).collect();
         assert_eq!(keys(&p), expected, "round {round}");
     }
+}
+
+/// More live references than the memory budget: the spilled plan equals the in-memory plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spilled_live_set_gives_the_same_plan_as_memory() {
+    let f = fixture();
+    let o = objects(&f, 120).await;
+    let engine = MemoryEngine::new();
+    for (i, chunk) in o.chunks(10).enumerate() {
+        let refs: Vec<ObjectIdentity> = chunk.iter().step_by(1 + i % 3).map(|x| x.identity()).collect();
+        engine.append(&format!("t{}", i % 4), &refs);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let cutoff = Utc::now();
+    let run = |budget: usize, pages: usize| {
+        let options = PlanOptions {
+            root: f.store.root().to_string(),
+            min_age: Duration::from_secs(60),
+            cutoff,
+            inventory_page_size: pages,
+            reference_page_size: pages,
+            memory_budget: budget,
+        };
+        let engine = &engine;
+        let store = f.store.clone();
+        async move { plan(engine, &LocalInventory::new(store), &options).await.unwrap() }
+    };
+    let (in_memory, mem_stats) = run(1_000_000, 1000).await;
+    let (spilled, spill_stats) = run(7, 9).await;
+    assert_eq!(mem_stats.spilled_runs, 0);
+    assert!(spill_stats.spilled_runs >= 5, "{spill_stats:?}");
+    assert!(spill_stats.live_references > 7 && spill_stats.objects_listed > 7);
+    assert_eq!(spilled.canonical_bytes(), in_memory.canonical_bytes());
+    let live: BTreeSet<String> = engine.true_live_set().into_iter().map(|i| i.uri).collect();
+    assert_eq!(keys(&spilled), o.iter().map(|x| x.key.clone()).filter(|k| !live.contains(k)).collect());
 }
