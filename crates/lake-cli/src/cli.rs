@@ -214,6 +214,9 @@ pub struct GcArgs {
     /// again; its digest is checked, and apply still revalidates it against the journal.
     #[arg(long, value_name = "FILE", requires = "apply")]
     pub plan: Option<PathBuf>,
+    /// Also write the run's metrics to FILE in the Prometheus text format.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
     /// Live keys held in memory while planning; past it they spill to sorted runs in the
     /// temporary folder (about 100 bytes of memory per key).
     #[arg(long, value_name = "KEYS", default_value_t = lake_objects::spill::DEFAULT_BUDGET)]

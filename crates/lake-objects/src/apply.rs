@@ -23,6 +23,16 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Default keys per delete page: S3's DeleteObjects limit.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
 
+/// Called after every saved page with (candidates attempted, candidates in the plan).
+#[derive(Clone)]
+pub struct ProgressHook(pub std::sync::Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
 /// How to apply.
 #[derive(Debug, Clone)]
 pub struct ApplyOptions {
@@ -30,11 +40,13 @@ pub struct ApplyOptions {
     pub page_size: usize,
     /// Stop after this many pages in this run (the checkpoint records where).
     pub max_pages: Option<u64>,
+    /// Progress reporting (a progress bar in the CLI).
+    pub progress: Option<ProgressHook>,
 }
 
 impl Default for ApplyOptions {
     fn default() -> Self {
-        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None }
+        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None, progress: None }
     }
 }
 
@@ -146,6 +158,9 @@ pub async fn apply(
         cp.next_index = index;
         failpoint::hit("apply.before_checkpoint_write")?;
         cp.save(checkpoint_path).await?;
+        if let Some(hook) = &options.progress {
+            (hook.0)(cp.next_index, total);
+        }
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;

@@ -183,7 +183,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         allow_below_policy: false,
         cutoff: None,
         checkpoint: None,
-        apply: ApplyOptions { page_size: 25, max_pages: None },
+        apply: ApplyOptions { page_size: 25, max_pages: None, progress: None },
         list_page_size: 100,
         out: None,
         plan: None,

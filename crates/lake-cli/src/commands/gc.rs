@@ -58,6 +58,10 @@ pub struct GcReport {
     pub apply: Option<ApplyReport>,
     /// True when the plan came from an existing checkpoint.
     pub resumed: bool,
+    /// Wall time of planning, seconds (0 when resuming or applying a saved plan).
+    pub plan_seconds: f64,
+    /// Wall time of the apply, seconds (0 for a dry run).
+    pub apply_seconds: f64,
 }
 
 impl GcReport {
@@ -79,6 +83,8 @@ impl GcReport {
             "candidate_bytes": p.candidate_bytes(),
             "candidates": p.candidates,
             "resumed": self.resumed,
+            "plan_seconds": self.plan_seconds,
+            "apply_seconds": self.apply_seconds,
         });
         if let Some(s) = &self.stats {
             v["metrics"] = json!({
@@ -105,6 +111,59 @@ impl GcReport {
             v["already_complete"] = json!(a.was_complete);
         }
         v
+    }
+
+    /// The metrics summary in the Prometheus text exposition format (for a node exporter's
+    /// textfile collector): one gauge per figure, labelled with the lake root.
+    pub fn to_prometheus(&self) -> String {
+        let root = self.plan.root.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut figures: Vec<(&str, &str, f64)> = vec![
+            ("lake_gc_candidates", "Objects the plan would delete.", self.plan.candidates.len() as f64),
+            ("lake_gc_candidate_bytes", "Bytes of the candidates.", self.plan.candidate_bytes() as f64),
+            (
+                "lake_gc_lineage_complete",
+                "1 when every table's journal is complete.",
+                f64::from(u8::from(self.plan.lineage_complete)),
+            ),
+            (
+                "lake_gc_clock_skew_seconds",
+                "Local clock minus the store's clock.",
+                self.clock.skew_ms() as f64 / 1000.0,
+            ),
+            ("lake_gc_plan_seconds", "Wall time of planning.", self.plan_seconds),
+            ("lake_gc_apply_seconds", "Wall time of the apply.", self.apply_seconds),
+        ];
+        if let Some(s) = &self.stats {
+            figures.push((
+                "lake_gc_objects_listed",
+                "Objects listed under the managed prefix.",
+                s.objects_listed as f64,
+            ));
+            figures.push((
+                "lake_gc_live_references",
+                "Live references read from the journal.",
+                s.live_references as f64,
+            ));
+            figures.push(("lake_gc_inventory_pages", "Listing requests.", s.inventory_pages as f64));
+        }
+        if let Some(a) = &self.apply {
+            let c = &a.checkpoint;
+            figures.push(("lake_gc_deleted", "Objects deleted.", c.deleted as f64));
+            figures.push(("lake_gc_already_gone", "Candidates already gone.", c.already_gone as f64));
+            figures.push(("lake_gc_failed", "Deletes that failed and stay pending.", c.failed.len() as f64));
+            figures.push((
+                "lake_gc_revived",
+                "Candidates dropped because a newer version references them.",
+                c.revived.len() as f64,
+            ));
+            figures.push(("lake_gc_delete_requests", "Delete pages sent in this run.", a.pages as f64));
+            figures.push(("lake_gc_complete", "1 when the apply is complete.", f64::from(u8::from(c.complete))));
+        }
+        let mut out = String::new();
+        for (name, help, value) in figures {
+            out += &format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{root=\"{root}\"}} {value}\n");
+        }
+        out
     }
 
     /// Human-readable lines.
@@ -215,7 +274,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         allow_below_policy: args.allow_below_policy,
         cutoff,
         checkpoint: args.checkpoint.as_deref().map(CheckpointLocation::parse).transpose()?,
-        apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages },
+        apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages, progress: None },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
         plan: args.plan.clone(),
@@ -273,6 +332,7 @@ pub async fn run_gc(
                 )));
             }
             let deleter = StoreDeleter::new(store.clone());
+            let started = std::time::Instant::now();
             let report = apply(engine, &deleter, path, None, &req.apply).await?;
             return Ok(GcReport {
                 plan: report.checkpoint.plan.clone(),
@@ -281,6 +341,8 @@ pub async fn run_gc(
                 policy: descriptor.clone(),
                 apply: Some(report),
                 resumed: true,
+                plan_seconds: 0.0,
+                apply_seconds: started.elapsed().as_secs_f64(),
             });
         }
     }
@@ -306,6 +368,7 @@ pub async fn run_gc(
             return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
         };
         let deleter = StoreDeleter::new(store.clone());
+        let started = std::time::Instant::now();
         let report = apply(engine, &deleter, path, Some(&saved), &req.apply).await?;
         return Ok(GcReport {
             plan: saved,
@@ -314,6 +377,8 @@ pub async fn run_gc(
             policy: descriptor.clone(),
             apply: Some(report),
             resumed: false,
+            plan_seconds: 0.0,
+            apply_seconds: started.elapsed().as_secs_f64(),
         });
     }
     let inventory = inventory::for_store(store);
@@ -325,11 +390,14 @@ pub async fn run_gc(
         reference_page_size: 10_000,
         memory_budget: req.memory_budget,
     };
+    let planning = std::time::Instant::now();
     let (gc_plan, stats) = plan(engine, inventory.as_ref(), &options).await?;
+    let plan_seconds = planning.elapsed().as_secs_f64();
     if let Some(out) = &req.out {
         std::fs::write(out, gc_plan.to_document())
             .map_err(|e| CliError::Io { path: out.display().to_string(), source: e })?;
     }
+    let applying = std::time::Instant::now();
     let apply_report = match &req.checkpoint {
         Some(path) => {
             let deleter = StoreDeleter::new(store.clone());
@@ -337,6 +405,7 @@ pub async fn run_gc(
         }
         None => None,
     };
+    let apply_seconds = if apply_report.is_some() { applying.elapsed().as_secs_f64() } else { 0.0 };
     Ok(GcReport {
         plan: gc_plan,
         stats: Some(stats),
@@ -344,6 +413,8 @@ pub async fn run_gc(
         policy: descriptor.clone(),
         apply: apply_report,
         resumed: false,
+        plan_seconds,
+        apply_seconds,
     })
 }
 
@@ -352,9 +423,29 @@ pub async fn run_gc(
 /// # Errors
 /// As [`run_gc`]; [`CliError::Exit`] for exit codes 3 and 4 after printing the report.
 pub async fn run(args: &GcArgs) -> Result<(), CliError> {
-    let req = request_from_args(args)?;
+    let mut req = request_from_args(args)?;
     let (store, descriptor, engine) = open_lake(&args.root).await?;
-    let report = run_gc(&store, &descriptor, &engine, &req).await?;
+    // Progress on stderr when it is a terminal (indicatif draws nothing otherwise).
+    let bar = indicatif::ProgressBar::new_spinner().with_message("planning: reading lineage and listing objects");
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let hook_bar = bar.clone();
+    req.apply.progress = Some(lake_objects::apply::ProgressHook(std::sync::Arc::new(move |done, total| {
+        if hook_bar.length() != Some(total) {
+            hook_bar.set_style(
+                indicatif::ProgressStyle::with_template("deleting {bar:40} {pos}/{len} candidates ({eta} left)")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            hook_bar.set_length(total);
+        }
+        hook_bar.set_position(done);
+    })));
+    let report = run_gc(&store, &descriptor, &engine, &req).await;
+    bar.finish_and_clear();
+    let report = report?;
+    if let Some(path) = &args.metrics_file {
+        std::fs::write(path, report.to_prometheus())
+            .map_err(|e| CliError::Io { path: path.display().to_string(), source: e })?;
+    }
     if args.json {
         print_json(&report.to_json());
     } else {

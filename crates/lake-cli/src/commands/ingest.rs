@@ -83,6 +83,12 @@ pub async fn upload_dir(writer: &ManagedObjectWriter, dir: &Path) -> Result<Vec<
         return Err(CliError::Usage(format!("{} is not a folder", dir.display())));
     }
     let mut rows = Vec::new();
+    // A progress bar on stderr when it is a terminal (indicatif hides it otherwise).
+    let bar = indicatif::ProgressBar::new_spinner().with_message(format!("uploading {}", dir.display()));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} files, {bytes_per_sec}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name().follow_links(false) {
         let entry = entry.map_err(|e| io(dir, std::io::Error::other(e.to_string())))?;
         if !entry.file_type().is_file() {
@@ -96,8 +102,10 @@ pub async fn upload_dir(writer: &ManagedObjectWriter, dir: &Path) -> Result<Vec<
             .ok_or_else(|| io(entry.path(), std::io::Error::other("path is not UTF-8")))?;
         let episode = if parts.len() > 1 { parts[0].to_string() } else { String::new() };
         let object = writer.upload_file(entry.path()).await?;
+        bar.inc(1);
         rows.push(FileRow { episode, path: parts.join("/"), object });
     }
+    bar.finish_and_clear();
     Ok(rows)
 }
 

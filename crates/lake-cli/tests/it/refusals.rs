@@ -124,9 +124,27 @@ fn a_saved_plan_is_applied_only_if_unedited() {
     );
     assert_eq!(object_files(std::path::Path::new(root)), before);
     refused(&["gc", root, "--min-age", "2s", "--max-clock-skew", "soon"], "is not a duration");
-    let o = lake(&["gc", root, "--min-age", "2s", "--apply", "--checkpoint", ckpt_s, "--plan", plan_s, "--json"]);
+    let metrics = l._dir.path().join("gc.prom");
+    let o = lake(&[
+        "gc",
+        root,
+        "--min-age",
+        "2s",
+        "--apply",
+        "--checkpoint",
+        ckpt_s,
+        "--plan",
+        plan_s,
+        "--json",
+        "--metrics-file",
+        metrics.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["deleted"].as_u64(), v["complete"].as_bool()), (Some(1), Some(true)));
     assert_eq!(object_files(std::path::Path::new(root)).len(), before.len() - 1);
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    assert!(prom.contains("# TYPE lake_gc_deleted gauge"), "{prom}");
+    assert!(prom.lines().any(|l| l.starts_with("lake_gc_deleted{root=\"file://") && l.ends_with(" 1")), "{prom}");
+    assert!(prom.lines().any(|l| l.starts_with("lake_gc_complete{") && l.ends_with(" 1")), "{prom}");
 }

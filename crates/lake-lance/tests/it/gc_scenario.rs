@@ -100,16 +100,21 @@ async fn scenario(lake: TestLake) {
         &deleter,
         &ckpt.as_path().into(),
         Some(&plan1),
-        &ApplyOptions { page_size: 1, max_pages: Some(1) },
+        &ApplyOptions { page_size: 1, max_pages: Some(1), progress: None },
     )
     .await
     .unwrap();
     assert_eq!((first.pages, first.checkpoint.deleted, first.checkpoint.complete), (1, 1, false));
     // Resumed from the checkpoint alone.
-    let resumed =
-        apply(engine, &deleter, &ckpt.as_path().into(), None, &ApplyOptions { page_size: 1, max_pages: None })
-            .await
-            .unwrap();
+    let resumed = apply(
+        engine,
+        &deleter,
+        &ckpt.as_path().into(),
+        None,
+        &ApplyOptions { page_size: 1, max_pages: None, progress: None },
+    )
+    .await
+    .unwrap();
     assert!(resumed.checkpoint.complete);
     assert_eq!(
         (resumed.checkpoint.deleted, resumed.checkpoint.already_gone, resumed.checkpoint.failed.len()),
@@ -152,7 +157,7 @@ async fn apply_refuses_a_checkpoint_of_another_plan() {
         &deleter,
         &ckpt.as_path().into(),
         Some(&plan1),
-        &ApplyOptions { page_size: 1, max_pages: Some(0) },
+        &ApplyOptions { page_size: 1, max_pages: Some(0), progress: None },
     )
     .await
     .unwrap();

@@ -70,7 +70,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
         &StoreDeleter::new(lake.store.clone()),
         &ckpt,
         Some(&p),
-        &ApplyOptions { page_size: 10, max_pages: None },
+        &ApplyOptions { page_size: 10, max_pages: None, progress: None },
     )
     .await
     {

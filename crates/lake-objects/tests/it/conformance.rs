@@ -175,12 +175,20 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
     let deleter = StoreDeleter::new(store.clone());
-    let first = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions { page_size: 3, max_pages: Some(1) })
-        .await
-        .unwrap();
+    let first = apply(
+        &engine,
+        &deleter,
+        &checkpoint,
+        Some(&p),
+        &ApplyOptions { page_size: 3, max_pages: Some(1), progress: None },
+    )
+    .await
+    .unwrap();
     assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
     let rest =
-        apply(&engine, &deleter, &checkpoint, None, &ApplyOptions { page_size: 3, max_pages: None }).await.unwrap();
+        apply(&engine, &deleter, &checkpoint, None, &ApplyOptions { page_size: 3, max_pages: None, progress: None })
+            .await
+            .unwrap();
     assert!(rest.checkpoint.complete);
     assert_eq!(rest.checkpoint.deleted + rest.checkpoint.already_gone, 7);
     for k in &keys {
