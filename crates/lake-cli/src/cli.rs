@@ -228,6 +228,9 @@ pub struct GcArgs {
     /// Keys per delete request (1-1000).
     #[arg(long, default_value_t = 1000)]
     pub page_size: usize,
+    /// Delete requests in flight at once.
+    #[arg(long, default_value_t = lake_objects::apply::DEFAULT_CONCURRENCY)]
+    pub delete_concurrency: usize,
     /// Stop the apply after this many delete pages (resume later with the same command).
     #[arg(long)]
     pub max_pages: Option<u64>,

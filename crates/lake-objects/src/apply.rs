@@ -9,7 +9,7 @@
 //!    not-yet-deleted candidate that a version newer than the plan's basis references
 //!    (`revived`).
 //! 4. Retry keys whose delete failed in an earlier run, then delete the remaining candidates
-//!    one bounded page at a time; after every page, save the checkpoint. NotFound counts as
+//!    in bounded pages, up to `concurrency` pages in flight; after each group, save the checkpoint. NotFound counts as
 //!    done. Stop after `max_pages` pages when asked (an operator's budget, or a test's crash).
 
 use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
@@ -22,6 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Default keys per delete page: S3's DeleteObjects limit.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
+/// Default delete pages in flight.
+pub const DEFAULT_CONCURRENCY: usize = 4;
 
 /// Called after every saved page with (candidates attempted, candidates in the plan).
 #[derive(Clone)]
@@ -42,11 +44,13 @@ pub struct ApplyOptions {
     pub max_pages: Option<u64>,
     /// Progress reporting (a progress bar in the CLI).
     pub progress: Option<ProgressHook>,
+    /// Delete pages in flight at once (>= 1); the checkpoint is saved after each group.
+    pub concurrency: usize,
 }
 
 impl Default for ApplyOptions {
     fn default() -> Self {
-        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None, progress: None }
+        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None, progress: None, concurrency: DEFAULT_CONCURRENCY }
     }
 }
 
@@ -130,29 +134,39 @@ pub async fn apply(
     }
     let revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
     let total = cp.plan.candidates.len() as u64;
+    let concurrency = options.concurrency.max(1);
     while cp.next_index < total && budget_left(pages) {
-        let mut batch = Vec::with_capacity(page_size);
+        // Up to `concurrency` pages in flight; the checkpoint is saved after all of them.
+        let mut batches: Vec<Vec<String>> = Vec::new();
         let mut index = cp.next_index;
-        while index < total && batch.len() < page_size {
-            let key = &cp.plan.candidates[index as usize].uri;
-            if !revived.contains(key) {
-                batch.push(key.clone());
+        while index < total && batches.len() < concurrency && budget_left(pages + batches.len() as u64) {
+            let mut batch = Vec::with_capacity(page_size);
+            while index < total && batch.len() < page_size {
+                let key = &cp.plan.candidates[index as usize].uri;
+                if !revived.contains(key) {
+                    batch.push(key.clone());
+                }
+                index += 1;
             }
-            index += 1;
+            if !batch.is_empty() {
+                batches.push(batch);
+            }
         }
         let mut failed = std::mem::take(&mut cp.failed);
-        if !batch.is_empty() {
+        if !batches.is_empty() {
             if let Err(e) = failpoint::hit("apply.mid_page") {
                 // A crash half-way through a page: some keys deleted, nothing recorded.
-                deleter.delete_batch(&batch[..batch.len() / 2]).await?;
+                deleter.delete_batch(&batches[0][..batches[0].len() / 2]).await?;
                 return Err(e);
             }
-            let outcomes = deleter.delete_batch(&batch).await?;
+            let results = futures::future::join_all(batches.iter().map(|b| deleter.delete_batch(b))).await;
             failpoint::hit("apply.after_page")?;
-            for (key, outcome) in batch.iter().zip(outcomes) {
-                record(&mut cp, key, outcome, &mut failed);
+            for (batch, outcomes) in batches.iter().zip(results) {
+                for (key, outcome) in batch.iter().zip(outcomes?) {
+                    record(&mut cp, key, outcome, &mut failed);
+                }
+                pages += 1;
             }
-            pages += 1;
         }
         cp.failed = failed;
         cp.next_index = index;

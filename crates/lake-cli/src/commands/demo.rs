@@ -18,7 +18,7 @@ const TABLE: &str = "episodes";
 /// The demo lake's GC policy floor: short so the demo runs in seconds, long enough that the
 /// publication guard (new references younger than 3/4 of it) lets an ingest of a few hundred
 /// files publish.
-const MIN_AGE: Duration = Duration::from_secs(3);
+const MIN_AGE: Duration = Duration::from_secs(4);
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
     move |e| CliError::Io { path: path.display().to_string(), source: e }
@@ -183,7 +183,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         allow_below_policy: false,
         cutoff: None,
         checkpoint: None,
-        apply: ApplyOptions { page_size: 25, max_pages: None, progress: None },
+        apply: ApplyOptions { page_size: 25, max_pages: None, progress: None, concurrency: 1 },
         list_page_size: 100,
         out: None,
         plan: None,
@@ -262,7 +262,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             "demo OK: GC deleted exactly the {} orphans and every retained reference reads back intact",
             expected.len()
         );
-        println!("inspect it: lake versions {root} --table {TABLE}; lake gc {root} --min-age 3s --json");
+        println!("inspect it: lake versions {root} --table {TABLE}; lake gc {root} --min-age 4s --json");
         Ok(())
     } else {
         for f in &failures {

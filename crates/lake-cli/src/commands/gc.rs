@@ -274,7 +274,12 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         allow_below_policy: args.allow_below_policy,
         cutoff,
         checkpoint: args.checkpoint.as_deref().map(CheckpointLocation::parse).transpose()?,
-        apply: ApplyOptions { page_size: args.page_size, max_pages: args.max_pages, progress: None },
+        apply: ApplyOptions {
+            page_size: args.page_size,
+            max_pages: args.max_pages,
+            progress: None,
+            concurrency: args.delete_concurrency.max(1),
+        },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
         plan: args.plan.clone(),

@@ -14,11 +14,11 @@ fn lake_with_orphan() -> Lake {
     let root = dir.path().join("lake").display().to_string();
     let src = dir.path().join("src");
     write_files(&src, &[("ep1/a.txt", "alpha"), ("ep2/b.txt", "beta")]);
-    ok(&["init", &root, "--min-age", "2s"]);
+    ok(&["init", &root, "--min-age", "4s"]);
     ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
     ok(&["delete", &root, "--table", "t", "--where", "episode = 'ep1'"]);
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
-    std::thread::sleep(Duration::from_millis(2200));
+    std::thread::sleep(Duration::from_millis(4200));
     Lake { _dir: dir, root }
 }
 
@@ -42,19 +42,19 @@ fn gc_refusals_delete_nothing() {
     refused(&["gc", root, "--min-age", "500ms", "--apply", "--checkpoint", ckpt], "must be at least 1s");
     refused(&["gc", root, "--min-age", "abc", "--apply", "--checkpoint", ckpt], "is not a duration");
     refused(&["gc", root, "--min-age=-5s", "--apply", "--checkpoint", ckpt], "is not a duration");
-    refused(&["gc", root, "--min-age", "2s", "--apply"], "--apply requires --checkpoint");
-    refused(&["gc", root, "--min-age", "2s", "--checkpoint", ckpt], "only used with --apply");
+    refused(&["gc", root, "--min-age", "4s", "--apply"], "--apply requires --checkpoint");
+    refused(&["gc", root, "--min-age", "4s", "--checkpoint", ckpt], "only used with --apply");
     refused(
-        &["gc", root, "--min-age", "2s", "--page-size", "1001", "--apply", "--checkpoint", ckpt],
+        &["gc", root, "--min-age", "4s", "--page-size", "1001", "--apply", "--checkpoint", ckpt],
         "between 1 and 1000",
     );
     refused(
-        &["gc", root, "--min-age", "2s", "--cutoff", "2999-01-01T00:00:00Z", "--apply", "--checkpoint", ckpt],
+        &["gc", root, "--min-age", "4s", "--cutoff", "2999-01-01T00:00:00Z", "--apply", "--checkpoint", ckpt],
         "later than the store's now",
     );
-    refused(&["gc", root, "--min-age", "2s", "--cutoff", "yesterday"], "not an RFC 3339 time");
+    refused(&["gc", root, "--min-age", "4s", "--cutoff", "yesterday"], "not an RFC 3339 time");
     let nolake = l._dir.path().join("nolake");
-    refused(&["gc", nolake.to_str().unwrap(), "--min-age", "2s"], "no lake at");
+    refused(&["gc", nolake.to_str().unwrap(), "--min-age", "4s"], "no lake at");
     assert_eq!(object_files(std::path::Path::new(root)), before, "nothing deleted by any refusal");
     assert!(!std::path::Path::new(ckpt).exists());
 }
@@ -79,14 +79,14 @@ fn apply_on_incomplete_lineage_is_refused() {
     let sidecar = std::path::Path::new(root).join("tables/t.lance/_lake/object_refs/2.json");
     std::fs::remove_file(&sidecar).unwrap();
     let before = object_files(std::path::Path::new(root));
-    let o = lake(&["gc", root, "--min-age", "2s", "--json"]);
+    let o = lake(&["gc", root, "--min-age", "4s", "--json"]);
     assert_eq!(o.status.code(), Some(3), "a dry run on incomplete lineage exits 3");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["lineage_complete"], false);
     assert_eq!(v["candidate_count"], 0);
     assert!(v["problems"][0].as_str().unwrap().contains("version 2"), "{v}");
     let ckpt = l._dir.path().join("c.json");
-    refused(&["gc", root, "--min-age", "2s", "--apply", "--checkpoint", ckpt.to_str().unwrap()], "incomplete lineage");
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", ckpt.to_str().unwrap()], "incomplete lineage");
     assert_eq!(object_files(std::path::Path::new(root)), before);
 }
 
@@ -106,7 +106,7 @@ fn a_saved_plan_is_applied_only_if_unedited() {
     let root = l.root.as_str();
     let plan = l._dir.path().join("plan.json");
     let plan_s = plan.to_str().unwrap();
-    ok(&["gc", root, "--min-age", "2s", "--out", plan_s]);
+    ok(&["gc", root, "--min-age", "4s", "--out", plan_s]);
     let text = std::fs::read_to_string(&plan).unwrap();
     assert!(text.contains("\"digest\""));
     let edited = l._dir.path().join("edited.json");
@@ -115,21 +115,21 @@ fn a_saved_plan_is_applied_only_if_unedited() {
     let ckpt_s = ckpt.to_str().unwrap();
     let before = object_files(std::path::Path::new(root));
     refused(
-        &["gc", root, "--min-age", "2s", "--apply", "--checkpoint", ckpt_s, "--plan", edited.to_str().unwrap()],
+        &["gc", root, "--min-age", "4s", "--apply", "--checkpoint", ckpt_s, "--plan", edited.to_str().unwrap()],
         "digest mismatch",
     );
     refused(
-        &["gc", root, "--min-age", "3s", "--apply", "--checkpoint", ckpt_s, "--plan", plan_s],
-        "was made with --min-age 2s",
+        &["gc", root, "--min-age", "5s", "--apply", "--checkpoint", ckpt_s, "--plan", plan_s],
+        "was made with --min-age 4s",
     );
     assert_eq!(object_files(std::path::Path::new(root)), before);
-    refused(&["gc", root, "--min-age", "2s", "--max-clock-skew", "soon"], "is not a duration");
+    refused(&["gc", root, "--min-age", "4s", "--max-clock-skew", "soon"], "is not a duration");
     let metrics = l._dir.path().join("gc.prom");
     let o = lake(&[
         "gc",
         root,
         "--min-age",
-        "2s",
+        "4s",
         "--apply",
         "--checkpoint",
         ckpt_s,

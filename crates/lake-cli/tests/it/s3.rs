@@ -25,16 +25,17 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     write_files(&src, &refs);
 
-    ok(&["init", &root, "--min-age", "6s"]);
+    ok(&["init", &root, "--min-age", "10s"]);
     ok(&["ingest", &root, "--table", "episodes", src.to_str().unwrap()]);
     let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'doomed'", "--json"]));
     assert_eq!(d["rows_deleted"], n_doomed);
     ok(&["compact", &root, "--table", "episodes"]);
     ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s"]);
-    // Old enough for --min-age 6s (the policy floor; the guard lets a 125-file ingest take 4.5s).
-    std::thread::sleep(Duration::from_millis(6500));
+    // Old enough for --min-age 10s (the policy floor: the guard gives the 125-file ingest 7.5s and
+    // its commit a 2.5s deadline, room enough on a loaded machine).
+    std::thread::sleep(Duration::from_millis(10500));
 
-    let dry = json(&ok(&["gc", &root, "--min-age", "6s", "--json"]));
+    let dry = json(&ok(&["gc", &root, "--min-age", "10s", "--json"]));
     assert_eq!(dry["lineage_complete"], true, "{dry}");
     assert_eq!(dry["candidate_count"], n_doomed);
     let cutoff = dry["cutoff"].as_str().unwrap().to_string();
@@ -47,7 +48,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
             "gc",
             &root,
             "--min-age",
-            "6s",
+            "10s",
             "--cutoff",
             &cutoff,
             "--apply",
@@ -79,7 +80,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     assert_eq!(cp["complete"], false, "killed before finishing");
     assert!(killed_at < n_doomed as u64, "killed mid-way at {killed_at}");
 
-    let resumed = lake(&["gc", &root, "--min-age", "6s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]);
+    let resumed = lake(&["gc", &root, "--min-age", "10s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let r = json(&String::from_utf8_lossy(&resumed.stdout));
     assert_eq!(
@@ -89,7 +90,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     assert_eq!(r["digest"], dry["digest"]);
     assert_eq!(r["delete_pages"].as_u64().unwrap(), 1, "the rest went in one bulk request");
     let again =
-        json(&ok(&["gc", &root, "--min-age", "6s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]));
+        json(&ok(&["gc", &root, "--min-age", "10s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]));
     assert_eq!(again["already_complete"], true);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -103,6 +104,6 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
         assert!(report.is_ok(), "{report:?}");
         assert_eq!(report.objects_checked, 5);
     });
-    let after = json(&ok(&["gc", &root, "--min-age", "6s", "--json"]));
+    let after = json(&ok(&["gc", &root, "--min-age", "10s", "--json"]));
     assert_eq!(after["candidate_count"], 0);
 }

@@ -20,7 +20,7 @@ fn operator_walkthrough() {
         &[("Asia/a1.bin", "asia one"), ("Asia/a2.bin", "asia two"), ("Europe/e1.bin", "europe"), ("top.txt", "top")],
     );
     write_files(&src2, &[("Asia/a3.bin", "asia three"), ("Africa/f1.bin", "africa")]);
-    ok(&["init", &root, "--min-age", "2s"]);
+    ok(&["init", &root, "--min-age", "4s"]);
     let v1 = json(&ok(&["ingest", &root, "--table", "episodes", src1.to_str().unwrap(), "--json"]));
     assert_eq!((v1["version"].as_u64(), v1["rows"].as_u64()), (Some(1), Some(4)));
     let v2 = json(&ok(&["ingest", &root, "--table", "episodes", src2.to_str().unwrap(), "--json"]));
@@ -28,8 +28,8 @@ fn operator_walkthrough() {
     let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'Asia'", "--json"]));
     assert_eq!((d["rows_deleted"].as_u64(), d["references_removed"].as_u64()), (Some(3), Some(3)));
     ok(&["compact", &root, "--table", "episodes"]);
-    std::thread::sleep(Duration::from_millis(2200));
-    let dry = json(&ok(&["gc", &root, "--min-age", "2s", "--json"]));
+    std::thread::sleep(Duration::from_millis(4200));
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(dry["candidate_count"], 0, "old versions still reference Asia: {dry}");
     let c = json(&ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s", "--json"]));
     assert!(c["old_versions"].as_u64().unwrap() >= 3);
@@ -37,7 +37,7 @@ fn operator_walkthrough() {
     assert_eq!(versions["versions"].as_array().unwrap().len(), 1);
     assert_eq!(versions["versions"][0]["journaled"], true);
 
-    let dry = json(&ok(&["gc", &root, "--min-age", "2s", "--json"]));
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     for field in [
         "digest",
         "cutoff",
@@ -57,8 +57,8 @@ fn operator_walkthrough() {
     // Same state, same cutoff: identical plan documents.
     let p1 = dir.path().join("p1.json");
     let p2 = dir.path().join("p2.json");
-    ok(&["gc", &root, "--min-age", "2s", "--cutoff", &cutoff, "--out", p1.to_str().unwrap()]);
-    ok(&["gc", &root, "--min-age", "2s", "--cutoff", &cutoff, "--out", p2.to_str().unwrap()]);
+    ok(&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff, "--out", p1.to_str().unwrap()]);
+    ok(&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff, "--out", p2.to_str().unwrap()]);
     assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap());
 
     let before = object_files(Path::new(&root));
@@ -68,7 +68,7 @@ fn operator_walkthrough() {
         "gc",
         &root,
         "--min-age",
-        "2s",
+        "4s",
         "--cutoff",
         &cutoff,
         "--apply",
@@ -84,7 +84,7 @@ fn operator_walkthrough() {
     let first = json(&String::from_utf8_lossy(&o.stdout));
     assert_eq!((first["deleted"].as_u64(), first["complete"].as_bool()), (Some(1), Some(false)));
     assert_eq!(first["digest"], dry["digest"]);
-    let resumed = json(&ok(&["gc", &root, "--min-age", "2s", "--apply", "--checkpoint", ckpt, "--json"]));
+    let resumed = json(&ok(&["gc", &root, "--min-age", "4s", "--apply", "--checkpoint", ckpt, "--json"]));
     assert_eq!(
         (resumed["deleted"].as_u64(), resumed["complete"].as_bool(), resumed["resumed"].as_bool()),
         (Some(3), Some(true), Some(true))
@@ -92,7 +92,7 @@ fn operator_walkthrough() {
     for f in ["already_gone", "failed", "revived"] {
         assert_eq!(resumed[f], 0, "{f}");
     }
-    let again = json(&ok(&["gc", &root, "--min-age", "2s", "--apply", "--checkpoint", ckpt, "--json"]));
+    let again = json(&ok(&["gc", &root, "--min-age", "4s", "--apply", "--checkpoint", ckpt, "--json"]));
     assert_eq!((again["already_complete"].as_bool(), again["delete_pages"].as_u64()), (Some(true), Some(0)));
     let after = object_files(Path::new(&root));
     assert_eq!(before.len() - after.len(), 3);
@@ -100,7 +100,7 @@ fn operator_walkthrough() {
     let planned: Vec<String> =
         dry["candidates"].as_array().unwrap().iter().map(|c| c["uri"].as_str().unwrap().to_string()).collect();
     assert_eq!(deleted.into_iter().cloned().collect::<Vec<_>>(), planned);
-    let text = ok(&["gc", &root, "--min-age", "2s"]);
+    let text = ok(&["gc", &root, "--min-age", "4s"]);
     assert!(text.contains("candidates:  0 objects"), "{text}");
 }
 
@@ -122,7 +122,7 @@ fn history_and_journal_commands() {
     let src2 = dir.path().join("in2");
     write_files(&src1, &[("A/a.bin", "a"), ("B/b.bin", "b")]);
     write_files(&src2, &[("C/c.bin", "c")]);
-    ok(&["init", &root, "--min-age", "2s"]);
+    ok(&["init", &root, "--min-age", "4s"]);
     ok(&["ingest", &root, "--table", "t", src1.to_str().unwrap()]);
     let o = json(&ok(&["ingest", &root, "--table", "t", src2.to_str().unwrap(), "--overwrite", "--json"]));
     assert_eq!(o["version"], 2);
@@ -139,13 +139,13 @@ fn history_and_journal_commands() {
     let bad = lake(&["refs", "verify", &root]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stdout).contains("version 2 has no reference sidecar"));
-    assert_eq!(lake(&["gc", &root, "--min-age", "2s"]).status.code(), Some(3));
+    assert_eq!(lake(&["gc", &root, "--min-age", "4s"]).status.code(), Some(3));
     let fixed = json(&ok(&["refs", "repair", &root, "--table", "t", "--version", "2", "--json"]));
     assert_eq!((fixed["kind"].as_str(), fixed["references"].as_u64()), (Some("snapshot"), Some(1)));
     ok(&["refs", "verify", &root, "--table", "t"]);
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(4100));
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
-    let dry = json(&ok(&["gc", &root, "--min-age", "2s", "--json"]));
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     // Version 3 (the restore of 1) references a and b; c went with version 2.
     assert_eq!(dry["candidate_count"], 1, "{dry}");
     assert!(dry["candidates"][0]["uri"].as_str().unwrap().ends_with("/c.bin"));

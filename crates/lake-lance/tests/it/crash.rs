@@ -93,7 +93,7 @@ async fn an_apply_crashed_at_any_point_resumes_to_the_same_final_state() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("c");
         let deleter = StoreDeleter::new(lake.store.clone());
-        let options = ApplyOptions { page_size: 2, max_pages: None, progress: None };
+        let options = ApplyOptions { page_size: 2, max_pages: None, progress: None, concurrency: 2 };
         let crashed =
             failpoint::scope(point, apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &options)).await;
         assert!(matches!(crashed, Err(ObjectsError::Injected(p)) if p == point), "{point}: {crashed:?}");

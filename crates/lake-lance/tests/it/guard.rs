@@ -8,12 +8,12 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
     let dir = tempfile::tempdir().unwrap();
-    // min_age 2s: margin 0.5s, new references must be younger than 1.5s.
-    let lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(2)).await;
+    // min_age 4s: margin 1s, new references must be younger than 3s.
+    let lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(4)).await;
     let fresh = lake.upload("fresh", b"fresh").await;
     lake.engine.append("t", reader(vec![batch(&[("e", Some(&fresh))])])).await.unwrap();
     let stalled = lake.upload("stalled", b"uploaded, then the writer stalled").await;
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     for overwrite in [false, true] {
         let rows = reader(vec![batch(&[("e", Some(&stalled))])]);
         let err = if overwrite { lake.engine.overwrite("t", rows).await } else { lake.engine.append("t", rows).await }
@@ -22,7 +22,7 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
             LanceEngineError::Guard { source: GuardError::TooOld { uri, age, limit, .. }, .. } => {
                 let (age, limit) = (*age, *limit);
                 assert_eq!(*uri, stalled.key);
-                assert!(age >= limit && limit == Duration::from_millis(1500), "{err}");
+                assert!(age >= limit && limit == Duration::from_millis(3000), "{err}");
             }
             other => panic!("expected the guard's refusal, got {other}"),
         }

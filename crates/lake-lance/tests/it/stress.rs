@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MIN_AGE: Duration = Duration::from_secs(6);
+/// Long enough that the guard's commit deadline (a quarter of it) holds on a loaded machine.
+const MIN_AGE: Duration = Duration::from_secs(10);
 
-async fn writer(lake: Arc<TestLake>, id: usize, stop: Arc<AtomicBool>) -> u64 {
+async fn writer(lake: Arc<TestLake>, id: usize, stop: Arc<AtomicBool>, abandoned: Arc<AtomicU64>) -> u64 {
     let mut commits = 0;
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -26,11 +27,16 @@ async fn writer(lake: Arc<TestLake>, id: usize, stop: Arc<AtomicBool>) -> u64 {
         let a = lake.upload(&format!("w{id}-{n}-a"), format!("writer {id} object {n} a").as_bytes()).await;
         let b = lake.upload(&format!("w{id}-{n}-b"), format!("writer {id} object {n} b").as_bytes()).await;
         let episode = format!("w{id}-{n}");
-        lake.engine
-            .append("t", reader(vec![batch(&[(episode.as_str(), Some(&a)), (episode.as_str(), Some(&b))])]))
-            .await
-            .unwrap();
-        commits += 1;
+        let rows = reader(vec![batch(&[(episode.as_str(), Some(&a)), (episode.as_str(), Some(&b))])]);
+        match lake.engine.append("t", rows).await {
+            Ok(_) => commits += 1,
+            // The commit missed the guard's deadline and was abandoned (if Lance landed it anyway,
+            // its version has no journal entry: GC refuses until it is repaired, below).
+            Err(LanceEngineError::Lance { source: lance::Error::Timeout { .. }, .. }) => {
+                abandoned.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => panic!("writer {id}: {e}"),
+        }
         if n.is_multiple_of(3) {
             // Delete an earlier episode of this writer; a conflicting concurrent delete may make
             // Lance give up, which commits nothing.
@@ -70,7 +76,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
         &StoreDeleter::new(lake.store.clone()),
         &ckpt,
         Some(&p),
-        &ApplyOptions { page_size: 10, max_pages: None, progress: None },
+        &ApplyOptions { page_size: 10, max_pages: None, progress: None, concurrency: 4 },
     )
     .await
     {
@@ -89,7 +95,9 @@ async fn stress(lake: TestLake, seconds: u64) {
     let lake = Arc::new(lake);
     let stop = Arc::new(AtomicBool::new(false));
     let deleted = Arc::new(AtomicU64::new(0));
-    let writers: Vec<_> = (0..3).map(|id| tokio::spawn(writer(lake.clone(), id, stop.clone()))).collect();
+    let abandoned = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> =
+        (0..3).map(|id| tokio::spawn(writer(lake.clone(), id, stop.clone(), abandoned.clone()))).collect();
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let mut round = 0;
@@ -103,13 +111,26 @@ async fn stress(lake: TestLake, seconds: u64) {
     for w in writers {
         commits += w.await.unwrap();
     }
-    // Let the last deletions age past min_age, then collect once more.
+    // Let the last deletions age past min_age (and any abandoned request settle), repair what
+    // abandoned commits left without a journal entry (what an operator does when GC names such a
+    // version), then collect once more.
     tokio::time::sleep(MIN_AGE + Duration::from_millis(1500)).await;
+    for location in lake_engine::Engine::tables(&lake.engine).await.unwrap().tables {
+        for problem in lake_engine::Engine::lineage(&lake.engine, &location).await.unwrap().problems {
+            match problem {
+                lake_engine::LineageProblem::MissingSidecar { table, version } => {
+                    lake.engine.repair_refs(&table, version).await.unwrap();
+                }
+                other => panic!("unexpected lineage problem: {other}"),
+            }
+        }
+    }
     round += 1;
     gc_round(&lake, dir.path(), round, &deleted).await;
     let report = check_retained_objects(&lake.engine).await.unwrap();
     println!(
-        "stress: {seconds}s, {commits} writer commits, {round} GC rounds, {} objects deleted, {} retained objects verified",
+        "stress: {seconds}s, {commits} writer commits ({} abandoned at the commit deadline), {round} GC rounds, {} objects deleted, {} retained objects verified",
+        abandoned.load(Ordering::Relaxed),
         deleted.load(Ordering::Relaxed),
         report.objects_checked
     );

@@ -180,15 +180,20 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
         &deleter,
         &checkpoint,
         Some(&p),
-        &ApplyOptions { page_size: 3, max_pages: Some(1), progress: None },
+        &ApplyOptions { page_size: 3, max_pages: Some(1), progress: None, concurrency: 1 },
     )
     .await
     .unwrap();
     assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
-    let rest =
-        apply(&engine, &deleter, &checkpoint, None, &ApplyOptions { page_size: 3, max_pages: None, progress: None })
-            .await
-            .unwrap();
+    let rest = apply(
+        &engine,
+        &deleter,
+        &checkpoint,
+        None,
+        &ApplyOptions { page_size: 3, max_pages: None, progress: None, concurrency: 1 },
+    )
+    .await
+    .unwrap();
     assert!(rest.checkpoint.complete);
     assert_eq!(rest.checkpoint.deleted + rest.checkpoint.already_gone, 7);
     for k in &keys {
