@@ -78,7 +78,8 @@ pub struct VersionInfo {
 /// empty delta): fragment id reservation, compaction rewrites, index creation, config changes.
 pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
 
-type LiveCache = Mutex<Option<((String, Vec<u64>, u64), Arc<BTreeSet<ObjectIdentity>>)>>;
+/// The live set of the last (table, retained versions) computed, for the later pages of a listing.
+type LiveCache = Mutex<Option<((String, Vec<u64>), Arc<BTreeSet<ObjectIdentity>>)>>;
 
 /// The Lance engine of one lake.
 pub struct LanceEngine {
@@ -514,15 +515,20 @@ impl Engine for LanceEngine {
         roots: &RetainedRoots,
         page: &PageRequest,
     ) -> Result<ReferencePage, EngineError> {
-        let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
-        let key = (location.name.clone(), roots.versions().to_vec(), lineage.latest_version);
-        let cached = {
-            let guard = self.live_cache.lock().unwrap_or_else(|p| p.into_inner());
-            guard.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v.clone())
+        // Later pages of one listing reuse the live set the first page computed (one consistent
+        // snapshot, and one read of the journal per table instead of one per page).
+        let key = (location.name.clone(), roots.versions().to_vec());
+        let cached = match page.after {
+            Some(_) => {
+                let guard = self.live_cache.lock().unwrap_or_else(|p| p.into_inner());
+                guard.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v.clone())
+            }
+            None => None,
         };
         let live = match cached {
-            Some(live) if page.after.is_some() => live,
-            _ => {
+            Some(live) => live,
+            None => {
+                let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
                 let live = Arc::new(live_set_of(&lineage, &sidecars, roots.versions())?);
                 self.advance_refs_checkpoint(&lineage, &sidecars).await;
                 *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, live.clone()));
