@@ -1,0 +1,49 @@
+//! `append_throughput_ratio`: a journaled engine append vs a plain Lance append of the same rows.
+
+use crate::lakes::{new_lake, Rows};
+use crate::{median, Args};
+use lance::dataset::{WriteMode, WriteParams};
+use std::time::{Duration, Instant};
+
+/// One append of `rows` rows into a table of a lake at `root`: through the engine (journaled),
+/// or as a plain Lance append to a dataset beside it.
+pub async fn append_once(root: &str, journaled: bool, rows: usize) -> Result<Duration, String> {
+    // Creating the lake is idempotent: repeated appends reuse it.
+    let (_, engine) = new_lake(root).await?;
+    let reader = Box::new(Rows::new(rows));
+    let started = Instant::now();
+    if journaled {
+        engine.append("journaled", reader).await.map_err(|e| e.to_string())?;
+    } else {
+        let uri = engine.dataset_uri("plain");
+        let mode = if engine.table_exists("plain").await.map_err(|e| e.to_string())? {
+            WriteMode::Append
+        } else {
+            WriteMode::Create
+        };
+        let params = WriteParams { mode, skip_auto_cleanup: true, ..Default::default() };
+        lance::Dataset::write(reader, uri.as_str(), Some(params)).await.map_err(|e| e.to_string())?;
+    }
+    Ok(started.elapsed())
+}
+
+/// Prints `append_throughput_ratio` (journaled throughput / plain throughput).
+pub async fn throughput(args: &Args) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let root = dir.path().join("lake").display().to_string();
+    let mut journaled = Vec::new();
+    let mut plain = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        journaled.push(append_once(&root, true, args.rows).await?);
+        plain.push(append_once(&root, false, args.rows).await?);
+    }
+    let (j, p) = (median(journaled), median(plain));
+    println!(
+        "# append of {} rows: journaled {:.3}s, plain Lance {:.3}s (medians)",
+        args.rows,
+        j.as_secs_f64(),
+        p.as_secs_f64()
+    );
+    println!("append_throughput_ratio: {:.3}", p.as_secs_f64() / j.as_secs_f64().max(1e-9));
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! `lake-bench`: side-by-side benchmarks of lake's cost targets (issue 6), on synthetic lakes it
+//! builds itself. Run `cargo run --release -p lake-cli --bin lake-bench`; sizes are flags.
+//! Prints one `name: value` line per figure; `#` lines describe the setup. Each ratio compares two
+//! measurements taken in the same run, alternating, median of `--repeat` (these machines are
+//! shared and noisy). Peak memory is measured in child processes (`VmHWM`).
+
+mod append;
+mod lakes;
+mod plan;
+mod rss;
+mod s3;
+
+use clap::Parser;
+use std::time::Duration;
+
+/// Benchmarks of journaled appends, journal-based planning and bulk deletes.
+#[derive(Debug, Parser)]
+#[command(name = "lake-bench", version)]
+pub struct Args {
+    /// Rows per append (one DataLocation per row).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: usize,
+    /// Managed objects in the planning lake (1x; the growth figure also builds 10x).
+    #[arg(long, default_value_t = 20_000)]
+    pub objects: usize,
+    /// Retained versions in the planning lake.
+    #[arg(long, default_value_t = 100)]
+    pub versions: usize,
+    /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
+    #[arg(long, default_value_t = 2_000)]
+    pub delete_objects: usize,
+    /// Measurements per side (the median is used).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Skip the S3 figure even when LocalStack is configured.
+    #[arg(long)]
+    pub skip_s3: bool,
+    /// Internal: run one measured step in a child process.
+    #[arg(long, hide = true)]
+    pub child: Option<String>,
+    /// Internal: the lake root of a child step.
+    #[arg(long, hide = true)]
+    pub root: Option<String>,
+}
+
+/// The median of `samples`.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match args.child.as_deref() {
+            Some(step) => rss::run_child(step, &args).await,
+            None => run(&args).await,
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("lake-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: &Args) -> Result<(), String> {
+    println!(
+        "# lake-bench: rows {}, objects {}, versions {}, repeat {}",
+        args.rows, args.objects, args.versions, args.repeat
+    );
+    append::throughput(args).await?;
+    rss::append_peak_rss(args)?;
+    plan::figures(args).await?;
+    if args.skip_s3 {
+        println!("# bulk_delete_speedup skipped (--skip-s3)");
+    } else {
+        s3::bulk_delete(args).await?;
+    }
+    Ok(())
+}

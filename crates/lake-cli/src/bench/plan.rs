@@ -1,0 +1,136 @@
+//! Planning figures: journal planning vs a full scan of every retained version, vs a bare
+//! listing, and peak memory at 1x and 10x.
+
+use crate::lakes::planning_lake;
+use crate::rss::child_peak;
+use crate::{median, Args};
+use lake_engine::Engine;
+use lake_objects::inventory;
+use lake_objects::keys::parse_managed_key;
+use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::LakeStore;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+fn options(store: &LakeStore) -> PlanOptions {
+    PlanOptions {
+        root: store.root().to_string(),
+        min_age: Duration::from_secs(1),
+        cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
+        inventory_page_size: 1000,
+        reference_page_size: 10_000,
+        memory_budget: lake_objects::spill::DEFAULT_BUDGET,
+    }
+}
+
+/// Plans by journal once; returns (wall time, candidates).
+pub async fn plan_once(root: &str) -> Result<(Duration, usize), String> {
+    let store = LakeStore::open(root).map_err(|e| e.to_string())?;
+    let engine = lake_lance::LanceEngine::new(store.clone());
+    let inv = inventory::for_store(&store);
+    let started = Instant::now();
+    let (p, _) = plan(&engine, inv.as_ref(), &options(&store)).await.map_err(|e| e.to_string())?;
+    if !p.lineage_complete {
+        return Err(format!("lineage incomplete: {:?}", p.problems));
+    }
+    Ok((started.elapsed(), p.candidates.len()))
+}
+
+/// The baseline: the live set from scanning every retained version's reference columns (what
+/// `lake refs verify` scans), then the same listing and merge. Returns (wall time, candidates).
+pub async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
+    let store = LakeStore::open(root).map_err(|e| e.to_string())?;
+    let engine = lake_lance::LanceEngine::new(store.clone());
+    let started = Instant::now();
+    let mut live: BTreeSet<String> = BTreeSet::new();
+    for location in engine.tables().await.map_err(|e| e.to_string())?.tables {
+        for v in engine.versions(&location.name).await.map_err(|e| e.to_string())? {
+            let counts = engine.scan_version(&location.name, v.version).await.map_err(|e| e.to_string())?;
+            live.extend(counts.iter().map(|(id, _)| id.uri.clone()));
+        }
+    }
+    // The same sweep as the planner, over the scanned live set (an empty journal engine).
+    let inv = inventory::for_store(&store);
+    let mut after: Option<String> = None;
+    let mut candidates = 0;
+    loop {
+        let page = inv.list_page(after.as_deref(), 1000).await.map_err(|e| e.to_string())?;
+        for e in &page.entries {
+            if parse_managed_key(&e.key).is_some() && !live.contains(&e.key) {
+                candidates += 1;
+            }
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    Ok((started.elapsed(), candidates))
+}
+
+/// A bare listing of the managed prefix. Returns (wall time, objects).
+pub async fn list_once(root: &str) -> Result<(Duration, usize), String> {
+    let store = LakeStore::open(root).map_err(|e| e.to_string())?;
+    let inv = inventory::for_store(&store);
+    let started = Instant::now();
+    let (mut after, mut n) = (None::<String>, 0);
+    loop {
+        let page = inv.list_page(after.as_deref(), 1000).await.map_err(|e| e.to_string())?;
+        n += page.entries.len();
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    Ok((started.elapsed(), n))
+}
+
+/// Prints `plan_speedup_vs_full_scan`, `plan_vs_listing_ratio` and `plan_peak_rss_growth_10x`.
+pub async fn figures(args: &Args) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let root = dir.path().join("lake1x").display().to_string();
+    let started = Instant::now();
+    planning_lake(&root, args.objects, args.versions).await?;
+    println!(
+        "# planning lake 1x: {} objects, {} retained versions, built in {:.1}s",
+        args.objects,
+        args.versions,
+        started.elapsed().as_secs_f64()
+    );
+    let (mut journal, mut scan, mut listing) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..args.repeat.max(1) {
+        let (t, c1) = plan_once(&root).await?;
+        journal.push(t);
+        let (t, c2) = scan_plan_once(&root).await?;
+        scan.push(t);
+        if c1 != c2 {
+            return Err(format!("the journal plan has {c1} candidates but the scan plan {c2}"));
+        }
+        listing.push(list_once(&root).await?.0);
+    }
+    let (j, s, l) = (median(journal), median(scan), median(listing));
+    println!(
+        "# planning: by journal {:.3}s, by full scan {:.3}s, bare listing {:.3}s (medians)",
+        j.as_secs_f64(),
+        s.as_secs_f64(),
+        l.as_secs_f64()
+    );
+    println!("plan_speedup_vs_full_scan: {:.2}", s.as_secs_f64() / j.as_secs_f64().max(1e-9));
+    println!("plan_vs_listing_ratio: {:.3}", j.as_secs_f64() / l.as_secs_f64().max(1e-9));
+
+    let root10 = dir.path().join("lake10x").display().to_string();
+    let started = Instant::now();
+    planning_lake(&root10, args.objects * 10, args.versions).await?;
+    println!("# planning lake 10x: {} objects, built in {:.1}s", args.objects * 10, started.elapsed().as_secs_f64());
+    let (mut small, mut large) = (Vec::new(), Vec::new());
+    for _ in 0..args.repeat.max(1) {
+        small.push(child_peak("plan", &["--root".into(), root.clone()])?);
+        large.push(child_peak("plan", &["--root".into(), root10.clone()])?);
+    }
+    small.sort();
+    large.sort();
+    let (a, b) = (small[small.len() / 2], large[large.len() / 2]);
+    println!("# planning peak RSS: 1x {a} KiB, 10x {b} KiB");
+    println!("plan_peak_rss_growth_10x: {:.3}", b as f64 / a.max(1) as f64);
+    Ok(())
+}

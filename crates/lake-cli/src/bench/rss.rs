@@ -1,0 +1,62 @@
+//! Peak resident memory, measured in child processes (`VmHWM` from /proc/self/status, KiB).
+
+use crate::Args;
+use std::process::Command;
+
+/// This process's peak resident set size in KiB.
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Runs `lake-bench --child STEP` with `extra` arguments and returns the child's peak RSS (KiB).
+pub fn child_peak(step: &str, extra: &[String]) -> Result<u64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe).arg("--child").arg(step).args(extra).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("child {step} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("peak_rss_kib: ").and_then(|v| v.trim().parse().ok()))
+        .ok_or_else(|| format!("child {step} printed no peak_rss_kib: {text}"))
+}
+
+/// The child side: one measured step, then its peak RSS.
+pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
+    match step {
+        "append-engine" | "append-plain" => {
+            let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+            let root = dir.path().join("lake").display().to_string();
+            crate::append::append_once(&root, step == "append-engine", args.rows).await?;
+        }
+        "plan" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::plan::plan_once(root).await?;
+        }
+        other => return Err(format!("unknown child step {other}")),
+    }
+    println!("peak_rss_kib: {}", peak_rss_kib());
+    Ok(())
+}
+
+/// `append_peak_rss_ratio`: journaled append / plain Lance append, peak RSS.
+pub fn append_peak_rss(args: &Args) -> Result<(), String> {
+    let extra = vec!["--rows".to_string(), args.rows.to_string()];
+    let mut engine = Vec::new();
+    let mut plain = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        engine.push(child_peak("append-engine", &extra)?);
+        plain.push(child_peak("append-plain", &extra)?);
+    }
+    engine.sort();
+    plain.sort();
+    let (e, p) = (engine[engine.len() / 2], plain[plain.len() / 2]);
+    println!("# append peak RSS: journaled {e} KiB, plain Lance {p} KiB");
+    println!("append_peak_rss_ratio: {:.3}", e as f64 / p.max(1) as f64);
+    Ok(())
+}

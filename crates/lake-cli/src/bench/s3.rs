@@ -1,0 +1,90 @@
+//! `bulk_delete_speedup` on LocalStack: an apply with one DELETE per object (object_store's
+//! `aws_disable_bulk_delete`) vs bulk DeleteObjects, same server, same number of objects.
+
+use crate::{median, Args};
+use lake_engine::memory::MemoryEngine;
+use lake_objects::apply::{apply, ApplyOptions};
+use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::deleter::StoreDeleter;
+use lake_objects::inventory;
+use lake_objects::keys::mint_key;
+use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::LakeStore;
+use object_store::{ObjectStoreExt, PutPayload};
+use std::time::{Duration, Instant};
+
+async fn fill(store: &LakeStore, n: usize) -> Result<(), String> {
+    use futures::StreamExt;
+    let puts = (0..n).map(|i| {
+        let s = store.object_store();
+        let p = store.path(&mint_key(&format!("d{i}")).0);
+        async move { s.put(&p, PutPayload::from_static(b"d")).await.map(|_| ()) }
+    });
+    for r in futures::stream::iter(puts).buffer_unordered(32).collect::<Vec<_>>().await {
+        r.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+async fn apply_all(store: &LakeStore, n: usize) -> Result<Duration, String> {
+    fill(store, n).await?;
+    let engine = MemoryEngine::new();
+    let options = PlanOptions {
+        root: store.root().to_string(),
+        min_age: Duration::from_secs(1),
+        cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
+        inventory_page_size: 1000,
+        reference_page_size: 1000,
+        memory_budget: 1_000_000,
+    };
+    let inv = inventory::for_store(store);
+    let (p, _) = plan(&engine, inv.as_ref(), &options).await.map_err(|e| e.to_string())?;
+    if p.candidates.len() != n {
+        return Err(format!("expected {n} candidates, planned {}", p.candidates.len()));
+    }
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let r = apply(
+        &engine,
+        &StoreDeleter::new(store.clone()),
+        &CheckpointLocation::Local(dir.path().join("c")),
+        Some(&p),
+        &ApplyOptions::default(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let t = started.elapsed();
+    if !r.checkpoint.complete {
+        return Err("apply did not complete".into());
+    }
+    Ok(t)
+}
+
+/// Prints `bulk_delete_speedup`, or why it was skipped.
+pub async fn bulk_delete(args: &Args) -> Result<(), String> {
+    let Ok(bucket) = std::env::var("LAKE_TEST_S3_BUCKET") else {
+        println!("# bulk_delete_speedup skipped: no LocalStack (run: scripts/localstack.sh run -- cargo run --release -p lake-cli --bin lake-bench)");
+        return Ok(());
+    };
+    let run = ulid::Ulid::new().to_string().to_lowercase();
+    let bulk = LakeStore::open(&format!("s3://{bucket}/bench-{run}/bulk")).map_err(|e| e.to_string())?;
+    // The same server without bulk deletes: object_store sends one DELETE per key.
+    std::env::set_var("AWS_DISABLE_BULK_DELETE", "true");
+    let single = LakeStore::open(&format!("s3://{bucket}/bench-{run}/single"));
+    std::env::remove_var("AWS_DISABLE_BULK_DELETE");
+    let single = single.map_err(|e| e.to_string())?;
+    let (mut b, mut s) = (Vec::new(), Vec::new());
+    for _ in 0..args.repeat.max(1) {
+        s.push(apply_all(&single, args.delete_objects).await?);
+        b.push(apply_all(&bulk, args.delete_objects).await?);
+    }
+    let (b, s) = (median(b), median(s));
+    println!(
+        "# apply of {} deletes on LocalStack: one request per object {:.3}s, bulk {:.3}s (medians)",
+        args.delete_objects,
+        s.as_secs_f64(),
+        b.as_secs_f64()
+    );
+    println!("bulk_delete_speedup: {:.2}", s.as_secs_f64() / b.as_secs_f64().max(1e-9));
+    Ok(())
+}
