@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// journal-driven garbage collection of orphan objects.
 ///
 /// ROOT is a lake root: a local folder, file:///abs/path, or s3://bucket/prefix (configured by
-/// the standard AWS_* environment variables).
+/// the standard AWS_* environment variables). `lake <command> --help` explains each command.
 ///
 /// A first session:
 ///
@@ -17,8 +17,9 @@ use std::path::PathBuf;
 ///   lake cleanup ./lake --table episodes --older-than 30d
 ///   lake gc ./lake --min-age 7d                       # dry run: what would be deleted
 ///   lake gc ./lake --min-age 7d --apply --checkpoint gc.ckpt
+///   lake refs verify ./lake                           # journal vs full scans
 #[derive(Debug, Parser)]
-#[command(name = "lake", version, about, long_about, max_term_width = 100)]
+#[command(name = "lake", version, about, long_about, max_term_width = 100, verbatim_doc_comment)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
