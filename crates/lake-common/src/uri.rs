@@ -169,6 +169,23 @@ fn valid_escapes(raw: &str) -> bool {
     true
 }
 
+/// The fast path for the common case (one pass, one allocation): a relative key of
+/// `[A-Za-z0-9._-]` segments separated by single `/`, with no `.` or `..` segment, is already
+/// normal. Anything else takes the general path.
+fn plain_key(uri: &str) -> Option<String> {
+    let bytes = uri.as_bytes();
+    if bytes.is_empty() || bytes[0] == b'/' || bytes[bytes.len() - 1] == b'/' {
+        return None;
+    }
+    if !bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/')) {
+        return None;
+    }
+    if uri.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+        return None;
+    }
+    Some(uri.to_string())
+}
+
 /// Normalises a row's `uri` against `root`. See the module documentation for the rules.
 ///
 /// # Errors
@@ -179,6 +196,9 @@ pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedRe
     }
     if uri.chars().any(|c| c.is_control() || c == '\\') {
         return Err(UriError::BadCharacter { uri: uri.to_string() });
+    }
+    if let Some(key) = plain_key(uri) {
+        return Ok(NormalizedReference::InRoot(key));
     }
     if !has_scheme(uri) {
         if uri.starts_with('/') {
