@@ -62,6 +62,11 @@ impl ReferenceCounts {
         self.counts.iter().map(|(k, v)| (k, *v))
     }
 
+    /// Consumes the map into canonical [`ReferenceCount`]s without copying identities.
+    pub fn into_entries(self) -> Vec<ReferenceCount> {
+        self.counts.into_iter().map(|(identity, count)| ReferenceCount { identity, count }).collect()
+    }
+
     /// The entries as canonical [`ReferenceCount`]s (sorted, one per identity, counts >= 1).
     pub fn to_entries(&self) -> Vec<ReferenceCount> {
         self.counts

@@ -75,6 +75,43 @@ struct Wire {
     removed: Vec<WireEntry>,
 }
 
+/// The wire form borrowed from a delta: encoding copies nothing but the output bytes (a delta of a
+/// million entries is serialised straight from its entries). Field order is the format's.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    format_version: u64,
+    table: &'a str,
+    version: u64,
+    parent: Option<u64>,
+    kind: DeltaKind,
+    added: EntriesRef<'a>,
+    removed: EntriesRef<'a>,
+}
+
+struct EntriesRef<'a>(&'a [ReferenceCount]);
+
+impl Serialize for EntriesRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Entry<'a>(&'a ReferenceCount);
+        impl Serialize for Entry<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(4))?;
+                m.serialize_entry("uri", &self.0.identity.uri)?;
+                m.serialize_entry("sha256", &hex::encode(self.0.identity.sha256))?;
+                m.serialize_entry("size", &self.0.identity.size)?;
+                m.serialize_entry("count", &self.0.count)?;
+                m.end()
+            }
+        }
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for e in self.0 {
+            seq.serialize_element(&Entry(e))?;
+        }
+        seq.end()
+    }
+}
+
 #[derive(Deserialize)]
 struct FormatProbe {
     format_version: Option<serde_json::Value>,
@@ -113,6 +150,18 @@ impl ObjectReferenceDelta {
         }
     }
 
+    /// A delta that only adds `added` (an append), consuming the counts without copying them.
+    pub fn additions(table: impl Into<String>, version: u64, added: ReferenceCounts) -> Self {
+        Self {
+            table: table.into(),
+            version,
+            parent: parent_of(version),
+            kind: DeltaKind::Delta,
+            added: added.into_entries(),
+            removed: Vec::new(),
+        }
+    }
+
     /// An empty delta: a content-preserving version (compaction, index or config change).
     pub fn empty(table: impl Into<String>, version: u64) -> Self {
         Self::delta(table, version, &ReferenceCounts::new(), &ReferenceCounts::new())
@@ -133,27 +182,16 @@ impl ObjectReferenceDelta {
     /// The canonical bytes: compact JSON with fields in a fixed order and entries in canonical
     /// order. Equal deltas encode to equal bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let to_wire = |entries: &[ReferenceCount]| -> Vec<WireEntry> {
-            entries
-                .iter()
-                .map(|e| WireEntry {
-                    uri: e.identity.uri.clone(),
-                    sha256: e.identity.sha256,
-                    size: e.identity.size,
-                    count: e.count,
-                })
-                .collect()
-        };
-        let wire = Wire {
+        let wire = WireRef {
             format_version: DELTA_FORMAT_VERSION,
-            table: self.table.clone(),
+            table: &self.table,
             version: self.version,
             parent: self.parent,
             kind: self.kind,
-            added: to_wire(&self.added),
-            removed: to_wire(&self.removed),
+            added: EntriesRef(&self.added),
+            removed: EntriesRef(&self.removed),
         };
-        // Serialising plain structs of strings and integers cannot fail.
+        // Serialising plain strings and integers cannot fail.
         serde_json::to_vec(&wire).unwrap_or_default()
     }
 

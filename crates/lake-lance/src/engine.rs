@@ -266,17 +266,19 @@ impl LanceEngine {
         })?;
         failpoint::hit("append.after_lance_commit")?;
         let version = ds.version().version;
+        let references_added = state.counts.total();
         let delta = if overwrite {
             ObjectReferenceDelta::snapshot(table, version, &state.counts)
         } else {
-            ObjectReferenceDelta::delta(table, version, &state.counts, &ReferenceCounts::new())
+            // Moves the counts into the entry: no copy of a million identities.
+            ObjectReferenceDelta::additions(table, version, state.counts)
         };
         self.publish(delta).await?;
         Ok(CommitOutcome {
             table: table.into(),
             version,
             rows: state.rows,
-            references_added: state.counts.total(),
+            references_added,
             references_removed: 0,
             rebased: rebased(&ds, version).await,
         })

@@ -17,11 +17,12 @@ use lake_objects::store::{CreateOutcome, LakeStore};
 /// # Errors
 /// [`LanceEngineError::SidecarConflict`], [`LanceEngineError::SidecarWrite`].
 pub async fn write(store: &LakeStore, delta: &ObjectReferenceDelta) -> Result<(), LanceEngineError> {
-    let bytes = delta.encode();
+    // Bytes: the create-only write and the comparison share one buffer (a sidecar can be large).
+    let bytes = bytes::Bytes::from(delta.encode());
     let key = sidecar_key(&delta.table, delta.version);
     match store.put_create(&key, bytes.clone()).await {
         Ok(CreateOutcome::Created) => Ok(()),
-        Ok(CreateOutcome::Exists(existing)) if existing.as_ref() == bytes.as_slice() => Ok(()),
+        Ok(CreateOutcome::Exists(existing)) if existing == bytes => Ok(()),
         Ok(CreateOutcome::Exists(_)) => {
             Err(LanceEngineError::SidecarConflict { table: delta.table.clone(), version: delta.version })
         }

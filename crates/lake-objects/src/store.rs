@@ -165,7 +165,8 @@ impl LakeStore {
     ///
     /// # Errors
     /// [`ObjectsError::Storage`] when the write fails for another reason.
-    pub async fn put_create(&self, key: &str, bytes: Vec<u8>) -> Result<CreateOutcome, ObjectsError> {
+    pub async fn put_create(&self, key: &str, bytes: impl Into<Bytes>) -> Result<CreateOutcome, ObjectsError> {
+        let bytes: Bytes = bytes.into();
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.store.put_opts(&self.path(key), PutPayload::from(bytes), opts).await {
             Ok(_) => Ok(CreateOutcome::Created),
