@@ -206,8 +206,11 @@ async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint) -> Result<(),
         }
         let since = basis.get(location.name.as_str()).copied().unwrap_or(0);
         if lineage.latest_version > since {
-            for identity in engine.references_added_after(location, since).await? {
-                added.insert(identity.uri);
+            match engine.references_added_after(location, since).await {
+                Ok(ids) => added.extend(ids.into_iter().map(|i| i.uri)),
+                // A version committed after its lineage was read, its sidecar not yet written.
+                Err(lake_engine::EngineError::Lineage { problems: found, .. }) => problems.extend(found),
+                Err(e) => return Err(e.into()),
             }
         }
     }

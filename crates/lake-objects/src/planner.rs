@@ -18,7 +18,7 @@ use crate::keys::{first_key_at, parse_managed_key};
 use crate::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use crate::spill::SortedRuns;
 use chrono::{DateTime, SecondsFormat, Utc};
-use lake_engine::{Engine, PageRequest, RetainedRoots};
+use lake_engine::{Engine, EngineError, PageRequest, RetainedRoots};
 use std::time::Duration;
 
 /// What to plan.
@@ -90,28 +90,39 @@ pub async fn plan(
     basis.sort();
     problems.sort();
     problems.dedup();
-    let lineage_complete = problems.is_empty();
     let mut candidates = Vec::new();
-    if lineage_complete {
-        // The live set as sorted runs spilled past the memory budget, merged in key order.
-        let mut live_runs = SortedRuns::new(options.memory_budget)?;
-        for (location, lineage) in &lineages {
-            let roots = RetainedRoots::new(lineage.retained.clone());
-            let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
-            loop {
-                let page = engine.retained_object_references(location, &roots, &request).await?;
-                stats.live_references += page.identities.len() as u64;
-                for identity in page.identities {
-                    if !identity.uri.contains("://") {
-                        live_runs.push(identity.uri)?;
-                    }
+    // The live set as sorted runs spilled past the memory budget, merged in key order. A table
+    // whose journal turns out incomplete while it is replayed (a version committed since its
+    // lineage was read, its sidecar not yet written) makes the plan incomplete, like any problem.
+    let mut live_runs = SortedRuns::new(options.memory_budget)?;
+    'tables: for (location, lineage) in lineages.iter().filter(|_| problems.is_empty()) {
+        let roots = RetainedRoots::new(lineage.retained.clone());
+        let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
+        loop {
+            let page = match engine.retained_object_references(location, &roots, &request).await {
+                Ok(page) => page,
+                Err(EngineError::Lineage { problems: found, .. }) => {
+                    problems.extend(found.iter().map(|p| p.to_string()));
+                    break 'tables;
                 }
-                match page.next {
-                    Some(next) => request.after = Some(next),
-                    None => break,
+                Err(e) => return Err(e.into()),
+            };
+            stats.live_references += page.identities.len() as u64;
+            for identity in page.identities {
+                if !identity.uri.contains("://") {
+                    live_runs.push(identity.uri)?;
                 }
             }
+            match page.next {
+                Some(next) => request.after = Some(next),
+                None => break,
+            }
         }
+    }
+    problems.sort();
+    problems.dedup();
+    let lineage_complete = problems.is_empty();
+    if lineage_complete {
         stats.spilled_runs = live_runs.runs() as u64;
         let mut live = live_runs.finish()?;
         let mut live_next = live.next_key()?;
