@@ -53,7 +53,7 @@ pub struct ObjectReferenceDelta {
     pub removed: Vec<ReferenceCount>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireEntry {
     uri: String,
@@ -63,7 +63,7 @@ struct WireEntry {
     count: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Wire {
     format_version: u64,
@@ -210,6 +210,13 @@ impl ObjectReferenceDelta {
             _ => return Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
         }
         let wire: Wire = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        // The probe above already checked it; the typed parse must agree.
+        if wire.format_version != DELTA_FORMAT_VERSION {
+            return Err(DecodeError::UnknownFormatVersion {
+                found: wire.format_version,
+                supported: DELTA_FORMAT_VERSION,
+            });
+        }
         if wire.version == 0 {
             return Err(DecodeError::ZeroVersion);
         }
