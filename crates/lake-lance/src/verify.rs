@@ -83,13 +83,9 @@ pub async fn check_retained_objects(engine: &LanceEngine) -> Result<RetainedObje
                 id.uri,
                 id.size,
                 id.sha256_hex(),
-                hex_of(&sha)
+                hex::encode(sha)
             ));
         }
     }
     Ok(report)
-}
-
-fn hex_of(b: &[u8; 32]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
