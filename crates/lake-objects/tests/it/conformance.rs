@@ -17,10 +17,11 @@ use lake_objects::store::CreateOutcome;
 use lake_objects::writer::ManagedObjectWriter;
 use lake_objects::LakeStore;
 use sha2::Digest;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Inventory pages concatenate to every key under `objects/` in byte order, whatever the page
-/// size, and never include keys of a sibling prefix.
+/// size, never include keys of a sibling prefix, and start right after any `after`.
 pub async fn check_inventory_order_and_pagination(store: &LakeStore, inventory: &dyn ObjectInventory) {
     let mut expected = Vec::new();
     for i in 0..23 {
@@ -53,6 +54,22 @@ pub async fn check_inventory_order_and_pagination(store: &LakeStore, inventory: 
         }
         assert_eq!(got, expected, "page size {page_size}");
         assert!(pages >= expected.len() / page_size, "page size {page_size}: {pages} pages");
+    }
+    // Any `after`, not only a key a page returned: keys, their folders, and keys between them.
+    let mut probes: BTreeSet<String> = ["objects", "objects-", "objects0", "a"].map(String::from).into();
+    for key in &expected {
+        probes.extend([key.clone(), format!("{key}0"), format!("{key}-")]);
+        let mut folder = key.as_str();
+        while let Some((parent, _)) = folder.rsplit_once('/') {
+            probes.insert(parent.to_string());
+            folder = parent;
+        }
+    }
+    for after in &probes {
+        let page = inventory.list_page(Some(after), 3).await.unwrap();
+        let got: Vec<&str> = page.entries.iter().map(|e| e.key.as_str()).collect();
+        let want: Vec<&str> = expected.iter().map(String::as_str).filter(|k| *k > after.as_str()).take(3).collect();
+        assert_eq!(got, want, "after {after}");
     }
     // Sizes and server timestamps come through.
     let page = inventory.list_page(None, 1000).await.unwrap();

@@ -1,8 +1,10 @@
 //! Integration tests of lake-objects (one test binary per crate).
 //!
 //! `conformance` is the storage-facing suite every backend runs (object_store's pattern);
-//! `planner` and `documents` test planning, plans and checkpoints over a real local store.
+//! `planner` and `documents` test planning, plans and checkpoints over a real local store;
+//! `inventory` checks the local inventory against object_store's full listing.
 
 mod conformance;
 mod documents;
+mod inventory;
 mod planner;

@@ -1,0 +1,246 @@
+//! The local inventory against object_store's own full listing of the same folder tree: any
+//! `after`, any page size, any window (the children one folder pass keeps), folders that change
+//! between pages, and names object_store refuses.
+
+use lake_objects::inventory::local::LocalInventory;
+use lake_objects::inventory::{InventoryEntry, ObjectInventory};
+use lake_objects::keys::mint_key;
+use lake_objects::LakeStore;
+use proptest::prelude::*;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// Writes `key` (a path relative to `root`) with `size` bytes, creating its folders.
+fn write(root: &Path, key: &str, size: usize) {
+    let path = root.join(key);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, vec![b'x'; size]).unwrap();
+}
+
+/// Keys whose byte order differs from a per-folder order, and other unusual names.
+const TRICKY: [&str; 18] = [
+    "objects/a.b",
+    "objects/a/x",
+    "objects/a/y/z",
+    "objects/a-",
+    "objects/a0",
+    "objects/Z",
+    "objects/x y",
+    "objects/p%25q",
+    "objects/h#a",
+    "objects/d#12/f",
+    "objects/\u{e9}",
+    "objects/\u{65e5}/\u{672c}",
+    "objects/0/0/0/0/0",
+    "objects/0/0/0/0.0",
+    "objects/0/0.0",
+    "objects/0/0-0/0",
+    "objects/01J00000000000000000000000/a/b.bin",
+    "objects/01J00000000000000000000000/a.b",
+];
+
+/// A lake with `managed` objects in as many ULID folders, a few folders of several objects,
+/// nested and tricky names, empty folders, symbolic links, a staged upload and keys outside
+/// `objects/`.
+fn build(root: &Path, managed: usize) -> LakeStore {
+    for i in 0..managed {
+        write(root, &mint_key(&format!("m{i}.bin")).0, i % 7);
+    }
+    for i in 0..40 {
+        write(root, &format!("objects/01J00000000000000000000000/many/{i}"), 1);
+    }
+    for key in TRICKY {
+        write(root, key, key.len());
+    }
+    write(root, "objects/h#12", 3); // an object_store staged upload: not listed
+    for key in ["objects-old/01J00000000000000000000000/x", "objectsx", "stray.bin", "objects.bin"] {
+        write(root, key, 1);
+    }
+    for dir in ["objects/empty", "objects/e1/e2/e3", "objects/01J00000000000000000000000/empty"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    std::os::unix::fs::symlink(root.join("objects/a.b"), root.join("objects/link")).unwrap();
+    std::os::unix::fs::symlink(root.join("objects/missing"), root.join("objects/broken")).unwrap();
+    LakeStore::open(root.to_str().unwrap()).unwrap()
+}
+
+/// Every object under `objects/` by object_store's recursive listing, sorted by key.
+fn oracle(store: &LakeStore) -> Vec<InventoryEntry> {
+    let listed = futures::executor::block_on(store.list_all("objects")).unwrap();
+    let mut all: Vec<InventoryEntry> = listed
+        .into_iter()
+        .map(|(key, m)| InventoryEntry { key, size: m.size, last_modified: m.last_modified })
+        .collect();
+    all.sort_by(|a, b| a.key.cmp(&b.key));
+    all
+}
+
+/// Pages from `after` until the end (or `max_pages`), checking each page's shape.
+fn pages(inv: &LocalInventory, mut after: Option<String>, limit: usize, max_pages: usize) -> Vec<InventoryEntry> {
+    let mut got = Vec::new();
+    for _ in 0..max_pages {
+        let page = futures::executor::block_on(inv.list_page(after.as_deref(), limit)).unwrap();
+        assert!(page.entries.len() <= limit.max(1));
+        if page.next.is_some() {
+            assert_eq!(page.entries.len(), limit.max(1), "a page short of the limit ends the listing");
+            assert_eq!(page.next.as_ref(), page.entries.last().map(|e| &e.key));
+        }
+        got.extend(page.entries);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    got
+}
+
+/// The expected entries strictly after `after`.
+fn after<'a>(all: &'a [InventoryEntry], after: Option<&'a str>) -> impl Iterator<Item = &'a InventoryEntry> {
+    all.iter().filter(move |e| after.is_none_or(|a| e.key.as_str() > a))
+}
+
+struct Lake {
+    _dir: tempfile::TempDir,
+    store: LakeStore,
+    all: Vec<InventoryEntry>,
+}
+
+/// One big lake shared by the tests that only read it.
+fn lake() -> &'static Lake {
+    static LAKE: OnceLock<Lake> = OnceLock::new();
+    LAKE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = build(dir.path(), 3000);
+        let all = oracle(&store);
+        Lake { _dir: dir, store, all }
+    })
+}
+
+#[test]
+fn the_oracle_sees_the_tricky_names() {
+    let keys: Vec<&str> = lake().all.iter().map(|e| e.key.as_str()).collect();
+    for key in TRICKY.iter().chain(&["objects/link"]) {
+        assert!(keys.contains(key), "{key}");
+    }
+    for key in ["objects/h#12", "objects/broken", "objectsx", "objects.bin"] {
+        assert!(!keys.contains(&key), "{key}");
+    }
+    assert_eq!(keys.len(), 3000 + 40 + TRICKY.len() + 1);
+}
+
+#[test]
+fn pages_concatenate_to_the_full_sorted_listing() {
+    let lake = lake();
+    for window in [1, 5, 64, lake_objects::inventory::local::WINDOW] {
+        for limit in [1, 7, 1000] {
+            if window == 1 && limit < 7 {
+                continue; // thousands of passes over the top folder: slow, and no new path
+            }
+            let inv = LocalInventory::with_window(lake.store.clone(), window);
+            assert_eq!(pages(&inv, None, limit, usize::MAX), lake.all, "window {window}, limit {limit}");
+        }
+    }
+}
+
+/// `after` values near real keys: the keys, their folders with and without a slash, and small
+/// edits of them.
+fn probe() -> impl Strategy<Value = String> {
+    let keys = &lake().all;
+    let near = (0..keys.len(), 0usize..64, prop::sample::select(vec!["", "/", ".", "-", "0", "z", "/a", "\u{e9}"]))
+        .prop_map(|(i, cut, tail)| {
+            let key = &keys[i].key;
+            let cut = key.char_indices().map(|(j, _)| j).chain([key.len()]).rev().nth(cut % 4).unwrap_or(0);
+            format!("{}{tail}", &key[..cut])
+        });
+    prop_oneof![
+        4 => near,
+        1 => "(objects(/[0-9a-zA-Z./#\\-]{0,4}){0,3})?",
+        1 => prop::sample::select(vec![
+            String::new(), "objects".into(), "objects/".into(), "objects-".into(), "objects0".into(),
+            "objects/..".into(), "objects/../a".into(), "objects//".into(), "objects/a/".into(),
+            "objects/a".into(), "objects/a.b/".into(), "objects/link/x".into(), "zzz".into(),
+        ]),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// From any `after`, a few pages of any size are exactly the sorted listing after it; the
+    /// inventory is reused across cases, so cached walks meet unrelated `after` values too.
+    #[test]
+    fn any_after_any_limit(after_key in probe(), limit in prop_oneof![1usize..9, Just(1000)], window in 0usize..3) {
+        static INVENTORIES: OnceLock<Vec<LocalInventory>> = OnceLock::new();
+        let inventories = INVENTORIES.get_or_init(|| {
+            [3, 64, lake_objects::inventory::local::WINDOW]
+                .into_iter()
+                .map(|w| LocalInventory::with_window(lake().store.clone(), w))
+                .collect()
+        });
+        let expected: Vec<InventoryEntry> = after(&lake().all, Some(&after_key)).take(3 * limit).cloned().collect();
+        let got = pages(&inventories[window], Some(after_key.clone()), limit, 3);
+        prop_assert_eq!(got, expected);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn folders_changing_between_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = build(dir.path(), 60);
+    let before = oracle(&store);
+    let inv = LocalInventory::with_window(store.clone(), 4);
+    let first = inv.list_page(None, 7).await.unwrap();
+    let last = first.next.clone().unwrap();
+    // The folder being walked (it holds the read-ahead key), a folder still ahead, and the
+    // contents of another: all gone; and a new folder ahead.
+    let folder = |key: &str| key.rsplit_once('/').unwrap().0.to_string();
+    let walking = folder(&last);
+    let mut ahead: Vec<String> = after(&before, Some(&last)).map(|e| folder(&e.key)).collect();
+    ahead.dedup();
+    ahead.retain(|f| f != &walking && f != "objects");
+    let (gone, emptied) = (&ahead[3], &ahead[6]);
+    let remove = |path: std::path::PathBuf| {
+        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        if let Err(e) = removed {
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{}", path.display());
+        }
+    };
+    remove(dir.path().join(&walking));
+    remove(dir.path().join(gone));
+    for entry in std::fs::read_dir(dir.path().join(emptied)).unwrap() {
+        remove(entry.unwrap().path());
+    }
+    write(dir.path(), "objects/zz/new", 1);
+    let now = oracle(&store);
+    let rest = pages(&inv, Some(last.clone()), 7, usize::MAX);
+    let expected: Vec<InventoryEntry> = after(&now, Some(&last)).cloned().collect();
+    assert_eq!(rest, expected);
+    assert_eq!(first.entries, before[..7]);
+
+    // The whole prefix gone between pages: the next page is empty, not an error.
+    let page = inv.list_page(None, 3).await.unwrap();
+    std::fs::remove_dir_all(dir.path().join("objects")).unwrap();
+    let next = inv.list_page(page.next.as_deref(), 3).await.unwrap();
+    assert_eq!((next.entries.len(), next.next), (0, None));
+    let fresh = LocalInventory::new(store.clone()).list_page(None, 3).await.unwrap();
+    assert_eq!((fresh.entries.len(), fresh.next), (0, None));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_object_store_refuses_fail_the_listing() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad: [&[u8]; 2] = [b"bad\xffname", b"bad\x01name"];
+    for name in bad {
+        let dir = tempfile::tempdir().unwrap();
+        let store = build(dir.path(), 5);
+        let folder = dir.path().join("objects/01J00000000000000000000000");
+        std::fs::write(folder.join(std::ffi::OsStr::from_bytes(name)), b"x").unwrap();
+        let inv = LocalInventory::new(store.clone());
+        let err = inv.list_page(None, 1000).await.unwrap_err();
+        assert!(matches!(err, lake_objects::ObjectsError::Storage { .. }), "{err}");
+        assert!(store.list_dir("objects/01J00000000000000000000000").await.is_err(), "object_store refuses it too");
+        // Folders never listed do not matter: keys after the bad folder list fine.
+        let page = inv.list_page(Some("objects/01J00000000000000000000001"), 1000).await.unwrap();
+        assert!(!page.entries.is_empty());
+    }
+}
