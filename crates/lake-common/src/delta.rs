@@ -9,8 +9,12 @@ use crate::identity::{sha_hex, ObjectIdentity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The sidecar format version this build writes and reads.
+/// The format version of a sidecar that carries its entries inline (canonical JSON).
 pub const DELTA_FORMAT_VERSION: u64 = 1;
+
+/// The format version of a sidecar head that names a reference log ([`crate::reflog`]); the
+/// highest format this build reads.
+pub const LOG_FORMAT_VERSION: u64 = 2;
 
 /// Whether a sidecar is relative to its parent or the full reference set of its version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,30 +221,11 @@ impl ObjectReferenceDelta {
                 supported: DELTA_FORMAT_VERSION,
             });
         }
-        if wire.version == 0 {
-            return Err(DecodeError::ZeroVersion);
-        }
-        if wire.version != expected_version {
-            return Err(DecodeError::VersionMismatch { expected: expected_version, found: wire.version });
-        }
-        if wire.table != table {
-            return Err(DecodeError::TableMismatch { expected: table.into(), found: wire.table });
-        }
-        let expected_parent = parent_of(wire.version);
-        let parent_ok = match wire.kind {
-            DeltaKind::Delta => wire.parent == expected_parent,
-            DeltaKind::Snapshot => wire.parent.is_none() || wire.parent == expected_parent,
-        };
-        if !parent_ok {
-            return Err(DecodeError::BadParent {
-                version: wire.version,
-                parent: wire.parent,
-                expected: match expected_parent {
-                    Some(p) => format!("{p} (version - 1)"),
-                    None => "none (version 1 has no parent)".into(),
-                },
-            });
-        }
+        check_position(
+            Position { table: &wire.table, version: wire.version, parent: wire.parent, kind: wire.kind },
+            table,
+            expected_version,
+        )?;
         if wire.kind == DeltaKind::Snapshot && !wire.removed.is_empty() {
             return Err(DecodeError::SnapshotWithRemovals { version: wire.version });
         }
@@ -261,7 +246,45 @@ impl ObjectReferenceDelta {
     }
 }
 
-fn parent_of(version: u64) -> Option<u64> {
+/// Where a sidecar document says it belongs.
+pub(crate) struct Position<'a> {
+    pub table: &'a str,
+    pub version: u64,
+    pub parent: Option<u64>,
+    pub kind: DeltaKind,
+}
+
+/// The rules every sidecar format shares: version >= 1 and equal to the file's, the table read
+/// for, and the parent `version - 1` (or none, for a snapshot).
+pub(crate) fn check_position(found: Position<'_>, table: &str, expected_version: u64) -> Result<(), DecodeError> {
+    if found.version == 0 {
+        return Err(DecodeError::ZeroVersion);
+    }
+    if found.version != expected_version {
+        return Err(DecodeError::VersionMismatch { expected: expected_version, found: found.version });
+    }
+    if found.table != table {
+        return Err(DecodeError::TableMismatch { expected: table.into(), found: found.table.into() });
+    }
+    let expected_parent = parent_of(found.version);
+    let parent_ok = match found.kind {
+        DeltaKind::Delta => found.parent == expected_parent,
+        DeltaKind::Snapshot => found.parent.is_none() || found.parent == expected_parent,
+    };
+    if !parent_ok {
+        return Err(DecodeError::BadParent {
+            version: found.version,
+            parent: found.parent,
+            expected: match expected_parent {
+                Some(p) => format!("{p} (version - 1)"),
+                None => "none (version 1 has no parent)".into(),
+            },
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn parent_of(version: u64) -> Option<u64> {
     version.checked_sub(1).filter(|p| *p >= 1)
 }
 

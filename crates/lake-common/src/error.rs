@@ -38,6 +38,18 @@ pub enum DecodeError {
     /// A version number is zero (Lance versions start at 1).
     #[error("sidecar has version 0; Lance versions start at 1")]
     ZeroVersion,
+    /// A format-2 sidecar's reference log is not a valid log (truncated, wrong schema, corrupt).
+    #[error("the sidecar's reference log is corrupt: {0}")]
+    CorruptLog(String),
+    /// A reference log belongs to another table or write than its head names.
+    #[error("the sidecar's reference log has {field} `{found}` but its head names `{expected}`")]
+    LogMismatch { field: &'static str, expected: String, found: String },
+    /// A format-2 sidecar names a reference log that is not in the store.
+    #[error("the sidecar's reference log {key} is missing")]
+    LogMissing { key: String },
+    /// A reference log's length or row count differs from what its head records.
+    #[error("the sidecar's reference log has {found} {what} but its head records {expected}")]
+    LogSize { what: &'static str, expected: u64, found: u64 },
 }
 
 /// Why a DataLocation column or value was refused.

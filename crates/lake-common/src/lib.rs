@@ -13,16 +13,20 @@
 pub mod counts;
 pub mod delta;
 pub mod error;
+pub mod head;
 pub mod identity;
 pub mod location;
+pub mod reflog;
 pub mod uri;
 
 pub use counts::ReferenceCounts;
-pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, DELTA_FORMAT_VERSION};
+pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, DELTA_FORMAT_VERSION, LOG_FORMAT_VERSION};
 pub use error::{DecodeError, LocationError, UriError};
+pub use head::{LogHead, LogRef, SidecarDocument};
 pub use identity::ObjectIdentity;
 pub use location::{
     data_location_field, data_location_list_field, data_location_type, DataLocationBuilder, ReferenceColumns,
     DATA_LOCATION_EXTENSION_NAME,
 };
-pub use uri::{normalize_reference, LakeRootUri, NormalizedReference};
+pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
+pub use uri::{is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};

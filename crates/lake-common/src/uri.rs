@@ -173,17 +173,46 @@ fn valid_escapes(raw: &str) -> bool {
 /// `[A-Za-z0-9._-]` segments separated by single `/`, with no `.` or `..` segment, is already
 /// normal. Anything else takes the general path.
 fn plain_key(uri: &str) -> Option<String> {
+    is_plain_key(uri).then(|| uri.to_string())
+}
+
+/// True when `uri` is already a canonical key relative to the root: segments of ASCII letters,
+/// digits, `.`, `_` and `-`, none empty, `.` or `..`. [`normalize_reference`] returns such a
+/// key unchanged, so callers on a hot path can use the borrowed string as is. One pass over the
+/// bytes, no allocation.
+pub fn is_plain_key(uri: &str) -> bool {
+    /// 1: a key character; 2: `/`; 0: anything else (a table lookup keeps the loop branch-light).
+    const CLASS: [u8; 256] = {
+        let mut class = [0u8; 256];
+        let mut b = 0;
+        while b < 256 {
+            let c = b as u8;
+            if c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-' {
+                class[b] = 1;
+            }
+            b += 1;
+        }
+        class[b'/' as usize] = 2;
+        class
+    };
+    fn segment_ok(s: &[u8]) -> bool {
+        !s.is_empty() && s != b"." && s != b".."
+    }
     let bytes = uri.as_bytes();
-    if bytes.is_empty() || bytes[0] == b'/' || bytes[bytes.len() - 1] == b'/' {
-        return None;
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match CLASS[b as usize] {
+            1 => {}
+            2 => {
+                if !segment_ok(&bytes[start..i]) {
+                    return false;
+                }
+                start = i + 1;
+            }
+            _ => return false,
+        }
     }
-    if !bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/')) {
-        return None;
-    }
-    if uri.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
-        return None;
-    }
-    Some(uri.to_string())
+    segment_ok(&bytes[start..])
 }
 
 /// Normalises a row's `uri` against `root`. See the module documentation for the rules.

@@ -6,14 +6,14 @@
 //! finds the version without a journal and refuses until it is repaired.
 
 use crate::error::LanceEngineError;
-use crate::journaling::JournalingReader;
+use crate::journaling::{JournalFailure, JournalLog, JournalWorker, JournalingReader};
 use crate::refs_checkpoint;
 use crate::scan::count_references;
 use crate::sidecar;
 use arrow_array::RecordBatchReader;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::journal::{added_after, live_set_of, paginate, Sidecars};
 use lake_engine::{
     check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
@@ -81,10 +81,15 @@ pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewri
 /// The live set of the last (table, retained versions) computed, for the later pages of a listing.
 type LiveCache = Mutex<Option<((String, Vec<u64>), Arc<BTreeSet<ObjectIdentity>>)>>;
 
+/// The lineage and sidecars the last [`Engine::lineage`] call read, kept for the replay that
+/// follows it in planning, so the journal is read once per table and plan, not twice.
+type LineageCache = Mutex<Option<(String, Arc<(TableLineage, Sidecars)>)>>;
+
 /// The Lance engine of one lake.
 pub struct LanceEngine {
     store: LakeStore,
     live_cache: LiveCache,
+    lineage_cache: LineageCache,
 }
 
 impl std::fmt::Debug for LanceEngine {
@@ -96,7 +101,7 @@ impl std::fmt::Debug for LanceEngine {
 impl LanceEngine {
     /// The engine of the lake in `store`.
     pub fn new(store: LakeStore) -> Self {
-        Self { store, live_cache: Mutex::new(None) }
+        Self { store, live_cache: Mutex::new(None), lineage_cache: Mutex::new(None) }
     }
 
     /// The lake's store.
@@ -150,8 +155,13 @@ impl LanceEngine {
     /// Journals version `delta.version` and advances the registry: the tail of every commit.
     pub(crate) async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
         sidecar::write(&self.store, &delta).await?;
+        self.advance(&delta.table, delta.version).await
+    }
+
+    /// The tail of a commit once its sidecar is written: advances the registry.
+    async fn advance(&self, table: &str, version: u64) -> Result<(), LanceEngineError> {
         failpoint::hit("append.after_sidecar")?;
-        registry::advance(&self.store, &delta.table, delta.version).await?;
+        registry::advance(&self.store, table, version).await?;
         failpoint::hit("append.after_registry")?;
         Ok(())
     }
@@ -229,8 +239,7 @@ impl LanceEngine {
         validate_table_name(table)?;
         let descriptor = LakeDescriptor::load(&self.store).await?;
         let guard = PublicationGuard::from_policy(&descriptor);
-        let (reader, state) = JournalingReader::new(batches, self.store.root().clone())
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        let (reader, worker) = JournalingReader::new(batches, &self.store, table)?;
         let mode = match (self.table_exists(table).await?, overwrite) {
             (false, _) => WriteMode::Create,
             (true, false) => WriteMode::Append,
@@ -240,47 +249,96 @@ impl LanceEngine {
         let action = if overwrite { "overwrite" } else { "append" };
         let uri = self.dataset_uri(table);
         let params = self.write_params(mode);
-        // Phase 1: write the data files without committing a version.
+        // Phase 1: write the data files without committing a version, while the journal worker
+        // writes the reference log beside them.
         let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
+        let started = std::time::Instant::now();
         let written = InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted_stream(source).await;
-        let state = std::mem::take(&mut *state.lock().unwrap_or_else(|p| p.into_inner()));
-        if let Some(source) = state.failure {
-            return Err(LanceEngineError::Location { table: table.into(), source });
-        }
+        let (store, log_key) = (worker.store().clone(), worker.key().to_string());
+        let data_written = started.elapsed();
+        let log = match worker.finish().await {
+            Ok(log) => log,
+            Err(failure) => {
+                JournalWorker::discard(&store, &log_key).await;
+                return Err(match failure {
+                    JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
+                    JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
+                });
+            }
+        };
+        let journal_done = started.elapsed();
+        let committed = self.commit_streamed(table, written, &params, &guard, &log, creating, action).await;
+        let ds = match committed {
+            Ok(ds) => ds,
+            Err(e) => {
+                JournalWorker::discard(&store, &log_key).await;
+                return Err(e);
+            }
+        };
+        failpoint::hit("append.after_lance_commit")?;
+        let committed_at = started.elapsed();
+        let version = ds.version().version;
+        let kind = if overwrite { DeltaKind::Snapshot } else { DeltaKind::Delta };
+        let head = LogHead::new(
+            table,
+            version,
+            kind,
+            LogRef { write_id: log.write_id.clone(), references: log.totals.references, bytes: log.totals.bytes },
+        );
+        sidecar::write_head(&self.store, &head).await?;
+        self.advance(table, version).await?;
+        tracing::debug!(
+            table,
+            version,
+            rows = log.rows,
+            references = log.totals.references,
+            log_bytes = log.totals.bytes,
+            data_files_s = data_written.as_secs_f64(),
+            log_wait_s = (journal_done - data_written).as_secs_f64(),
+            commit_s = (committed_at - journal_done).as_secs_f64(),
+            publish_s = (started.elapsed() - committed_at).as_secs_f64(),
+            "{action} committed and journaled"
+        );
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: log.rows,
+            references_added: log.totals.references,
+            references_removed: 0,
+            rebased: rebased(&ds, version).await,
+        })
+    }
+
+    /// Phase 2 of a streamed write: the publication guard on the oldest new reference, then the
+    /// Lance commit within the guard's margin.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_streamed(
+        &self,
+        table: &str,
+        written: lance::Result<lance::dataset::transaction::Transaction>,
+        params: &WriteParams,
+        guard: &PublicationGuard,
+        log: &JournalLog,
+        creating: bool,
+        action: &'static str,
+    ) -> Result<Dataset, LanceEngineError> {
         let transaction = written.map_err(|source| LanceEngineError::Lance { table: table.into(), action, source })?;
         // The guard, right before the commit; the commit must land within the margin.
         guard
-            .check(state.counts.iter().map(|(id, _)| id), Utc::now())
+            .check(log.oldest.iter(), Utc::now())
             .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+        let uri = self.dataset_uri(table);
         let mut commit = CommitBuilder::new(uri.as_str())
             .with_skip_auto_cleanup(true)
             .with_timeout(Some(guard.margin().max(Duration::from_millis(1))));
         if let Some(store_params) = params.store_params.clone() {
             commit = commit.with_store_params(store_params);
         }
-        let ds = commit.execute(transaction).await.map_err(|source| match source {
+        commit.execute(transaction).await.map_err(|source| match source {
             lance::Error::DatasetAlreadyExists { .. } if creating => {
                 LanceEngineError::ConcurrentCreate { table: table.into() }
             }
             source => LanceEngineError::Lance { table: table.into(), action, source },
-        })?;
-        failpoint::hit("append.after_lance_commit")?;
-        let version = ds.version().version;
-        let references_added = state.counts.total();
-        let delta = if overwrite {
-            ObjectReferenceDelta::snapshot(table, version, &state.counts)
-        } else {
-            // Moves the counts into the entry: no copy of a million identities.
-            ObjectReferenceDelta::additions(table, version, state.counts)
-        };
-        self.publish(delta).await?;
-        Ok(CommitOutcome {
-            table: table.into(),
-            version,
-            rows: state.rows,
-            references_added,
-            references_removed: 0,
-            rebased: rebased(&ds, version).await,
         })
     }
 
@@ -508,7 +566,10 @@ impl Engine for LanceEngine {
     }
 
     async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError> {
-        Ok(self.lineage_and_sidecars(&location.name).await?.0)
+        let snapshot = Arc::new(self.lineage_and_sidecars(&location.name).await?);
+        let lineage = snapshot.0.clone();
+        *self.lineage_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((location.name.clone(), snapshot));
+        Ok(lineage)
     }
 
     async fn retained_object_references(
@@ -530,9 +591,23 @@ impl Engine for LanceEngine {
         let live = match cached {
             Some(live) => live,
             None => {
-                let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
-                let live = Arc::new(live_set_of(&lineage, &sidecars, roots.versions())?);
-                self.advance_refs_checkpoint(&lineage, &sidecars).await;
+                // The snapshot `lineage` just read for these roots, if it is the last one read (the
+                // planner asks for lineage, then replays it: a version committed in between is
+                // younger than the cutoff, so replaying the earlier snapshot is exact). Taken, not
+                // copied: a later replay reads the journal again.
+                let cached = self
+                    .lineage_cache
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .filter(|(table, snap)| *table == location.name && snap.0.retained == roots.versions());
+                let snapshot = match cached {
+                    Some((_, snapshot)) => snapshot,
+                    None => Arc::new(self.lineage_and_sidecars(&location.name).await?),
+                };
+                let (lineage, sidecars) = (&snapshot.0, &snapshot.1);
+                let live = Arc::new(live_set_of(lineage, sidecars, roots.versions())?);
+                self.advance_refs_checkpoint(lineage, sidecars).await;
                 *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, live.clone()));
                 live
             }

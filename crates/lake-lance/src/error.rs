@@ -23,6 +23,9 @@ pub enum LanceEngineError {
     /// The sidecar of a committed version could not be written; the registry was not advanced.
     #[error("table `{table}` version {version} was committed but its reference sidecar could not be written ({message}); GC refuses to apply until `lake refs repair` rebuilds it")]
     SidecarWrite { table: String, version: u64, message: String },
+    /// The reference log of a streamed write could not be written; nothing was committed.
+    #[error("table `{table}`: the write's reference log could not be written, nothing was committed: {message}")]
+    JournalLog { table: String, message: String },
     /// A different sidecar already exists for the version.
     #[error("table `{table}` version {version} already has a different reference sidecar; refusing to overwrite the journal")]
     SidecarConflict { table: String, version: u64 },

@@ -1,47 +1,110 @@
-//! [`JournalingReader`]: counts references per batch as Lance consumes the stream.
+//! [`JournalingReader`]: journals the references of a streamed write while Lance consumes it.
 //!
-//! Lance pulls one batch at a time from a `RecordBatchReader` (lance-14 facts), so this wrapper
-//! sees each batch exactly when Lance takes it, adds its references to a shared count map and
-//! hands the batch on without keeping it: memory is O(distinct identities), never O(rows).
-//! A batch with an invalid reference becomes an `Err`, which aborts Lance's write (Lance deletes
-//! the files written so far), and the typed error is kept for the caller.
+//! Lance pulls one batch at a time from a `RecordBatchReader` (lance-14 facts) and encodes on
+//! one core. The reader hands each batch (an `Arc` clone, no copy) to a journal worker on
+//! another thread through a channel of [`CHANNEL_BATCHES`] batches, and gives the batch to Lance
+//! at once: the writer's critical path gains a channel send per batch, nothing per row.
+//!
+//! The worker validates and normalises every reference, appends it to a reference log
+//! ([`lake_common::reflog`]: unsorted, one row per reference) and streams the log to the store
+//! as a multipart upload in parts of [`LOG_PART_BYTES`]: memory is one part and one batch
+//! whatever the size of the write. It also keeps the oldest managed key it saw, which is all the
+//! publication guard needs. An invalid reference stops the worker; the reader then fails the
+//! stream (Lance aborts the write) and the engine refuses to commit in any case.
 
+use crate::error::LanceEngineError;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
-use lake_common::{LakeRootUri, LocationError, ReferenceColumns, ReferenceCounts};
-use std::sync::{Arc, Mutex};
+use lake_common::{LakeRootUri, LocationError, LogTotals, ObjectIdentity, ReferenceColumns, ReferenceLogEncoder};
+use lake_objects::keys::parse_managed_key;
+use lake_objects::layout::reference_log_key;
+use lake_objects::store::LakeStore;
+use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 
-/// What the reader collected, shared with the caller.
-#[derive(Debug, Default)]
-pub struct JournalState {
-    /// References seen so far.
-    pub counts: ReferenceCounts,
-    /// Rows seen so far.
+/// Batches queued between Lance's reader and the journal worker.
+pub const CHANNEL_BATCHES: usize = 2;
+
+/// Part size of a reference log upload to S3: 5 MiB, S3's minimum part size (every part but the
+/// last must reach it).
+pub const LOG_PART_BYTES: usize = 5 * 1024 * 1024;
+
+/// Part size of a reference log written to a local folder, which has no minimum: 1 MiB.
+pub const LOCAL_LOG_PART_BYTES: usize = 1024 * 1024;
+
+/// The finished reference log of one write.
+#[derive(Debug, Clone)]
+pub struct JournalLog {
+    /// The write's ULID, naming the log.
+    pub write_id: String,
+    /// The log's key relative to the lake root.
+    pub key: String,
+    /// References and bytes in the log.
+    pub totals: LogTotals,
+    /// Rows the write streamed.
     pub rows: u64,
-    /// The first invalid reference, if any.
-    pub failure: Option<LocationError>,
+    /// The managed reference minted earliest (what the publication guard checks), if any.
+    pub oldest: Option<ObjectIdentity>,
 }
 
-/// A `RecordBatchReader` that journals the references of every batch it yields.
+/// Why the journal of a write failed.
+#[derive(Debug)]
+pub enum JournalFailure {
+    /// A batch had an invalid reference.
+    Location(LocationError),
+    /// The log could not be encoded or uploaded.
+    Log(String),
+}
+
+/// A `RecordBatchReader` that passes every batch to the journal worker.
 pub struct JournalingReader {
     inner: Box<dyn RecordBatchReader + Send>,
-    columns: ReferenceColumns,
-    root: LakeRootUri,
-    state: Arc<Mutex<JournalState>>,
+    sender: Option<SyncSender<RecordBatch>>,
+    failed: Arc<AtomicBool>,
+}
+
+/// The worker side, awaited with [`JournalWorker::finish`] after Lance has written the data.
+pub struct JournalWorker {
+    task: tokio::task::JoinHandle<Result<JournalLog, JournalFailure>>,
+    store: LakeStore,
+    key: String,
 }
 
 impl JournalingReader {
-    /// Wraps `inner`; the reference columns are validated from its schema first.
+    /// Wraps `inner` for a write to `table`; the reference columns are validated from its schema
+    /// first. Must be called inside a Tokio runtime (the worker uploads through it).
     ///
     /// # Errors
-    /// [`LocationError::BadLayout`] when a marked column has the wrong layout.
+    /// [`LanceEngineError::Location`] when a marked column has the wrong layout.
     pub fn new(
         inner: Box<dyn RecordBatchReader + Send>,
-        root: LakeRootUri,
-    ) -> Result<(Self, Arc<Mutex<JournalState>>), LocationError> {
-        let columns = ReferenceColumns::from_schema(&inner.schema())?;
-        let state = Arc::new(Mutex::new(JournalState::default()));
-        Ok((Self { inner, columns, root, state: state.clone() }, state))
+        store: &LakeStore,
+        table: &str,
+    ) -> Result<(Self, JournalWorker), LanceEngineError> {
+        let columns = ReferenceColumns::from_schema(&inner.schema())
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        let (sender, receiver) = sync_channel(CHANNEL_BATCHES);
+        let failed = Arc::new(AtomicBool::new(false));
+        let write_id = ulid::Ulid::new().to_string();
+        let key = reference_log_key(table, &write_id);
+        let job = Job {
+            store: store.clone(),
+            table: table.to_string(),
+            write_id,
+            key: key.clone(),
+            root: store.root().clone(),
+            columns,
+            failed: failed.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let task = tokio::task::spawn_blocking(move || job.run(receiver));
+        Ok((Self { inner, sender: Some(sender), failed }, JournalWorker { task, store: store.clone(), key }))
+    }
+
+    fn refuse() -> ArrowError {
+        ArrowError::InvalidArgumentError("the write's journal failed (invalid reference or log upload)".into())
     }
 }
 
@@ -49,28 +112,152 @@ impl Iterator for JournalingReader {
     type Item = Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let batch = match self.inner.next()? {
-            Ok(b) => b,
-            Err(e) => return Some(Err(e)),
-        };
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let JournalState { counts, rows, failure } = &mut *state;
-        match self.columns.visit(&batch, &self.root, |id| counts.add(id, 1)) {
-            Ok(()) => {
-                *rows += batch.num_rows() as u64;
-                Some(Ok(batch))
-            }
-            Err(e) => {
-                let message = e.to_string();
-                *failure = Some(e);
-                Some(Err(ArrowError::InvalidArgumentError(message)))
-            }
+        if self.failed.load(Ordering::Acquire) {
+            self.sender = None;
+            return Some(Err(Self::refuse()));
         }
+        let batch = match self.inner.next() {
+            Some(Ok(b)) => b,
+            Some(Err(e)) => return Some(Err(e)),
+            None => {
+                // End of the stream: the worker finishes the log.
+                self.sender = None;
+                return None;
+            }
+        };
+        let sent = self.sender.as_ref().is_some_and(|s| s.send(batch.clone()).is_ok());
+        if !sent {
+            return Some(Err(Self::refuse()));
+        }
+        Some(Ok(batch))
     }
 }
 
 impl RecordBatchReader for JournalingReader {
     fn schema(&self) -> SchemaRef {
         self.inner.schema()
+    }
+}
+
+impl JournalWorker {
+    /// Waits for the worker and returns the finished log.
+    ///
+    /// # Errors
+    /// [`JournalFailure::Location`] for an invalid reference, [`JournalFailure::Log`] when the log
+    /// could not be written (or the worker stopped).
+    pub async fn finish(self) -> Result<JournalLog, JournalFailure> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(JournalFailure::Log(format!("the journal worker stopped: {e}"))),
+        }
+    }
+
+    /// Deletes the log of a write that was not committed (best effort: an uncommitted log is
+    /// never read, it only takes space).
+    pub async fn discard(store: &LakeStore, key: &str) {
+        if let Err(e) = store.delete(key).await {
+            tracing::warn!(log = key, "could not delete the reference log of an uncommitted write: {e}");
+        }
+    }
+
+    /// The log's key (for [`JournalWorker::discard`] after a failed write).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The store the log is written to.
+    pub fn store(&self) -> &LakeStore {
+        &self.store
+    }
+}
+
+struct Job {
+    store: LakeStore,
+    table: String,
+    write_id: String,
+    key: String,
+    root: LakeRootUri,
+    columns: ReferenceColumns,
+    failed: Arc<AtomicBool>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Job {
+    fn run(self, receiver: Receiver<RecordBatch>) -> Result<JournalLog, JournalFailure> {
+        let result = self.write(receiver);
+        if result.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        result
+    }
+
+    fn write(&self, receiver: Receiver<RecordBatch>) -> Result<JournalLog, JournalFailure> {
+        let log_error = |e: &dyn std::fmt::Display| JournalFailure::Log(format!("reference log {}: {e}", self.key));
+        let part_bytes = if self.store.s3().is_some() { LOG_PART_BYTES } else { LOCAL_LOG_PART_BYTES };
+        // Room for one part and the batch that crosses the threshold.
+        let mut encoder = ReferenceLogEncoder::new(&self.table, &self.write_id)
+            .map_err(|e| log_error(&e))?
+            .with_buffer_capacity(part_bytes + 1024 * 1024);
+        let path = self.store.path(&self.key);
+        let mut upload =
+            self.runtime.block_on(self.store.object_store().put_multipart(&path)).map_err(|e| log_error(&e))?;
+        let mut oldest = OldestKey::default();
+        let mut rows = 0u64;
+        let streamed = (|| {
+            for batch in receiver {
+                let visit = |uri: &str, sha256: &[u8; 32], size: u64| {
+                    oldest.offer(uri, sha256, size);
+                    encoder.push_parts(uri, sha256, size);
+                };
+                self.columns.visit_borrowed(&batch, &self.root, visit).map_err(JournalFailure::Location)?;
+                rows += batch.num_rows() as u64;
+                encoder.flush_batch().map_err(|e| log_error(&e))?;
+                if encoder.buffered_bytes() >= part_bytes {
+                    let part = PutPayload::from(encoder.take_bytes());
+                    self.runtime.block_on(upload.put_part(part)).map_err(|e| log_error(&e))?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = streamed {
+            let _ = self.runtime.block_on(upload.abort());
+            return Err(e);
+        }
+        let (rest, totals) = encoder.finish().map_err(|e| log_error(&e))?;
+        let finished = async {
+            upload.put_part(PutPayload::from(rest)).await?;
+            upload.complete().await
+        };
+        if let Err(e) = self.runtime.block_on(finished) {
+            let _ = self.runtime.block_on(upload.abort());
+            return Err(log_error(&e));
+        }
+        Ok(JournalLog { write_id: self.write_id.clone(), key: self.key.clone(), totals, rows, oldest: oldest.identity })
+    }
+}
+
+/// The managed key minted earliest among those offered. ULIDs in canonical form sort in time
+/// order (Crockford base 32, most significant first), so the 26 characters are compared as
+/// bytes and a key is parsed only when it would become the new oldest: no allocation per row.
+#[derive(Default)]
+struct OldestKey {
+    ulid: Option<[u8; 26]>,
+    identity: Option<ObjectIdentity>,
+}
+
+impl OldestKey {
+    fn offer(&mut self, uri: &str, sha256: &[u8; 32], size: u64) {
+        let Some(segment) = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().get(..26)) else {
+            return;
+        };
+        if self.ulid.is_some_and(|current| segment >= current.as_slice()) {
+            return;
+        }
+        if parse_managed_key(uri).is_some() {
+            let mut ulid = [0u8; 26];
+            ulid.copy_from_slice(segment);
+            self.ulid = Some(ulid);
+            self.identity = Some(ObjectIdentity::new(uri, *sha256, size));
+        }
     }
 }

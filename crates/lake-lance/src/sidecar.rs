@@ -5,10 +5,10 @@
 //! lets replay compute the counts of later versions.
 
 use crate::error::LanceEngineError;
-use lake_common::ObjectReferenceDelta;
+use lake_common::{decode_reference_log, DecodeError, LogHead, ObjectReferenceDelta, SidecarDocument};
 use lake_engine::journal::Sidecars;
 use lake_engine::LineageProblem;
-use lake_objects::layout::{journal_prefix, sidecar_key};
+use lake_objects::layout::{journal_prefix, reference_log_key, sidecar_key};
 use lake_objects::store::{CreateOutcome, LakeStore};
 
 /// Writes `delta` create-only. Writing the same bytes again is a no-op (idempotent retry);
@@ -17,20 +17,77 @@ use lake_objects::store::{CreateOutcome, LakeStore};
 /// # Errors
 /// [`LanceEngineError::SidecarConflict`], [`LanceEngineError::SidecarWrite`].
 pub async fn write(store: &LakeStore, delta: &ObjectReferenceDelta) -> Result<(), LanceEngineError> {
+    create(store, &delta.table, delta.version, delta.encode()).await
+}
+
+/// Writes the format-2 head of a streamed write create-only (its log is already complete), with
+/// the same idempotence as [`write`].
+///
+/// # Errors
+/// As [`write`].
+pub async fn write_head(store: &LakeStore, head: &LogHead) -> Result<(), LanceEngineError> {
+    create(store, &head.table, head.version, head.encode()).await
+}
+
+async fn create(store: &LakeStore, table: &str, version: u64, bytes: Vec<u8>) -> Result<(), LanceEngineError> {
     // Bytes: the create-only write and the comparison share one buffer (a sidecar can be large).
-    let bytes = bytes::Bytes::from(delta.encode());
-    let key = sidecar_key(&delta.table, delta.version);
+    let bytes = bytes::Bytes::from(bytes);
+    let key = sidecar_key(table, version);
     match store.put_create(&key, bytes.clone()).await {
         Ok(CreateOutcome::Created) => Ok(()),
         Ok(CreateOutcome::Exists(existing)) if existing == bytes => Ok(()),
-        Ok(CreateOutcome::Exists(_)) => {
-            Err(LanceEngineError::SidecarConflict { table: delta.table.clone(), version: delta.version })
-        }
-        Err(e) => Err(LanceEngineError::SidecarWrite {
-            table: delta.table.clone(),
-            version: delta.version,
-            message: e.to_string(),
-        }),
+        Ok(CreateOutcome::Exists(_)) => Err(LanceEngineError::SidecarConflict { table: table.into(), version }),
+        Err(e) => Err(LanceEngineError::SidecarWrite { table: table.into(), version, message: e.to_string() }),
+    }
+}
+
+/// Decodes the sidecar file of `version`, reading the reference log a format-2 head names.
+/// Every defect is a [`DecodeError`] (the version's lineage is then incomplete); only a failed
+/// read is an `Err` of the outer result.
+///
+/// # Errors
+/// Storage errors.
+pub async fn decode(
+    store: &LakeStore,
+    table: &str,
+    version: u64,
+    bytes: &[u8],
+) -> Result<Result<ObjectReferenceDelta, DecodeError>, LanceEngineError> {
+    let head = match SidecarDocument::decode(bytes, table, version) {
+        Ok(SidecarDocument::Inline(delta)) => return Ok(Ok(delta)),
+        Ok(SidecarDocument::Log(head)) => head,
+        Err(e) => return Ok(Err(e)),
+    };
+    let key = reference_log_key(table, &head.log.write_id);
+    let Some(log) = store.get(&key).await? else {
+        return Ok(Err(DecodeError::LogMissing { key }));
+    };
+    if log.len() as u64 != head.log.bytes {
+        return Ok(Err(DecodeError::LogSize { what: "bytes", expected: head.log.bytes, found: log.len() as u64 }));
+    }
+    let (counts, references) = match decode_reference_log(&log, table, &head.log.write_id) {
+        Ok(decoded) => decoded,
+        Err(e) => return Ok(Err(e)),
+    };
+    if references != head.log.references {
+        return Ok(Err(DecodeError::LogSize { what: "references", expected: head.log.references, found: references }));
+    }
+    Ok(Ok(head.into_delta(counts)))
+}
+
+/// Reads and decodes the sidecar of `version` (and the reference log it names); `None` when the
+/// version has no sidecar.
+///
+/// # Errors
+/// Storage errors.
+pub async fn read(
+    store: &LakeStore,
+    table: &str,
+    version: u64,
+) -> Result<Option<Result<ObjectReferenceDelta, DecodeError>>, LanceEngineError> {
+    match store.get(&sidecar_key(table, version)).await? {
+        Some(bytes) => Ok(Some(decode(store, table, version, &bytes).await?)),
+        None => Ok(None),
     }
 }
 
@@ -77,7 +134,7 @@ pub async fn read_from(
             .get(&key)
             .await?
             .ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
-        sidecars.insert(version, ObjectReferenceDelta::decode(&bytes, table, version));
+        sidecars.insert(version, decode(store, table, version, &bytes).await?);
     }
     Ok((sidecars, problems))
 }

@@ -54,6 +54,18 @@ pub fn sidecar_key(table: &str, version: u64) -> String {
     format!("{}/{version}.json", journal_prefix(table))
 }
 
+/// Folder of a table's reference logs (the payloads of format-2 sidecars), beside the journal
+/// so that listing the journal lists only sidecar heads.
+pub fn reference_log_prefix(table: &str) -> String {
+    format!("{}/_lake/object_ref_logs", dataset_key(table))
+}
+
+/// Key of the reference log of the write `write_id` (a ULID):
+/// `tables/<name>.lance/_lake/object_ref_logs/<write_id>.arrows`.
+pub fn reference_log_key(table: &str, write_id: &str) -> String {
+    format!("{}/{write_id}.arrows", reference_log_prefix(table))
+}
+
 /// Folder of a table's registry documents.
 pub fn registry_table_prefix(table: &str) -> String {
     format!("{REGISTRY_PREFIX}/{table}")

@@ -37,6 +37,8 @@ pub async fn throughput(args: &Args) -> Result<(), String> {
         journaled.push(append_once(&root, true, args.rows).await?);
         plain.push(append_once(&root, false, args.rows).await?);
     }
+    let secs = |v: &[Duration]| v.iter().map(|d| format!("{:.3}", d.as_secs_f64())).collect::<Vec<_>>().join(" ");
+    println!("# append samples (s): journaled [{}], plain Lance [{}]", secs(&journaled), secs(&plain));
     let (j, p) = (median(journaled), median(plain));
     println!(
         "# append of {} rows: journaled {:.3}s, plain Lance {:.3}s (medians)",

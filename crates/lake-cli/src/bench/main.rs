@@ -35,12 +35,27 @@ pub struct Args {
     /// Skip the S3 figure even when LocalStack is configured.
     #[arg(long)]
     pub skip_s3: bool,
+    /// Run only these groups of figures (comma-separated): append (throughput and peak RSS),
+    /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
     #[arg(long, hide = true)]
     pub child: Option<String>,
     /// Internal: the lake root of a child step.
     #[arg(long, hide = true)]
     pub root: Option<String>,
+}
+
+/// A group of figures measured together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Group {
+    /// `append_throughput_ratio`, `append_peak_rss_ratio`.
+    Append,
+    /// `plan_speedup_vs_full_scan`, `plan_vs_listing_ratio`, `plan_peak_rss_growth_10x`.
+    Plan,
+    /// `bulk_delete_speedup`.
+    Delete,
 }
 
 /// The median of `samples`.
@@ -51,6 +66,14 @@ pub fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn main() {
     let args = Args::parse();
+    // `LAKE_LOG=lake_lance=debug` shows each append's phases (data files, commit, journal).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
         match args.child.as_deref() {
@@ -69,10 +92,16 @@ async fn run(args: &Args) -> Result<(), String> {
         "# lake-bench: rows {}, objects {}, versions {}, repeat {}",
         args.rows, args.objects, args.versions, args.repeat
     );
-    append::throughput(args).await?;
-    rss::append_peak_rss(args)?;
-    plan::figures(args).await?;
-    if args.skip_s3 {
+    let wanted = |g: Group| args.only.is_empty() || args.only.contains(&g);
+    if wanted(Group::Append) {
+        append::throughput(args).await?;
+        rss::append_peak_rss(args)?;
+    }
+    if wanted(Group::Plan) {
+        plan::figures(args).await?;
+    }
+    if !wanted(Group::Delete) {
+    } else if args.skip_s3 {
         println!("# bulk_delete_speedup skipped (--skip-s3)");
     } else {
         s3::bulk_delete(args).await?;

@@ -1,3 +1,4 @@
 //! Integration tests of lake-common (one binary per crate).
 mod delta_props;
+mod reflog;
 mod uri_props;

@@ -1,6 +1,6 @@
 //! Properties of URI normalisation: one key, however it is spelled, normalises to one identity.
 
-use lake_common::{normalize_reference, LakeRootUri, NormalizedReference};
+use lake_common::{is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};
 use proptest::prelude::*;
 
 fn segment() -> impl Strategy<Value = String> {
@@ -8,6 +8,17 @@ fn segment() -> impl Strategy<Value = String> {
 }
 
 proptest! {
+    /// The hot path's shortcut agrees with normalisation: a string it accepts as a plain key
+    /// normalises to itself, inside the root (`is_plain_key` never accepts what normalisation
+    /// would change or refuse).
+    #[test]
+    fn plain_keys_normalise_to_themselves(uri in "[A-Za-z0-9._/ %:?#-]{0,24}") {
+        if is_plain_key(&uri) {
+            let root = LakeRootUri::parse("/data/lake").unwrap();
+            prop_assert_eq!(normalize_reference(&root, &uri).unwrap(), NormalizedReference::InRoot(uri.clone()));
+        }
+    }
+
     /// A key, its absolute `file://` and percent-encoded spellings, and (for S3) its `s3a://`
     /// and `s3n://` aliases normalise to the same key; normalising again changes nothing.
     #[test]

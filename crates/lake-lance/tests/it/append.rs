@@ -3,7 +3,7 @@
 use crate::support::{batch, new_lake, reader, schema};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema};
-use lake_common::{data_location_list_field, data_location_type, DataLocationBuilder, ObjectReferenceDelta};
+use lake_common::{data_location_list_field, data_location_type, DataLocationBuilder};
 use lake_lance::LanceEngineError;
 use lake_objects::layout::sidecar_key;
 use std::sync::{Arc, Weak};
@@ -22,8 +22,7 @@ async fn append_writes_object_reference_delta_with_counts() {
         .await
         .unwrap();
     assert_eq!((out.version, out.rows, out.references_added), (1, 4, 3));
-    let bytes = lake.store.get(&sidecar_key("t", 1)).await.unwrap().expect("sidecar written");
-    let delta = ObjectReferenceDelta::decode(&bytes, "t", 1).unwrap();
+    let delta = lake_lance::sidecar::read(&lake.store, "t", 1).await.unwrap().expect("sidecar written").unwrap();
     assert_eq!(delta.parent, None);
     let counts: Vec<(String, u64)> = delta.added.iter().map(|e| (e.identity.uri.clone(), e.count)).collect();
     let mut expected = vec![(a.key.clone(), 2), (b.key.clone(), 1)];
@@ -85,6 +84,9 @@ async fn invalid_references_commit_nothing() {
     assert!(matches!(err, LanceEngineError::Location { .. }), "{err}");
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "no version was committed");
     assert!(lake.store.get(&sidecar_key("t", 2)).await.unwrap().is_none());
+    // Only the committed version's reference log remains.
+    let logs = lake.store.list_all(&lake_objects::layout::reference_log_prefix("t")).await.unwrap();
+    assert_eq!(logs.len(), 1, "the refused write's log was discarded: {logs:?}");
     // A column marked as DataLocation with another layout is refused before writing.
     let wrong = Arc::new(Schema::new(vec![Field::new(
         "file",

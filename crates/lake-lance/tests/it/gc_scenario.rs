@@ -5,7 +5,6 @@ use chrono::Utc;
 use lake_lance::verify::check_retained_objects;
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::deleter::StoreDeleter;
-use lake_objects::inventory::local::LocalInventory;
 use lake_objects::plan::GcPlan;
 use lake_objects::planner::{plan, PlanOptions};
 use std::collections::BTreeSet;
@@ -20,7 +19,7 @@ pub async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize
         reference_page_size: 2,
         memory_budget: 3,
     };
-    plan(&lake.engine, &LocalInventory::new(lake.store.clone()), &options).await.unwrap().0
+    plan(&lake.engine, lake_objects::inventory::for_store(&lake.store).as_ref(), &options).await.unwrap().0
 }
 
 fn uris(plan: &GcPlan) -> BTreeSet<String> {

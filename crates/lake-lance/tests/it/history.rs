@@ -7,14 +7,12 @@ use chrono::Utc;
 use lake_common::{DeltaKind, ObjectReferenceDelta};
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::deleter::StoreDeleter;
-use lake_objects::layout::sidecar_key;
 use lake_objects::writer::ManagedObject;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 async fn sidecar(lake: &TestLake, table: &str, v: u64) -> ObjectReferenceDelta {
-    let bytes = lake.store.get(&sidecar_key(table, v)).await.unwrap().expect("sidecar");
-    ObjectReferenceDelta::decode(&bytes, table, v).unwrap()
+    lake_lance::sidecar::read(&lake.store, table, v).await.unwrap().expect("sidecar").unwrap()
 }
 
 async fn assert_verified(lake: &TestLake) {

@@ -6,7 +6,7 @@ use chrono::Utc;
 use lake_engine::{Engine, LineageProblem};
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::deleter::StoreDeleter;
-use lake_objects::layout::{dataset_key, sidecar_key};
+use lake_objects::layout::{dataset_key, reference_log_key, sidecar_key};
 use lake_objects::ObjectsError;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
@@ -63,6 +63,49 @@ async fn an_undecodable_sidecar_is_named_and_blocks_gc() {
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(!plan.lineage_complete);
     assert!(plan.problems.iter().any(|p| p.contains("version 2: sidecar cannot be decoded")), "{:?}", plan.problems);
+}
+
+/// The reference log of a streamed write (format 2) fails closed like a sidecar: truncated,
+/// missing, or another write's log all make the version's lineage incomplete.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_or_missing_reference_log_blocks_gc() {
+    let lake = new_lake().await;
+    let a = lake.upload("a.bin", b"a").await;
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a))])])).await.unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a)), ("f", Some(&a))])])).await.unwrap();
+    async fn head(lake: &crate::support::TestLake, v: u64) -> lake_common::LogHead {
+        let bytes = lake.store.get(&sidecar_key("t", v)).await.unwrap().unwrap();
+        match lake_common::SidecarDocument::decode(&bytes, "t", v).unwrap() {
+            lake_common::SidecarDocument::Log(head) => head,
+            other => panic!("an append writes a format-2 head, got {other:?}"),
+        }
+    }
+    let (h1, h2) = (head(&lake, 1).await, head(&lake, 2).await);
+    assert_eq!((h2.log.references, h2.kind), (2, lake_common::DeltaKind::Delta));
+    let dir = lake.store.local_dir().unwrap();
+    let log2 = dir.join(reference_log_key("t", &h2.log.write_id));
+    let original = std::fs::read(&log2).unwrap();
+    let problem_of_version_2 = |plan: &lake_objects::plan::GcPlan| {
+        assert!(!plan.lineage_complete);
+        plan.problems.iter().find(|p| p.contains("version 2")).cloned().unwrap_or_default()
+    };
+
+    std::fs::write(&log2, &original[..original.len() - 3]).unwrap();
+    let p = problem_of_version_2(&dry_run(&lake, Utc::now(), 10).await);
+    assert!(p.contains("reference log"), "{p}");
+
+    // Another write's log of the same length in its place (its schema names the other write).
+    let log1 = std::fs::read(dir.join(reference_log_key("t", &h1.log.write_id))).unwrap();
+    std::fs::write(&log2, &log1).unwrap();
+    let p = problem_of_version_2(&dry_run(&lake, Utc::now(), 10).await);
+    assert!(p.contains("reference log"), "{p}");
+
+    std::fs::remove_file(&log2).unwrap();
+    let p = problem_of_version_2(&dry_run(&lake, Utc::now(), 10).await);
+    assert!(p.contains("is missing"), "{p}");
+
+    std::fs::write(&log2, &original).unwrap();
+    assert!(dry_run(&lake, Utc::now(), 10).await.lineage_complete);
 }
 
 #[tokio::test(flavor = "multi_thread")]

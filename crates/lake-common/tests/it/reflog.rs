@@ -1,0 +1,80 @@
+//! The reference log (format-2 sidecar payload): round trip, parts, fail-closed decoding.
+
+use lake_common::{decode_reference_log, DecodeError, ObjectIdentity, ReferenceCounts, ReferenceLogEncoder};
+use proptest::prelude::*;
+
+const WRITE: &str = "01JD000000000000000000000W";
+
+fn identity(i: u8) -> ObjectIdentity {
+    ObjectIdentity::new(format!("objects/{WRITE}/f{i}"), [i; 32], u64::from(i))
+}
+
+/// Encodes `ids` with a batch every `batch` rows, draining the buffer as multipart parts would.
+fn encode(ids: &[ObjectIdentity], batch: usize) -> Vec<u8> {
+    let mut enc = ReferenceLogEncoder::new("t", WRITE).unwrap().with_buffer_capacity(64);
+    let mut out = Vec::new();
+    for id in ids {
+        enc.push(id);
+        if enc.pending() >= batch {
+            enc.flush_batch().unwrap();
+            out.extend(enc.take_bytes());
+        }
+    }
+    let (rest, totals) = enc.finish().unwrap();
+    out.extend(rest);
+    assert_eq!(totals.references, ids.len() as u64);
+    assert_eq!(totals.bytes, out.len() as u64);
+    out
+}
+
+proptest! {
+    #[test]
+    fn a_log_decodes_to_the_counts_of_its_rows(picks in proptest::collection::vec(0u8..20, 0..200), batch in 1usize..50) {
+        let ids: Vec<ObjectIdentity> = picks.iter().map(|i| identity(*i)).collect();
+        let bytes = encode(&ids, batch);
+        let (counts, references) = decode_reference_log(&bytes, "t", WRITE).unwrap();
+        prop_assert_eq!(references, ids.len() as u64);
+        prop_assert_eq!(counts, ids.into_iter().collect::<ReferenceCounts>());
+    }
+}
+
+#[test]
+fn a_damaged_or_foreign_log_is_refused() {
+    let bytes = encode(&[identity(1), identity(2), identity(1)], 2);
+    for cut in [0, 1, 8, bytes.len() / 2, bytes.len() - 1] {
+        assert!(
+            matches!(decode_reference_log(&bytes[..cut], "t", WRITE), Err(DecodeError::CorruptLog(_))),
+            "a log cut at {cut} must be refused"
+        );
+    }
+    assert!(matches!(
+        decode_reference_log(&bytes, "other", WRITE),
+        Err(DecodeError::LogMismatch { field: "lake.table", .. })
+    ));
+    assert!(matches!(
+        decode_reference_log(&bytes, "t", "01JD000000000000000000000X"),
+        Err(DecodeError::LogMismatch { field: "lake.write_id", .. })
+    ));
+    assert!(matches!(decode_reference_log(b"{\"json\":1}", "t", WRITE), Err(DecodeError::CorruptLog(_))));
+}
+
+#[test]
+fn heads_of_both_formats_decode_and_unknown_formats_are_refused() {
+    use lake_common::{DeltaKind, LogHead, LogRef, SidecarDocument};
+    let head = LogHead::new("t", 3, DeltaKind::Delta, LogRef { write_id: WRITE.into(), references: 2, bytes: 10 });
+    assert_eq!(SidecarDocument::decode(&head.encode(), "t", 3).unwrap(), SidecarDocument::Log(head.clone()));
+    assert!(matches!(SidecarDocument::decode(&head.encode(), "t", 4), Err(DecodeError::VersionMismatch { .. })));
+    assert!(matches!(SidecarDocument::decode(&head.encode(), "u", 3), Err(DecodeError::TableMismatch { .. })));
+    let text = String::from_utf8(head.encode()).unwrap();
+    let bad_id = text.replace(WRITE, "../../../../etc/passwd");
+    assert!(matches!(SidecarDocument::decode(bad_id.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
+    let future = text.replace("\"format_version\":2", "\"format_version\":3");
+    assert_eq!(
+        SidecarDocument::decode(future.as_bytes(), "t", 3),
+        Err(DecodeError::UnknownFormatVersion { found: 3, supported: 2 })
+    );
+    let extra = text.replace("\"kind\"", "\"surprise\":1,\"kind\"");
+    assert!(matches!(SidecarDocument::decode(extra.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
+    let inline = lake_common::ObjectReferenceDelta::empty("t", 3);
+    assert_eq!(SidecarDocument::decode(&inline.encode(), "t", 3).unwrap(), SidecarDocument::Inline(inline));
+}
