@@ -196,6 +196,32 @@ impl ReferenceColumns {
         Ok(())
     }
 
+    /// The `(uri, sha256, size)` child arrays of every reference column of `batch` when they can
+    /// be journaled as they are: every column is a single DataLocation (not a list), no value is
+    /// null, and every `uri` is already a canonical key ([`is_plain_key`]). `None` otherwise
+    /// (use [`ReferenceColumns::visit_borrowed`]). Lets a writer copy whole arrays instead of
+    /// visiting references one by one.
+    pub fn canonical_arrays(&self, batch: &RecordBatch) -> Option<Vec<[ArrayRef; 3]>> {
+        let mut out = Vec::with_capacity(self.columns.len());
+        for (name, shape) in &self.columns {
+            let array = batch.column_by_name(name)?;
+            if *shape != ColumnShape::Single || array.null_count() > 0 || !struct_matches(array.data_type(), false) {
+                return None;
+            }
+            let strukt = array.as_any().downcast_ref::<StructArray>()?;
+            let children = [strukt.column(0).clone(), strukt.column(1).clone(), strukt.column(2).clone()];
+            if children.iter().any(|c| c.null_count() > 0) {
+                return None;
+            }
+            let uris = children[0].as_any().downcast_ref::<StringArray>()?;
+            if !uris.iter().all(|u| u.is_some_and(is_plain_key)) {
+                return None;
+            }
+            out.push(children);
+        }
+        Some(out)
+    }
+
     /// The reference counts of `batch` (a convenience over [`ReferenceColumns::visit`]).
     pub fn count(&self, batch: &RecordBatch, root: &LakeRootUri) -> Result<ReferenceCounts, LocationError> {
         let mut counts = ReferenceCounts::new();

@@ -111,6 +111,21 @@ impl ReferenceLogEncoder {
         self.references += 1;
     }
 
+    /// Appends whole arrays of references (one per row): `uri` Utf8 of canonical keys,
+    /// `sha256` FixedSizeBinary(32), `size` UInt64, all without nulls (see
+    /// `ReferenceColumns::canonical_arrays`). Pending rows are encoded first, then the arrays are
+    /// encoded as one record batch without copying them into builders.
+    ///
+    /// # Errors
+    /// Arrow errors when the arrays do not have the log's types or lengths.
+    pub fn push_arrays(&mut self, arrays: &[ArrayRef; 3]) -> Result<(), ArrowError> {
+        self.flush_batch()?;
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays.to_vec())?;
+        self.writer.write(&batch)?;
+        self.references += batch.num_rows() as u64;
+        Ok(())
+    }
+
     /// References appended so far.
     pub fn references(&self) -> u64 {
         self.references

@@ -237,6 +237,7 @@ impl LanceEngine {
         overwrite: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
+        let entered = std::time::Instant::now();
         let descriptor = LakeDescriptor::load(&self.store).await?;
         let guard = PublicationGuard::from_policy(&descriptor);
         let (reader, worker) = JournalingReader::new(batches, &self.store, table)?;
@@ -253,6 +254,7 @@ impl LanceEngine {
         // writes the reference log beside them.
         let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let started = std::time::Instant::now();
+        let prepare = started - entered;
         let written = InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted_stream(source).await;
         let (store, log_key) = (worker.store().clone(), worker.key().to_string());
         let data_written = started.elapsed();
@@ -286,6 +288,7 @@ impl LanceEngine {
             LogRef { write_id: log.write_id.clone(), references: log.totals.references, bytes: log.totals.bytes },
         );
         sidecar::write_head(&self.store, &head).await?;
+        let head_written = started.elapsed();
         self.advance(table, version).await?;
         tracing::debug!(
             table,
@@ -296,16 +299,20 @@ impl LanceEngine {
             data_files_s = data_written.as_secs_f64(),
             log_wait_s = (journal_done - data_written).as_secs_f64(),
             commit_s = (committed_at - journal_done).as_secs_f64(),
-            publish_s = (started.elapsed() - committed_at).as_secs_f64(),
+            prepare_s = prepare.as_secs_f64(),
+            head_s = (head_written - committed_at).as_secs_f64(),
+            registry_s = (started.elapsed() - head_written).as_secs_f64(),
             "{action} committed and journaled"
         );
+        let rebased = rebased(&ds, version).await;
+        tracing::debug!(table, version, total_s = entered.elapsed().as_secs_f64(), "{action} done");
         Ok(CommitOutcome {
             table: table.into(),
             version,
             rows: log.rows,
             references_added: log.totals.references,
             references_removed: 0,
-            rebased: rebased(&ds, version).await,
+            rebased,
         })
     }
 

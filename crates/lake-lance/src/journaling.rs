@@ -205,11 +205,24 @@ impl Job {
         let mut rows = 0u64;
         let streamed = (|| {
             for batch in receiver {
-                let visit = |uri: &str, sha256: &[u8; 32], size: u64| {
-                    oldest.offer(uri, sha256, size);
-                    encoder.push_parts(uri, sha256, size);
-                };
-                self.columns.visit_borrowed(&batch, &self.root, visit).map_err(JournalFailure::Location)?;
+                match self.columns.canonical_arrays(&batch) {
+                    // The common case: whole arrays, no per-reference copy.
+                    Some(columns) => {
+                        for arrays in &columns {
+                            if !oldest.offer_arrays(arrays) {
+                                return Err(log_error(&"reference arrays of unexpected types"));
+                            }
+                            encoder.push_arrays(arrays).map_err(|e| log_error(&e))?;
+                        }
+                    }
+                    None => {
+                        let visit = |uri: &str, sha256: &[u8; 32], size: u64| {
+                            oldest.offer(uri, sha256, size);
+                            encoder.push_parts(uri, sha256, size);
+                        };
+                        self.columns.visit_borrowed(&batch, &self.root, visit).map_err(JournalFailure::Location)?;
+                    }
+                }
                 rows += batch.num_rows() as u64;
                 encoder.flush_batch().map_err(|e| log_error(&e))?;
                 if encoder.buffered_bytes() >= part_bytes {
@@ -246,6 +259,21 @@ struct OldestKey {
 }
 
 impl OldestKey {
+    /// Offers every row of `[uri, sha256, size]` arrays (types as `canonical_arrays` returns);
+    /// false when the arrays have other types (the guard must then not trust this batch).
+    fn offer_arrays(&mut self, arrays: &[arrow_array::ArrayRef; 3]) -> bool {
+        use arrow_array::{Array, FixedSizeBinaryArray, StringArray, UInt64Array};
+        let uris = arrays[0].as_any().downcast_ref::<StringArray>();
+        let shas = arrays[1].as_any().downcast_ref::<FixedSizeBinaryArray>();
+        let sizes = arrays[2].as_any().downcast_ref::<UInt64Array>();
+        let (Some(uris), Some(shas), Some(sizes)) = (uris, shas, sizes) else { return false };
+        for row in 0..uris.len() {
+            let Ok(sha) = <&[u8; 32]>::try_from(shas.value(row)) else { return false };
+            self.offer(uris.value(row), sha, sizes.value(row));
+        }
+        true
+    }
+
     fn offer(&mut self, uri: &str, sha256: &[u8; 32], size: u64) {
         let Some(segment) = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().get(..26)) else {
             return;

@@ -38,6 +38,15 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
             let root = args.root.as_deref().ok_or("--root is required")?;
             crate::plan::plan_once(root).await?;
         }
+        "make-planning-lake" => {
+            // For profiling one figure by hand: build the planning lake at --root.
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::lakes::planning_lake(root, args.objects, args.versions).await?;
+        }
+        "list" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::plan::list_once(root).await?;
+        }
         other => return Err(format!("unknown child step {other}")),
     }
     println!("peak_rss_kib: {}", peak_rss_kib());
@@ -49,9 +58,14 @@ pub fn append_peak_rss(args: &Args) -> Result<(), String> {
     let extra = vec!["--rows".to_string(), args.rows.to_string()];
     let mut engine = Vec::new();
     let mut plain = Vec::new();
-    for _ in 0..args.repeat.max(1) {
-        engine.push(child_peak("append-engine", &extra)?);
-        plain.push(child_peak("append-plain", &extra)?);
+    for i in 0..args.repeat.max(1) {
+        if i % 2 == 0 {
+            engine.push(child_peak("append-engine", &extra)?);
+            plain.push(child_peak("append-plain", &extra)?);
+        } else {
+            plain.push(child_peak("append-plain", &extra)?);
+            engine.push(child_peak("append-engine", &extra)?);
+        }
     }
     engine.sort();
     plain.sort();
