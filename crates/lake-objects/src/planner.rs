@@ -11,15 +11,23 @@
 //! 4. The sweep: inventory pages in key order; a key is a candidate only if it matches the
 //!    managed grammar, its ULID time and its `last_modified` are both before the cutoff, and it
 //!    is not live. Listing stops at the first key minted at or after the cutoff.
+//!
+//! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of
+//! [`PREFETCH_PAGES`] pages): when the listing happens does not matter to safety, because only
+//! objects older than the cutoff can be candidates and they existed before it was fixed.
 
 use crate::error::ObjectsError;
-use crate::inventory::ObjectInventory;
+use crate::inventory::{InventoryPage, ObjectInventory};
 use crate::keys::{first_key_at, parse_managed_key};
 use crate::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use crate::spill::SortedRuns;
 use chrono::{DateTime, SecondsFormat, Utc};
 use lake_engine::{Engine, EngineError, PageRequest, RetainedRoots};
 use std::time::Duration;
+
+/// Inventory pages listed ahead of the sweep while the live set is read (at most this many
+/// pages are held: about 100 KB each at 1000 keys).
+pub const PREFETCH_PAGES: usize = 4;
 
 /// What to plan.
 #[derive(Debug, Clone)]
@@ -76,97 +84,120 @@ pub async fn plan(
 ) -> Result<(GcPlan, PlanStats), ObjectsError> {
     let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
     let mut stats = PlanStats::default();
-    let table_set = engine.tables().await?;
-    let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
-    let mut basis = Vec::new();
-    let mut lineages = Vec::new();
-    for location in &table_set.tables {
-        let lineage = engine.lineage(location).await?;
-        stats.tables += 1;
-        basis.push(BasisEntry { table: location.name.clone(), version: lineage.latest_version });
-        problems.extend(lineage.problems.iter().map(|p| p.to_string()));
-        lineages.push((location.clone(), lineage));
-    }
-    basis.sort();
-    problems.sort();
-    problems.dedup();
-    let mut candidates = Vec::new();
-    // The live set as sorted runs spilled past the memory budget, merged in key order. A table
-    // whose journal turns out incomplete while it is replayed (a version committed since its
-    // lineage was read, its sidecar not yet written) makes the plan incomplete, like any problem.
-    let mut live_runs = SortedRuns::new(options.memory_budget)?;
-    'tables: for (location, lineage) in lineages.iter().filter(|_| problems.is_empty()) {
-        let roots = RetainedRoots::new(lineage.retained.clone());
-        let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
-        loop {
-            let page = match engine.retained_object_references(location, &roots, &request).await {
-                Ok(page) => page,
-                Err(EngineError::Lineage { problems: found, .. }) => {
-                    problems.extend(found.iter().map(|p| p.to_string()));
-                    break 'tables;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            stats.live_references += page.identities.len() as u64;
-            for identity in page.identities {
-                if !identity.uri.contains("://") {
-                    live_runs.push(identity.uri)?;
-                }
-            }
-            match page.next {
-                Some(next) => request.after = Some(next),
-                None => break,
-            }
-        }
-    }
-    problems.sort();
-    problems.dedup();
-    let lineage_complete = problems.is_empty();
-    if lineage_complete {
-        stats.spilled_runs = live_runs.runs() as u64;
-        let mut live = live_runs.finish()?;
-        let mut live_next = live.next_key()?;
-        let stop_at = first_key_at(cutoff);
+    // The listing runs concurrently with reading lineage and the live set: a producer fills a
+    // channel of at most PREFETCH_PAGES pages (bounded memory) while the journal is read; the sweep
+    // then consumes them in key order. Listing before or during the lineage read is as safe as
+    // after it: only objects older than the cutoff can be candidates, and those existed before
+    // the cutoff was fixed. Dropping the receiver (a young key, or incomplete lineage) stops it.
+    let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, ObjectsError>>(PREFETCH_PAGES);
+    let page_size = options.inventory_page_size.max(1);
+    let producer = async move {
+        let mut sender = sender;
         let mut after: Option<String> = None;
-        'listing: loop {
-            let page = inventory.list_page(after.as_deref(), options.inventory_page_size.max(1)).await?;
-            stats.inventory_pages += 1;
-            for entry in page.entries {
-                stats.objects_listed += 1;
-                if entry.key >= stop_at && entry.key.starts_with("objects/") && parse_managed_key(&entry.key).is_some()
-                {
-                    // Time-ordered keys: everything from here on was minted after the cutoff.
-                    stats.young_objects += 1;
-                    break 'listing;
-                }
-                let Some(managed) = parse_managed_key(&entry.key) else {
-                    stats.unmanaged_keys += 1;
-                    continue;
-                };
-                if managed.minted_at() >= cutoff || entry.last_modified >= cutoff {
-                    stats.young_objects += 1;
-                    continue;
-                }
-                // Merge join: both sides ascend by key.
-                while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
-                    live_next = live.next_key()?;
-                }
-                if live_next.as_deref() == Some(entry.key.as_str()) {
-                    stats.live_objects += 1;
-                    continue;
-                }
-                candidates.push(Candidate {
-                    uri: entry.key,
-                    size: entry.size,
-                    last_modified: format_time(entry.last_modified),
-                });
+        loop {
+            let page = inventory.list_page(after.as_deref(), page_size).await;
+            let next = page.as_ref().ok().and_then(|p| p.next.clone());
+            let stop = next.is_none();
+            if futures::SinkExt::send(&mut sender, page).await.is_err() || stop {
+                break;
             }
-            match page.next {
-                Some(next) => after = Some(next),
-                None => break,
+            after = next;
+        }
+    };
+    let consumer = async {
+        let mut candidates = Vec::new();
+        let table_set = engine.tables().await?;
+        let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
+        let mut basis = Vec::new();
+        let mut lineages = Vec::new();
+        for location in &table_set.tables {
+            let lineage = engine.lineage(location).await?;
+            stats.tables += 1;
+            basis.push(BasisEntry { table: location.name.clone(), version: lineage.latest_version });
+            problems.extend(lineage.problems.iter().map(|p| p.to_string()));
+            lineages.push((location.clone(), lineage));
+        }
+        basis.sort();
+        problems.sort();
+        problems.dedup();
+        // The live set as sorted runs spilled past the memory budget, merged in key order. A table
+        // whose journal turns out incomplete while it is replayed (a version committed since its
+        // lineage was read, its sidecar not yet written) makes the plan incomplete, like any problem.
+        let mut live_runs = SortedRuns::new(options.memory_budget)?;
+        'tables: for (location, lineage) in lineages.iter().filter(|_| problems.is_empty()) {
+            let roots = RetainedRoots::new(lineage.retained.clone());
+            let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
+            loop {
+                let page = match engine.retained_object_references(location, &roots, &request).await {
+                    Ok(page) => page,
+                    Err(EngineError::Lineage { problems: found, .. }) => {
+                        problems.extend(found.iter().map(|p| p.to_string()));
+                        break 'tables;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                stats.live_references += page.identities.len() as u64;
+                for identity in page.identities {
+                    if !identity.uri.contains("://") {
+                        live_runs.push(identity.uri)?;
+                    }
+                }
+                match page.next {
+                    Some(next) => request.after = Some(next),
+                    None => break,
+                }
             }
         }
-    }
+        problems.sort();
+        problems.dedup();
+        let lineage_complete = problems.is_empty();
+        if lineage_complete {
+            stats.spilled_runs = live_runs.runs() as u64;
+            let mut live = live_runs.finish()?;
+            let mut live_next = live.next_key()?;
+            let stop_at = first_key_at(cutoff);
+            'listing: while let Some(page) = futures::StreamExt::next(&mut receiver).await {
+                let page = page?;
+                stats.inventory_pages += 1;
+                for entry in page.entries {
+                    stats.objects_listed += 1;
+                    if entry.key >= stop_at
+                        && entry.key.starts_with("objects/")
+                        && parse_managed_key(&entry.key).is_some()
+                    {
+                        // Time-ordered keys: everything from here on was minted after the cutoff.
+                        stats.young_objects += 1;
+                        break 'listing;
+                    }
+                    let Some(managed) = parse_managed_key(&entry.key) else {
+                        stats.unmanaged_keys += 1;
+                        continue;
+                    };
+                    if managed.minted_at() >= cutoff || entry.last_modified >= cutoff {
+                        stats.young_objects += 1;
+                        continue;
+                    }
+                    // Merge join: both sides ascend by key.
+                    while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
+                        live_next = live.next_key()?;
+                    }
+                    if live_next.as_deref() == Some(entry.key.as_str()) {
+                        stats.live_objects += 1;
+                        continue;
+                    }
+                    candidates.push(Candidate {
+                        uri: entry.key,
+                        size: entry.size,
+                        last_modified: format_time(entry.last_modified),
+                    });
+                }
+            }
+        }
+        drop(receiver);
+        Ok::<_, ObjectsError>((candidates, problems, lineage_complete, basis, stats))
+    };
+    let ((), consumed) = futures::join!(producer, consumer);
+    let (mut candidates, problems, lineage_complete, basis, stats) = consumed?;
     candidates.sort();
     let plan = GcPlan {
         format_version: PLAN_FORMAT_VERSION,
