@@ -6,7 +6,7 @@
 //! finds the version without a journal and refuses until it is repaired.
 
 use crate::error::LanceEngineError;
-use crate::journaling::{JournalFailure, JournalLog, JournalWorker, JournalingReader};
+use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
 use crate::refs_checkpoint;
 use crate::scan::count_references;
 use crate::sidecar;
@@ -237,7 +237,6 @@ impl LanceEngine {
         overwrite: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
-        let entered = std::time::Instant::now();
         let descriptor = LakeDescriptor::load(&self.store).await?;
         let guard = PublicationGuard::from_policy(&descriptor);
         let (reader, worker) = JournalingReader::new(batches, &self.store, table)?;
@@ -254,31 +253,21 @@ impl LanceEngine {
         // writes the reference log beside them.
         let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let started = std::time::Instant::now();
-        let prepare = started - entered;
         let written = InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted_stream(source).await;
-        let (store, log_key) = (worker.store().clone(), worker.key().to_string());
         let data_written = started.elapsed();
-        let log = match worker.finish().await {
-            Ok(log) => log,
-            Err(failure) => {
-                JournalWorker::discard(&store, &log_key).await;
-                return Err(match failure {
-                    JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
-                    JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
-                });
-            }
-        };
-        let journal_done = started.elapsed();
-        let committed = self.commit_streamed(table, written, &params, &guard, &log, creating, action).await;
-        let ds = match committed {
+        let log = worker.finish().await.map_err(|failure| match failure {
+            JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
+            JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
+        })?;
+        let ds = match self.commit_streamed(table, written, &params, &guard, &log, creating, action).await {
             Ok(ds) => ds,
             Err(e) => {
-                JournalWorker::discard(&store, &log_key).await;
+                discard_log(&self.store, &log.key).await;
                 return Err(e);
             }
         };
         failpoint::hit("append.after_lance_commit")?;
-        let committed_at = started.elapsed();
+        let committed = started.elapsed();
         let version = ds.version().version;
         let kind = if overwrite { DeltaKind::Snapshot } else { DeltaKind::Delta };
         let head = LogHead::new(
@@ -288,7 +277,6 @@ impl LanceEngine {
             LogRef { write_id: log.write_id.clone(), references: log.totals.references, bytes: log.totals.bytes },
         );
         sidecar::write_head(&self.store, &head).await?;
-        let head_written = started.elapsed();
         self.advance(table, version).await?;
         tracing::debug!(
             table,
@@ -297,22 +285,17 @@ impl LanceEngine {
             references = log.totals.references,
             log_bytes = log.totals.bytes,
             data_files_s = data_written.as_secs_f64(),
-            log_wait_s = (journal_done - data_written).as_secs_f64(),
-            commit_s = (committed_at - journal_done).as_secs_f64(),
-            prepare_s = prepare.as_secs_f64(),
-            head_s = (head_written - committed_at).as_secs_f64(),
-            registry_s = (started.elapsed() - head_written).as_secs_f64(),
+            commit_s = (committed - data_written).as_secs_f64(),
+            publish_s = (started.elapsed() - committed).as_secs_f64(),
             "{action} committed and journaled"
         );
-        let rebased = rebased(&ds, version).await;
-        tracing::debug!(table, version, total_s = entered.elapsed().as_secs_f64(), "{action} done");
         Ok(CommitOutcome {
             table: table.into(),
             version,
             rows: log.rows,
             references_added: log.totals.references,
             references_removed: 0,
-            rebased,
+            rebased: rebased(&ds, version).await,
         })
     }
 

@@ -68,8 +68,6 @@ pub struct JournalingReader {
 /// The worker side, awaited with [`JournalWorker::finish`] after Lance has written the data.
 pub struct JournalWorker {
     task: tokio::task::JoinHandle<Result<JournalLog, JournalFailure>>,
-    store: LakeStore,
-    key: String,
 }
 
 impl JournalingReader {
@@ -88,19 +86,18 @@ impl JournalingReader {
         let (sender, receiver) = sync_channel(CHANNEL_BATCHES);
         let failed = Arc::new(AtomicBool::new(false));
         let write_id = ulid::Ulid::new().to_string();
-        let key = reference_log_key(table, &write_id);
         let job = Job {
             store: store.clone(),
             table: table.to_string(),
+            key: reference_log_key(table, &write_id),
             write_id,
-            key: key.clone(),
             root: store.root().clone(),
             columns,
             failed: failed.clone(),
             runtime: tokio::runtime::Handle::current(),
         };
         let task = tokio::task::spawn_blocking(move || job.run(receiver));
-        Ok((Self { inner, sender: Some(sender), failed }, JournalWorker { task, store: store.clone(), key }))
+        Ok((Self { inner, sender: Some(sender), failed }, JournalWorker { task }))
     }
 
     fn refuse() -> ArrowError {
@@ -140,7 +137,8 @@ impl RecordBatchReader for JournalingReader {
 }
 
 impl JournalWorker {
-    /// Waits for the worker and returns the finished log.
+    /// Waits for the worker and returns the finished log. A failed worker aborts its upload, so
+    /// it leaves no log.
     ///
     /// # Errors
     /// [`JournalFailure::Location`] for an invalid reference, [`JournalFailure::Log`] when the log
@@ -151,23 +149,13 @@ impl JournalWorker {
             Err(e) => Err(JournalFailure::Log(format!("the journal worker stopped: {e}"))),
         }
     }
+}
 
-    /// Deletes the log of a write that was not committed (best effort: an uncommitted log is
-    /// never read, it only takes space).
-    pub async fn discard(store: &LakeStore, key: &str) {
-        if let Err(e) = store.delete(key).await {
-            tracing::warn!(log = key, "could not delete the reference log of an uncommitted write: {e}");
-        }
-    }
-
-    /// The log's key (for [`JournalWorker::discard`] after a failed write).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The store the log is written to.
-    pub fn store(&self) -> &LakeStore {
-        &self.store
+/// Deletes the reference log at `key` of a write that was not committed (best effort: an
+/// uncommitted log is never read, it only takes space).
+pub async fn discard_log(store: &LakeStore, key: &str) {
+    if let Err(e) = store.delete(key).await {
+        tracing::warn!(log = key, "could not delete the reference log of an uncommitted write: {e}");
     }
 }
 

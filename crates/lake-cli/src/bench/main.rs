@@ -6,12 +6,13 @@
 
 mod append;
 mod lakes;
+#[path = "../logging.rs"]
+mod logging;
 mod plan;
 mod rss;
 mod s3;
 
 use clap::Parser;
-use std::time::Duration;
 
 /// Benchmarks of journaled appends, journal-based planning and bulk deletes.
 #[derive(Debug, Parser)]
@@ -58,8 +59,8 @@ pub enum Group {
     Delete,
 }
 
-/// The median of `samples`.
-pub fn median(mut samples: Vec<Duration>) -> Duration {
+/// The median of `samples` (durations, or peak RSS in KiB); the default when empty.
+pub fn median<T: Ord + Copy + Default>(mut samples: Vec<T>) -> T {
     samples.sort();
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
@@ -67,13 +68,7 @@ pub fn median(mut samples: Vec<Duration>) -> Duration {
 fn main() {
     let args = Args::parse();
     // `LAKE_LOG=lake_lance=debug` shows each append's phases (data files, commit, journal).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
         match args.child.as_deref() {

@@ -127,9 +127,7 @@ pub async fn figures(args: &Args) -> Result<(), String> {
         small.push(child_peak("plan", &["--root".into(), root.clone()])?);
         large.push(child_peak("plan", &["--root".into(), root10.clone()])?);
     }
-    small.sort();
-    large.sort();
-    let (a, b) = (small[small.len() / 2], large[large.len() / 2]);
+    let (a, b) = (median(small), median(large));
     println!("# planning peak RSS: 1x {a} KiB, 10x {b} KiB");
     println!("plan_peak_rss_growth_10x: {:.3}", b as f64 / a.max(1) as f64);
     Ok(())

@@ -67,9 +67,7 @@ pub fn append_peak_rss(args: &Args) -> Result<(), String> {
             engine.push(child_peak("append-engine", &extra)?);
         }
     }
-    engine.sort();
-    plain.sort();
-    let (e, p) = (engine[engine.len() / 2], plain[plain.len() / 2]);
+    let (e, p) = (crate::median(engine), crate::median(plain));
     println!("# append peak RSS: journaled {e} KiB, plain Lance {p} KiB");
     println!("append_peak_rss_ratio: {:.3}", e as f64 / p.max(1) as f64);
     Ok(())

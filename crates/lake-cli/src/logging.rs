@@ -1,0 +1,13 @@
+//! Structured logs on stderr for both binaries (`lake`, `lake-bench`), filtered by `LAKE_LOG`
+//! (tracing's env-filter syntax, e.g. `info` or `lake_lance=debug`; default `warn`).
+
+/// Installs the stderr subscriber.
+pub fn init() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
