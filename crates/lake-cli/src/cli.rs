@@ -218,10 +218,11 @@ pub struct GcArgs {
     /// Also write the run's metrics to FILE in the Prometheus text format.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
-    /// Live keys held in memory while planning; past it they spill to sorted runs in the
-    /// temporary folder (about 100 bytes of memory per key).
-    #[arg(long, value_name = "KEYS", default_value_t = lake_objects::spill::DEFAULT_BUDGET)]
-    pub memory_budget: usize,
+    /// Memory for planning's sorted-run buffers, in MiB: half holds live keys, half the journal
+    /// of the table being replayed; past it they spill to sorted runs in the temporary folder
+    /// (`TMPDIR`), so planning's memory does not grow with the lake.
+    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    pub memory_budget_mib: usize,
     /// Refuse to run when this host's clock differs from the store's by more than this (GC
     /// judges age by the store's clock; a large difference means something is wrong).
     #[arg(long, value_name = "DUR", default_value = "5m")]

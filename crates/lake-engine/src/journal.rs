@@ -22,17 +22,7 @@ pub fn live_set_of(
     retained: &[u64],
 ) -> Result<BTreeSet<ObjectIdentity>, EngineError> {
     let table = lineage.table.clone();
-    if !lineage.problems.is_empty() {
-        return Err(EngineError::Lineage { table, problems: lineage.problems.clone() });
-    }
-    let base = lineage.replay_base.ok_or_else(|| EngineError::Lineage {
-        table: table.clone(),
-        problems: vec![LineageProblem::ParentGap {
-            table: table.clone(),
-            version: 1,
-            needed_by: lineage.latest_version,
-        }],
-    })?;
+    let base = lineage.complete_base()?;
     let mut replay = Replay::new(retained);
     for v in base..=lineage.latest_version {
         let delta = match sidecars.get(&v) {

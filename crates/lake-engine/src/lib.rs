@@ -5,6 +5,8 @@
 //! - [`lineage`]: [`TableLineage`] and the named [`LineageProblem`]s that make GC refuse.
 //! - [`replay`]: journal replay: reference counts per version and the exact live set
 //!   (an object is live if its count is above zero in at least one retained version).
+//! - [`spilled_replay`]: the same live set in bounded memory, identity by identity over
+//!   journal events sorted on local disk ([`spill`]).
 //! - [`journal`]: the shared answers from decoded sidecars (live set, pages, additions).
 //! - [`memory`]: [`memory::MemoryEngine`], an in-memory test double with the same rules.
 
@@ -13,13 +15,16 @@ pub mod journal;
 pub mod lineage;
 pub mod memory;
 pub mod replay;
+pub mod spill;
+pub mod spilled_replay;
 
 use async_trait::async_trait;
 use lake_common::ObjectIdentity;
 
 pub use error::EngineError;
-pub use lineage::{check_chain, LineageProblem, TableLineage};
+pub use lineage::{check_chain, check_chain_by, LineageProblem, TableLineage};
 pub use replay::{live_set, Replay, ReplayError};
+pub use spilled_replay::{spilled_live_set, LiveIdentities, SpilledJournal, SpilledReplayError};
 
 /// Where a table lives: its name in the registry and the URI of its dataset.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

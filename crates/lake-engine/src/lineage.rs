@@ -59,6 +59,22 @@ impl TableLineage {
     pub fn is_complete(&self) -> bool {
         self.problems.is_empty()
     }
+
+    /// The version replay starts from, for a complete lineage.
+    ///
+    /// # Errors
+    /// [`crate::EngineError::Lineage`] with the lineage's problems, or a parent gap at version 1
+    /// when the chain reaches no base.
+    pub fn complete_base(&self) -> Result<u64, crate::EngineError> {
+        let table = self.table.clone();
+        if !self.problems.is_empty() {
+            return Err(crate::EngineError::Lineage { table, problems: self.problems.clone() });
+        }
+        self.replay_base.ok_or_else(|| crate::EngineError::Lineage {
+            table: table.clone(),
+            problems: vec![LineageProblem::ParentGap { table, version: 1, needed_by: self.latest_version }],
+        })
+    }
 }
 
 /// Checks that the sidecars cover `retained`: walking down from `latest`, every version down
@@ -73,12 +89,26 @@ pub fn check_chain(
     latest: u64,
     sidecars: &BTreeMap<u64, Result<ObjectReferenceDelta, DecodeError>>,
 ) -> (Option<u64>, Vec<LineageProblem>) {
+    check_chain_by(table, retained, latest, |v| {
+        sidecars.get(&v).map(|entry| entry.as_ref().map(|d| d.kind).map_err(|e| e.to_string()))
+    })
+}
+
+/// [`check_chain`] over what it needs of each version: `entry(v)` is `None` when version `v`
+/// has no sidecar, its kind when it decodes, or the decode error as a sentence. Lets a caller
+/// that streams the journal (and keeps only each version's kind) check the same rules.
+pub fn check_chain_by(
+    table: &str,
+    retained: &[u64],
+    latest: u64,
+    entry: impl Fn(u64) -> Option<Result<DeltaKind, String>>,
+) -> (Option<u64>, Vec<LineageProblem>) {
     let mut problems = Vec::new();
     let oldest_retained = retained.first().copied().unwrap_or(latest);
     let mut base = None;
     let mut v = latest;
     while v >= 1 {
-        match sidecars.get(&v) {
+        match entry(v) {
             None => {
                 if retained.binary_search(&v).is_ok() {
                     problems.push(LineageProblem::MissingSidecar { table: table.into(), version: v });
@@ -86,13 +116,11 @@ pub fn check_chain(
                     problems.push(LineageProblem::ParentGap { table: table.into(), version: v, needed_by: v + 1 });
                 }
             }
-            Some(Err(e)) => problems.push(LineageProblem::UndecodableSidecar {
-                table: table.into(),
-                version: v,
-                reason: e.to_string(),
-            }),
-            Some(Ok(d)) => {
-                if v <= oldest_retained && (d.kind == DeltaKind::Snapshot || v == 1) {
+            Some(Err(reason)) => {
+                problems.push(LineageProblem::UndecodableSidecar { table: table.into(), version: v, reason })
+            }
+            Some(Ok(kind)) => {
+                if v <= oldest_retained && (kind == DeltaKind::Snapshot || v == 1) {
                     base = Some(v);
                     break;
                 }

@@ -7,6 +7,7 @@
 
 use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
+use crate::live::{JournalSnapshot, LiveCursor};
 use crate::refs_checkpoint;
 use crate::scan::count_references;
 use crate::sidecar;
@@ -14,7 +15,7 @@ use arrow_array::RecordBatchReader;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
-use lake_engine::journal::{added_after, live_set_of, paginate, Sidecars};
+use lake_engine::journal::{added_after, Sidecars};
 use lake_engine::{
     check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
     TableLocation, TableSet,
@@ -78,18 +79,21 @@ pub struct VersionInfo {
 /// empty delta): fragment id reservation, compaction rewrites, index creation, config changes.
 pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
 
-/// The live set of the last (table, retained versions) computed, for the later pages of a listing.
-type LiveCache = Mutex<Option<((String, Vec<u64>), Arc<BTreeSet<ObjectIdentity>>)>>;
-
-/// The lineage and sidecars the last [`Engine::lineage`] call read, kept for the replay that
-/// follows it in planning, so the journal is read once per table and plan, not twice.
-type LineageCache = Mutex<Option<(String, Arc<(TableLineage, Sidecars)>)>>;
-
 /// The Lance engine of one lake.
+///
+/// Planning memory: the journal of the table being replayed is held in sorted-run buffers of at
+/// most [`LanceEngine::memory_budget`] bytes and spills to the temporary folder past it
+/// (`crate::live`).
 pub struct LanceEngine {
     store: LakeStore,
-    live_cache: LiveCache,
-    lineage_cache: LineageCache,
+    memory_budget: usize,
+    /// Sorted runs the journal replays of this engine spilled, in total.
+    journal_runs: std::sync::atomic::AtomicU64,
+    /// The live-reference listing in progress, continued by the next page.
+    live_cursor: Mutex<Option<LiveCursor>>,
+    /// The lineage and spilled journal the last [`Engine::lineage`] call read, kept for the
+    /// replay that follows it in planning, so the journal is read once per table and plan.
+    lineage_cache: Mutex<Option<JournalSnapshot>>,
 }
 
 impl std::fmt::Debug for LanceEngine {
@@ -101,7 +105,36 @@ impl std::fmt::Debug for LanceEngine {
 impl LanceEngine {
     /// The engine of the lake in `store`.
     pub fn new(store: LakeStore) -> Self {
-        Self { store, live_cache: Mutex::new(None), lineage_cache: Mutex::new(None) }
+        Self {
+            store,
+            memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
+            journal_runs: std::sync::atomic::AtomicU64::new(0),
+            live_cursor: Mutex::new(None),
+            lineage_cache: Mutex::new(None),
+        }
+    }
+
+    /// The same engine replaying journals with at most `bytes` of sorted-run buffers in memory
+    /// (default: half of [`lake_objects::spill::DEFAULT_MEMORY_BUDGET`]); the rest spills to the
+    /// temporary folder.
+    pub fn with_memory_budget(mut self, bytes: usize) -> Self {
+        self.memory_budget = bytes;
+        self
+    }
+
+    /// The replay's memory budget in bytes.
+    pub fn memory_budget(&self) -> usize {
+        self.memory_budget
+    }
+
+    /// Sorted runs this engine's journal replays spilled to the temporary folder so far (0 when
+    /// every journal fit the memory budget).
+    pub fn journal_runs_spilled(&self) -> u64 {
+        self.journal_runs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_spilled_runs(&self, runs: usize) {
+        self.journal_runs.fetch_add(runs as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The lake's store.
@@ -470,18 +503,7 @@ impl LanceEngine {
         table: &str,
         use_checkpoint: bool,
     ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
-        let ds = self.open(table).await?;
-        let versions = ds.versions().await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "list versions",
-            source,
-        })?;
-        let retained: Vec<u64> = {
-            let mut v: Vec<u64> = versions.iter().map(|v| v.version).collect();
-            v.sort_unstable();
-            v
-        };
-        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
+        let (retained, latest) = self.retained_versions(table).await?;
         let oldest = retained.first().copied().unwrap_or(latest);
         let checkpoint = match use_checkpoint {
             true => refs_checkpoint::load_valid(&self.store, table, oldest, latest).await?,
@@ -497,30 +519,22 @@ impl LanceEngine {
         Ok((TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems }, sidecars))
     }
 
-    /// Writes a reference checkpoint at the oldest retained version when it is newer than the
-    /// replay base, so the next replay starts there. Failures are logged, never fatal: the
-    /// checkpoint is an optimisation.
-    async fn advance_refs_checkpoint(&self, lineage: &TableLineage, sidecars: &Sidecars) {
-        let (Some(base), Some(&target)) = (lineage.replay_base, lineage.retained.first()) else {
-            return;
-        };
-        if target <= base || !lineage.problems.is_empty() {
-            return;
-        }
-        let mut replay = lake_engine::Replay::new(&[]);
-        for v in base..=target {
-            match sidecars.get(&v) {
-                Some(Ok(d)) => {
-                    if replay.apply(d).is_err() {
-                        return;
-                    }
-                }
-                _ => return,
-            }
-        }
-        if let Err(e) = refs_checkpoint::write(&self.store, &lineage.table, target, &replay.counts()).await {
-            tracing::warn!(table = %lineage.table, "could not write the reference checkpoint: {e}");
-        }
+    /// The versions of `table` that still exist (ascending; Lance's `Dataset::versions()`) and
+    /// its latest version.
+    ///
+    /// # Errors
+    /// Lance errors; [`LanceEngineError::NoSuchTable`].
+    pub(crate) async fn retained_versions(&self, table: &str) -> Result<(Vec<u64>, u64), LanceEngineError> {
+        let ds = self.open(table).await?;
+        let versions = ds.versions().await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "list versions",
+            source,
+        })?;
+        let mut retained: Vec<u64> = versions.iter().map(|v| v.version).collect();
+        retained.sort_unstable();
+        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
+        Ok((retained, latest))
     }
 }
 
@@ -556,9 +570,9 @@ impl Engine for LanceEngine {
     }
 
     async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError> {
-        let snapshot = Arc::new(self.lineage_and_sidecars(&location.name).await?);
-        let lineage = snapshot.0.clone();
-        *self.lineage_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((location.name.clone(), snapshot));
+        let snapshot = self.lineage_and_journal(&location.name).await?;
+        let lineage = snapshot.lineage.clone();
+        *self.lineage_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot);
         Ok(lineage)
     }
 
@@ -568,18 +582,16 @@ impl Engine for LanceEngine {
         roots: &RetainedRoots,
         page: &PageRequest,
     ) -> Result<ReferencePage, EngineError> {
-        // Later pages of one listing reuse the live set the first page computed (one consistent
-        // snapshot, and one read of the journal per table instead of one per page).
-        let key = (location.name.clone(), roots.versions().to_vec());
-        let cached = match page.after {
-            Some(_) => {
-                let guard = self.live_cache.lock().unwrap_or_else(|p| p.into_inner());
-                guard.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v.clone())
-            }
-            None => None,
-        };
-        let live = match cached {
-            Some(live) => live,
+        // A page that carries the last page's token continues its stream (one replay per table and
+        // listing); any other request starts a new one.
+        let continued = self
+            .live_cursor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|c| c.continues(&location.name, roots.versions(), page.after.as_ref()));
+        let mut cursor = match continued {
+            Some(cursor) => cursor,
             None => {
                 // The snapshot `lineage` just read for these roots, if it is the last one read (the
                 // planner asks for lineage, then replays it: a version committed in between is
@@ -590,19 +602,23 @@ impl Engine for LanceEngine {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .take()
-                    .filter(|(table, snap)| *table == location.name && snap.0.retained == roots.versions());
+                    .filter(|s| s.lineage.table == location.name && s.lineage.retained == roots.versions());
                 let snapshot = match cached {
-                    Some((_, snapshot)) => snapshot,
-                    None => Arc::new(self.lineage_and_sidecars(&location.name).await?),
+                    Some(snapshot) => snapshot,
+                    None => self.lineage_and_journal(&location.name).await?,
                 };
-                let (lineage, sidecars) = (&snapshot.0, &snapshot.1);
-                let live = Arc::new(live_set_of(lineage, sidecars, roots.versions())?);
-                self.advance_refs_checkpoint(lineage, sidecars).await;
-                *self.live_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, live.clone()));
-                live
+                self.count_spilled_runs(snapshot.journal.spilled_runs());
+                LiveCursor::start(snapshot, roots.versions(), page.after.as_ref())?
             }
         };
-        Ok(paginate(&live, page))
+        let (identities, more) = cursor.page(page.limit)?;
+        let next = if more { identities.last().cloned() } else { None };
+        if more {
+            *self.live_cursor.lock().unwrap_or_else(|p| p.into_inner()) = Some(cursor);
+        } else {
+            cursor.finish(self).await;
+        }
+        Ok(ReferencePage { identities, next })
     }
 
     async fn references_added_after(

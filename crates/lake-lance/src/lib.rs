@@ -4,6 +4,7 @@
 //!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
 //!   journal).
 //! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
+//! - `live`: the live references of a table for planning, streamed in bounded memory.
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
 //! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod error;
 pub mod history;
 pub mod journaling;
+mod live;
 pub mod refs;
 pub mod refs_checkpoint;
 pub mod scan;

@@ -110,31 +110,64 @@ pub async fn read_from(
     table: &str,
     from: u64,
 ) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
-    let prefix = journal_prefix(table);
     let mut sidecars = Sidecars::new();
+    let problems = visit_from(store, table, from, |version, decoded| {
+        sidecars.insert(version, decoded);
+        Ok(())
+    })
+    .await?;
+    Ok((sidecars, problems))
+}
+
+/// Sidecars (and their reference logs) read concurrently by [`visit_from`]: the decoded entries
+/// of at most this many versions are held at once.
+pub const READ_AHEAD: usize = 8;
+
+/// Reads the sidecars of versions `from` and later in ascending version order and hands each
+/// decoded entry (or its decode error) to `visit`, holding at most [`READ_AHEAD`] of them: the
+/// journal is never materialised. Returns the file names that are not `<version>.json`, as
+/// [`LineageProblem::VersionMismatch`].
+///
+/// # Errors
+/// Storage errors (a failed read is never an absent sidecar), and whatever `visit` returns.
+pub async fn visit_from(
+    store: &LakeStore,
+    table: &str,
+    from: u64,
+    mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+) -> Result<Vec<LineageProblem>, LanceEngineError> {
+    use futures::StreamExt;
+    let prefix = journal_prefix(table);
     let mut problems = Vec::new();
+    let mut versions = Vec::new();
     for (key, _) in store.list_all(&prefix).await? {
         let file = key.rsplit('/').next().unwrap_or(&key).to_string();
         let version = file
             .strip_suffix(".json")
             .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0'))
             .and_then(|v| v.parse::<u64>().ok());
-        let Some(version) = version else {
-            problems.push(LineageProblem::VersionMismatch {
+        match version {
+            Some(version) if version >= from => versions.push((version, key)),
+            Some(_) => {}
+            None => problems.push(LineageProblem::VersionMismatch {
                 table: table.into(),
                 file: key.clone(),
                 reason: "file name is not `<version>.json`".into(),
-            });
-            continue;
-        };
-        if version < from {
-            continue;
+            }),
         }
+    }
+    versions.sort_unstable();
+    let read = |(version, key): (u64, String)| async move {
         let bytes = store
             .get(&key)
             .await?
             .ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
-        sidecars.insert(version, decode(store, table, version, &bytes).await?);
+        Ok::<_, LanceEngineError>((version, decode(store, table, version, &bytes).await?))
+    };
+    let mut decoded = futures::stream::iter(versions).map(read).buffered(READ_AHEAD);
+    while let Some(entry) = decoded.next().await {
+        let (version, entry) = entry?;
+        visit(version, entry)?;
     }
-    Ok((sidecars, problems))
+    Ok(problems)
 }

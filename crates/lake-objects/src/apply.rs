@@ -16,7 +16,7 @@ use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::failpoint;
-use crate::plan::GcPlan;
+use crate::plan::{Candidate, GcPlan};
 use lake_engine::Engine;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -95,7 +95,10 @@ pub async fn apply(
             if !p.lineage_complete {
                 return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
             }
-            let cp = ApplyCheckpoint::new(p.clone());
+            // Apply indexes the candidates and the checkpoint embeds them: load a spilled list.
+            let mut plan = p.clone();
+            plan.candidates = plan.candidates.into_memory()?;
+            let cp = ApplyCheckpoint::new(plan);
             cp.save(checkpoint_path).await?;
             failpoint::hit("apply.after_plan_persisted")?;
             cp
@@ -142,7 +145,7 @@ pub async fn apply(
         while index < total && batches.len() < concurrency && budget_left(pages + batches.len() as u64) {
             let mut batch = Vec::with_capacity(page_size);
             while index < total && batch.len() < page_size {
-                let key = &cp.plan.candidates[index as usize].uri;
+                let key = &candidates_of(&cp)?[index as usize].uri;
                 if !revived.contains(key) {
                     batch.push(key.clone());
                 }
@@ -179,6 +182,15 @@ pub async fn apply(
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;
     Ok(ApplyReport { checkpoint: cp, pages, was_complete: false })
+}
+
+/// The candidates of the plan being applied: always in memory (a checkpoint is made from a
+/// loaded list, and one read back deserialises into memory).
+fn candidates_of(cp: &ApplyCheckpoint) -> Result<&[Candidate], ObjectsError> {
+    cp.plan.candidates.as_slice().ok_or_else(|| ObjectsError::Checkpoint {
+        path: cp.plan_digest.clone(),
+        message: "the plan's candidate list is not loaded; nothing was deleted".into(),
+    })
 }
 
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {
@@ -218,11 +230,13 @@ async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint) -> Result<(),
         return Err(ObjectsError::LineageIncomplete { problems });
     }
     let already: BTreeSet<String> = cp.revived.iter().cloned().collect();
-    for c in cp.plan.candidates.iter().skip(cp.next_index as usize) {
+    let mut revived = Vec::new();
+    for c in candidates_of(cp)?.iter().skip(cp.next_index as usize) {
         if added.contains(&c.uri) && !already.contains(&c.uri) {
             tracing::info!(key = %c.uri, "candidate revived: a version newer than the plan references it");
-            cp.revived.push(c.uri.clone());
+            revived.push(c.uri.clone());
         }
     }
+    cp.revived.extend(revived);
     Ok(())
 }

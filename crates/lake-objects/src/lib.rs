@@ -15,11 +15,13 @@
 //! - [`planner`]: live set x inventory x age gate -> [`plan::GcPlan`].
 //! - [`spill`]: sorted runs on local disk and their merge (bounded-memory live sets).
 //! - [`plan`]: the deterministic plan and its digest.
+//! - [`candidates`]: a plan's candidate list, spilled to a temporary file past a budget.
 //! - [`deleter`]: bulk deletes with per-key outcomes.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
 //! - [`apply`]: revalidation and page-by-page, resumable deletion.
 
 pub mod apply;
+pub mod candidates;
 pub mod checkpoint;
 pub mod clock;
 pub mod deleter;

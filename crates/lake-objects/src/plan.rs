@@ -6,6 +6,7 @@
 //! a plan document on disk (`--out FILE`) is `{"digest": ..., "plan": {...}}`, and reading it
 //! back recomputes the digest, so an edited plan is refused.
 
+use crate::candidates::CandidateList;
 use crate::error::ObjectsError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -58,38 +59,82 @@ pub struct GcPlan {
     pub lineage_complete: bool,
     /// Lineage problems, one sentence each, sorted.
     pub problems: Vec<String>,
-    /// Objects to delete, sorted by key.
-    pub candidates: Vec<Candidate>,
+    /// Objects to delete, sorted by key (in memory, or spilled to a temporary file by a
+    /// planner past its memory budget: see [`CandidateList`]).
+    pub candidates: CandidateList,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PlanDocument {
     digest: String,
     plan: GcPlan,
 }
 
+#[derive(Serialize)]
+struct PlanDocumentRef<'a> {
+    digest: String,
+    plan: &'a GcPlan,
+}
+
+/// A `Write` that feeds SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl GcPlan {
-    /// The canonical bytes the digest is computed over.
+    /// The canonical bytes the digest is computed over (all in memory: for tests and small
+    /// plans; [`GcPlan::digest`] streams them).
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        // Plain strings, integers and booleans: serialisation cannot fail.
+        // Plain strings, integers and booleans: serialisation fails only if a spilled candidate
+        // list cannot be read, and then no bytes are returned.
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// SHA-256 of [`GcPlan::canonical_bytes`], 64 lowercase hex characters.
+    /// SHA-256 of [`GcPlan::canonical_bytes`], 64 lowercase hex characters, computed as the
+    /// bytes are produced (a spilled candidate list is streamed, never held). An unreadable
+    /// spilled list hashes what was read, so the plan cannot match any recorded digest.
     pub fn digest(&self) -> String {
-        hex::encode(Sha256::digest(self.canonical_bytes()))
+        let mut hasher = HashWriter(Sha256::new());
+        if let Err(e) = serde_json::to_writer(&mut hasher, self) {
+            tracing::error!("cannot serialise the plan for its digest: {e}");
+            hasher.0.update(b"\0unreadable plan");
+        }
+        hex::encode(hasher.0.finalize())
     }
 
     /// Total bytes of the candidates.
     pub fn candidate_bytes(&self) -> u64 {
-        self.candidates.iter().map(|c| c.size).sum()
+        self.candidates.total_bytes()
     }
 
-    /// The plan document (`{"digest", "plan"}`), pretty-printed, for `--out FILE`.
+    /// Writes the plan document (`{"digest", "plan"}`), pretty-printed, for `--out FILE`,
+    /// streaming the candidates.
+    ///
+    /// # Errors
+    /// The writer's errors, and a spilled candidate list that cannot be read.
+    pub fn write_document(&self, out: impl std::io::Write) -> Result<(), std::io::Error> {
+        let doc = PlanDocumentRef { digest: self.digest(), plan: self };
+        serde_json::to_writer_pretty(out, &doc).map_err(std::io::Error::other)
+    }
+
+    /// The plan document as bytes (see [`GcPlan::write_document`]); empty when a spilled
+    /// candidate list cannot be read.
     pub fn to_document(&self) -> Vec<u8> {
-        let doc = PlanDocument { digest: self.digest(), plan: self.clone() };
-        serde_json::to_vec_pretty(&doc).unwrap_or_default()
+        let mut out = Vec::new();
+        match self.write_document(&mut out) {
+            Ok(()) => out,
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Reads a plan document and checks its digest and format.

@@ -7,15 +7,19 @@
 //!    candidates (apply refuses it; the dry run names every problem).
 //! 3. The live set: the union over tables of [`Engine::retained_object_references`] pages,
 //!    keeping the keys of references inside the lake root, as sorted runs that spill to local
-//!    disk past `memory_budget` keys ([`crate::spill`]) and are merged in key order.
+//!    disk past `memory_budget` bytes ([`crate::spill`]) and are merged in key order.
 //! 4. The sweep: inventory pages in key order; a key is a candidate only if it matches the
 //!    managed grammar, its ULID time and its `last_modified` are both before the cutoff, and it
-//!    is not live. Listing stops at the first key minted at or after the cutoff.
+//!    is not live. Listing stops at the first key minted at or after the cutoff. Candidates
+//!    arrive in key order and go to a [`CandidateWriter`], which moves them to a temporary file
+//!    past `memory_budget` bytes: during the sweep, the live keys' merge and the candidates
+//!    each hold at most `memory_budget`.
 //!
 //! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of
 //! [`PREFETCH_PAGES`] pages): when the listing happens does not matter to safety, because only
 //! objects older than the cutoff can be candidates and they existed before it was fixed.
 
+use crate::candidates::CandidateWriter;
 use crate::error::ObjectsError;
 use crate::inventory::{InventoryPage, ObjectInventory};
 use crate::keys::{first_key_at, parse_managed_key};
@@ -42,7 +46,8 @@ pub struct PlanOptions {
     pub inventory_page_size: usize,
     /// Live-reference page size (identities per engine page).
     pub reference_page_size: usize,
-    /// Live keys held in memory before they spill to a sorted run on local disk.
+    /// Bytes of live keys held in memory before they spill to a sorted run on local disk
+    /// (about 24 bytes plus the key's length each).
     pub memory_budget: usize,
 }
 
@@ -105,7 +110,7 @@ pub async fn plan(
         }
     };
     let consumer = async {
-        let mut candidates = Vec::new();
+        let mut candidates = CandidateWriter::new(options.memory_budget);
         let table_set = engine.tables().await?;
         let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
         let mut basis = Vec::new();
@@ -189,16 +194,15 @@ pub async fn plan(
                         uri: entry.key,
                         size: entry.size,
                         last_modified: format_time(entry.last_modified),
-                    });
+                    })?;
                 }
             }
         }
         drop(receiver);
-        Ok::<_, ObjectsError>((candidates, problems, lineage_complete, basis, stats))
+        Ok::<_, ObjectsError>((candidates.finish()?, problems, lineage_complete, basis, stats))
     };
     let ((), consumed) = futures::join!(producer, consumer);
-    let (mut candidates, problems, lineage_complete, basis, stats) = consumed?;
-    candidates.sort();
+    let (candidates, problems, lineage_complete, basis, stats) = consumed?;
     let plan = GcPlan {
         format_version: PLAN_FORMAT_VERSION,
         stage: STAGE_ORPHAN_OBJECTS.to_string(),

@@ -1,51 +1,34 @@
-//! Sorted runs spilled to local disk and merged: a set of keys larger than memory.
+//! A set of keys larger than memory: keys buffered up to a budget, spilled as sorted runs to a
+//! local temporary folder, and merged back ascending and deduplicated.
 //!
-//! Keys are buffered up to a budget (a count of keys), then sorted and written as a run file
-//! (one key per line) in a temporary folder; [`SortedRuns::finish`] merges the runs (and what is
-//! still buffered) into one ascending, deduplicated stream, holding one key per run in memory.
-//! Keys must not contain a newline (identity URIs never do: normalisation refuses control
-//! characters).
+//! A thin layer over [`lake_engine::spill`] (the external sort the engine's bounded replay also
+//! uses) that drops repeated keys while merging.
 
 use crate::error::ObjectsError;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use lake_engine::spill::{Merged, SpillError};
 
-/// Default number of keys held in memory before a run is spilled.
-pub const DEFAULT_BUDGET: usize = 1_000_000;
+/// Default memory budget of planning, in bytes (256 MiB): the sorted-run buffers of the live
+/// set and of the table being replayed share it (see `PlanOptions::memory_budget`).
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 * 1024 * 1024;
+
+fn io(e: SpillError) -> ObjectsError {
+    ObjectsError::Io { path: e.path, source: e.source }
+}
 
 /// A key set built from unsorted inserts, spilled in sorted runs past a budget.
+#[derive(Debug)]
 pub struct SortedRuns {
-    budget: usize,
-    buffer: Vec<String>,
-    runs: Vec<tempfile::NamedTempFile>,
-    dir: tempfile::TempDir,
-    spilled: u64,
-}
-
-impl std::fmt::Debug for SortedRuns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SortedRuns").field("budget", &self.budget).field("runs", &self.runs.len()).finish()
-    }
-}
-
-fn io(e: std::io::Error) -> ObjectsError {
-    ObjectsError::Io { path: "spill folder".into(), source: e }
+    inner: lake_engine::spill::SortedRuns<String>,
 }
 
 impl SortedRuns {
-    /// An empty set holding at most `budget` (>= 1) keys in memory.
+    /// An empty set holding keys estimated at up to `budget_bytes` in memory (about 24 bytes
+    /// plus the key's length each).
     ///
     /// # Errors
-    /// [`ObjectsError::Io`] when the temporary folder cannot be created.
-    pub fn new(budget: usize) -> Result<Self, ObjectsError> {
-        Ok(Self {
-            budget: budget.max(1),
-            buffer: Vec::new(),
-            runs: Vec::new(),
-            dir: tempfile::tempdir().map_err(io)?,
-            spilled: 0,
-        })
+    /// None today; kept fallible for sorters that prepare their folder eagerly.
+    pub fn new(budget_bytes: usize) -> Result<Self, ObjectsError> {
+        Ok(Self { inner: lake_engine::spill::SortedRuns::new(budget_bytes) })
     }
 
     /// Adds a key.
@@ -53,97 +36,42 @@ impl SortedRuns {
     /// # Errors
     /// [`ObjectsError::Io`] when a run cannot be written.
     pub fn push(&mut self, key: String) -> Result<(), ObjectsError> {
-        self.buffer.push(key);
-        if self.buffer.len() >= self.budget {
-            self.spill()?;
-        }
-        Ok(())
+        self.inner.push(key).map_err(io)
     }
 
     /// Number of runs written to disk so far.
     pub fn runs(&self) -> usize {
-        self.runs.len()
+        self.inner.runs()
     }
 
     /// Keys written to disk so far.
     pub fn spilled_keys(&self) -> u64 {
-        self.spilled
-    }
-
-    fn spill(&mut self) -> Result<(), ObjectsError> {
-        self.buffer.sort_unstable();
-        self.buffer.dedup();
-        let file = tempfile::NamedTempFile::new_in(self.dir.path()).map_err(io)?;
-        {
-            let mut w = BufWriter::new(file.as_file());
-            for k in self.buffer.drain(..) {
-                w.write_all(k.as_bytes()).map_err(io)?;
-                w.write_all(b"\n").map_err(io)?;
-                self.spilled += 1;
-            }
-            w.flush().map_err(io)?;
-        }
-        self.runs.push(file);
-        Ok(())
+        self.inner.spilled_records()
     }
 
     /// The merged, ascending, deduplicated keys.
     ///
     /// # Errors
     /// [`ObjectsError::Io`] when a run cannot be reopened.
-    pub fn finish(mut self) -> Result<MergedKeys, ObjectsError> {
-        self.buffer.sort_unstable();
-        self.buffer.dedup();
-        let mut readers = Vec::new();
-        for run in &self.runs {
-            let f = std::fs::File::open(run.path()).map_err(io)?;
-            readers.push(BufReader::new(f).lines());
-        }
-        let memory = std::mem::take(&mut self.buffer).into_iter();
-        let mut merged = MergedKeys { readers, memory, heap: BinaryHeap::new(), last: None, _runs: self };
-        for i in 0..merged.readers.len() {
-            merged.refill(i)?;
-        }
-        merged.refill_memory();
-        Ok(merged)
+    pub fn finish(self) -> Result<MergedKeys, ObjectsError> {
+        Ok(MergedKeys { merged: self.inner.finish().map_err(io)?, last: None })
     }
 }
 
 /// The merge of sorted runs: an iterator of ascending, distinct keys.
+#[derive(Debug)]
 pub struct MergedKeys {
-    readers: Vec<std::io::Lines<BufReader<std::fs::File>>>,
-    memory: std::vec::IntoIter<String>,
-    /// (key, source): source `usize::MAX` is the in-memory buffer.
-    heap: BinaryHeap<Reverse<(String, usize)>>,
+    merged: Merged<String>,
     last: Option<String>,
-    _runs: SortedRuns,
 }
 
 impl MergedKeys {
-    fn refill(&mut self, i: usize) -> Result<(), ObjectsError> {
-        if let Some(line) = self.readers[i].next() {
-            self.heap.push(Reverse((line.map_err(io)?, i)));
-        }
-        Ok(())
-    }
-
-    fn refill_memory(&mut self) {
-        if let Some(k) = self.memory.next() {
-            self.heap.push(Reverse((k, usize::MAX)));
-        }
-    }
-
     /// The next key, ascending and distinct.
     ///
     /// # Errors
     /// [`ObjectsError::Io`] when a run cannot be read.
     pub fn next_key(&mut self) -> Result<Option<String>, ObjectsError> {
-        while let Some(Reverse((key, source))) = self.heap.pop() {
-            if source == usize::MAX {
-                self.refill_memory();
-            } else {
-                self.refill(source)?;
-            }
+        while let Some(key) = self.merged.next_record().map_err(io)? {
             if self.last.as_deref() != Some(key.as_str()) {
                 self.last = Some(key.clone());
                 return Ok(Some(key));
@@ -160,12 +88,12 @@ mod tests {
     #[test]
     fn merged_runs_equal_a_sorted_dedup_of_the_input() {
         let input: Vec<String> = (0..1000).map(|i| format!("k{:04}", (i * 7919) % 613)).collect();
-        for budget in [1, 3, 64, 10_000] {
+        for budget in [0, 300, 4096, 1 << 30] {
             let mut runs = SortedRuns::new(budget).unwrap();
             for k in &input {
                 runs.push(k.clone()).unwrap();
             }
-            if budget < input.len() {
+            if budget < 4096 {
                 assert!(runs.runs() > 0);
             }
             let mut merged = runs.finish().unwrap();

@@ -27,6 +27,11 @@ pub struct Args {
     /// Retained versions in the planning lake.
     #[arg(long, default_value_t = 100)]
     pub versions: usize,
+    /// Planning's memory budget in KiB (`lake gc --memory-budget-mib`, here finer): half for live
+    /// keys, half for the replayed journal. The default lets the 1x lake plan in memory and makes
+    /// the 10x lake spill, so the growth figure shows memory bounded by the budget, not the lake.
+    #[arg(long, default_value_t = 4096)]
+    pub memory_budget_kib: usize,
     /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
     #[arg(long, default_value_t = 2_000)]
     pub delete_objects: usize,

@@ -12,24 +12,30 @@ use lake_objects::LakeStore;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-fn options(store: &LakeStore) -> PlanOptions {
+/// Bytes of the planner's and the engine's sorted-run buffers (each half of `--memory-budget-kib`).
+fn half_budget(budget_kib: usize) -> usize {
+    budget_kib.saturating_mul(1024) / 2
+}
+
+fn options(store: &LakeStore, budget_kib: usize) -> PlanOptions {
     PlanOptions {
         root: store.root().to_string(),
         min_age: Duration::from_secs(1),
         cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
         inventory_page_size: 1000,
         reference_page_size: 10_000,
-        memory_budget: lake_objects::spill::DEFAULT_BUDGET,
+        memory_budget: half_budget(budget_kib),
     }
 }
 
-/// Plans by journal once; returns (wall time, candidates).
-pub async fn plan_once(root: &str) -> Result<(Duration, usize), String> {
+/// Plans by journal once with a memory budget of `budget_kib` KiB; returns (wall time,
+/// candidates).
+pub async fn plan_once(root: &str, budget_kib: usize) -> Result<(Duration, usize), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
-    let engine = lake_lance::LanceEngine::new(store.clone());
+    let engine = lake_lance::LanceEngine::new(store.clone()).with_memory_budget(half_budget(budget_kib));
     let inv = inventory::for_store(&store);
     let started = Instant::now();
-    let (p, _) = plan(&engine, inv.as_ref(), &options(&store)).await.map_err(|e| e.to_string())?;
+    let (p, _) = plan(&engine, inv.as_ref(), &options(&store, budget_kib)).await.map_err(|e| e.to_string())?;
     if !p.lineage_complete {
         return Err(format!("lineage incomplete: {:?}", p.problems));
     }
@@ -99,7 +105,7 @@ pub async fn figures(args: &Args) -> Result<(), String> {
     );
     let (mut journal, mut scan, mut listing) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.repeat.max(1) {
-        let (t, c1) = plan_once(&root).await?;
+        let (t, c1) = plan_once(&root, args.memory_budget_kib).await?;
         journal.push(t);
         let (t, c2) = scan_plan_once(&root).await?;
         scan.push(t);
@@ -124,11 +130,12 @@ pub async fn figures(args: &Args) -> Result<(), String> {
     println!("# planning lake 10x: {} objects, built in {:.1}s", args.objects * 10, started.elapsed().as_secs_f64());
     let (mut small, mut large) = (Vec::new(), Vec::new());
     for _ in 0..args.repeat.max(1) {
-        small.push(child_peak("plan", &["--root".into(), root.clone()])?);
-        large.push(child_peak("plan", &["--root".into(), root10.clone()])?);
+        let budget = ["--memory-budget-kib".to_string(), args.memory_budget_kib.to_string()];
+        small.push(child_peak("plan", &[&["--root".to_string(), root.clone()][..], &budget].concat())?);
+        large.push(child_peak("plan", &[&["--root".to_string(), root10.clone()][..], &budget].concat())?);
     }
     let (a, b) = (median(small), median(large));
-    println!("# planning peak RSS: 1x {a} KiB, 10x {b} KiB");
+    println!("# planning peak RSS: 1x {a} KiB, 10x {b} KiB (memory budget {} KiB)", args.memory_budget_kib);
     println!("plan_peak_rss_growth_10x: {:.3}", b as f64 / a.max(1) as f64);
     Ok(())
 }

@@ -36,7 +36,7 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
         }
         "plan" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
-            crate::plan::plan_once(root).await?;
+            crate::plan::plan_once(root, args.memory_budget_kib).await?;
         }
         "make-planning-lake" => {
             // For profiling one figure by hand: build the planning lake at --root.

@@ -35,7 +35,7 @@ async fn apply_all(store: &LakeStore, n: usize) -> Result<Duration, String> {
         cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
         inventory_page_size: 1000,
         reference_page_size: 1000,
-        memory_budget: 1_000_000,
+        memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
     };
     let inv = inventory::for_store(store);
     let (p, _) = plan(&engine, inv.as_ref(), &options).await.map_err(|e| e.to_string())?;

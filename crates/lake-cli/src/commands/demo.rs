@@ -188,7 +188,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         out: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),
-        memory_budget: lake_objects::spill::DEFAULT_BUDGET,
+        memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
     };
     let dry = run_gc(&store, &descriptor, &engine, &dry_req).await?;
     println!(
@@ -200,7 +200,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     );
     let expected: BTreeSet<String> =
         doomed.iter().map(|(id, _)| id.uri.clone()).chain([abandoned.key.clone()]).collect();
-    let planned: BTreeSet<String> = dry.plan.candidates.iter().map(|c| c.uri.clone()).collect();
+    let planned: BTreeSet<String> = dry.plan.candidates.to_vec()?.into_iter().map(|c| c.uri).collect();
     let mut failures = Vec::new();
     if planned != expected {
         failures.push(format!(

@@ -39,7 +39,9 @@ pub struct GcRequest {
     pub plan: Option<PathBuf>,
     /// Largest accepted difference between this host's clock and the store's.
     pub max_clock_skew: Duration,
-    /// Live keys held in memory before spilling sorted runs to local disk.
+    /// Bytes of sorted-run buffers planning may hold in memory before spilling to local disk;
+    /// half for the live keys, half for the journal of the table being replayed (the engine's
+    /// own budget, set by [`run`] with `LanceEngine::with_memory_budget`).
     pub memory_budget: usize,
 }
 
@@ -195,8 +197,13 @@ impl GcReport {
             }
         }
         out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
-        for c in p.candidates.iter().take(50) {
-            out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
+        match p.candidates.first(50) {
+            Ok(first) => {
+                for c in first {
+                    out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
+                }
+            }
+            Err(e) => out += &format!("    (cannot read the candidate list: {e})\n"),
         }
         if p.candidates.len() > 50 {
             out += &format!("    ... {} more (use --json or --out for the full list)\n", p.candidates.len() - 50);
@@ -284,7 +291,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         out: args.out.clone(),
         plan: args.plan.clone(),
         max_clock_skew: parse_duration("--max-clock-skew", &args.max_clock_skew)?,
-        memory_budget: args.memory_budget.max(1),
+        memory_budget: args.memory_budget_mib.saturating_mul(1024 * 1024),
     })
 }
 
@@ -393,14 +400,17 @@ pub async fn run_gc(
         cutoff,
         inventory_page_size: req.list_page_size,
         reference_page_size: 10_000,
-        memory_budget: req.memory_budget,
+        memory_budget: req.memory_budget / 2,
     };
     let planning = std::time::Instant::now();
     let (gc_plan, stats) = plan(engine, inventory.as_ref(), &options).await?;
     let plan_seconds = planning.elapsed().as_secs_f64();
     if let Some(out) = &req.out {
-        std::fs::write(out, gc_plan.to_document())
-            .map_err(|e| CliError::Io { path: out.display().to_string(), source: e })?;
+        // Streamed: a spilled candidate list goes from its temporary file to the document.
+        let io = |e| CliError::Io { path: out.display().to_string(), source: e };
+        let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
+        gc_plan.write_document(&mut file).map_err(io)?;
+        std::io::Write::flush(&mut file).map_err(io)?;
     }
     let applying = std::time::Instant::now();
     let apply_report = match &req.checkpoint {
@@ -430,6 +440,7 @@ pub async fn run_gc(
 pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     let mut req = request_from_args(args)?;
     let (store, descriptor, engine) = open_lake(&args.root).await?;
+    let engine = engine.with_memory_budget(req.memory_budget / 2);
     // Progress on stderr when it is a terminal (indicatif draws nothing otherwise).
     let bar = indicatif::ProgressBar::new_spinner().with_message("planning: reading lineage and listing objects");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));

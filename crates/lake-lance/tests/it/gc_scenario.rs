@@ -23,7 +23,7 @@ pub async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize
 }
 
 fn uris(plan: &GcPlan) -> BTreeSet<String> {
-    plan.candidates.iter().map(|c| c.uri.clone()).collect()
+    plan.candidates.keys().unwrap().into_iter().collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -55,7 +55,7 @@ async fn a_tag_keeps_an_old_versions_objects_live() {
     lake.engine.delete_tag("t", "release-1").await.unwrap();
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
-    assert_eq!(plan.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![a.key.clone()]);
+    assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<Vec<_>>(), vec![a.key.clone()]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -155,7 +155,7 @@ async fn a_second_lance_client_is_refused_until_repair() {
     assert_verified(&lake).await;
     let plan = dry_run(&lake, cutoff, 10).await;
     assert!(plan.lineage_complete, "{:?}", plan.problems);
-    assert_eq!(plan.candidates.iter().map(|c| c.uri.clone()).collect::<Vec<_>>(), vec![orphan.key.clone()]);
+    assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<Vec<_>>(), vec![orphan.key.clone()]);
     let report =
         apply(&lake.engine, &deleter, &dir.path().join("c2").as_path().into(), Some(&plan), &ApplyOptions::default())
             .await
@@ -240,7 +240,7 @@ async fn random_histories_journal_equals_scan_and_plan_equals_truth() {
         let plan = dry_run(&lake, Utc::now(), 3).await;
         assert!(plan.lineage_complete, "{:?}", plan.problems);
         let expected: BTreeSet<String> = pool.iter().map(|o| o.key.clone()).filter(|k| !live.contains(k)).collect();
-        let got: BTreeSet<String> = plan.candidates.iter().map(|c| c.uri.clone()).collect();
+        let got: BTreeSet<String> = plan.candidates.keys().unwrap().into_iter().collect();
         assert_eq!(got, expected, "history {history} {ops:?}");
     }
 }

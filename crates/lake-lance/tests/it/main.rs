@@ -2,6 +2,7 @@
 //! (one test binary per crate: Lance links once).
 
 mod append;
+mod budget;
 mod crash;
 mod gc_scenario;
 mod guard;

@@ -36,7 +36,8 @@ pub async fn new_lake_with_policy(root: &str, min_age: Duration) -> TestLake {
     let store = LakeStore::open(root).unwrap();
     LakeDescriptor::create(&store, min_age).await.unwrap();
     TestLake {
-        engine: LanceEngine::new(store.clone()),
+        // A budget of a few journal events: every test's plans replay through spilled runs.
+        engine: LanceEngine::new(store.clone()).with_memory_budget(2048),
         writer: ManagedObjectWriter::new(store.clone()),
         store,
         _dir: None,

@@ -1,5 +1,6 @@
 //! Plans and checkpoints refuse edits, other formats and other plans.
 
+use lake_objects::candidates::CandidateList;
 use lake_objects::checkpoint::ApplyCheckpoint;
 use lake_objects::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use lake_objects::ObjectsError;
@@ -14,11 +15,11 @@ fn sample() -> GcPlan {
         basis: vec![BasisEntry { table: "t".into(), version: 4 }],
         lineage_complete: true,
         problems: vec![],
-        candidates: vec![Candidate {
+        candidates: CandidateList::from_sorted(vec![Candidate {
             uri: "objects/01J00000000000000000000000/a".into(),
             size: 3,
             last_modified: "2025-12-01T00:00:00.000Z".into(),
-        }],
+        }]),
     }
 }
 

@@ -36,7 +36,7 @@ async fn gc(f: &Fixture, engine: &MemoryEngine, cutoff: chrono::DateTime<Utc>, p
 }
 
 fn keys(p: &GcPlan) -> BTreeSet<String> {
-    p.candidates.iter().map(|c| c.uri.clone()).collect()
+    p.candidates.keys().unwrap().into_iter().collect()
 }
 
 async fn objects(f: &Fixture, n: usize) -> Vec<ManagedObject> {
@@ -181,6 +181,7 @@ async fn a_spilled_live_set_gives_the_same_plan_as_memory() {
     assert_eq!(mem_stats.spilled_runs, 0);
     assert!(spill_stats.spilled_runs >= 5, "{spill_stats:?}");
     assert!(spill_stats.live_references > 7 && spill_stats.objects_listed > 7);
+    assert!(spilled.candidates.is_spilled() && !in_memory.candidates.is_spilled());
     assert_eq!(spilled.canonical_bytes(), in_memory.canonical_bytes());
     let live: BTreeSet<String> = engine.true_live_set().into_iter().map(|i| i.uri).collect();
     assert_eq!(keys(&spilled), o.iter().map(|x| x.key.clone()).filter(|k| !live.contains(k)).collect());
