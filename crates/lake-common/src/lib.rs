@@ -29,4 +29,4 @@ pub use location::{
     DATA_LOCATION_EXTENSION_NAME,
 };
 pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
-pub use uri::{is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};
+pub use uri::{all_plain_keys, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};

@@ -12,7 +12,7 @@
 use crate::counts::ReferenceCounts;
 use crate::error::LocationError;
 use crate::identity::ObjectIdentity;
-use crate::uri::{is_plain_key, normalize_reference, LakeRootUri};
+use crate::uri::{all_plain_keys, is_plain_key, normalize_reference, LakeRootUri};
 use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, StringArray, StructArray, UInt64Array,
 };
@@ -214,7 +214,7 @@ impl ReferenceColumns {
                 return None;
             }
             let uris = children[0].as_any().downcast_ref::<StringArray>()?;
-            if !uris.iter().all(|u| u.is_some_and(is_plain_key)) {
+            if !all_plain_keys(uris.value_data(), uris.value_offsets()) {
                 return None;
             }
             out.push(children);

@@ -215,6 +215,51 @@ pub fn is_plain_key(uri: &str) -> bool {
     segment_ok(&bytes[start..])
 }
 
+/// True when every value of a Utf8 array's `values` buffer, cut at `offsets`, is a plain key
+/// ([`is_plain_key`]): the same answer for every array, computed in bulk. One branch-free pass
+/// checks the character set of the whole buffer; the segment rules then need only the values
+/// that start or end with `.` or `/`, or that contain `//` or `/.` (found with SIMD substring
+/// search over the whole buffer), and those few are checked one by one.
+pub fn all_plain_keys(values: &[u8], offsets: &[i32]) -> bool {
+    const fn key_byte(b: u8) -> bool {
+        b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-' || b == b'/'
+    }
+    let Some((&first, &last)) = offsets.first().zip(offsets.last()) else { return true };
+    let (Ok(start), Ok(end)) = (usize::try_from(first), usize::try_from(last)) else { return false };
+    let Some(used) = values.get(start..end) else { return false };
+    // Branch-free over chunks so the compiler vectorises it.
+    if !used.chunks(256).all(|chunk| chunk.iter().fold(true, |ok, &b| ok & key_byte(b))) {
+        return false;
+    }
+    let value = |i: usize| -> Option<&str> {
+        let (a, b) = (usize::try_from(offsets[i]).ok()?, usize::try_from(offsets[i + 1]).ok()?);
+        std::str::from_utf8(values.get(a..b)?).ok()
+    };
+    let checked = |i: usize| value(i).is_some_and(is_plain_key);
+    for i in 0..offsets.len() - 1 {
+        let (a, b) = (offsets[i], offsets[i + 1]);
+        let ends = usize::try_from(a).ok().zip(usize::try_from(b).ok()).filter(|(a, b)| b > a);
+        let Some((Some(&head), Some(&tail))) = ends.map(|(a, b)| (values.get(a), values.get(b - 1))) else {
+            return false;
+        };
+        if (head == b'.' || head == b'/' || tail == b'.' || tail == b'/') && !checked(i) {
+            return false;
+        }
+    }
+    // `//` and `/.` anywhere: check the value holding each hit (a hit across two values is a
+    // false alarm that the check clears).
+    for pattern in [&b"//"[..], &b"/."[..]] {
+        for hit in memchr::memmem::find_iter(used, pattern) {
+            let at = (first as usize + hit) as i32;
+            let i = offsets.partition_point(|o| *o <= at).saturating_sub(1);
+            if i + 1 < offsets.len() && !checked(i) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Normalises a row's `uri` against `root`. See the module documentation for the rules.
 ///
 /// # Errors

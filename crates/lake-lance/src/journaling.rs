@@ -191,8 +191,10 @@ impl Job {
             self.runtime.block_on(self.store.object_store().put_multipart(&path)).map_err(|e| log_error(&e))?;
         let mut oldest = OldestKey::default();
         let mut rows = 0u64;
+        let mut busy = std::time::Duration::ZERO;
         let streamed = (|| {
             for batch in receiver {
+                let started = std::time::Instant::now();
                 match self.columns.canonical_arrays(&batch) {
                     // The common case: whole arrays, no per-reference copy.
                     Some(columns) => {
@@ -217,9 +219,11 @@ impl Job {
                     let part = PutPayload::from(encoder.take_bytes());
                     self.runtime.block_on(upload.put_part(part)).map_err(|e| log_error(&e))?;
                 }
+                busy += started.elapsed();
             }
             Ok(())
         })();
+        tracing::debug!(log = %self.key, rows, busy_s = busy.as_secs_f64(), "journal worker done with the batches");
         if let Err(e) = streamed {
             let _ = self.runtime.block_on(upload.abort());
             return Err(e);

@@ -1,6 +1,7 @@
 //! Properties of URI normalisation: one key, however it is spelled, normalises to one identity.
 
-use lake_common::{is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};
+use arrow_array::{Array, StringArray};
+use lake_common::{all_plain_keys, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};
 use proptest::prelude::*;
 
 fn segment() -> impl Strategy<Value = String> {
@@ -8,6 +9,27 @@ fn segment() -> impl Strategy<Value = String> {
 }
 
 proptest! {
+    /// The bulk check of a whole array agrees with checking every value, for arrays of keys that
+    /// are mostly plain (dots and slashes placed anywhere) and for slices of them.
+    #[test]
+    fn the_bulk_plain_key_check_agrees_with_the_per_value_one(
+        values in proptest::collection::vec(prop_oneof![
+            "(objects/)?[A-Za-z0-9._/-]{0,12}|[A-Za-z0-9._ /%-]{0,6}",
+            // Segments that break or nearly break the rules, joined by `/`.
+            proptest::collection::vec(prop_oneof![Just(""), Just("."), Just(".."), Just("a"), Just(".h"), Just("x."), Just("01J")], 1..5)
+                .prop_map(|segments| segments.join("/")),
+        ], 0..12),
+        skip in 0usize..3,
+    ) {
+        let array = StringArray::from_iter_values(values.iter());
+        let skip = skip.min(array.len());
+        let sliced = array.slice(skip, array.len() - skip);
+        for a in [&array, &sliced] {
+            let want = a.iter().all(|v| v.is_some_and(is_plain_key));
+            prop_assert_eq!(all_plain_keys(a.value_data(), a.value_offsets()), want, "{:?}", a);
+        }
+    }
+
     /// The hot path's shortcut agrees with normalisation: a string it accepts as a plain key
     /// normalises to itself, inside the root (`is_plain_key` never accepts what normalisation
     /// would change or refuse).
