@@ -1,8 +1,9 @@
-//! The local inventory against object_store's own full listing of the same folder tree: any
-//! `after`, any page size, any window (the children one folder pass keeps), folders that change
-//! between pages, and names object_store refuses.
+//! The local inventory against object_store's own full listing of the same folder tree and a
+//! plain sorted walk of it: any `after`, any page size, any window (the children of a folder held
+//! in memory; bigger folders are sorted through run files), with and without readers ahead,
+//! folders that change between pages, and names object_store refuses.
 
-use lake_objects::inventory::local::LocalInventory;
+use lake_objects::inventory::local::{LocalInventory, SMALL_FOLDER, WINDOW};
 use lake_objects::inventory::{InventoryEntry, ObjectInventory};
 use lake_objects::keys::mint_key;
 use lake_objects::LakeStore;
@@ -131,13 +132,13 @@ fn the_oracle_sees_the_tricky_names() {
 #[test]
 fn pages_concatenate_to_the_full_sorted_listing() {
     let lake = lake();
-    for window in [1, 5, 64, lake_objects::inventory::local::WINDOW] {
+    for window in [1, 5, 64, WINDOW] {
         for limit in [1, 7, 1000] {
-            if window == 1 && limit < 7 {
-                continue; // thousands of passes over the top folder: slow, and no new path
+            for readers in [0, 2] {
+                let inv = LocalInventory::with_window(lake.store.clone(), window).with_readers(readers);
+                let got = pages(&inv, None, limit, usize::MAX);
+                assert_eq!(got, lake.all, "window {window}, limit {limit}, readers {readers}");
             }
-            let inv = LocalInventory::with_window(lake.store.clone(), window);
-            assert_eq!(pages(&inv, None, limit, usize::MAX), lake.all, "window {window}, limit {limit}");
         }
     }
 }
@@ -172,14 +173,94 @@ proptest! {
     fn any_after_any_limit(after_key in probe(), limit in prop_oneof![1usize..9, Just(1000)], window in 0usize..3) {
         static INVENTORIES: OnceLock<Vec<LocalInventory>> = OnceLock::new();
         let inventories = INVENTORIES.get_or_init(|| {
-            [3, 64, lake_objects::inventory::local::WINDOW]
+            [(3, 2), (64, 0), (WINDOW, 2)]
                 .into_iter()
-                .map(|w| LocalInventory::with_window(lake().store.clone(), w))
+                .map(|(w, r)| LocalInventory::with_window(lake().store.clone(), w).with_readers(r))
                 .collect()
         });
         let expected: Vec<InventoryEntry> = after(&lake().all, Some(&after_key)).take(3 * limit).cloned().collect();
         let got = pages(&inventories[window], Some(after_key.clone()), limit, 3);
         prop_assert_eq!(got, expected);
+    }
+}
+
+/// Every file under `objects/` by a plain recursive walk, sorted: symbolic links followed, broken
+/// ones and staged uploads left out.
+fn plain_walk(root: &Path) -> Vec<String> {
+    fn visit(root: &Path, key: &str, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(root.join(key)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let child = format!("{key}/{name}");
+            let staged =
+                name.split_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            match std::fs::metadata(root.join(&child)) {
+                Ok(meta) if meta.is_dir() => visit(root, &child, out),
+                Ok(_) if !staged => out.push(child),
+                _ => {}
+            }
+        }
+    }
+    let mut keys = Vec::new();
+    visit(root, "objects", &mut keys);
+    keys.sort();
+    keys
+}
+
+/// A lake whose folders straddle the windows and the read-ahead size: `objects/` with 300
+/// objects' folders and the tricky names, `objects/spill/` with 200 children whose byte order
+/// differs from a per-folder order, and folders of exactly [`SMALL_FOLDER`] and one more files.
+fn straddling(root: &Path) -> LakeStore {
+    let store = build(root, 300);
+    for i in 0..40 {
+        for name in [format!("a{i}"), format!("a{i}.x"), format!("a{i}-"), format!("b{i}/g"), format!("b{i}.x")] {
+            write(root, &format!("objects/spill/{name}"), i);
+        }
+    }
+    for (folder, n) in [("full", SMALL_FOLDER), ("over", SMALL_FOLDER + 1)] {
+        for i in 0..n {
+            write(root, &format!("objects/{folder}/{}", i * 7919 % 1000), 1);
+        }
+    }
+    store
+}
+
+#[test]
+fn spilled_folders_list_like_a_plain_sorted_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = straddling(dir.path());
+    let all = oracle(&store);
+    let keys: Vec<String> = all.iter().map(|e| e.key.clone()).collect();
+    assert_eq!(keys, plain_walk(dir.path()));
+    assert_eq!(keys.len(), 300 + 40 + TRICKY.len() + 1 + 200 + 2 * SMALL_FOLDER + 1);
+    for window in [1, 3, 16, SMALL_FOLDER, SMALL_FOLDER + 1, 200, WINDOW] {
+        for readers in [0, 1, 3] {
+            for limit in [1, 5, 1000] {
+                let inv = LocalInventory::with_window(store.clone(), window).with_readers(readers);
+                let got = pages(&inv, None, limit, usize::MAX);
+                assert_eq!(got, all, "window {window}, readers {readers}, limit {limit}");
+            }
+        }
+    }
+}
+
+#[test]
+fn pages_resume_after_any_key_across_run_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = straddling(dir.path());
+    let all = oracle(&store);
+    // Every key and every folder of one, each starting a new walk (that drops the cached one).
+    let mut probes: Vec<String> = Vec::new();
+    for e in &all {
+        probes.push(e.key.clone());
+        if let Some((folder, _)) = e.key.rsplit_once('/') {
+            probes.extend([folder.to_string(), format!("{folder}/")]);
+        }
+    }
+    probes.dedup();
+    let inv = LocalInventory::with_window(store.clone(), 16);
+    for after_key in &probes {
+        let expected: Vec<InventoryEntry> = after(&all, Some(after_key)).take(6).cloned().collect();
+        assert_eq!(pages(&inv, Some(after_key.clone()), 3, 2), expected, "after {after_key}");
     }
 }
 
@@ -191,8 +272,10 @@ async fn folders_changing_between_pages() {
     let inv = LocalInventory::with_window(store.clone(), 4);
     let first = inv.list_page(None, 7).await.unwrap();
     let last = first.next.clone().unwrap();
-    // The folder being walked (it holds the read-ahead key), a folder still ahead, and the
-    // contents of another: all gone; and a new folder ahead.
+    // The folder being walked (it holds the read-ahead key), a folder still ahead (read ahead by
+    // the first page, which does not keep what it did not return), and the contents of another:
+    // all gone; a new file in a folder ahead; and a new folder in `objects/`, which this walk
+    // read whole in its first page.
     let folder = |key: &str| key.rsplit_once('/').unwrap().0.to_string();
     let walking = folder(&last);
     let mut ahead: Vec<String> = after(&before, Some(&last)).map(|e| folder(&e.key)).collect();
@@ -210,12 +293,19 @@ async fn folders_changing_between_pages() {
     for entry in std::fs::read_dir(dir.path().join(emptied)).unwrap() {
         remove(entry.unwrap().path());
     }
+    write(dir.path(), &format!("{}/new", ahead[5]), 1);
     write(dir.path(), "objects/zz/new", 1);
     let now = oracle(&store);
     let rest = pages(&inv, Some(last.clone()), 7, usize::MAX);
-    let expected: Vec<InventoryEntry> = after(&now, Some(&last)).cloned().collect();
+    let expected: Vec<InventoryEntry> =
+        after(&now, Some(&last)).filter(|e| e.key != "objects/zz/new").cloned().collect();
     assert_eq!(rest, expected);
+    assert!(rest.iter().any(|e| e.key == format!("{}/new", ahead[5])));
     assert_eq!(first.entries, before[..7]);
+    // A new walk reads `objects/` again.
+    let again = pages(&inv, Some("objects/x y".into()), 7, usize::MAX);
+    assert_eq!(again, after(&now, Some("objects/x y")).cloned().collect::<Vec<_>>());
+    assert!(again.iter().any(|e| e.key == "objects/zz/new"));
 
     // The whole prefix gone between pages: the next page is empty, not an error.
     let page = inv.list_page(None, 3).await.unwrap();
@@ -242,5 +332,32 @@ async fn names_object_store_refuses_fail_the_listing() {
         // Folders never listed do not matter: keys after the bad folder list fine.
         let page = inv.list_page(Some("objects/01J00000000000000000000001"), 1000).await.unwrap();
         assert!(!page.entries.is_empty());
+
+        // In the last folder, which a reader reads when a page reaches that far: the listing
+        // fails where it reaches the folder, with or without readers, and pages before it list.
+        let dir = tempfile::tempdir().unwrap();
+        let store = build(dir.path(), 5);
+        std::fs::write(dir.path().join("objects/\u{65e5}").join(std::ffi::OsStr::from_bytes(name)), b"x").unwrap();
+        for limit in [3, 1000] {
+            let mut listed = Vec::new();
+            for readers in [0, 1, 3] {
+                let inv = LocalInventory::with_window(store.clone(), 4).with_readers(readers);
+                let (mut keys, mut after) = (Vec::new(), None::<String>);
+                let err = loop {
+                    match inv.list_page(after.as_deref(), limit).await {
+                        Ok(page) => {
+                            keys.extend(page.entries.into_iter().map(|e| e.key));
+                            after = Some(page.next.expect("the listing fails before its end"));
+                        }
+                        Err(err) => break err,
+                    }
+                };
+                assert!(matches!(err, lake_objects::ObjectsError::Storage { .. }), "{err}");
+                assert!(keys.iter().all(|k| k.as_str() < "objects/\u{65e5}/"), "{keys:?}");
+                assert_eq!(keys.len() > 20, limit == 3);
+                listed.push(keys);
+            }
+            assert!(listed.windows(2).all(|w| w[0] == w[1]));
+        }
     }
 }
