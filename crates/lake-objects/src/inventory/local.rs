@@ -41,7 +41,9 @@
 //! (broken ones skipped), files named like its staged uploads (`name#123`) are skipped, entries
 //! that vanish while listing are skipped, a name that is not a valid object key (not UTF-8, or
 //! an ASCII control character) fails the listing, and `size` and `last_modified` are the file's
-//! length and modification time.
+//! length and modification time. Folders are read with `getdents64` on a descriptor (rustix's
+//! `Dir`) and files stat'ed relative to it: per object, one `openat`, two `getdents64` (the
+//! second finds the end), one `fstatat` and one `close`.
 
 use super::{InventoryEntry, InventoryPage, ObjectInventory};
 use crate::error::ObjectsError;
@@ -51,8 +53,8 @@ use crate::store::LakeStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use object_store::path::PathPart;
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use std::collections::VecDeque;
-use std::fs::{DirEntry, ReadDir};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -191,7 +193,7 @@ enum Folder {
     /// All its children, with the metadata of its files.
     Whole(Vec<Child>),
     /// Its first children, and the rest of the pass.
-    Partial(Vec<Child>, ReadDir),
+    Partial(Vec<Child>, Entries),
 }
 
 /// One folder being walked.
@@ -235,10 +237,9 @@ impl Frame {
     /// no children).
     fn read(&mut self, root: &Path, window: usize) -> Result<(), ObjectsError> {
         self.read = true;
-        match std::fs::read_dir(root.join(&self.key)) {
-            Ok(entries) => self.collect(Vec::new(), entries, window),
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(()),
-            Err(e) => Err(ObjectsError::storage(&self.key, e)),
+        match Entries::open(root, &self.key)? {
+            Some(entries) => self.collect(Vec::new(), entries, window),
+            None => Ok(()),
         }
     }
 
@@ -259,9 +260,9 @@ impl Frame {
 
     /// Finishes a pass over the folder whose first children are `head`: its children after the
     /// cursor, sorted in memory up to `window` of them, externally past it.
-    fn collect(&mut self, head: Vec<Child>, entries: ReadDir, window: usize) -> Result<(), ObjectsError> {
-        let (key, cursor) = (&self.key, self.cursor.as_deref());
-        let read = entries.map(|entry| classify(key, entry, false));
+    fn collect(&mut self, head: Vec<Child>, mut entries: Entries, window: usize) -> Result<(), ObjectsError> {
+        let cursor = self.cursor.as_deref();
+        let read = std::iter::from_fn(|| entries.next_child(false));
         let mut memory = Vec::new();
         let mut runs: Option<SortedRuns> = None;
         for child in head.into_iter().map(|c| Ok(Some(c))).chain(read) {
@@ -367,46 +368,85 @@ impl Frame {
     }
 }
 
-/// The sort key of a directory entry of the folder `key`, and with `stat` the metadata of a file;
-/// `None` for an entry object_store does not list.
-fn classify(key: &str, entry: std::io::Result<DirEntry>, stat: bool) -> Result<Option<Child>, ObjectsError> {
-    let entry = match entry {
-        Ok(entry) => entry,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ObjectsError::storage(key, e)),
-    };
-    let mut name = entry
-        .file_name()
-        .into_string()
-        .map_err(|n| ObjectsError::storage(format!("{key}/{}", n.to_string_lossy()), "file name is not UTF-8"))?;
-    PathPart::parse(&name).map_err(|e| ObjectsError::storage(format!("{key}/{name}"), e))?;
-    // Like object_store: follow symbolic links, skip broken or vanished entries.
-    let (dir, meta) = match entry.file_type() {
-        Ok(t) if t.is_symlink() => match std::fs::metadata(entry.path()) {
-            Ok(m) => (m.is_dir(), Some(m)),
-            Err(_) => return Ok(None),
-        },
-        Ok(t) if t.is_dir() => (true, None),
-        Ok(_) if !stat => (false, None),
-        Ok(_) => match entry.metadata() {
-            Ok(m) => (false, Some(m)),
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(_) => (false, None), // the walk reports it when it returns the file
-        },
-        Err(_) => return Ok(None),
-    };
-    if dir {
-        name.push('/');
-        return Ok(Some(Child { name, meta: None }));
+/// One pass over a folder's entries, read with `getdents64` on a descriptor of the folder
+/// (rustix's `Dir`): unlike `std::fs::read_dir` (glibc's `opendir`), opening costs no `fstat`,
+/// and a file's metadata is read relative to the folder's descriptor.
+struct Entries {
+    dir: Dir,
+    key: String,
+    path: PathBuf,
+}
+
+fn errno(key: &str, e: rustix::io::Errno) -> ObjectsError {
+    ObjectsError::storage(key, std::io::Error::from(e))
+}
+
+impl Entries {
+    /// Opens the folder `key` under `root`; `None` when it is gone or not a folder.
+    fn open(root: &Path, key: &str) -> Result<Option<Self>, ObjectsError> {
+        let path = root.join(key);
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(rustix::fs::CWD, &path, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::NOTDIR => return Ok(None),
+            Err(e) => return Err(errno(key, e)),
+        };
+        let dir = Dir::new(fd).map_err(|e| errno(key, e))?;
+        Ok(Some(Self { dir, key: key.to_string(), path }))
     }
-    if is_staged_upload(&name) {
-        return Ok(None);
+
+    /// The next child (`Ok(None)` for an entry object_store does not list), with `stat` the
+    /// metadata of a file; `None` at the end of the pass.
+    fn next_child(&mut self, stat: bool) -> Option<Result<Option<Child>, ObjectsError>> {
+        loop {
+            let entry = match self.dir.read()? {
+                Ok(entry) => entry,
+                Err(e) if e == rustix::io::Errno::NOENT => return Some(Ok(None)),
+                Err(e) => return Some(Err(errno(&self.key, e))),
+            };
+            let raw = entry.file_name().to_bytes();
+            if raw == b"." || raw == b".." {
+                continue;
+            }
+            return Some(self.classify(raw, entry.file_type(), stat));
+        }
     }
-    let meta = meta.filter(|_| stat).and_then(|m| {
-        let last_modified: DateTime<Utc> = m.modified().ok()?.into();
-        Some(Meta { size: m.len(), last_modified })
-    });
-    Ok(Some(Child { name, meta }))
+
+    /// The sort key of the entry `raw` of type `kind`, and with `stat` the metadata of a file;
+    /// `None` for an entry object_store does not list.
+    fn classify(&self, raw: &[u8], kind: FileType, stat: bool) -> Result<Option<Child>, ObjectsError> {
+        let key = &self.key;
+        let mut name = String::from_utf8(raw.to_vec()).map_err(|n| {
+            ObjectsError::storage(format!("{key}/{}", String::from_utf8_lossy(n.as_bytes())), "file name is not UTF-8")
+        })?;
+        PathPart::parse(&name).map_err(|e| ObjectsError::storage(format!("{key}/{name}"), e))?;
+        // Like object_store: follow symbolic links, skip broken or vanished entries.
+        let (dir, meta) = match kind {
+            FileType::Directory => (true, None),
+            FileType::Symlink | FileType::Unknown => match std::fs::metadata(self.path.join(&name)) {
+                Ok(m) => (m.is_dir(), m.modified().ok().map(|t| (m.len(), DateTime::<Utc>::from(t)))),
+                Err(_) => return Ok(None),
+            },
+            _ if !stat => (false, None),
+            _ => match self.dir.fd().and_then(|fd| rustix::fs::statat(fd, name.as_str(), AtFlags::empty())) {
+                Ok(st) => {
+                    let modified = DateTime::<Utc>::from_timestamp(st.st_mtime, st.st_mtime_nsec as u32);
+                    (false, modified.map(|t| (st.st_size as u64, t)))
+                }
+                Err(e) if e == rustix::io::Errno::NOENT => return Ok(None),
+                Err(_) => (false, None), // the walk reports it when it returns the file
+            },
+        };
+        if dir {
+            name.push('/');
+            return Ok(Some(Child { name, meta: None }));
+        }
+        if is_staged_upload(&name) {
+            return Ok(None);
+        }
+        let meta = meta.filter(|_| stat).map(|(size, last_modified)| Meta { size, last_modified });
+        Ok(Some(Child { name, meta }))
+    }
 }
 
 /// A reader's job: folders under the root, and where to send them.
@@ -462,15 +502,11 @@ fn read_jobs(root: &Path, queue: &Mutex<Receiver<Job>>, small: usize) {
 /// Reads the folder `key`: whole, with its files' metadata, when it has at most `small` children;
 /// else its first children and the rest of the pass.
 fn read_small(root: &Path, key: &str, small: usize) -> Reading {
-    let mut entries = match std::fs::read_dir(root.join(key)) {
-        Ok(entries) => entries,
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(Folder::Missing),
-        Err(e) => return Err(ObjectsError::storage(key, e)),
-    };
+    let Some(mut entries) = Entries::open(root, key)? else { return Ok(Folder::Missing) };
     let mut children = Vec::new();
     while children.len() < small {
-        let Some(entry) = entries.next() else { return Ok(Folder::Whole(children)) };
-        children.extend(classify(key, entry, true)?);
+        let Some(child) = entries.next_child(true) else { return Ok(Folder::Whole(children)) };
+        children.extend(child?);
     }
     Ok(Folder::Partial(children, entries))
 }
