@@ -194,6 +194,7 @@ impl Job {
         let mut oldest = OldestKey::default();
         let mut rows = 0u64;
         let mut busy = std::time::Duration::ZERO;
+        let mut uploading = std::time::Duration::ZERO;
         let streamed = (|| {
             for batch in receiver {
                 let started = std::time::Instant::now();
@@ -219,13 +220,15 @@ impl Job {
                 encoder.flush_batch().map_err(|e| log_error(&e))?;
                 if encoder.buffered_bytes() >= part_bytes {
                     let part = PutPayload::from(encoder.take_bytes());
+                    let sent = std::time::Instant::now();
                     self.runtime.block_on(upload.put_part(part)).map_err(|e| log_error(&e))?;
+                    uploading += sent.elapsed();
                 }
                 busy += started.elapsed();
             }
             Ok(())
         })();
-        tracing::debug!(log = %self.key, rows, busy_s = busy.as_secs_f64(), "journal worker done with the batches");
+        tracing::debug!(log = %self.key, rows, busy_s = busy.as_secs_f64(), upload_s = uploading.as_secs_f64(), "journal worker done with the batches");
         if let Err(e) = streamed {
             let _ = self.runtime.block_on(upload.abort());
             return Err(e);
