@@ -218,9 +218,9 @@ pub struct GcArgs {
     /// Also write the run's metrics to FILE in the Prometheus text format.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
-    /// Memory for planning's sorted-run buffers, in MiB: half holds live keys, half the journal
-    /// of the table being replayed; past it they spill to sorted runs in the temporary folder
-    /// (`TMPDIR`), so planning's memory does not grow with the lake.
+    /// Memory for planning's sorted-run buffers, in MiB: half holds the journal of the table
+    /// being replayed, half the live keys (and then the candidate list); past it they spill to
+    /// the temporary folder (`TMPDIR`), so planning's memory does not grow with the lake.
     #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
     /// Refuse to run when this host's clock differs from the store's by more than this (GC

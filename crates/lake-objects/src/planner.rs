@@ -7,7 +7,8 @@
 //!    candidates (apply refuses it; the dry run names every problem).
 //! 3. The live set: the union over tables of [`Engine::retained_object_references`] pages,
 //!    keeping the keys of references inside the lake root, as sorted runs that spill to local
-//!    disk past `memory_budget` bytes ([`crate::spill`]) and are merged in key order.
+//!    disk past `memory_budget` bytes ([`crate::spill`]) and are merged in key order. Each table
+//!    is replayed right after its lineage is read (until a problem is found).
 //! 4. The sweep: inventory pages in key order; a key is a candidate only if it matches the
 //!    managed grammar, its ULID time and its `last_modified` are both before the cutoff, and it
 //!    is not live. Listing stops at the first key minted at or after the cutoff. Candidates
@@ -114,22 +115,22 @@ pub async fn plan(
         let table_set = engine.tables().await?;
         let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
         let mut basis = Vec::new();
-        let mut lineages = Vec::new();
+        // Table by table: lineage, then (while every table so far is complete) its live keys, as
+        // sorted runs spilled past the memory budget and merged in key order later. Replaying
+        // right after reading lineage lets the engine reuse what it just read. Once any problem
+        // is found the plan is incomplete: the remaining tables' lineage is still read, to name
+        // every problem, but not replayed. A table whose journal turns out incomplete while it
+        // is replayed (a version committed since its lineage was read, its sidecar not yet
+        // written) makes the plan incomplete, like any problem.
+        let mut live_runs = SortedRuns::new(options.memory_budget)?;
         for location in &table_set.tables {
             let lineage = engine.lineage(location).await?;
             stats.tables += 1;
             basis.push(BasisEntry { table: location.name.clone(), version: lineage.latest_version });
             problems.extend(lineage.problems.iter().map(|p| p.to_string()));
-            lineages.push((location.clone(), lineage));
-        }
-        basis.sort();
-        problems.sort();
-        problems.dedup();
-        // The live set as sorted runs spilled past the memory budget, merged in key order. A table
-        // whose journal turns out incomplete while it is replayed (a version committed since its
-        // lineage was read, its sidecar not yet written) makes the plan incomplete, like any problem.
-        let mut live_runs = SortedRuns::new(options.memory_budget)?;
-        'tables: for (location, lineage) in lineages.iter().filter(|_| problems.is_empty()) {
+            if !problems.is_empty() {
+                continue;
+            }
             let roots = RetainedRoots::new(lineage.retained.clone());
             let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
             loop {
@@ -137,7 +138,7 @@ pub async fn plan(
                     Ok(page) => page,
                     Err(EngineError::Lineage { problems: found, .. }) => {
                         problems.extend(found.iter().map(|p| p.to_string()));
-                        break 'tables;
+                        break;
                     }
                     Err(e) => return Err(e.into()),
                 };
@@ -153,6 +154,7 @@ pub async fn plan(
                 }
             }
         }
+        basis.sort();
         problems.sort();
         problems.dedup();
         let lineage_complete = problems.is_empty();
