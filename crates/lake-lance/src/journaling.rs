@@ -247,12 +247,22 @@ impl Job {
 }
 
 /// The managed key minted earliest among those offered. ULIDs in canonical form sort in time
-/// order (Crockford base 32, most significant first), so the 26 characters are compared as
-/// bytes and a key is parsed only when it would become the new oldest: no allocation per row.
+/// order (Crockford base 32, most significant first), so the 26 characters are compared as two
+/// big-endian integers (no `memcmp` call per row) and a key is parsed only when it would become
+/// the new oldest: no allocation per row.
 #[derive(Default)]
 struct OldestKey {
-    ulid: Option<[u8; 26]>,
+    rank: Option<(u128, u128)>,
     identity: Option<ObjectIdentity>,
+}
+
+/// The byte order of a 26-character ULID as two integers: bytes 0..16 and 16..26, big-endian.
+fn ulid_rank(segment: &[u8; 26]) -> (u128, u128) {
+    let mut high = [0u8; 16];
+    high.copy_from_slice(&segment[..16]);
+    let mut low = [0u8; 16];
+    low[6..].copy_from_slice(&segment[16..]);
+    (u128::from_be_bytes(high), u128::from_be_bytes(low))
 }
 
 impl OldestKey {
@@ -272,17 +282,61 @@ impl OldestKey {
     }
 
     fn offer(&mut self, uri: &str, sha256: &[u8; 32], size: u64) {
-        let Some(segment) = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().get(..26)) else {
+        let Some(segment) = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().first_chunk::<26>()) else {
             return;
         };
-        if self.ulid.is_some_and(|current| segment >= current.as_slice()) {
+        let rank = ulid_rank(segment);
+        if self.rank.is_some_and(|current| rank >= current) {
             return;
         }
         if parse_managed_key(uri).is_some() {
-            let mut ulid = [0u8; 26];
-            ulid.copy_from_slice(segment);
-            self.ulid = Some(ulid);
+            self.rank = Some(rank);
             self.identity = Some(ObjectIdentity::new(uri, *sha256, size));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-integer rank orders ULID segments exactly as their bytes do.
+    #[test]
+    fn ulid_rank_orders_like_the_bytes() {
+        const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut segments: Vec<[u8; 26]> = (0..2000)
+            .map(|_| {
+                let mut s = [0u8; 26];
+                // Shared prefixes make ties on the first bytes common.
+                let shared = (next() % 27) as usize;
+                for (i, b) in s.iter_mut().enumerate() {
+                    *b = if i < shared { b'0' } else { ALPHABET[(next() % 32) as usize] };
+                }
+                s
+            })
+            .collect();
+        segments.push([b'0'; 26]);
+        segments.push([b'Z'; 26]);
+        for pair in segments.windows(2) {
+            assert_eq!(ulid_rank(&pair[0]).cmp(&ulid_rank(&pair[1])), pair[0].cmp(&pair[1]));
+        }
+    }
+
+    #[test]
+    fn the_oldest_managed_key_wins() {
+        let mut oldest = OldestKey::default();
+        let key = |ulid: &str| format!("objects/{ulid}/x");
+        oldest.offer(&key("01J00000000000000000000002"), &[0; 32], 1);
+        oldest.offer(&key("01J00000000000000000000001"), &[1; 32], 1);
+        oldest.offer("objects/short/x", &[2; 32], 1);
+        oldest.offer(&key("01J00000000000000000000003"), &[3; 32], 1);
+        assert_eq!(oldest.identity.map(|i| i.uri), Some(key("01J00000000000000000000001")));
     }
 }
