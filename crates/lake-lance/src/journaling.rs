@@ -25,9 +25,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 /// Batches queued between Lance's reader and the journal worker. With 2 the worker ran in lockstep
-/// with Lance's encoder and `append_throughput_ratio` was 0.78 to 0.83 on a 2-core VM; with 8 it
-/// was 0.86 to 0.96 in the same hour (noisy), for about 5 MB more of queued batches at 8192 rows.
-pub const CHANNEL_BATCHES: usize = 8;
+/// with Lance's encoder and `append_throughput_ratio` was 0.78 to 0.83 on a 2-core VM; with 4 or 8
+/// it was 0.82 to 0.96 in the same hour (noisy, the two indistinguishable), and 4 holds about 3 MB
+/// of queued batches at 8192 rows against 6 MB for 8.
+pub const CHANNEL_BATCHES: usize = 4;
 
 /// Part size of a reference log upload to S3: 5 MiB, S3's minimum part size (every part but the
 /// last must reach it).
