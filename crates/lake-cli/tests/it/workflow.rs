@@ -54,11 +54,13 @@ fn operator_walkthrough() {
     assert_eq!(dry["candidate_bytes"], "asia one".len() + "asia two".len() + "asia three".len());
     assert_eq!(dry["lineage_complete"], true);
     let cutoff = dry["cutoff"].as_str().unwrap().to_string();
-    // Same state, same cutoff: identical plan documents.
+    // Same state, same cutoff: identical plan documents, also when a zero memory budget makes
+    // the journal replay, the live keys and the candidate list all spill to the temporary folder.
     let p1 = dir.path().join("p1.json");
     let p2 = dir.path().join("p2.json");
     ok(&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff, "--out", p1.to_str().unwrap()]);
-    ok(&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff, "--out", p2.to_str().unwrap()]);
+    let spilled = ["--memory-budget-mib", "0", "--out", p2.to_str().unwrap()];
+    ok(&[&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff][..], &spilled].concat());
     assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap());
 
     let before = object_files(Path::new(&root));
