@@ -101,11 +101,6 @@ impl<T: SpillRecord> SortedRuns<T> {
         self.runs.len()
     }
 
-    /// Records written to disk so far.
-    pub fn spilled_records(&self) -> u64 {
-        self.spilled
-    }
-
     fn spill(&mut self) -> Result<(), SpillError> {
         if self.runs.len() + 1 >= MAX_RUNS {
             self.merge_runs()?;

@@ -114,40 +114,31 @@ impl SpilledJournal {
         Self { events: SortedRuns::new(budget_bytes), kinds: BTreeMap::new() }
     }
 
-    /// Adds one version's entry, in any version order.
+    /// Adds one version's entry, in any version order (a snapshot's `removed` list, always
+    /// empty in a decoded entry, is ignored, as the in-memory replay ignores it).
     ///
     /// # Errors
     /// [`SpilledReplayError::Replay`] ([`ReplayError::NotContiguous`]) when the version was
     /// added already; [`SpilledReplayError::Spill`] when a run cannot be written.
-    pub fn add(&mut self, delta: &ObjectReferenceDelta) -> Result<(), SpilledReplayError> {
+    pub fn add(&mut self, delta: ObjectReferenceDelta) -> Result<(), SpilledReplayError> {
         let v = delta.version;
         if self.kinds.insert(v, delta.kind).is_some() {
             return Err(ReplayError::NotContiguous { expected: "each version once".into(), found: v }.into());
         }
-        let push = |events: &mut SortedRuns<Event>, identity: &ObjectIdentity, op: Op| {
-            events.push(Event { identity: identity.clone(), version: v, op })
+        // The entry is consumed: its identities move into the events, no copy per reference.
+        let (removed, added) = match delta.kind {
+            DeltaKind::Snapshot => (Vec::new(), delta.added),
+            DeltaKind::Delta => (delta.removed, delta.added),
         };
-        match delta.kind {
-            DeltaKind::Snapshot => {
-                for e in &delta.added {
-                    push(&mut self.events, &e.identity, Op::Set(e.count))?;
-                }
-            }
-            DeltaKind::Delta => {
-                for e in &delta.removed {
-                    push(&mut self.events, &e.identity, Op::Remove(e.count))?;
-                }
-                for e in &delta.added {
-                    push(&mut self.events, &e.identity, Op::Add(e.count))?;
-                }
-            }
+        let snapshot = delta.kind == DeltaKind::Snapshot;
+        for e in removed {
+            self.events.push(Event { identity: e.identity, version: v, op: Op::Remove(e.count) })?;
+        }
+        for e in added {
+            let op = if snapshot { Op::Set(e.count) } else { Op::Add(e.count) };
+            self.events.push(Event { identity: e.identity, version: v, op })?;
         }
         Ok(())
-    }
-
-    /// Versions added so far.
-    pub fn versions(&self) -> usize {
-        self.kinds.len()
     }
 
     /// Sorted runs spilled to disk so far.
@@ -371,7 +362,7 @@ pub fn spilled_live_set<'a>(
         }
         first.get_or_insert(d.version);
         last = d.version;
-        journal.add(d)?;
+        journal.add(d.clone())?;
     }
     let Some(base) = first else {
         return match retained.first() {
@@ -488,7 +479,7 @@ mod tests {
             }
             let mut journal = SpilledJournal::new(budget);
             for d in j.iter().rev() {
-                journal.add(d).unwrap();
+                journal.add(d.clone()).unwrap();
             }
             let mut live = journal.live(1, latest, &[latest], Some(at)).unwrap();
             let mut failed = false;
@@ -525,12 +516,12 @@ mod tests {
     #[test]
     fn gaps_and_unknown_bases_are_refused() {
         let mut journal = SpilledJournal::new(0);
-        journal.add(&ObjectReferenceDelta::empty("t", 1)).unwrap();
-        journal.add(&ObjectReferenceDelta::empty("t", 3)).unwrap();
+        journal.add(ObjectReferenceDelta::empty("t", 1)).unwrap();
+        journal.add(ObjectReferenceDelta::empty("t", 3)).unwrap();
         assert!(matches!(journal.live(1, 3, &[3], None), Err(SpilledReplayError::Replay(_))));
         let mut journal = SpilledJournal::new(0);
-        journal.add(&ObjectReferenceDelta::empty("t", 2)).unwrap();
-        assert!(journal.add(&ObjectReferenceDelta::empty("t", 2)).is_err());
+        journal.add(ObjectReferenceDelta::empty("t", 2)).unwrap();
+        assert!(journal.add(ObjectReferenceDelta::empty("t", 2)).is_err());
         assert!(matches!(journal.live(2, 2, &[2], None), Err(SpilledReplayError::Replay(_))));
     }
 }

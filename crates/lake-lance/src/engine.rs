@@ -14,10 +14,10 @@ use crate::sidecar;
 use arrow_array::RecordBatchReader;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_common::{DecodeError, DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::journal::{added_after, Sidecars};
 use lake_engine::{
-    check_chain, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
+    check_chain_by, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
     TableLocation, TableSet,
 };
 use lake_objects::descriptor::LakeDescriptor;
@@ -214,9 +214,10 @@ impl LanceEngine {
         after: u64,
         upto: u64,
     ) -> Result<(), LanceEngineError> {
-        let (existing, _) = sidecar::read_all(&self.store, table).await?;
+        // Only the versions in question: the rest of the journal (and its reference logs) is
+        // not read.
         for v in after + 1..=upto {
-            if matches!(existing.get(&v), Some(Ok(_))) {
+            if matches!(sidecar::read(&self.store, table, v).await?, Some(Ok(_))) {
                 continue;
             }
             let tx = ds.read_transaction_by_version(v).await.map_err(|source| LanceEngineError::Lance {
@@ -503,20 +504,57 @@ impl LanceEngine {
         table: &str,
         use_checkpoint: bool,
     ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
+        let mut sidecars = Sidecars::new();
+        let lineage = self
+            .read_lineage(table, use_checkpoint, |version, entry| {
+                sidecars.insert(version, entry);
+                Ok(())
+            })
+            .await?;
+        Ok((lineage, sidecars))
+    }
+
+    /// The lineage of `table`, handing every journal entry it reads to `visit` in ascending
+    /// version order (decoded, or its decode error), without keeping them: the entries from the
+    /// replay's start on. With `use_checkpoint`, a valid reference checkpoint at version C is
+    /// handed over first as C's entry (a snapshot), and sidecars up to C are not read.
+    ///
+    /// # Errors
+    /// Storage and Lance errors, and whatever `visit` returns.
+    pub(crate) async fn read_lineage(
+        &self,
+        table: &str,
+        use_checkpoint: bool,
+        mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+    ) -> Result<TableLineage, LanceEngineError> {
         let (retained, latest) = self.retained_versions(table).await?;
         let oldest = retained.first().copied().unwrap_or(latest);
         let checkpoint = match use_checkpoint {
             true => refs_checkpoint::load_valid(&self.store, table, oldest, latest).await?,
             false => None,
         };
-        let from = checkpoint.as_ref().map(|c| c.version).unwrap_or(1);
-        let (mut sidecars, mut problems) = sidecar::read_from(&self.store, table, from).await?;
+        // Only each version's kind (or decode error) is kept, for the chain check.
+        let mut kinds: BTreeMap<u64, Result<DeltaKind, String>> = BTreeMap::new();
+        let mut record = |version: u64, entry: Result<ObjectReferenceDelta, DecodeError>| {
+            kinds.insert(version, entry.as_ref().map(|d| d.kind).map_err(|e| e.to_string()));
+            visit(version, entry)
+        };
+        let stand_in = checkpoint.as_ref().map(|c| c.version);
         if let Some(c) = checkpoint {
-            sidecars.insert(c.version, Ok(c));
+            record(c.version, Ok(c))?;
         }
-        let (replay_base, chain_problems) = check_chain(table, &retained, latest, &sidecars);
+        let from = stand_in.unwrap_or(1);
+        let mut problems = sidecar::visit_from(&self.store, table, from, |version, entry| {
+            // The checkpoint stands in for its version's sidecar.
+            if stand_in == Some(version) {
+                return Ok(());
+            }
+            record(version, entry)
+        })
+        .await?;
+        let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
         problems.extend(chain_problems);
-        Ok((TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems }, sidecars))
+        Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems })
     }
 
     /// The versions of `table` that still exist (ascending; Lance's `Dataset::versions()`) and

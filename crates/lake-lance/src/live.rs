@@ -14,13 +14,9 @@
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
-use crate::{refs_checkpoint, sidecar};
-use lake_common::{DeltaKind, ObjectIdentity};
-use lake_engine::{
-    check_chain_by, EngineError, LineageProblem, LiveIdentities, SpilledJournal, SpilledReplayError, TableLineage,
-};
-use lake_objects::ObjectsError;
-use std::collections::BTreeMap;
+use crate::refs_checkpoint;
+use lake_common::ObjectIdentity;
+use lake_engine::{EngineError, LineageProblem, LiveIdentities, SpilledJournal, SpilledReplayError, TableLineage};
 
 /// A table's lineage and its journal spilled for replay, as one read saw them.
 #[derive(Debug)]
@@ -131,41 +127,17 @@ impl LanceEngine {
     /// # Errors
     /// Storage and Lance errors, and a spill folder that cannot be written.
     pub(crate) async fn lineage_and_journal(&self, table: &str) -> Result<JournalSnapshot, LanceEngineError> {
-        let (retained, latest) = self.retained_versions(table).await?;
-        let oldest = retained.first().copied().unwrap_or(latest);
-        let checkpoint = refs_checkpoint::load_valid(self.store(), table, oldest, latest).await?;
         let mut journal = SpilledJournal::new(self.memory_budget());
-        let mut kinds: BTreeMap<u64, Result<DeltaKind, String>> = BTreeMap::new();
-        let spill = |e: SpilledReplayError| match e {
-            SpilledReplayError::Spill(e) => {
-                LanceEngineError::Objects(ObjectsError::Io { path: e.path, source: e.source })
-            }
-            SpilledReplayError::Replay(e) => LanceEngineError::InvalidInput(e.to_string()),
-        };
-        let from = checkpoint.as_ref().map(|c| c.version).unwrap_or(1);
-        if let Some(c) = &checkpoint {
-            kinds.insert(c.version, Ok(DeltaKind::Snapshot));
-            journal.add(c).map_err(spill)?;
-        }
-        let mut problems = sidecar::visit_from(self.store(), table, from, |version, decoded| {
-            if checkpoint.as_ref().is_some_and(|c| c.version == version) {
-                return Ok(());
-            }
-            match decoded {
-                Ok(delta) => {
-                    kinds.insert(version, Ok(delta.kind));
-                    journal.add(&delta).map_err(spill)
-                }
-                Err(e) => {
-                    kinds.insert(version, Err(e.to_string()));
-                    Ok(())
-                }
-            }
-        })
-        .await?;
-        let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
-        problems.extend(chain_problems);
-        let lineage = TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems };
+        let lineage = self
+            .read_lineage(table, true, |_, entry| match entry {
+                Ok(delta) => journal.add(delta).map_err(|e| match e {
+                    SpilledReplayError::Spill(e) => LanceEngineError::Objects(e.into()),
+                    SpilledReplayError::Replay(e) => LanceEngineError::InvalidInput(e.to_string()),
+                }),
+                // Named by the lineage's chain check.
+                Err(_) => Ok(()),
+            })
+            .await?;
         Ok(JournalSnapshot { lineage, journal })
     }
 }

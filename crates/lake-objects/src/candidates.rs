@@ -69,12 +69,6 @@ impl std::fmt::Debug for CandidateList {
     }
 }
 
-impl Default for CandidateList {
-    fn default() -> Self {
-        Self::from_sorted(Vec::new())
-    }
-}
-
 impl CandidateList {
     /// A list held in memory; `candidates` must be sorted by key (the plan's order).
     pub fn from_sorted(candidates: Vec<Candidate>) -> Self {
@@ -231,7 +225,8 @@ pub struct CandidateWriter {
     file: Option<(tempfile::NamedTempFile, BufWriter<std::fs::File>)>,
     len: usize,
     bytes: u64,
-    last: Option<String>,
+    /// The previous candidate's key (its buffer reused, no allocation per candidate).
+    last: String,
 }
 
 impl std::fmt::Debug for CandidateWriter {
@@ -243,7 +238,7 @@ impl std::fmt::Debug for CandidateWriter {
 impl CandidateWriter {
     /// A writer holding candidates estimated at up to `budget_bytes` in memory.
     pub fn new(budget_bytes: usize) -> Self {
-        Self { budget: budget_bytes, held: 0, memory: Vec::new(), file: None, len: 0, bytes: 0, last: None }
+        Self { budget: budget_bytes, held: 0, memory: Vec::new(), file: None, len: 0, bytes: 0, last: String::new() }
     }
 
     /// Appends a candidate.
@@ -253,14 +248,15 @@ impl CandidateWriter {
     /// inventory broke its order; nothing is planned from it); [`ObjectsError::Io`] when the
     /// temporary file cannot be written.
     pub fn push(&mut self, candidate: Candidate) -> Result<(), ObjectsError> {
-        if self.last.as_deref().is_some_and(|last| last >= candidate.uri.as_str()) {
+        if self.len > 0 && self.last.as_str() >= candidate.uri.as_str() {
             return Err(ObjectsError::Corrupt {
                 path: candidate.uri,
                 what: "inventory listing",
                 message: "keys did not come in strictly ascending order; nothing was planned".into(),
             });
         }
-        self.last = Some(candidate.uri.clone());
+        self.last.clear();
+        self.last.push_str(&candidate.uri);
         self.len += 1;
         self.bytes += candidate.size;
         if let Some((file, w)) = self.file.as_mut() {

@@ -47,6 +47,13 @@ pub enum ObjectsError {
     Io { path: String, source: std::io::Error },
 }
 
+/// A spill folder (the temporary folder of an external sort) that failed is a local file error.
+impl From<lake_engine::spill::SpillError> for ObjectsError {
+    fn from(e: lake_engine::spill::SpillError) -> Self {
+        ObjectsError::Io { path: e.path, source: e.source }
+    }
+}
+
 impl ObjectsError {
     /// A storage error for `path`.
     pub fn storage(path: impl Into<String>, e: impl std::fmt::Display) -> Self {

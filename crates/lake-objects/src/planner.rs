@@ -122,7 +122,7 @@ pub async fn plan(
         // every problem, but not replayed. A table whose journal turns out incomplete while it
         // is replayed (a version committed since its lineage was read, its sidecar not yet
         // written) makes the plan incomplete, like any problem.
-        let mut live_runs = SortedRuns::new(options.memory_budget)?;
+        let mut live_runs = SortedRuns::new(options.memory_budget);
         for location in &table_set.tables {
             let lineage = engine.lineage(location).await?;
             stats.tables += 1;

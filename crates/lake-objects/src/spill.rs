@@ -5,15 +5,11 @@
 //! uses) that drops repeated keys while merging.
 
 use crate::error::ObjectsError;
-use lake_engine::spill::{Merged, SpillError};
+use lake_engine::spill::Merged;
 
 /// Default memory budget of planning, in bytes (256 MiB): the sorted-run buffers of the live
 /// set and of the table being replayed share it (see `PlanOptions::memory_budget`).
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 * 1024 * 1024;
-
-fn io(e: SpillError) -> ObjectsError {
-    ObjectsError::Io { path: e.path, source: e.source }
-}
 
 /// A key set built from unsorted inserts, spilled in sorted runs past a budget.
 #[derive(Debug)]
@@ -23,12 +19,9 @@ pub struct SortedRuns {
 
 impl SortedRuns {
     /// An empty set holding keys estimated at up to `budget_bytes` in memory (about 24 bytes
-    /// plus the key's length each).
-    ///
-    /// # Errors
-    /// None today; kept fallible for sorters that prepare their folder eagerly.
-    pub fn new(budget_bytes: usize) -> Result<Self, ObjectsError> {
-        Ok(Self { inner: lake_engine::spill::SortedRuns::new(budget_bytes) })
+    /// plus the key's length each); the temporary folder is created on the first spill.
+    pub fn new(budget_bytes: usize) -> Self {
+        Self { inner: lake_engine::spill::SortedRuns::new(budget_bytes) }
     }
 
     /// Adds a key.
@@ -36,7 +29,7 @@ impl SortedRuns {
     /// # Errors
     /// [`ObjectsError::Io`] when a run cannot be written.
     pub fn push(&mut self, key: String) -> Result<(), ObjectsError> {
-        self.inner.push(key).map_err(io)
+        Ok(self.inner.push(key)?)
     }
 
     /// Number of runs written to disk so far.
@@ -44,17 +37,12 @@ impl SortedRuns {
         self.inner.runs()
     }
 
-    /// Keys written to disk so far.
-    pub fn spilled_keys(&self) -> u64 {
-        self.inner.spilled_records()
-    }
-
     /// The merged, ascending, deduplicated keys.
     ///
     /// # Errors
     /// [`ObjectsError::Io`] when a run cannot be reopened.
     pub fn finish(self) -> Result<MergedKeys, ObjectsError> {
-        Ok(MergedKeys { merged: self.inner.finish().map_err(io)?, last: None })
+        Ok(MergedKeys { merged: self.inner.finish()?, last: None })
     }
 }
 
@@ -71,7 +59,7 @@ impl MergedKeys {
     /// # Errors
     /// [`ObjectsError::Io`] when a run cannot be read.
     pub fn next_key(&mut self) -> Result<Option<String>, ObjectsError> {
-        while let Some(key) = self.merged.next_record().map_err(io)? {
+        while let Some(key) = self.merged.next_record()? {
             if self.last.as_deref() != Some(key.as_str()) {
                 self.last = Some(key.clone());
                 return Ok(Some(key));
@@ -89,7 +77,7 @@ mod tests {
     fn merged_runs_equal_a_sorted_dedup_of_the_input() {
         let input: Vec<String> = (0..1000).map(|i| format!("k{:04}", (i * 7919) % 613)).collect();
         for budget in [0, 300, 4096, 1 << 30] {
-            let mut runs = SortedRuns::new(budget).unwrap();
+            let mut runs = SortedRuns::new(budget);
             for k in &input {
                 runs.push(k.clone()).unwrap();
             }

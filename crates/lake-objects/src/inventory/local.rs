@@ -274,7 +274,7 @@ impl Frame {
                 Some(runs) => runs.push(name)?,
                 None if memory.len() < window => memory.push(name),
                 None => {
-                    let mut spilled = SortedRuns::new(window.saturating_mul(SPILL_BUDGET_PER_CHILD))?;
+                    let mut spilled = SortedRuns::new(window.saturating_mul(SPILL_BUDGET_PER_CHILD));
                     for name in std::mem::take(&mut memory).into_iter().chain([name]) {
                         spilled.push(name)?;
                     }
