@@ -50,7 +50,9 @@ pub async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
     let started = Instant::now();
     let mut live: BTreeSet<String> = BTreeSet::new();
     for location in engine.tables().await.map_err(|e| e.to_string())?.tables {
-        for v in engine.versions(&location.name).await.map_err(|e| e.to_string())? {
+        // The retained versions from Lance alone (`engine.versions` would also decode the journal).
+        let ds = engine.open(&location.name).await.map_err(|e| e.to_string())?;
+        for v in ds.versions().await.map_err(|e| e.to_string())? {
             let counts = engine.scan_version(&location.name, v.version).await.map_err(|e| e.to_string())?;
             live.extend(counts.iter().map(|(id, _)| id.uri.clone()));
         }
