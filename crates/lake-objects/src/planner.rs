@@ -110,6 +110,7 @@ pub async fn plan(
             after = next;
         }
     };
+    let started = std::time::Instant::now();
     let consumer = async {
         let mut candidates = CandidateWriter::new(options.memory_budget);
         let table_set = engine.tables().await?;
@@ -154,6 +155,7 @@ pub async fn plan(
                 }
             }
         }
+        let journal_read = started.elapsed();
         basis.sort();
         problems.sort();
         problems.dedup();
@@ -201,6 +203,13 @@ pub async fn plan(
             }
         }
         drop(receiver);
+        tracing::debug!(
+            journal_s = journal_read.as_secs_f64(),
+            sweep_s = (started.elapsed() - journal_read).as_secs_f64(),
+            objects_listed = stats.objects_listed,
+            live_references = stats.live_references,
+            "planned: lineage and live set read, then the sweep"
+        );
         Ok::<_, ObjectsError>((candidates.finish()?, problems, lineage_complete, basis, stats))
     };
     let ((), consumed) = futures::join!(producer, consumer);

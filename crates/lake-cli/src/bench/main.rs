@@ -1,8 +1,8 @@
 //! `lake-bench`: side-by-side benchmarks of lake's cost targets (issue 6), on synthetic lakes it
 //! builds itself. Run `cargo run --release -p lake-cli --bin lake-bench`; sizes are flags.
 //! Prints one `name: value` line per figure; `#` lines describe the setup. Each ratio compares two
-//! measurements taken in the same run, alternating, median of `--repeat` (these machines are
-//! shared and noisy). Peak memory is measured in child processes (`VmHWM`).
+//! measurements taken in the same run, back to back and alternating; a ratio is the median of the
+//! `--repeat` per-pair ratios (these machines are shared and noisy). Peak memory is measured in child processes (`VmHWM`).
 
 mod append;
 mod lakes;
@@ -35,8 +35,8 @@ pub struct Args {
     /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
     #[arg(long, default_value_t = 2_000)]
     pub delete_objects: usize,
-    /// Measurements per side (the median is used).
-    #[arg(long, default_value_t = 3)]
+    /// Measurements per side; a ratio is the median of the per-pair ratios.
+    #[arg(long, default_value_t = 7)]
     pub repeat: usize,
     /// Skip the S3 figure even when LocalStack is configured.
     #[arg(long)]
@@ -62,6 +62,22 @@ pub enum Group {
     Plan,
     /// `bulk_delete_speedup`.
     Delete,
+}
+
+/// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
+/// pair per repetition, back to back; 0 when there are none. On a shared machine whose load drifts
+/// between repetitions, each pair's ratio compares two measurements taken under the same load,
+/// where a ratio of two medians can pair a quiet sample of one side with a busy one of the other.
+pub fn median_ratio(numerators: &[std::time::Duration], denominators: &[std::time::Duration]) -> f64 {
+    let mut ratios: Vec<f64> =
+        numerators.iter().zip(denominators).map(|(n, d)| n.as_secs_f64() / d.as_secs_f64().max(1e-9)).collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios.get(ratios.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Durations as a list of seconds, for the `#` lines that show every sample.
+pub fn seconds(samples: &[std::time::Duration]) -> String {
+    samples.iter().map(|d| format!("{:.3}", d.as_secs_f64())).collect::<Vec<_>>().join(" ")
 }
 
 /// The median of `samples` (durations, or peak RSS in KiB); the default when empty.
