@@ -58,9 +58,10 @@ pub enum Command {
     /// Plan (dry run) or apply the garbage collection of orphan managed objects.
     ///
     /// Without --apply, prints the plan and deletes nothing. With --apply and --checkpoint PATH,
-    /// persists the plan in PATH, revalidates it against the journal, and deletes page by page,
-    /// recording progress in PATH after every page; if PATH already records an apply, resumes
-    /// it instead of planning again (a finished one is reported and nothing is done).
+    /// persists the plan beside PATH (PATH.plan.json), revalidates it against the journal, and
+    /// deletes page by page, recording progress in PATH after every group of pages; if PATH
+    /// already records an apply, resumes it instead of planning again (a finished one is
+    /// reported and nothing is done).
     ///
     /// Exit codes: 0 done; 1 refused or failed (nothing, or only what PATH records, was
     /// deleted); 3 dry run on incomplete lineage (see `problems`); 4 apply stopped with work
@@ -197,8 +198,8 @@ pub struct GcArgs {
     /// Delete the planned objects (requires --checkpoint).
     #[arg(long)]
     pub apply: bool,
-    /// Where the plan and the apply's progress are recorded (a local file, or s3://bucket/key);
-    /// resumes when it exists.
+    /// Where the apply's progress is recorded (a local file, or s3://bucket/key), with its plan
+    /// beside it at PATH.plan.json; resumes when it exists.
     #[arg(long, value_name = "PATH")]
     pub checkpoint: Option<String>,
     /// Accept a --min-age below the lake's policy floor.

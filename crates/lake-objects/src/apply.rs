@@ -1,22 +1,27 @@
 //! Apply: revalidate a plan against the journal, then delete page by page with a checkpoint.
 //!
 //! Order of one run:
-//! 1. Load the checkpoint at PATH (refusing one that is edited, of another format, or bound to
-//!    another plan than the one given) or create it from the plan, refusing a plan with
-//!    incomplete lineage. The plan is persisted inside the checkpoint before any delete.
+//! 1. Load the checkpoint at PATH and its plan document (refusing either edited, a checkpoint
+//!    of another format, or one bound to another plan than the one given), or create it from
+//!    the plan, refusing a plan with incomplete lineage. The plan is persisted once, beside the
+//!    checkpoint (`PATH.plan.json`), before the checkpoint and before any delete.
 //! 2. A complete checkpoint is reported as is: a second apply is a no-op.
 //! 3. Revalidate: read every table's lineage again (refuse if incomplete) and drop every
 //!    not-yet-deleted candidate that a version newer than the plan's basis references
 //!    (`revived`).
 //! 4. Retry keys whose delete failed in an earlier run, then delete the remaining candidates
-//!    in bounded pages, up to `concurrency` pages in flight; after each group, save the checkpoint. NotFound counts as
-//!    done. Stop after `max_pages` pages when asked (an operator's budget, or a test's crash).
+//!    in bounded pages, up to `concurrency` pages in flight; after each group, save the
+//!    checkpoint (a small document: the plan is not rewritten). NotFound counts as done. Stop
+//!    after `max_pages` pages when asked (an operator's budget, or a test's crash).
+//!
+//! Candidates are read in one sequential pass from where the checkpoint stopped
+//! ([`crate::candidates::CandidateCursor`]), so a spilled candidate list is never loaded whole.
 
 use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::failpoint;
-use crate::plan::{Candidate, GcPlan};
+use crate::plan::GcPlan;
 use lake_engine::Engine;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -59,6 +64,8 @@ impl Default for ApplyOptions {
 pub struct ApplyReport {
     /// The checkpoint after this run.
     pub checkpoint: ApplyCheckpoint,
+    /// The plan applied (read back from the plan document beside the checkpoint on a resume).
+    pub plan: GcPlan,
     /// Delete pages sent in this run.
     pub pages: u64,
     /// True when this run found the checkpoint already complete.
@@ -79,29 +86,36 @@ pub async fn apply(
     options: &ApplyOptions,
 ) -> Result<ApplyReport, ObjectsError> {
     let shown = checkpoint_path.display();
-    let mut cp = match (ApplyCheckpoint::load(checkpoint_path).await?, plan) {
-        (Some(cp), Some(p)) if cp.plan_digest != p.digest() => {
+    let (mut cp, plan) = match (ApplyCheckpoint::load(checkpoint_path).await?, plan) {
+        (Some(loaded), Some(p)) if loaded.checkpoint.plan_digest != p.digest() => {
             return Err(ObjectsError::Checkpoint {
                 path: shown,
                 message: format!(
                     "it records the apply of plan {} but this run's plan is {}; resume with the same plan, or choose a new checkpoint path for a new plan",
-                    cp.plan_digest,
+                    loaded.checkpoint.plan_digest,
                     p.digest()
                 ),
             })
         }
-        (Some(cp), _) => cp,
+        (Some(loaded), _) => {
+            if !loaded.plan_persisted {
+                // A format-1 checkpoint: its plan goes beside it before it is saved as format 2.
+                ApplyCheckpoint::persist_plan(&loaded.plan, checkpoint_path).await?;
+                loaded.checkpoint.save(checkpoint_path).await?;
+            }
+            (loaded.checkpoint, loaded.plan)
+        }
         (None, Some(p)) => {
             if !p.lineage_complete {
                 return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
             }
-            // Apply indexes the candidates and the checkpoint embeds them: load a spilled list.
-            let mut plan = p.clone();
-            plan.candidates = plan.candidates.into_memory()?;
-            let cp = ApplyCheckpoint::new(plan);
+            // The plan first (once, streamed), then the checkpoint bound to it: a crash between
+            // the two leaves no checkpoint, and the next run writes both again.
+            ApplyCheckpoint::persist_plan(p, checkpoint_path).await?;
+            let cp = ApplyCheckpoint::new(p);
             cp.save(checkpoint_path).await?;
             failpoint::hit("apply.after_plan_persisted")?;
-            cp
+            (cp, p.clone())
         }
         (None, None) => {
             return Err(ObjectsError::Checkpoint {
@@ -111,9 +125,9 @@ pub async fn apply(
         }
     };
     if cp.complete {
-        return Ok(ApplyReport { checkpoint: cp, pages: 0, was_complete: true });
+        return Ok(ApplyReport { checkpoint: cp, plan, pages: 0, was_complete: true });
     }
-    revalidate(engine, &mut cp).await?;
+    revalidate(engine, &mut cp, &plan).await?;
     cp.save(checkpoint_path).await?;
 
     let page_size = options.page_size.clamp(1, DEFAULT_PAGE_SIZE);
@@ -136,8 +150,9 @@ pub async fn apply(
         }
     }
     let revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
-    let total = cp.plan.candidates.len() as u64;
+    let total = cp.candidates;
     let concurrency = options.concurrency.max(1);
+    let mut cursor = plan.candidates.cursor(cp.next_index)?;
     while cp.next_index < total && budget_left(pages) {
         // Up to `concurrency` pages in flight; the checkpoint is saved after all of them.
         let mut batches: Vec<Vec<String>> = Vec::new();
@@ -145,9 +160,16 @@ pub async fn apply(
         while index < total && batches.len() < concurrency && budget_left(pages + batches.len() as u64) {
             let mut batch = Vec::with_capacity(page_size);
             while index < total && batch.len() < page_size {
-                let key = &candidates_of(&cp)?[index as usize].uri;
-                if !revived.contains(key) {
-                    batch.push(key.clone());
+                let Some(candidate) = cursor.next_candidate()? else {
+                    return Err(ObjectsError::Checkpoint {
+                        path: shown,
+                        message: format!(
+                            "its plan ended at candidate {index} of the {total} it records; nothing more was deleted"
+                        ),
+                    });
+                };
+                if !revived.contains(&candidate.uri) {
+                    batch.push(candidate.uri);
                 }
                 index += 1;
             }
@@ -181,16 +203,7 @@ pub async fn apply(
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;
-    Ok(ApplyReport { checkpoint: cp, pages, was_complete: false })
-}
-
-/// The candidates of the plan being applied: always in memory (a checkpoint is made from a
-/// loaded list, and one read back deserialises into memory).
-fn candidates_of(cp: &ApplyCheckpoint) -> Result<&[Candidate], ObjectsError> {
-    cp.plan.candidates.as_slice().ok_or_else(|| ObjectsError::Checkpoint {
-        path: cp.plan_digest.clone(),
-        message: "the plan's candidate list is not loaded; nothing was deleted".into(),
-    })
+    Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false })
 }
 
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {
@@ -204,9 +217,10 @@ fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &
     }
 }
 
-/// Drops candidates that versions newer than the plan's basis reference.
-async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint) -> Result<(), ObjectsError> {
-    let basis: BTreeMap<&str, u64> = cp.plan.basis.iter().map(|b| (b.table.as_str(), b.version)).collect();
+/// Drops candidates that versions newer than the plan's basis reference (one pass over the
+/// candidates not yet attempted, only when such versions added references).
+async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint, plan: &GcPlan) -> Result<(), ObjectsError> {
+    let basis: BTreeMap<&str, u64> = plan.basis.iter().map(|b| (b.table.as_str(), b.version)).collect();
     let tables = engine.tables().await?;
     let mut problems = tables.problems.clone();
     let mut added: BTreeSet<String> = BTreeSet::new();
@@ -229,12 +243,16 @@ async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint) -> Result<(),
     if !problems.is_empty() {
         return Err(ObjectsError::LineageIncomplete { problems });
     }
+    if added.is_empty() {
+        return Ok(());
+    }
     let already: BTreeSet<String> = cp.revived.iter().cloned().collect();
     let mut revived = Vec::new();
-    for c in candidates_of(cp)?.iter().skip(cp.next_index as usize) {
+    let mut cursor = plan.candidates.cursor(cp.next_index)?;
+    while let Some(c) = cursor.next_candidate()? {
         if added.contains(&c.uri) && !already.contains(&c.uri) {
             tracing::info!(key = %c.uri, "candidate revived: a version newer than the plan references it");
-            revived.push(c.uri.clone());
+            revived.push(c.uri);
         }
     }
     cp.revived.extend(revived);

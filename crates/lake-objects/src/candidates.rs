@@ -4,8 +4,8 @@
 //! budget (bytes); past it, they move to one temporary file and every later candidate is
 //! appended there, so planning never holds every candidate. A [`CandidateList`] serialises the
 //! same way from either place (the plan's bytes and digest do not depend on where its
-//! candidates were kept) and deserialises into memory (a plan document or an apply checkpoint
-//! read back).
+//! candidates were kept), deserialises the same way (a plan document read back spills past
+//! [`LOADED_LIST_BUDGET_BYTES`]), and is read in order by a [`CandidateCursor`] (apply).
 
 use crate::error::ObjectsError;
 use crate::plan::Candidate;
@@ -46,7 +46,7 @@ fn io(path: &str) -> impl Fn(std::io::Error) -> ObjectsError + '_ {
 
 #[derive(Clone)]
 enum Repr {
-    Memory(Vec<Candidate>),
+    Memory(Arc<Vec<Candidate>>),
     /// Every candidate, in order, in a temporary file (removed when the last clone drops).
     Spilled(Arc<tempfile::NamedTempFile>),
 }
@@ -73,7 +73,7 @@ impl CandidateList {
     /// A list held in memory; `candidates` must be sorted by key (the plan's order).
     pub fn from_sorted(candidates: Vec<Candidate>) -> Self {
         let bytes = candidates.iter().map(|c| c.size).sum();
-        Self { len: candidates.len(), bytes, repr: Repr::Memory(candidates) }
+        Self { len: candidates.len(), bytes, repr: Repr::Memory(Arc::new(candidates)) }
     }
 
     /// Number of candidates.
@@ -97,7 +97,7 @@ impl CandidateList {
     }
 
     /// The candidates when they are in memory; `None` for a spilled list (see
-    /// [`CandidateList::into_memory`]).
+    /// [`CandidateList::cursor`]).
     pub fn as_slice(&self) -> Option<&[Candidate]> {
         match &self.repr {
             Repr::Memory(v) => Some(v),
@@ -112,7 +112,7 @@ impl CandidateList {
     pub fn visit(&self, mut visit: impl FnMut(&Candidate) -> ControlFlow<()>) -> Result<(), ObjectsError> {
         match &self.repr {
             Repr::Memory(v) => {
-                for c in v {
+                for c in v.iter() {
                     if visit(c).is_break() {
                         break;
                     }
@@ -163,14 +163,30 @@ impl CandidateList {
         Ok(self.to_vec()?.into_iter().map(|c| c.uri).collect())
     }
 
-    /// The same list held in memory (apply indexes its candidates).
+    /// A cursor over the candidates from index `skip` (0-based) on: one sequential pass, holding
+    /// one candidate at a time (an in-memory list is shared, not copied).
     ///
     /// # Errors
-    /// [`ObjectsError::Io`] when a spilled list cannot be read.
-    pub fn into_memory(self) -> Result<Self, ObjectsError> {
-        match self.repr {
-            Repr::Memory(_) => Ok(self),
-            Repr::Spilled(_) => Ok(Self::from_sorted(self.to_vec()?)),
+    /// [`ObjectsError::Io`] when a spilled list cannot be opened or read.
+    pub fn cursor(&self, skip: u64) -> Result<CandidateCursor, ObjectsError> {
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+        match &self.repr {
+            Repr::Memory(v) => {
+                Ok(CandidateCursor { source: CursorSource::Memory(v.clone(), skip), path: "memory".into() })
+            }
+            Repr::Spilled(file) => {
+                let path = file.path().display().to_string();
+                let mut cursor = CandidateCursor {
+                    source: CursorSource::Spilled(BufReader::new(file.reopen().map_err(io(&path))?)),
+                    path,
+                };
+                for _ in 0..skip {
+                    if cursor.next_candidate()?.is_none() {
+                        break;
+                    }
+                }
+                Ok(cursor)
+            }
         }
     }
 }
@@ -210,9 +226,69 @@ impl Serialize for CandidateList {
     }
 }
 
+/// Bytes of candidates a deserialised list (a plan document read back) holds in memory before
+/// the rest goes to a temporary file: about 400,000 candidates of the lake's keys.
+pub const LOADED_LIST_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+/// Deserialises a JSON array of candidates through a [`CandidateWriter`] of
+/// [`LOADED_LIST_BUDGET_BYTES`]: a long list spills to a temporary file as it is read, and
+/// candidates out of strictly ascending key order are refused.
 impl<'de> Deserialize<'de> for CandidateList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Self::from_sorted(Vec::<Candidate>::deserialize(deserializer)?))
+        struct Candidates;
+        impl<'de> serde::de::Visitor<'de> for Candidates {
+            type Value = CandidateList;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of candidates in ascending key order")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<CandidateList, A::Error> {
+                use serde::de::Error;
+                let mut writer = CandidateWriter::new(LOADED_LIST_BUDGET_BYTES);
+                while let Some(candidate) = seq.next_element::<Candidate>()? {
+                    writer.push(candidate).map_err(A::Error::custom)?;
+                }
+                writer.finish().map_err(A::Error::custom)
+            }
+        }
+        deserializer.deserialize_seq(Candidates)
+    }
+}
+
+/// Reads a [`CandidateList`] in order from a position, one candidate at a time (see
+/// [`CandidateList::cursor`]).
+pub struct CandidateCursor {
+    source: CursorSource,
+    path: String,
+}
+
+enum CursorSource {
+    /// The list and the index of the next candidate.
+    Memory(Arc<Vec<Candidate>>, usize),
+    Spilled(BufReader<std::fs::File>),
+}
+
+impl std::fmt::Debug for CandidateCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CandidateCursor").field("path", &self.path).finish()
+    }
+}
+
+impl CandidateCursor {
+    /// The next candidate; `None` after the last.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Io`] when a spilled list cannot be read.
+    pub fn next_candidate(&mut self) -> Result<Option<Candidate>, ObjectsError> {
+        match &mut self.source {
+            CursorSource::Memory(list, next) => {
+                let candidate = list.get(*next).cloned();
+                *next += usize::from(candidate.is_some());
+                Ok(candidate)
+            }
+            CursorSource::Spilled(reader) => Candidate::read_from(reader).map_err(io(&self.path)),
+        }
     }
 }
 
@@ -286,7 +362,7 @@ impl CandidateWriter {
     /// [`ObjectsError::Io`] when the temporary file cannot be flushed.
     pub fn finish(self) -> Result<CandidateList, ObjectsError> {
         let repr = match self.file {
-            None => Repr::Memory(self.memory),
+            None => Repr::Memory(Arc::new(self.memory)),
             Some((file, mut w)) => {
                 w.flush().map_err(io(&file.path().display().to_string()))?;
                 Repr::Spilled(Arc::new(file))
@@ -319,7 +395,14 @@ mod tests {
         assert_eq!(spilled, memory);
         assert_eq!(serde_json::to_vec(&spilled).unwrap(), serde_json::to_vec(&memory).unwrap());
         assert_eq!(spilled.first(3).unwrap(), all[..3].to_vec());
-        assert_eq!(spilled.clone().into_memory().unwrap().as_slice(), Some(&all[..]));
+        let mut cursor = spilled.cursor(498).unwrap();
+        assert_eq!(cursor.next_candidate().unwrap(), Some(all[498].clone()));
+        assert_eq!(cursor.next_candidate().unwrap(), Some(all[499].clone()));
+        assert_eq!(cursor.next_candidate().unwrap(), None);
+        let mut cursor = memory.cursor(499).unwrap();
+        assert_eq!(cursor.next_candidate().unwrap(), Some(all[499].clone()));
+        assert_eq!(cursor.next_candidate().unwrap(), None);
+        assert_eq!(spilled.cursor(900).unwrap().next_candidate().unwrap(), None);
         let back: CandidateList = serde_json::from_slice(&serde_json::to_vec(&spilled).unwrap()).unwrap();
         assert_eq!(back, memory);
     }

@@ -1,9 +1,19 @@
-//! The apply checkpoint: a versioned document bound to one plan by its digest.
+//! The apply checkpoint: a small versioned document bound to one plan by its digest, with that
+//! plan persisted once beside it.
 //!
-//! The checkpoint embeds the plan it applies, so resuming needs nothing else. It lives in a
-//! local file (rewritten atomically: temporary file, fsync, rename, fsync of the folder) or in an
-//! object store (`s3://bucket/key`: a PUT replaces an object atomically). Either way a crash
-//! leaves the previous or the next checkpoint, never a torn one.
+//! Format 2: `PATH` holds the progress (counters, and the keys that failed or were revived) and
+//! `PATH.plan.json` the plan document (`{"digest", "plan"}`, as `lake gc --out` writes it). The
+//! plan is written once, before the first checkpoint; the checkpoint is rewritten after every
+//! group of pages, so a save costs O(failed + revived keys), not O(candidates). Format 1 embedded
+//! the plan in the checkpoint and rewrote it with every save: O(candidates x pages) bytes per
+//! apply. A format-1 checkpoint is still read (its plan is checked against its digest and
+//! persisted beside it before the next save, which writes format 2).
+//!
+//! Both documents live in local files (rewritten atomically: temporary file, fsync, rename, fsync
+//! of the folder) or in an object store (`s3://bucket/key`: a PUT, or a completed multipart
+//! upload, replaces an object atomically). Either way a crash leaves the previous or the next
+//! document, never a torn one. Loading a plan document streams it: a long candidate list spills to
+//! a local temporary file ([`crate::candidates::LOADED_LIST_BUDGET_BYTES`]).
 
 use crate::error::ObjectsError;
 use crate::plan::GcPlan;
@@ -48,6 +58,23 @@ impl CheckpointLocation {
         Ok(Self::Local(PathBuf::from(text)))
     }
 
+    /// Where the plan of the checkpoint at this location is persisted: the same name plus
+    /// [`PLAN_SUFFIX`], in the same folder or store.
+    pub fn plan_location(&self) -> Self {
+        match self {
+            Self::Local(path) => {
+                let mut name = path.as_os_str().to_os_string();
+                name.push(PLAN_SUFFIX);
+                Self::Local(PathBuf::from(name))
+            }
+            Self::Store { store, key, shown } => Self::Store {
+                store: store.clone(),
+                key: format!("{key}{PLAN_SUFFIX}"),
+                shown: format!("{shown}{PLAN_SUFFIX}"),
+            },
+        }
+    }
+
     /// The location as shown to the operator.
     pub fn display(&self) -> String {
         match self {
@@ -69,9 +96,49 @@ impl CheckpointLocation {
 
     async fn write(&self, bytes: Vec<u8>) -> Result<(), ObjectsError> {
         match self {
-            Self::Local(path) => write_local(path, &bytes),
+            Self::Local(path) => write_local(path, |out| out.write_all(&bytes)),
             Self::Store { store, key, .. } => store.put(key, bytes).await,
         }
+    }
+
+    /// Writes what `produce` streams, atomically: a local temporary file renamed into place, or
+    /// a temporary file uploaded whole.
+    async fn write_streamed(
+        &self,
+        produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), ObjectsError> {
+        match self {
+            Self::Local(path) => write_local(path, produce),
+            Self::Store { store, key, shown } => {
+                let tmp_dir = std::env::temp_dir().display().to_string();
+                let io = |source| ObjectsError::Io { path: tmp_dir.clone(), source };
+                let file = tempfile::Builder::new().prefix("lake-upload-").tempfile().map_err(io)?;
+                let mut out = std::io::BufWriter::new(file.reopen().map_err(io)?);
+                produce(&mut out)
+                    .and_then(|()| out.flush())
+                    .map_err(|source| ObjectsError::Io { path: shown.clone(), source })?;
+                store.put_file(key, file.path()).await
+            }
+        }
+    }
+
+    /// Opens the document at this location for reading (an object is downloaded to a local
+    /// temporary file first); `None` when there is none.
+    async fn open(&self) -> Result<Option<Box<dyn std::io::Read + Send>>, ObjectsError> {
+        let io = |path: String| move |source| ObjectsError::Io { path, source };
+        let file = match self {
+            Self::Local(path) => match std::fs::File::open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io(path.display().to_string())(e)),
+            },
+            Self::Store { store, key, shown } => match store.get_to_file(key).await? {
+                // The file stays readable after its name is removed.
+                Some(tmp) => tmp.reopen().map_err(io(shown.clone()))?,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(Box::new(std::io::BufReader::new(file))))
     }
 }
 
@@ -81,15 +148,17 @@ impl From<&Path> for CheckpointLocation {
     }
 }
 
-fn write_local(path: &Path, bytes: &[u8]) -> Result<(), ObjectsError> {
+fn write_local(path: &Path, produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), ObjectsError> {
     let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir).map_err(io)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
+    let tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
+    let mut out = std::io::BufWriter::new(tmp.as_file());
+    produce(&mut out).and_then(|()| out.flush()).map_err(io)?;
+    drop(out);
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     if let Ok(d) = std::fs::File::open(&dir) {
@@ -98,19 +167,23 @@ fn write_local(path: &Path, bytes: &[u8]) -> Result<(), ObjectsError> {
     Ok(())
 }
 
-/// The checkpoint format this build writes and reads.
-pub const CHECKPOINT_FORMAT_VERSION: u64 = 1;
+/// The checkpoint format this build writes. It reads format 1 too.
+pub const CHECKPOINT_FORMAT_VERSION: u64 = 2;
 
-/// Progress of applying one plan.
+/// Appended to a checkpoint's name (or key) to name its plan document.
+pub const PLAN_SUFFIX: &str = ".plan.json";
+
+/// Progress of applying one plan (format 2). The plan itself is in the plan document beside
+/// the checkpoint ([`CheckpointLocation::plan_location`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyCheckpoint {
     /// Always [`CHECKPOINT_FORMAT_VERSION`].
     pub format_version: u64,
-    /// Digest of `plan`; checked on every load.
+    /// Digest of the plan being applied; the plan document beside must hash to it.
     pub plan_digest: String,
-    /// The plan being applied.
-    pub plan: GcPlan,
+    /// Candidates in that plan.
+    pub candidates: u64,
     /// Candidates before this index have been attempted.
     pub next_index: u64,
     /// Objects deleted so far.
@@ -125,13 +198,41 @@ pub struct ApplyCheckpoint {
     pub complete: bool,
 }
 
+/// A format-1 checkpoint: the progress fields of format 2 with the plan embedded.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointV1 {
+    #[allow(dead_code)]
+    format_version: u64,
+    plan_digest: String,
+    plan: GcPlan,
+    next_index: u64,
+    deleted: u64,
+    already_gone: u64,
+    failed: Vec<String>,
+    revived: Vec<String>,
+    complete: bool,
+}
+
+/// A checkpoint read back, with the plan it applies.
+#[derive(Debug, Clone)]
+pub struct LoadedCheckpoint {
+    /// The progress.
+    pub checkpoint: ApplyCheckpoint,
+    /// The plan, checked against the checkpoint's digest.
+    pub plan: GcPlan,
+    /// False for a format-1 checkpoint, whose plan is not beside it yet: apply persists it
+    /// ([`ApplyCheckpoint::persist_plan`]) before it saves the checkpoint again.
+    pub plan_persisted: bool,
+}
+
 impl ApplyCheckpoint {
     /// A fresh checkpoint for `plan`.
-    pub fn new(plan: GcPlan) -> Self {
+    pub fn new(plan: &GcPlan) -> Self {
         Self {
             format_version: CHECKPOINT_FORMAT_VERSION,
             plan_digest: plan.digest(),
-            plan,
+            candidates: plan.candidates.len() as u64,
             next_index: 0,
             deleted: 0,
             already_gone: 0,
@@ -141,12 +242,13 @@ impl ApplyCheckpoint {
         }
     }
 
-    /// Loads the checkpoint at `location`; `None` when there is none.
+    /// Loads the checkpoint at `location` and its plan; `None` when there is no checkpoint.
     ///
     /// # Errors
-    /// [`ObjectsError::Checkpoint`] when it is unreadable, of another format version, or its plan
-    /// does not match its digest (edited).
-    pub async fn load(location: &CheckpointLocation) -> Result<Option<Self>, ObjectsError> {
+    /// [`ObjectsError::Checkpoint`] when the checkpoint is unreadable or of another format
+    /// version, when its plan document is missing or malformed, or when the plan does not hash
+    /// to the checkpoint's digest (either was edited); storage and local file errors.
+    pub async fn load(location: &CheckpointLocation) -> Result<Option<LoadedCheckpoint>, ObjectsError> {
         let shown = location.display();
         let Some(bytes) = location.read().await? else {
             return Ok(None);
@@ -156,21 +258,58 @@ impl ApplyCheckpoint {
             .map_err(|e| err(format!("not valid JSON: {e}")))?
             .get("format_version")
             .and_then(|v| v.as_u64());
-        if version != Some(CHECKPOINT_FORMAT_VERSION) {
+        let loaded = match version {
+            Some(1) => {
+                let v1: CheckpointV1 =
+                    serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
+                let checkpoint = Self {
+                    format_version: CHECKPOINT_FORMAT_VERSION,
+                    plan_digest: v1.plan_digest,
+                    candidates: v1.plan.candidates.len() as u64,
+                    next_index: v1.next_index,
+                    deleted: v1.deleted,
+                    already_gone: v1.already_gone,
+                    failed: v1.failed,
+                    revived: v1.revived,
+                    complete: v1.complete,
+                };
+                LoadedCheckpoint { checkpoint, plan: v1.plan, plan_persisted: false }
+            }
+            Some(CHECKPOINT_FORMAT_VERSION) => {
+                let checkpoint: Self =
+                    serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
+                let plan_at = location.plan_location();
+                let reader = plan_at.open().await?.ok_or_else(|| {
+                    err(format!(
+                        "its plan document {} is missing; it is written before the checkpoint and must stay beside it. Nothing was deleted from it; plan again with a new checkpoint path",
+                        plan_at.display()
+                    ))
+                })?;
+                let plan = GcPlan::read_document(reader, &plan_at.display()).map_err(|e| err(format!("its plan document is not valid: {e}")))?;
+                LoadedCheckpoint { checkpoint, plan, plan_persisted: true }
+            }
+            _ => {
+                return Err(err(format!(
+                    "format version {version:?} is not supported (this build reads 1 and {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
+                )))
+            }
+        };
+        let actual = loaded.plan.digest();
+        if actual != loaded.checkpoint.plan_digest {
             return Err(err(format!(
-                "format version {version:?} is not supported (expected {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
+                "its plan hashes to {actual} but it is bound to {}; the checkpoint or its plan document was edited. Nothing was deleted",
+                loaded.checkpoint.plan_digest
             )));
         }
-        let cp: Self = serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
-        let actual = cp.plan.digest();
-        if actual != cp.plan_digest {
+        if loaded.checkpoint.candidates != loaded.plan.candidates.len() as u64 {
             return Err(err(format!(
-                "its plan hashes to {actual} but it is bound to {}; the checkpoint was edited. Nothing was deleted",
-                cp.plan_digest
+                "it records {} candidates but its plan has {}; it was edited. Nothing was deleted",
+                loaded.checkpoint.candidates,
+                loaded.plan.candidates.len()
             )));
         }
-        cp.plan.check_format().map_err(err)?;
-        Ok(Some(cp))
+        loaded.plan.check_format().map_err(err)?;
+        Ok(Some(loaded))
     }
 
     /// Writes the checkpoint atomically and durably.
@@ -180,5 +319,16 @@ impl ApplyCheckpoint {
     pub async fn save(&self, location: &CheckpointLocation) -> Result<(), ObjectsError> {
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| ObjectsError::storage(location.display(), e))?;
         location.write(bytes).await
+    }
+
+    /// Writes `plan`'s document beside the checkpoint at `location`
+    /// ([`CheckpointLocation::plan_location`]), atomically and durably, streaming a spilled
+    /// candidate list. Apply calls it once, before the checkpoint is first saved.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Io`] or [`ObjectsError::Storage`].
+    pub async fn persist_plan(plan: &GcPlan, location: &CheckpointLocation) -> Result<(), ObjectsError> {
+        let at = location.plan_location();
+        at.write_streamed(|out| plan.write_document(out)).await
     }
 }

@@ -143,8 +143,19 @@ impl GcPlan {
     /// [`ObjectsError::Corrupt`] when the document is malformed, of another format version, or
     /// its digest does not match its content (an edited plan).
     pub fn from_document(bytes: &[u8], path: &str) -> Result<Self, ObjectsError> {
+        Self::read_document(bytes, path)
+    }
+
+    /// Reads a plan document from `reader` (buffer it) and checks its digest and format,
+    /// streaming: a long candidate list spills to a temporary file as it is read (see
+    /// [`CandidateList`]'s deserialisation), and the digest is computed from that list.
+    ///
+    /// # Errors
+    /// As [`GcPlan::from_document`]; candidates out of ascending key order are refused as
+    /// malformed.
+    pub fn read_document(reader: impl std::io::Read, path: &str) -> Result<Self, ObjectsError> {
         let corrupt = |m: String| ObjectsError::Corrupt { path: path.to_string(), what: "GC plan", message: m };
-        let doc: PlanDocument = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+        let doc: PlanDocument = serde_json::from_reader(reader).map_err(|e| corrupt(e.to_string()))?;
         doc.plan.check_format().map_err(corrupt)?;
         let actual = doc.plan.digest();
         if actual != doc.digest {

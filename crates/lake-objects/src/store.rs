@@ -180,6 +180,56 @@ impl LakeStore {
         }
     }
 
+    /// Downloads the object at `key` into a new local temporary file, streaming (memory: one
+    /// chunk of the response); `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] for a failed request, [`ObjectsError::Io`] for the local file.
+    pub async fn get_to_file(&self, key: &str) -> Result<Option<tempfile::NamedTempFile>, ObjectsError> {
+        use futures::StreamExt;
+        use std::io::Write;
+        let result = match self.store.get(&self.path(key)).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(ObjectsError::storage(key, e)),
+        };
+        let tmp_dir = std::env::temp_dir().display().to_string();
+        let io = |source| ObjectsError::Io { path: tmp_dir.clone(), source };
+        let mut file = tempfile::Builder::new().prefix("lake-download-").tempfile().map_err(io)?;
+        let mut stream = result.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ObjectsError::storage(key, e))?;
+            file.write_all(&chunk).map_err(io)?;
+        }
+        file.flush().map_err(io)?;
+        Ok(Some(file))
+    }
+
+    /// Uploads the local file `source` to `key`, replacing what is there, streaming (a
+    /// multipart upload past object_store's `BufWriter` capacity). The object appears whole or
+    /// not at all (S3 publishes a multipart upload when it is completed).
+    ///
+    /// # Errors
+    /// [`ObjectsError::Io`] when the file cannot be read, [`ObjectsError::Storage`] when the
+    /// upload fails (it is aborted).
+    pub async fn put_file(&self, key: &str, source: &std::path::Path) -> Result<(), ObjectsError> {
+        use tokio::io::AsyncWriteExt;
+        let mut file = tokio::fs::File::open(source)
+            .await
+            .map_err(|e| ObjectsError::Io { path: source.display().to_string(), source: e })?;
+        let mut writer = object_store::buffered::BufWriter::new(self.store.clone(), self.path(key));
+        let copied = tokio::io::copy(&mut file, &mut writer).await;
+        let finished = match copied {
+            Ok(_) => writer.shutdown().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = finished {
+            let _ = writer.abort().await;
+            return Err(ObjectsError::storage(key, e));
+        }
+        Ok(())
+    }
+
     /// Writes `bytes` at `key`, replacing what is there.
     ///
     /// # Errors

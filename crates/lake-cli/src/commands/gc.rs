@@ -326,20 +326,21 @@ pub async fn run_gc(
         None => latest_cutoff,
     };
     if let Some(path) = &req.checkpoint {
-        if let Some(cp) = ApplyCheckpoint::load(path).await? {
-            if cp.plan.min_age_seconds != req.min_age.as_secs() {
+        if let Some(loaded) = ApplyCheckpoint::load(path).await? {
+            let recorded = &loaded.plan;
+            if recorded.min_age_seconds != req.min_age.as_secs() {
                 return Err(CliError::Refused(format!(
                     "checkpoint {} records a plan made with --min-age {}s, not {}s; resume with the same --min-age, or use a new checkpoint path for a new plan",
                     path.display(),
-                    cp.plan.min_age_seconds,
+                    recorded.min_age_seconds,
                     req.min_age.as_secs()
                 )));
             }
-            if cp.plan.root != store.root().to_string() {
+            if recorded.root != store.root().to_string() {
                 return Err(CliError::Refused(format!(
                     "checkpoint {} belongs to lake {}, not {}",
                     path.display(),
-                    cp.plan.root,
+                    recorded.root,
                     store.root()
                 )));
             }
@@ -347,7 +348,7 @@ pub async fn run_gc(
             let started = std::time::Instant::now();
             let report = apply(engine, &deleter, path, None, &req.apply).await?;
             return Ok(GcReport {
-                plan: report.checkpoint.plan.clone(),
+                plan: report.plan.clone(),
                 stats: None,
                 clock,
                 policy: descriptor.clone(),
@@ -360,8 +361,8 @@ pub async fn run_gc(
     }
     if let Some(file) = &req.plan {
         let shown = file.display().to_string();
-        let bytes = std::fs::read(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
-        let saved = GcPlan::from_document(&bytes, &shown)?;
+        let reader = std::fs::File::open(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
+        let saved = GcPlan::read_document(std::io::BufReader::new(reader), &shown)?;
         if saved.root != store.root().to_string() {
             return Err(CliError::Refused(format!(
                 "plan {shown} is for lake {}, not {}; nothing was deleted",

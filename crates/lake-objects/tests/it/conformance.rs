@@ -7,7 +7,7 @@
 use chrono::Utc;
 use lake_engine::memory::MemoryEngine;
 use lake_objects::apply::{apply, ApplyOptions};
-use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::clock::read_store_clock;
 use lake_objects::deleter::{DeleteOutcome, ObjectDeleter, StoreDeleter};
 use lake_objects::inventory::{self, ObjectInventory};
@@ -202,6 +202,20 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     .await
     .unwrap();
     assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
+    // The plan (its candidates spilled past the budget of 3 bytes) was persisted once beside
+    // the checkpoint, which holds only the progress.
+    assert!(p.candidates.is_spilled());
+    let loaded = ApplyCheckpoint::load(&checkpoint).await.unwrap().unwrap();
+    assert_eq!((&loaded.plan, loaded.plan_persisted, loaded.checkpoint.next_index), (&p, true, 3));
+    // An apply begun by an earlier build (format 1: the plan inside the checkpoint, no plan
+    // document) resumes: its plan is persisted beside it first.
+    let mut v1 = serde_json::to_value(&loaded.checkpoint).unwrap();
+    v1["format_version"] = 1.into();
+    v1["plan"] = serde_json::to_value(&p).unwrap();
+    v1.as_object_mut().unwrap().remove("candidates");
+    write_raw(&checkpoint, serde_json::to_vec(&v1).unwrap()).await;
+    remove_raw(&checkpoint.plan_location()).await;
+    assert!(!ApplyCheckpoint::load(&checkpoint).await.unwrap().unwrap().plan_persisted);
     let rest = apply(
         &engine,
         &deleter,
@@ -216,8 +230,25 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     for k in &keys {
         assert!(store.head(k).await.unwrap().is_none(), "{k}");
     }
+    let loaded = ApplyCheckpoint::load(&checkpoint).await.unwrap().unwrap();
+    assert!(loaded.plan_persisted && loaded.checkpoint.complete);
     let again = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions::default()).await.unwrap();
     assert!(again.was_complete);
+}
+
+/// Replaces the document at `at` with `bytes`, as an older build or an operator would.
+async fn write_raw(at: &CheckpointLocation, bytes: Vec<u8>) {
+    match at {
+        CheckpointLocation::Local(path) => std::fs::write(path, bytes).unwrap(),
+        CheckpointLocation::Store { store, key, .. } => store.put(key, bytes).await.unwrap(),
+    }
+}
+
+async fn remove_raw(at: &CheckpointLocation) {
+    match at {
+        CheckpointLocation::Local(path) => std::fs::remove_file(path).unwrap(),
+        CheckpointLocation::Store { store, key, .. } => store.delete(key).await.unwrap(),
+    }
 }
 
 /// Runs every check, each on a fresh store from `open`.

@@ -1,7 +1,7 @@
 //! Plans and checkpoints refuse edits, other formats and other plans.
 
 use lake_objects::candidates::CandidateList;
-use lake_objects::checkpoint::ApplyCheckpoint;
+use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation, CHECKPOINT_FORMAT_VERSION};
 use lake_objects::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use lake_objects::ObjectsError;
 
@@ -42,26 +42,86 @@ fn plan_documents_round_trip_and_refuse_edits() {
 }
 
 #[tokio::test]
-async fn checkpoints_refuse_edits_and_other_formats() {
+async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_formats() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.json");
-    let loc = lake_objects::checkpoint::CheckpointLocation::from(path.as_path());
+    let plan_path = dir.path().join("c.json.plan.json");
+    let loc = CheckpointLocation::from(path.as_path());
     assert!(ApplyCheckpoint::load(&loc).await.unwrap().is_none());
-    let cp = ApplyCheckpoint::new(sample());
-    cp.save(&loc).await.unwrap();
-    assert_eq!(ApplyCheckpoint::load(&loc).await.unwrap().unwrap(), cp);
+    let plan = sample();
+    let cp = ApplyCheckpoint::new(&plan);
 
-    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // A checkpoint whose plan document is missing is refused, naming the document.
+    cp.save(&loc).await.unwrap();
+    let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
+    assert!(err.contains("c.json.plan.json") && err.contains("missing"), "{err}");
+
+    ApplyCheckpoint::persist_plan(&plan, &loc).await.unwrap();
+    let loaded = ApplyCheckpoint::load(&loc).await.unwrap().unwrap();
+    assert_eq!((&loaded.checkpoint, &loaded.plan, loaded.plan_persisted), (&cp, &plan, true));
+    // The plan document is the `--out` document; the checkpoint holds no candidate.
+    assert_eq!(std::fs::read(&plan_path).unwrap(), plan.to_document());
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("objects/"));
+
+    // A plan document edited in place no longer matches its own digest.
+    let mut v: serde_json::Value = serde_json::from_slice(&plan.to_document()).unwrap();
     v["plan"]["candidates"][0]["uri"] = "objects/01J00000000000000000000000/live".into();
+    std::fs::write(&plan_path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
+    assert!(err.contains("plan document is not valid") && err.contains("edited"), "{err}");
+
+    // Another valid plan put in its place does not match the checkpoint's digest.
+    let mut other = sample();
+    other.min_age_seconds += 1;
+    std::fs::write(&plan_path, other.to_document()).unwrap();
+    let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
+    assert!(err.contains("bound to") && err.contains("edited"), "{err}");
+    ApplyCheckpoint::persist_plan(&plan, &loc).await.unwrap();
+
+    // A checkpoint whose candidate count was edited.
+    let mut v: serde_json::Value = serde_json::to_value(&cp).unwrap();
+    v["candidates"] = 2.into();
     std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
-    let err = ApplyCheckpoint::load(&loc).await.unwrap_err();
-    assert!(err.to_string().contains("edited"), "{err}");
+    assert!(ApplyCheckpoint::load(&loc).await.unwrap_err().to_string().contains("records 2 candidates"));
 
     let mut v: serde_json::Value = serde_json::to_value(&cp).unwrap();
-    v["format_version"] = 2.into();
+    v["format_version"] = 9.into();
     std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
     assert!(ApplyCheckpoint::load(&loc).await.unwrap_err().to_string().contains("format version"));
 
     std::fs::write(&path, b"garbage").unwrap();
     assert!(matches!(ApplyCheckpoint::load(&loc).await, Err(ObjectsError::Checkpoint { .. })));
+}
+
+/// A format-1 checkpoint (the plan embedded, as earlier builds wrote it) is still read, and
+/// its embedded plan is checked against its digest.
+#[tokio::test]
+async fn a_format_1_checkpoint_is_read_with_its_embedded_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.json");
+    let loc = CheckpointLocation::from(path.as_path());
+    let plan = sample();
+    let v1 = serde_json::json!({
+        "format_version": 1,
+        "plan_digest": plan.digest(),
+        "plan": plan,
+        "next_index": 1,
+        "deleted": 1,
+        "already_gone": 0,
+        "failed": [],
+        "revived": [],
+        "complete": true,
+    });
+    std::fs::write(&path, serde_json::to_vec_pretty(&v1).unwrap()).unwrap();
+    let loaded = ApplyCheckpoint::load(&loc).await.unwrap().unwrap();
+    assert!(!loaded.plan_persisted);
+    assert_eq!(loaded.plan, plan);
+    assert_eq!(loaded.checkpoint.format_version, CHECKPOINT_FORMAT_VERSION);
+    assert_eq!((loaded.checkpoint.next_index, loaded.checkpoint.deleted, loaded.checkpoint.candidates), (1, 1, 1));
+    assert!(loaded.checkpoint.complete);
+
+    let mut edited = v1.clone();
+    edited["plan"]["candidates"][0]["size"] = 4.into();
+    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    assert!(ApplyCheckpoint::load(&loc).await.unwrap_err().to_string().contains("edited"));
 }
