@@ -1,7 +1,7 @@
 //! `lake gc`: dry run, apply, resume.
 
 use crate::cli::GcArgs;
-use crate::commands::{open_lake, print_json};
+use crate::commands::open_lake;
 use crate::error::{parse_duration, CliError};
 use chrono::{DateTime, Utc};
 use lake_lance::LanceEngine;
@@ -66,8 +66,38 @@ pub struct GcReport {
     pub apply_seconds: f64,
 }
 
+/// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
+/// candidate array streamed from its list (a spilled list is read once, never loaded whole).
+/// Keys are in ascending order, as in every other `--json` object.
+pub struct JsonReport<'a>(pub &'a GcReport);
+
+impl serde::Serialize for JsonReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = match self.0.to_json() {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let mut map = serializer.serialize_map(Some(fields.len() + 1))?;
+        let mut candidates = Some(&self.0.plan.candidates);
+        for (key, value) in &fields {
+            if key.as_str() > "candidates" {
+                if let Some(list) = candidates.take() {
+                    map.serialize_entry("candidates", list)?;
+                }
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if let Some(list) = candidates {
+            map.serialize_entry("candidates", list)?;
+        }
+        map.end()
+    }
+}
+
 impl GcReport {
-    /// The `--json` object.
+    /// The `--json` object without its `candidates` array (see [`JsonReport`], which adds it
+    /// streamed).
     pub fn to_json(&self) -> Value {
         let p = &self.plan;
         let mut v = json!({
@@ -83,7 +113,6 @@ impl GcReport {
             "basis": p.basis,
             "candidate_count": p.candidates.len(),
             "candidate_bytes": p.candidate_bytes(),
-            "candidates": p.candidates,
             "resumed": self.resumed,
             "plan_seconds": self.plan_seconds,
             "apply_seconds": self.apply_seconds,
@@ -464,7 +493,13 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Io { path: path.display().to_string(), source: e })?;
     }
     if args.json {
-        print_json(&report.to_json());
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        let written = serde_json::to_writer(&mut out, &JsonReport(&report))
+            .map_err(std::io::Error::other)
+            .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
+            .and_then(|()| std::io::Write::flush(&mut out));
+        written.map_err(|e| CliError::Io { path: "standard output".into(), source: e })?;
     } else {
         print!("{}", report.to_text());
     }

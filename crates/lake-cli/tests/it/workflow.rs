@@ -60,8 +60,14 @@ fn operator_walkthrough() {
     let p2 = dir.path().join("p2.json");
     ok(&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff, "--out", p1.to_str().unwrap()]);
     let spilled = ["--memory-budget-mib", "0", "--out", p2.to_str().unwrap()];
-    ok(&[&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff][..], &spilled].concat());
+    let spilled_json =
+        json(&ok(&[&["gc", &root, "--min-age", "4s", "--cutoff", &cutoff, "--json"][..], &spilled].concat()));
     assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap());
+    // `--json` streams the spilled candidate list: the same candidates as the plan document.
+    let document: serde_json::Value = serde_json::from_slice(&std::fs::read(&p1).unwrap()).unwrap();
+    assert_eq!(spilled_json["candidates"], document["plan"]["candidates"]);
+    assert_eq!(spilled_json["candidates"].as_array().map(Vec::len), Some(3));
+    assert_eq!(spilled_json["digest"], document["digest"]);
 
     let before = object_files(Path::new(&root));
     let ckpt = dir.path().join("gc.ckpt");
