@@ -664,7 +664,16 @@ impl Engine for LanceEngine {
         location: &TableLocation,
         version: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError> {
-        let (lineage, sidecars) = self.lineage_and_sidecars(&location.name).await?;
-        added_after(&location.name, version, lineage.latest_version, &sidecars)
+        // Only the entries newer than `version` are kept (the rest is read for the chain check).
+        let mut newer = Sidecars::new();
+        let lineage = self
+            .read_lineage(&location.name, true, |v, entry| {
+                if v > version {
+                    newer.insert(v, entry);
+                }
+                Ok(())
+            })
+            .await?;
+        added_after(&location.name, version, lineage.latest_version, &newer)
     }
 }

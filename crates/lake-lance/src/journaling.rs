@@ -275,21 +275,34 @@ impl OldestKey {
         let shas = arrays[1].as_any().downcast_ref::<FixedSizeBinaryArray>();
         let sizes = arrays[2].as_any().downcast_ref::<UInt64Array>();
         let (Some(uris), Some(shas), Some(sizes)) = (uris, shas, sizes) else { return false };
+        if shas.value_length() != 32 {
+            return false;
+        }
+        // Only the key is read per row; the SHA-256 and size only of a row that becomes the oldest.
         for row in 0..uris.len() {
+            let uri = uris.value(row);
+            let Some(rank) = self.older_rank(uri) else { continue };
             let Ok(sha) = <&[u8; 32]>::try_from(shas.value(row)) else { return false };
-            self.offer(uris.value(row), sha, sizes.value(row));
+            self.take(rank, uri, sha, sizes.value(row));
         }
         true
     }
 
     fn offer(&mut self, uri: &str, sha256: &[u8; 32], size: u64) {
-        let Some(segment) = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().first_chunk::<26>()) else {
-            return;
-        };
-        let rank = ulid_rank(segment);
-        if self.rank.is_some_and(|current| rank >= current) {
-            return;
+        if let Some(rank) = self.older_rank(uri) {
+            self.take(rank, uri, sha256, size);
         }
+    }
+
+    /// The rank of `uri`'s ULID segment when it sorts before the oldest so far.
+    fn older_rank(&self, uri: &str) -> Option<(u128, u128)> {
+        let segment = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().first_chunk::<26>())?;
+        let rank = ulid_rank(segment);
+        self.rank.is_none_or(|current| rank < current).then_some(rank)
+    }
+
+    /// Makes `uri` the oldest when it is a managed key.
+    fn take(&mut self, rank: (u128, u128), uri: &str, sha256: &[u8; 32], size: u64) {
         if parse_managed_key(uri).is_some() {
             self.rank = Some(rank);
             self.identity = Some(ObjectIdentity::new(uri, *sha256, size));
@@ -328,6 +341,34 @@ mod tests {
         for pair in segments.windows(2) {
             assert_eq!(ulid_rank(&pair[0]).cmp(&ulid_rank(&pair[1])), pair[0].cmp(&pair[1]));
         }
+    }
+
+    /// Whole arrays give the same oldest identity as offering their rows one by one.
+    #[test]
+    fn arrays_and_rows_agree_on_the_oldest() {
+        use arrow_array::{ArrayRef, FixedSizeBinaryArray, StringArray, UInt64Array};
+        let uris: Vec<String> = (0..300u32)
+            .map(|i| match i % 5 {
+                0 => format!("objects/01J{:023}/x", (i * 7919) % 1000),
+                1 => format!("objects/01J{:023}", (i * 104729) % 1000), // no name: not managed
+                2 => "tables/t.lance/data/f".to_string(),
+                _ => format!("objects/01K{:023}/y", (i * 31) % 997),
+            })
+            .collect();
+        let shas: Vec<[u8; 32]> = (0..300u32).map(|i| [i as u8; 32]).collect();
+        let arrays: [ArrayRef; 3] = [
+            Arc::new(StringArray::from_iter_values(&uris)),
+            Arc::new(FixedSizeBinaryArray::try_from_iter(shas.iter()).unwrap()),
+            Arc::new(UInt64Array::from_iter_values(0..300)),
+        ];
+        let mut whole = OldestKey::default();
+        assert!(whole.offer_arrays(&arrays));
+        let mut rows = OldestKey::default();
+        for (i, uri) in uris.iter().enumerate() {
+            rows.offer(uri, &shas[i], i as u64);
+        }
+        assert!(whole.identity.is_some());
+        assert_eq!(whole.identity, rows.identity);
     }
 
     #[test]
