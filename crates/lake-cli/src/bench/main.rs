@@ -38,11 +38,12 @@ pub struct Args {
     /// Measurements per side; a ratio is the median of the per-pair ratios.
     #[arg(long, default_value_t = 7)]
     pub repeat: usize,
-    /// Skip the S3 figure even when LocalStack is configured.
+    /// Skip the S3 figures even when LocalStack is configured.
     #[arg(long)]
     pub skip_s3: bool,
     /// Run only these groups of figures (comma-separated): append (throughput and peak RSS),
-    /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack).
+    /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack), and
+    /// plan-s3 (the speedup on LocalStack S3, about 4 minutes here: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
@@ -60,6 +61,9 @@ pub enum Group {
     Append,
     /// `plan_speedup_vs_full_scan`, `plan_vs_listing_ratio`, `plan_peak_rss_growth_10x`.
     Plan,
+    /// `plan_speedup_vs_full_scan_s3`: the planning speedup on LocalStack S3 (not run by default:
+    /// a full scan of 100 versions there takes about 35 s).
+    PlanS3,
     /// `bulk_delete_speedup`.
     Delete,
 }
@@ -115,6 +119,13 @@ async fn run(args: &Args) -> Result<(), String> {
     }
     if wanted(Group::Plan) {
         plan::figures(args).await?;
+    }
+    if args.only.contains(&Group::PlanS3) {
+        if args.skip_s3 {
+            println!("# plan_speedup_vs_full_scan_s3 skipped (--skip-s3)");
+        } else {
+            plan::s3_speedup(args).await?;
+        }
     }
     if !wanted(Group::Delete) {
     } else if args.skip_s3 {

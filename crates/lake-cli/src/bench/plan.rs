@@ -148,3 +148,36 @@ pub async fn figures(args: &Args) -> Result<(), String> {
     println!("plan_peak_rss_growth_10x: {:.3}", b as f64 / a.max(1) as f64);
     Ok(())
 }
+
+/// Prints `plan_speedup_vs_full_scan_s3`: the same comparison as `plan_speedup_vs_full_scan` on a
+/// planning lake of the same sizes in LocalStack S3, where a listing is one request per 1000 keys
+/// and every version scan reads its manifest and data files over HTTP. At most 3 pairs (a full
+/// scan there takes several seconds). Skipped without LocalStack.
+pub async fn s3_speedup(args: &Args) -> Result<(), String> {
+    let Ok(bucket) = std::env::var("LAKE_TEST_S3_BUCKET") else {
+        println!("# plan_speedup_vs_full_scan_s3 skipped: no LocalStack (run under scripts/localstack.sh run -- ...)");
+        return Ok(());
+    };
+    let root = format!("s3://{bucket}/bench-{}/plan", ulid::Ulid::new().to_string().to_lowercase());
+    let started = Instant::now();
+    planning_lake(&root, args.objects, args.versions).await?;
+    println!(
+        "# planning lake on LocalStack S3: {} objects, {} retained versions, built in {:.1}s",
+        args.objects,
+        args.versions,
+        started.elapsed().as_secs_f64()
+    );
+    let (mut journal, mut scan) = (Vec::new(), Vec::new());
+    for _ in 0..args.repeat.clamp(1, 3) {
+        let (t, c1) = plan_once(&root, args.memory_budget_kib).await?;
+        journal.push(t);
+        let (t, c2) = scan_plan_once(&root).await?;
+        scan.push(t);
+        if c1 != c2 {
+            return Err(format!("on S3 the journal plan has {c1} candidates but the scan plan {c2}"));
+        }
+    }
+    println!("# planning samples on S3 (s): by journal [{}], by full scan [{}]", seconds(&journal), seconds(&scan));
+    println!("plan_speedup_vs_full_scan_s3: {:.2}", median_ratio(&scan, &journal));
+    Ok(())
+}
