@@ -557,14 +557,16 @@ impl LanceEngine {
         Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems })
     }
 
-    /// The versions of `table` that still exist (ascending; Lance's `Dataset::versions()`) and
-    /// its latest version.
+    /// The versions of `table` that still exist (ascending; Lance's manifest listing,
+    /// `Dataset::version_refs()`) and its latest version.
     ///
     /// # Errors
     /// Lance errors; [`LanceEngineError::NoSuchTable`].
     pub(crate) async fn retained_versions(&self, table: &str) -> Result<(Vec<u64>, u64), LanceEngineError> {
         let ds = self.open(table).await?;
-        let versions = ds.versions().await.map_err(|source| LanceEngineError::Lance {
+        // The manifest listing alone (`version_refs`: one LIST request per 1000 versions on S3),
+        // not `versions`, which also reads every manifest (one GET per version).
+        let versions = ds.version_refs().await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action: "list versions",
             source,

@@ -17,8 +17,10 @@
 //!    each hold at most `memory_budget`.
 //!
 //! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of
-//! [`PREFETCH_PAGES`] pages): when the listing happens does not matter to safety, because only
-//! objects older than the cutoff can be candidates and they existed before it was fixed.
+//! [`prefetch_pages`] pages, an eighth of the memory budget): when the listing happens does not
+//! matter to safety, because only objects older than the cutoff can be candidates and they existed
+//! before it was fixed. On S3, where both the journal phase and the listing wait on requests, a
+//! plan then costs about the longer of the two instead of their sum.
 
 use crate::candidates::CandidateWriter;
 use crate::error::ObjectsError;
@@ -30,9 +32,22 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use lake_engine::{Engine, EngineError, PageRequest, RetainedRoots};
 use std::time::Duration;
 
-/// Inventory pages listed ahead of the sweep while the live set is read (at most this many
-/// pages are held: about 100 KB each at 1000 keys).
-pub const PREFETCH_PAGES: usize = 4;
+/// Fewest inventory pages listed ahead of the sweep while the live set is read.
+pub const MIN_PREFETCH_PAGES: usize = 4;
+/// Most inventory pages listed ahead of the sweep (about 8 MiB at 1000 keys a page).
+pub const MAX_PREFETCH_PAGES: usize = 64;
+/// Bytes one listed entry is counted for in a prefetched page (its key, size and time, and the
+/// allocation's overhead).
+const PREFETCH_ENTRY_BYTES: usize = 128;
+
+/// How many inventory pages of `page_size` entries the listing may hold ahead of the sweep: an
+/// eighth of `memory_budget` bytes, between [`MIN_PREFETCH_PAGES`] and [`MAX_PREFETCH_PAGES`].
+/// With `lake gc`'s default budget (256 MiB, half of it here) and 1000 keys a page, 64 pages:
+/// 64,000 keys listed while the journal is read.
+pub fn prefetch_pages(memory_budget: usize, page_size: usize) -> usize {
+    (memory_budget / 8 / page_size.max(1).saturating_mul(PREFETCH_ENTRY_BYTES))
+        .clamp(MIN_PREFETCH_PAGES, MAX_PREFETCH_PAGES)
+}
 
 /// What to plan.
 #[derive(Debug, Clone)]
@@ -91,12 +106,13 @@ pub async fn plan(
     let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
     let mut stats = PlanStats::default();
     // The listing runs concurrently with reading lineage and the live set: a producer fills a
-    // channel of at most PREFETCH_PAGES pages (bounded memory) while the journal is read; the sweep
+    // channel of at most `prefetch_pages` pages (bounded memory) while the journal is read; the sweep
     // then consumes them in key order. Listing before or during the lineage read is as safe as
     // after it: only objects older than the cutoff can be candidates, and those existed before
     // the cutoff was fixed. Dropping the receiver (a young key, or incomplete lineage) stops it.
-    let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, ObjectsError>>(PREFETCH_PAGES);
     let page_size = options.inventory_page_size.max(1);
+    let prefetch = prefetch_pages(options.memory_budget, page_size);
+    let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, ObjectsError>>(prefetch);
     let producer = async move {
         let mut sender = sender;
         let mut after: Option<String> = None;
@@ -226,4 +242,17 @@ pub async fn plan(
         candidates,
     };
     Ok((plan, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefetch_is_an_eighth_of_the_budget_within_bounds() {
+        assert_eq!(prefetch_pages(0, 1000), MIN_PREFETCH_PAGES);
+        assert_eq!(prefetch_pages(8 * 10 * 1000 * 128, 1000), 10);
+        assert_eq!(prefetch_pages(128 << 20, 1000), MAX_PREFETCH_PAGES);
+        assert_eq!(prefetch_pages(usize::MAX, 0), MAX_PREFETCH_PAGES);
+    }
 }

@@ -52,7 +52,7 @@ pub async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
     for location in engine.tables().await.map_err(|e| e.to_string())?.tables {
         // The retained versions from Lance alone (`engine.versions` would also decode the journal).
         let ds = engine.open(&location.name).await.map_err(|e| e.to_string())?;
-        for v in ds.versions().await.map_err(|e| e.to_string())? {
+        for v in ds.version_refs().await.map_err(|e| e.to_string())? {
             let counts = engine.scan_version(&location.name, v.version).await.map_err(|e| e.to_string())?;
             live.extend(counts.iter().map(|(id, _)| id.uri.clone()));
         }
