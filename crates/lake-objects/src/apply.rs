@@ -17,7 +17,7 @@
 //! Candidates are read in one sequential pass from where the checkpoint stopped
 //! ([`crate::candidates::CandidateCursor`]), so a spilled candidate list is never loaded whole.
 
-use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
+use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation, LoadedCheckpoint};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::failpoint;
@@ -85,26 +85,40 @@ pub async fn apply(
     plan: Option<&GcPlan>,
     options: &ApplyOptions,
 ) -> Result<ApplyReport, ObjectsError> {
+    let loaded = ApplyCheckpoint::load(checkpoint_path).await?;
+    apply_loaded(engine, deleter, checkpoint_path, loaded, plan, options).await
+}
+
+/// [`apply`] with the checkpoint at `checkpoint_path` already loaded by the caller
+/// ([`ApplyCheckpoint::load`]; `None` when there is none), so that a caller that inspects it
+/// first (the CLI checks its root and horizon) reads the checkpoint and its plan once.
+///
+/// # Errors
+/// As [`apply`].
+pub async fn apply_loaded(
+    engine: &dyn Engine,
+    deleter: &dyn ObjectDeleter,
+    checkpoint_path: &CheckpointLocation,
+    loaded: Option<LoadedCheckpoint>,
+    plan: Option<&GcPlan>,
+    options: &ApplyOptions,
+) -> Result<ApplyReport, ObjectsError> {
     let shown = checkpoint_path.display();
-    let (mut cp, plan) = match (ApplyCheckpoint::load(checkpoint_path).await?, plan) {
-        (Some(loaded), Some(p)) if loaded.checkpoint.plan_digest != p.digest() => {
-            return Err(ObjectsError::Checkpoint {
-                path: shown,
-                message: format!(
-                    "it records the apply of plan {} but this run's plan is {}; resume with the same plan, or choose a new checkpoint path for a new plan",
-                    loaded.checkpoint.plan_digest,
-                    p.digest()
-                ),
-            })
-        }
-        (Some(loaded), _) => {
-            if !loaded.plan_persisted {
-                // A format-1 checkpoint: its plan goes beside it before it is saved as format 2.
-                ApplyCheckpoint::persist_plan(&loaded.plan, checkpoint_path).await?;
-                loaded.checkpoint.save(checkpoint_path).await?;
+    let (mut cp, plan) = match (loaded, plan) {
+        (Some(loaded), Some(p)) => {
+            let digest = p.digest();
+            if loaded.checkpoint.plan_digest != digest {
+                return Err(ObjectsError::Checkpoint {
+                    path: shown,
+                    message: format!(
+                        "it records the apply of plan {} but this run's plan is {digest}; resume with the same plan, or choose a new checkpoint path for a new plan",
+                        loaded.checkpoint.plan_digest,
+                    ),
+                });
             }
-            (loaded.checkpoint, loaded.plan)
+            resume(loaded, checkpoint_path).await?
         }
+        (Some(loaded), None) => resume(loaded, checkpoint_path).await?,
         (None, Some(p)) => {
             if !p.lineage_complete {
                 return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
@@ -204,6 +218,19 @@ pub async fn apply(
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;
     Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false })
+}
+
+/// The progress and plan of a loaded checkpoint; a format-1 checkpoint's plan is first written
+/// beside it, and the checkpoint saved again as format 2.
+async fn resume(
+    loaded: LoadedCheckpoint,
+    checkpoint_path: &CheckpointLocation,
+) -> Result<(ApplyCheckpoint, GcPlan), ObjectsError> {
+    if !loaded.plan_persisted {
+        ApplyCheckpoint::persist_plan(&loaded.plan, checkpoint_path).await?;
+        loaded.checkpoint.save(checkpoint_path).await?;
+    }
+    Ok((loaded.checkpoint, loaded.plan))
 }
 
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {

@@ -96,15 +96,6 @@ impl CandidateList {
         matches!(self.repr, Repr::Spilled(_))
     }
 
-    /// The candidates when they are in memory; `None` for a spilled list (see
-    /// [`CandidateList::cursor`]).
-    pub fn as_slice(&self) -> Option<&[Candidate]> {
-        match &self.repr {
-            Repr::Memory(v) => Some(v),
-            Repr::Spilled(_) => None,
-        }
-    }
-
     /// Visits the candidates in order until `visit` breaks.
     ///
     /// # Errors

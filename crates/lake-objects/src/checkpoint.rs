@@ -258,7 +258,8 @@ impl ApplyCheckpoint {
             .map_err(|e| err(format!("not valid JSON: {e}")))?
             .get("format_version")
             .and_then(|v| v.as_u64());
-        let loaded = match version {
+        // Each arm gives the checkpoint, its plan and the plan's digest (hashed once).
+        let (loaded, actual) = match version {
             Some(1) => {
                 let v1: CheckpointV1 =
                     serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
@@ -273,7 +274,8 @@ impl ApplyCheckpoint {
                     revived: v1.revived,
                     complete: v1.complete,
                 };
-                LoadedCheckpoint { checkpoint, plan: v1.plan, plan_persisted: false }
+                let digest = v1.plan.digest();
+                (LoadedCheckpoint { checkpoint, plan: v1.plan, plan_persisted: false }, digest)
             }
             Some(CHECKPOINT_FORMAT_VERSION) => {
                 let checkpoint: Self =
@@ -285,8 +287,10 @@ impl ApplyCheckpoint {
                         plan_at.display()
                     ))
                 })?;
-                let plan = GcPlan::read_document(reader, &plan_at.display()).map_err(|e| err(format!("its plan document is not valid: {e}")))?;
-                LoadedCheckpoint { checkpoint, plan, plan_persisted: true }
+                // The document's own digest is checked against its plan as it is read.
+                let (plan, digest) = GcPlan::read_document_and_digest(reader, &plan_at.display())
+                    .map_err(|e| err(format!("its plan document is not valid: {e}")))?;
+                (LoadedCheckpoint { checkpoint, plan, plan_persisted: true }, digest)
             }
             _ => {
                 return Err(err(format!(
@@ -294,7 +298,6 @@ impl ApplyCheckpoint {
                 )))
             }
         };
-        let actual = loaded.plan.digest();
         if actual != loaded.checkpoint.plan_digest {
             return Err(err(format!(
                 "its plan hashes to {actual} but it is bound to {}; the checkpoint or its plan document was edited. Nothing was deleted",

@@ -154,6 +154,15 @@ impl GcPlan {
     /// As [`GcPlan::from_document`]; candidates out of ascending key order are refused as
     /// malformed.
     pub fn read_document(reader: impl std::io::Read, path: &str) -> Result<Self, ObjectsError> {
+        Self::read_document_and_digest(reader, path).map(|(plan, _)| plan)
+    }
+
+    /// As [`GcPlan::read_document`], also returning the digest it checked (so that a caller
+    /// comparing it with another record does not hash the plan again).
+    ///
+    /// # Errors
+    /// As [`GcPlan::read_document`].
+    pub fn read_document_and_digest(reader: impl std::io::Read, path: &str) -> Result<(Self, String), ObjectsError> {
         let corrupt = |m: String| ObjectsError::Corrupt { path: path.to_string(), what: "GC plan", message: m };
         let doc: PlanDocument = serde_json::from_reader(reader).map_err(|e| corrupt(e.to_string()))?;
         doc.plan.check_format().map_err(corrupt)?;
@@ -164,7 +173,7 @@ impl GcPlan {
                 doc.digest
             )));
         }
-        Ok(doc.plan)
+        Ok((doc.plan, actual))
     }
 
     /// Checks the format version and stage.

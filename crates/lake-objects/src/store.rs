@@ -210,8 +210,8 @@ impl LakeStore {
     /// not at all (S3 publishes a multipart upload when it is completed).
     ///
     /// # Errors
-    /// [`ObjectsError::Io`] when the file cannot be read, [`ObjectsError::Storage`] when the
-    /// upload fails (it is aborted).
+    /// [`ObjectsError::Io`] when the file cannot be opened, [`ObjectsError::Storage`] when
+    /// reading it or uploading fails (the upload is aborted).
     pub async fn put_file(&self, key: &str, source: &std::path::Path) -> Result<(), ObjectsError> {
         use tokio::io::AsyncWriteExt;
         let mut file = tokio::fs::File::open(source)

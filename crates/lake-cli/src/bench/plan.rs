@@ -93,27 +93,40 @@ pub async fn list_once(root: &str) -> Result<(Duration, usize), String> {
     Ok((started.elapsed(), n))
 }
 
-/// Prints `plan_speedup_vs_full_scan`, `plan_vs_listing_ratio` and `plan_peak_rss_growth_10x`.
-pub async fn figures(args: &Args) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let root = dir.path().join("lake1x").display().to_string();
+/// Builds the planning lake at `root` with the sizes of `args` and says so (`what` names it).
+async fn build_planning_lake(root: &str, args: &Args, what: &str) -> Result<(), String> {
     let started = Instant::now();
-    planning_lake(&root, args.objects, args.versions).await?;
+    planning_lake(root, args.objects, args.versions).await?;
     println!(
-        "# planning lake 1x: {} objects, {} retained versions, built in {:.1}s",
+        "# planning lake {what}: {} objects, {} retained versions, built in {:.1}s",
         args.objects,
         args.versions,
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// One pair, back to back: planning by journal, then by full scan, of the lake at `root`;
+/// refuses a pair whose two plans disagree on the candidates.
+async fn journal_and_scan(root: &str, args: &Args) -> Result<(Duration, Duration), String> {
+    let (journal, by_journal) = plan_once(root, args.memory_budget_kib).await?;
+    let (scan, by_scan) = scan_plan_once(root).await?;
+    if by_journal != by_scan {
+        return Err(format!("at {root} the journal plan has {by_journal} candidates but the scan plan {by_scan}"));
+    }
+    Ok((journal, scan))
+}
+
+/// Prints `plan_speedup_vs_full_scan`, `plan_vs_listing_ratio` and `plan_peak_rss_growth_10x`.
+pub async fn figures(args: &Args) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let root = dir.path().join("lake1x").display().to_string();
+    build_planning_lake(&root, args, "1x").await?;
     let (mut journal, mut scan, mut listing) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.repeat.max(1) {
-        let (t, c1) = plan_once(&root, args.memory_budget_kib).await?;
-        journal.push(t);
-        let (t, c2) = scan_plan_once(&root).await?;
-        scan.push(t);
-        if c1 != c2 {
-            return Err(format!("the journal plan has {c1} candidates but the scan plan {c2}"));
-        }
+        let (j, s) = journal_and_scan(&root, args).await?;
+        journal.push(j);
+        scan.push(s);
         listing.push(list_once(&root).await?.0);
     }
     println!(
@@ -159,23 +172,12 @@ pub async fn s3_speedup(args: &Args) -> Result<(), String> {
         return Ok(());
     };
     let root = format!("s3://{bucket}/bench-{}/plan", ulid::Ulid::new().to_string().to_lowercase());
-    let started = Instant::now();
-    planning_lake(&root, args.objects, args.versions).await?;
-    println!(
-        "# planning lake on LocalStack S3: {} objects, {} retained versions, built in {:.1}s",
-        args.objects,
-        args.versions,
-        started.elapsed().as_secs_f64()
-    );
+    build_planning_lake(&root, args, "on LocalStack S3").await?;
     let (mut journal, mut scan) = (Vec::new(), Vec::new());
     for _ in 0..args.repeat.clamp(1, 3) {
-        let (t, c1) = plan_once(&root, args.memory_budget_kib).await?;
-        journal.push(t);
-        let (t, c2) = scan_plan_once(&root).await?;
-        scan.push(t);
-        if c1 != c2 {
-            return Err(format!("on S3 the journal plan has {c1} candidates but the scan plan {c2}"));
-        }
+        let (j, s) = journal_and_scan(&root, args).await?;
+        journal.push(j);
+        scan.push(s);
     }
     println!("# planning samples on S3 (s): by journal [{}], by full scan [{}]", seconds(&journal), seconds(&scan));
     println!("plan_speedup_vs_full_scan_s3: {:.2}", median_ratio(&scan, &journal));

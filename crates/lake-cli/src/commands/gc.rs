@@ -5,7 +5,7 @@ use crate::commands::open_lake;
 use crate::error::{parse_duration, CliError};
 use chrono::{DateTime, Utc};
 use lake_lance::LanceEngine;
-use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
+use lake_objects::apply::{apply, apply_loaded, ApplyOptions, ApplyReport};
 use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::clock::{gc_cutoff, read_store_clock, ClockReading};
 use lake_objects::deleter::StoreDeleter;
@@ -375,7 +375,7 @@ pub async fn run_gc(
             }
             let deleter = StoreDeleter::new(store.clone());
             let started = std::time::Instant::now();
-            let report = apply(engine, &deleter, path, None, &req.apply).await?;
+            let report = apply_loaded(engine, &deleter, path, Some(loaded), None, &req.apply).await?;
             return Ok(GcReport {
                 plan: report.plan.clone(),
                 stats: None,
