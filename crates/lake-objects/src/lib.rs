@@ -19,6 +19,7 @@
 //! - [`deleter`]: bulk deletes with per-key outcomes.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
 //! - [`apply`]: revalidation and page-by-page, resumable deletion.
+//! - [`s3_requests`]: raw signed S3 requests (exact listings, incomplete multipart uploads).
 
 pub mod apply;
 pub mod candidates;
@@ -35,6 +36,7 @@ pub mod layout;
 pub mod plan;
 pub mod planner;
 pub mod registry;
+pub mod s3_requests;
 pub mod spill;
 pub mod store;
 pub mod writer;

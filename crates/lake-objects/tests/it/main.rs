@@ -8,3 +8,4 @@ mod conformance;
 mod documents;
 mod inventory;
 mod planner;
+mod s3_requests;
