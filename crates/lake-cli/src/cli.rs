@@ -136,6 +136,11 @@ pub struct TagArgs {
 pub enum RefsCommand {
     /// Scan every retained version's reference columns and compare with the journal; check
     /// every referenced object exists with its size. Exits 1 on any difference.
+    ///
+    /// Runs in bounded memory (--memory-budget-mib): the journal's counts and the scans' counts
+    /// are sorted by identity and version, spilling to the temporary folder (`TMPDIR`), and
+    /// merged. The report lists at most the first 1000 count differences, missing objects and
+    /// size differences each, with the exact total of each.
     Verify(VerifyArgs),
     /// Rebuild a version's missing journal entry as a snapshot from a scan of that version
     /// (for versions written around the engine, or by a writer that crashed after committing).
@@ -149,6 +154,12 @@ pub struct VerifyArgs {
     /// Only this table (default: every registered table).
     #[arg(long)]
     pub table: Option<String>,
+    /// Memory for verification's sorted-run buffers, in MiB: a third each holds the journal's
+    /// counts of the table being verified, its scanned counts, and the referenced objects still
+    /// to check; past it they spill to the temporary folder (`TMPDIR`), so verification's memory
+    /// does not grow with the lake.
+    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    pub memory_budget_mib: usize,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,

@@ -15,7 +15,9 @@
 //!    (a property test compares the two on random journals).
 //!
 //! The live identities come out ascending, as a stream ([`LiveIdentities`]), so pages are cut
-//! from it without materialising the set. Memory: the budget, one read buffer per spilled run,
+//! from it without materialising the set. The same per-identity replay also reads out the counts
+//! at every retained version ([`SpilledJournal::retained_counts`], a [`RetainedCounts`] stream
+//! sorted by identity then version), which `lake refs verify` compares with full scans. Memory: the budget, one read buffer per spilled run,
 //! the events of one identity, and one entry per version (its kind). A removal that takes a
 //! count below zero is an error for that identity when the stream reaches it (the in-memory
 //! replay reports the earliest version; this one the first identity in order): either way the
@@ -161,6 +163,38 @@ impl SpilledJournal {
         retained: &[u64],
         counts_at: Option<u64>,
     ) -> Result<LiveIdentities, SpilledReplayError> {
+        let rules = self.rules(base, latest, retained, counts_at)?;
+        Ok(LiveIdentities { merged: self.events.finish()?, rules, counts: counts_at.map(|_| ReferenceCounts::new()) })
+    }
+
+    /// The reference counts at every retained version, identity by identity: the same
+    /// per-identity replay as [`SpilledJournal::live`], read out at each of `retained` instead of
+    /// reduced to liveness. Identities come out ascending; each carries `(version, count)` for
+    /// every retained version (ascending) at which its count is positive, and identities positive
+    /// at no retained version are skipped. Memory: as [`SpilledJournal::live`], plus one entry per
+    /// retained version for the identity being read.
+    ///
+    /// # Errors
+    /// As [`SpilledJournal::live`].
+    pub fn retained_counts(
+        self,
+        base: u64,
+        latest: u64,
+        retained: &[u64],
+    ) -> Result<RetainedCounts, SpilledReplayError> {
+        let rules = self.rules(base, latest, retained, None)?;
+        Ok(RetainedCounts { merged: self.events.finish()?, rules, events: Vec::new() })
+    }
+
+    /// Checks the chain `base..=latest` and the retained versions, and returns the rules every
+    /// identity is replayed against.
+    fn rules(
+        &self,
+        base: u64,
+        latest: u64,
+        retained: &[u64],
+        counts_at: Option<u64>,
+    ) -> Result<Rules, SpilledReplayError> {
         match self.kinds.get(&base) {
             Some(DeltaKind::Snapshot) => {}
             Some(DeltaKind::Delta) if base == 1 => {}
@@ -183,11 +217,7 @@ impl SpilledJournal {
         }
         let snapshots =
             self.kinds.range(base..=latest).filter(|(_, k)| **k == DeltaKind::Snapshot).map(|(v, _)| *v).collect();
-        Ok(LiveIdentities {
-            merged: self.events.finish()?,
-            rules: Rules { base, latest, retained, snapshots, counts_at },
-            counts: counts_at.map(|_| ReferenceCounts::new()),
-        })
+        Ok(Rules { base, latest, retained, snapshots, counts_at })
     }
 }
 
@@ -218,6 +248,60 @@ impl Rules {
     /// count at `counts_at`.
     fn settle(&self, identity: &ObjectIdentity, events: &[(u64, Op)]) -> Result<(bool, u64), ReplayError> {
         let mut state = Settle { count: 0, since: 0, live: false, at: None };
+        self.walk(identity, events, |v, count| self.change(&mut state, v, count))?;
+        if state.count > 0 {
+            self.close(&mut state, u64::MAX);
+        }
+        let at = state.at.unwrap_or(state.count);
+        Ok((state.live, at))
+    }
+
+    /// Replays one identity's events (ascending by version) and appends to `out` its count at
+    /// every retained version where that count is positive, as `(version, count)` ascending.
+    fn counts_at_retained(
+        &self,
+        identity: &ObjectIdentity,
+        events: &[(u64, Op)],
+        out: &mut Vec<(u64, u64)>,
+    ) -> Result<(), ReplayError> {
+        // The count is `count` from the last change at or before a version until the next
+        // change: a retained version before a change takes the count before it.
+        let (mut count, mut next) = (0u64, 0usize);
+        let retained = &self.retained;
+        let mut emit_before = |v: u64, count: u64, out: &mut Vec<(u64, u64)>| {
+            while next < retained.len() && retained[next] < v {
+                if count > 0 {
+                    out.push((retained[next], count));
+                }
+                next += 1;
+            }
+        };
+        self.walk(identity, events, |v, new| {
+            emit_before(v, count, out);
+            count = new;
+        })?;
+        // Every retained version from the last change on has the final count.
+        if count > 0 {
+            out.extend(retained[next..].iter().map(|r| (*r, count)));
+        }
+        Ok(())
+    }
+
+    /// The replay of one identity's events (ascending by version): calls `change(v, count)` at
+    /// every point where version `v` sets its count (in order; several calls may share a
+    /// version: a removal, then an addition). Its count changes only at its own events and
+    /// drops to zero at every snapshot that does not list it.
+    fn walk(
+        &self,
+        identity: &ObjectIdentity,
+        events: &[(u64, Op)],
+        mut change: impl FnMut(u64, u64),
+    ) -> Result<(), ReplayError> {
+        let mut count = 0u64;
+        let mut set_count = |v: u64, new: u64, count: &mut u64| {
+            change(v, new);
+            *count = new;
+        };
         let mut last = 0;
         let mut i = 0;
         while i < events.len() {
@@ -226,8 +310,8 @@ impl Rules {
             while j < events.len() && events[j].0 == v {
                 j += 1;
             }
-            if let Some(s) = self.snapshot_between(last, v).filter(|_| state.count > 0) {
-                self.change(&mut state, s, 0);
+            if let Some(s) = self.snapshot_between(last, v).filter(|_| count > 0) {
+                set_count(s, 0, &mut count);
             }
             let (mut removed, mut added, mut set) = (0u64, 0u64, None::<u64>);
             for (_, op) in &events[i..j] {
@@ -238,35 +322,31 @@ impl Rules {
                 }
             }
             if self.snapshots.binary_search(&v).is_ok() {
-                self.change(&mut state, v, set.unwrap_or(0));
+                set_count(v, set.unwrap_or(0), &mut count);
             } else {
-                if removed > state.count {
+                if removed > count {
                     return Err(ReplayError::NegativeCount {
                         version: v,
                         uri: identity.uri.clone(),
                         removed,
-                        present: state.count,
+                        present: count,
                     });
                 }
-                let after_removal = state.count - removed;
+                let after_removal = count - removed;
                 if removed > 0 {
-                    self.change(&mut state, v, after_removal);
+                    set_count(v, after_removal, &mut count);
                 }
                 if added > 0 {
-                    self.change(&mut state, v, after_removal.saturating_add(added));
+                    set_count(v, after_removal.saturating_add(added), &mut count);
                 }
             }
             last = v;
             i = j;
         }
-        if let Some(s) = self.snapshot_between(last, u64::MAX).filter(|_| state.count > 0) {
-            self.change(&mut state, s, 0);
+        if let Some(s) = self.snapshot_between(last, u64::MAX).filter(|_| count > 0) {
+            set_count(s, 0, &mut count);
         }
-        if state.count > 0 {
-            self.close(&mut state, u64::MAX);
-        }
-        let at = state.at.unwrap_or(state.count);
-        Ok((state.live, at))
+        Ok(())
     }
 
     /// Sets the count to `count` at version `v`, closing or opening a positive interval.
@@ -313,19 +393,7 @@ impl LiveIdentities {
     /// adds; [`SpilledReplayError::Spill`] when a run cannot be read.
     pub fn next_live(&mut self) -> Result<Option<ObjectIdentity>, SpilledReplayError> {
         let mut events: Vec<(u64, Op)> = Vec::new();
-        while let Some(first) = self.merged.next_record()? {
-            let identity = first.identity;
-            events.clear();
-            if (self.rules.base..=self.rules.latest).contains(&first.version) {
-                events.push((first.version, first.op));
-            }
-            while self.merged.peek().is_some_and(|e| e.identity == identity) {
-                if let Some(e) = self.merged.next_record()? {
-                    if (self.rules.base..=self.rules.latest).contains(&e.version) {
-                        events.push((e.version, e.op));
-                    }
-                }
-            }
+        while let Some(identity) = next_identity(&mut self.merged, &self.rules, &mut events)? {
             let (live, count_at) = self.rules.settle(&identity, &events)?;
             if let Some(counts) = self.counts.as_mut().filter(|_| count_at > 0) {
                 counts.add(identity.clone(), count_at);
@@ -341,6 +409,62 @@ impl LiveIdentities {
     /// stream is exhausted (`None` when none were asked for).
     pub fn counts_at(&self) -> Option<&ReferenceCounts> {
         self.counts.as_ref()
+    }
+}
+
+/// Reads the next identity's events from `merged` into `events` (ascending by version, only
+/// those in the replayed range); `None` when the merge is exhausted.
+fn next_identity(
+    merged: &mut Merged<Event>,
+    rules: &Rules,
+    events: &mut Vec<(u64, Op)>,
+) -> Result<Option<ObjectIdentity>, SpillError> {
+    let Some(first) = merged.next_record()? else {
+        return Ok(None);
+    };
+    let identity = first.identity;
+    events.clear();
+    if (rules.base..=rules.latest).contains(&first.version) {
+        events.push((first.version, first.op));
+    }
+    while merged.peek().is_some_and(|e| e.identity == identity) {
+        if let Some(e) = merged.next_record()? {
+            if (rules.base..=rules.latest).contains(&e.version) {
+                events.push((e.version, e.op));
+            }
+        }
+    }
+    Ok(Some(identity))
+}
+
+/// The counts of a [`SpilledJournal`] at its retained versions, identity by identity, ascending
+/// ([`SpilledJournal::retained_counts`]).
+#[derive(Debug)]
+pub struct RetainedCounts {
+    merged: Merged<Event>,
+    rules: Rules,
+    events: Vec<(u64, Op)>,
+}
+
+impl RetainedCounts {
+    /// The next identity positive at a retained version, and its `(version, count)` at every
+    /// retained version where its count is positive (ascending, at least one; `counts` is
+    /// cleared first, and holds at most one entry per retained version); `None` when the
+    /// journal is exhausted.
+    ///
+    /// # Errors
+    /// [`ReplayError::NegativeCount`] for an identity the journal removes more often than it
+    /// adds (the stream may be read on past it); [`SpilledReplayError::Spill`] when a run
+    /// cannot be read.
+    pub fn next_counts(&mut self, counts: &mut Vec<(u64, u64)>) -> Result<Option<ObjectIdentity>, SpilledReplayError> {
+        while let Some(identity) = next_identity(&mut self.merged, &self.rules, &mut self.events)? {
+            counts.clear();
+            self.rules.counts_at_retained(&identity, &self.events, counts)?;
+            if !counts.is_empty() {
+                return Ok(Some(identity));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -383,7 +507,7 @@ mod tests {
     use super::*;
     use crate::replay::{live_set, Replay};
     use proptest::prelude::*;
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn id(n: u8) -> ObjectIdentity {
         ObjectIdentity::new(format!("objects/{n}"), [n; 32], u64::from(n))
@@ -494,6 +618,87 @@ mod tests {
                 prop_assert_eq!(live.counts_at().cloned().unwrap_or_default(), replay.counts());
             }
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(600))]
+
+        /// The counts streamed at every retained version equal the in-memory replay's counts at
+        /// those versions, and the stream refuses exactly when the in-memory replay does.
+        #[test]
+        fn retained_counts_match_the_in_memory_replay(
+            steps in steps(),
+            retained in proptest::collection::vec(1u64..13, 0..5),
+            budget in prop_oneof![Just(0usize), 0usize..600, Just(usize::MAX)],
+        ) {
+            let j = journal(&steps);
+            let latest = j.len() as u64;
+            let retained: Vec<u64> = retained.into_iter().filter(|v| *v <= latest).collect();
+            let mut replay = Replay::new(&retained);
+            let mut want: BTreeMap<ObjectIdentity, Vec<(u64, u64)>> = BTreeMap::new();
+            let mut consistent = true;
+            for d in &j {
+                if replay.apply(d).is_err() {
+                    consistent = false;
+                    break;
+                }
+                if retained.contains(&d.version) {
+                    for (identity, count) in replay.counts().iter() {
+                        want.entry(identity.clone()).or_default().push((d.version, count));
+                    }
+                }
+            }
+            let mut journal = SpilledJournal::new(budget);
+            for d in j.iter().rev() {
+                journal.add(d.clone()).unwrap();
+            }
+            let mut stream = journal.retained_counts(1, latest, &retained).unwrap();
+            let (mut got, mut counts, mut failed) = (BTreeMap::new(), Vec::new(), false);
+            loop {
+                match stream.next_counts(&mut counts) {
+                    Ok(Some(identity)) => {
+                        prop_assert!(!counts.is_empty());
+                        got.insert(identity, counts.clone());
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            prop_assert_eq!(failed, !consistent);
+            if consistent {
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+
+    #[test]
+    fn retained_counts_follow_snapshots_and_removals() {
+        let mut two = ReferenceCounts::new();
+        two.add(id(1), 2);
+        let mut one = ReferenceCounts::new();
+        one.add(id(1), 1);
+        let mut other = ReferenceCounts::new();
+        other.add(id(2), 1);
+        let j = [
+            ObjectReferenceDelta::delta("t", 1, &two, &ReferenceCounts::new()),
+            ObjectReferenceDelta::delta("t", 2, &ReferenceCounts::new(), &one),
+            ObjectReferenceDelta::snapshot("t", 3, &other),
+            ObjectReferenceDelta::empty("t", 4),
+        ];
+        let mut journal = SpilledJournal::new(0);
+        for d in j {
+            journal.add(d).unwrap();
+        }
+        let mut stream = journal.retained_counts(1, 4, &[1, 2, 4]).unwrap();
+        let mut counts = Vec::new();
+        assert_eq!(stream.next_counts(&mut counts).unwrap(), Some(id(1)));
+        assert_eq!(counts, vec![(1, 2), (2, 1)]);
+        assert_eq!(stream.next_counts(&mut counts).unwrap(), Some(id(2)));
+        assert_eq!(counts, vec![(4, 1)]);
+        assert_eq!(stream.next_counts(&mut counts).unwrap(), None);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
 //! - [`verify`]: read back every object a retained version references (SHA-256 and size).
+//! - [`verify_refs`]: `lake refs verify` in bounded memory (journal vs full scans, object HEADs).
 //! - [`error`]: the engine's typed errors, [`LanceEngineError`].
 
 pub mod engine;
@@ -23,6 +24,7 @@ pub mod refs_checkpoint;
 pub mod scan;
 pub mod sidecar;
 pub mod verify;
+pub mod verify_refs;
 
 pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
 pub use error::LanceEngineError;

@@ -5,9 +5,20 @@
 //! `--repeat` per-pair ratios (these machines are shared and noisy). Peak memory is measured in child processes (`VmHWM`).
 
 mod append;
+// The `lake` commands, so that a child step runs `lake ingest` or `lake refs verify` itself.
+#[allow(dead_code)]
+#[path = "../cli.rs"]
+mod cli;
+#[allow(dead_code)]
+#[path = "../commands/mod.rs"]
+mod commands;
+#[allow(dead_code)]
+#[path = "../error.rs"]
+mod error;
 mod lakes;
 #[path = "../logging.rs"]
 mod logging;
+mod memory;
 mod plan;
 mod rss;
 mod s3;
@@ -32,6 +43,15 @@ pub struct Args {
     /// the 10x lake spill, so the growth figure shows memory bounded by the budget, not the lake.
     #[arg(long, default_value_t = 4096)]
     pub memory_budget_kib: usize,
+    /// Tiny files of the 1x ingest of `ingest_peak_rss_growth_10x` (the 10x ingest has ten
+    /// times as many), 1000 per folder.
+    #[arg(long, default_value_t = 20_000)]
+    pub ingest_files: usize,
+    /// References of the 1x lake of `verify_peak_rss_growth_10x` (the 10x lake has ten times as
+    /// many): 4 rows per object, 10,000 rows per appended version, 2 retained versions; both are
+    /// verified with `--memory-budget-kib` (rounded up to MiB).
+    #[arg(long, default_value_t = 100_000)]
+    pub verify_references: usize,
     /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
     #[arg(long, default_value_t = 2_000)]
     pub delete_objects: usize,
@@ -43,7 +63,8 @@ pub struct Args {
     pub skip_s3: bool,
     /// Run only these groups of figures (comma-separated): append (throughput and peak RSS),
     /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack), and
-    /// plan-s3 (the speedup on LocalStack S3, about 4 minutes here: only when named).
+    /// plan-s3 (the speedup on LocalStack S3, about 4 minutes here: only when named), and
+    /// memory (peak RSS of `lake ingest` and `lake refs verify` at 1x and 10x: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
@@ -52,6 +73,9 @@ pub struct Args {
     /// Internal: the lake root of a child step.
     #[arg(long, hide = true)]
     pub root: Option<String>,
+    /// Internal: the folder a child step ingests.
+    #[arg(long, hide = true)]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 /// A group of figures measured together.
@@ -66,6 +90,10 @@ pub enum Group {
     PlanS3,
     /// `bulk_delete_speedup`.
     Delete,
+    /// `ingest_peak_rss_growth_10x`, `verify_peak_rss_growth_10x`: peak RSS of `lake ingest` of
+    /// `--ingest-files` vs ten times as many files, and of `lake refs verify` of a lake of
+    /// `--verify-references` vs ten times as many (not run by default: several minutes).
+    Memory,
 }
 
 /// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
@@ -126,6 +154,9 @@ async fn run(args: &Args) -> Result<(), String> {
         } else {
             plan::s3_speedup(args).await?;
         }
+    }
+    if args.only.contains(&Group::Memory) {
+        memory::figures(args).await?;
     }
     if !wanted(Group::Delete) {
     } else if args.skip_s3 {

@@ -43,6 +43,16 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
             let root = args.root.as_deref().ok_or("--root is required")?;
             crate::lakes::planning_lake(root, args.objects, args.versions).await?;
         }
+        "ingest" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            let dir = args.dir.as_deref().ok_or("--dir is required")?;
+            crate::memory::ingest_once(root, dir).await?;
+        }
+        "ingest-plain" => crate::memory::plain_append_once(args.rows).await?,
+        "verify" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::memory::verify_once(root, args.memory_budget_kib.div_ceil(1024).max(1)).await?;
+        }
         "list" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
             crate::plan::list_once(root).await?;

@@ -18,6 +18,7 @@ pub async fn run(command: &RefsCommand) -> Result<(), CliError> {
 
 async fn verify(args: &VerifyArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.root).await?;
+    let engine = engine.with_memory_budget(args.memory_budget_mib.saturating_mul(1024 * 1024));
     let tables: Vec<String> = args.table.iter().cloned().collect();
     let report = engine.verify_refs(&tables).await?;
     if args.json {
@@ -35,18 +36,28 @@ async fn verify(args: &VerifyArgs) -> Result<(), CliError> {
                 m.table, m.version, m.uri, m.journal, m.scan
             );
         }
+        more(report.mismatch_count, report.mismatches.len(), "count differences");
         for m in &report.missing_objects {
             println!("  missing object: {m}");
         }
+        more(report.missing_object_count, report.missing_objects.len(), "missing objects");
         for m in &report.size_mismatches {
             println!("  size differs: {m}");
         }
+        more(report.size_mismatch_count, report.size_mismatches.len(), "size differences");
         println!("{}", if report.is_ok() { "journal matches the tables" } else { "DIFFERENCES FOUND" });
     }
     if report.is_ok() {
         Ok(())
     } else {
         Err(CliError::Exit { code: 1, message: "the journal does not match the tables (see the report)".into() })
+    }
+}
+
+/// Says how many of a capped list were not printed.
+fn more(total: u64, listed: usize, what: &str) {
+    if total > listed as u64 {
+        println!("  ... {total} {what} in total, the first {listed} listed");
     }
 }
 

@@ -11,3 +11,4 @@ mod lineage;
 mod replay_checkpoint;
 mod stress;
 mod support;
+mod verify_bounded;

@@ -1,0 +1,147 @@
+//! `lake ingest` streams its uploads into one append: the table it produces (rows in path order,
+//! one reference per file, one version), and failures that commit nothing.
+
+use crate::{lake, object_files, ok, stderr, write_files};
+use arrow_array::{Array, StringArray, StructArray, UInt64Array};
+use futures::TryStreamExt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::Command;
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// Writes `n` files under `dir` (three episode folders and a few files at the top) and returns
+/// `(path, content)` in walk order (sorted by path).
+fn source(dir: &Path, n: usize) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = (0..n)
+        .map(|i| {
+            let path = if i % 50 == 7 { format!("top{i:05}.txt") } else { format!("ep{}/f{i:05}.bin", i % 3) };
+            (path, format!("file {i} {}", "x".repeat(i % 13)))
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    write_files(dir, &refs);
+    files.sort();
+    files
+}
+
+/// Every row of table `table` at its latest version: (episode, path, uri, size).
+async fn table_rows(root: &str, table: &str) -> (u64, Vec<(String, String, String, u64)>) {
+    let ds = lance::Dataset::open(&format!("{root}/tables/{table}.lance")).await.unwrap();
+    let batches: Vec<_> = ds.scan().try_into_stream().await.unwrap().try_collect().await.unwrap();
+    let mut rows = Vec::new();
+    for b in batches {
+        let text = |name: &str| b.column_by_name(name).unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
+        let (episodes, paths) = (text("episode"), text("path"));
+        let files = b.column_by_name("file").unwrap().as_any().downcast_ref::<StructArray>().unwrap().clone();
+        let uris = files.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        let sizes = files.column(2).as_any().downcast_ref::<UInt64Array>().unwrap();
+        assert_eq!(files.null_count(), 0);
+        for i in 0..b.num_rows() {
+            rows.push((
+                episodes.value(i).to_string(),
+                paths.value(i).to_string(),
+                uris.value(i).to_string(),
+                sizes.value(i),
+            ));
+        }
+    }
+    (ds.version().version, rows)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_ingest_gives_the_same_table_in_one_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let src = dir.path().join("src");
+    // More than one batch of rows (1024), so the append reads several batches while uploads run.
+    let files = source(&src, 1300);
+    ok(&["init", &root, "--min-age", "4s"]);
+    let out = json(&ok(&["ingest", &root, "--table", "files", src.to_str().unwrap(), "--json"]));
+    let bytes: usize = files.iter().map(|(_, c)| c.len()).sum();
+    assert_eq!(out["version"], 1, "{out}");
+    assert_eq!(out["rows"], files.len());
+    assert_eq!(out["references_added"], files.len());
+    assert_eq!(out["bytes"], bytes);
+
+    let (version, rows) = table_rows(&root, "files").await;
+    assert_eq!(version, 1);
+    assert_eq!(rows.len(), files.len());
+    for ((episode, path, uri, size), (want_path, content)) in rows.iter().zip(&files) {
+        assert_eq!(path, want_path, "rows are in path order");
+        let want_episode = want_path.split_once('/').map(|(e, _)| e).unwrap_or("");
+        assert_eq!(episode, want_episode);
+        let name = want_path.rsplit('/').next().unwrap();
+        assert!(uri.starts_with("objects/") && uri.ends_with(&format!("/{name}")), "{uri}");
+        assert_eq!(*size, content.len() as u64);
+        assert_eq!(std::fs::read_to_string(Path::new(&root).join(uri)).unwrap(), *content);
+    }
+    assert_eq!(object_files(Path::new(&root)).len(), files.len());
+    let versions = json(&ok(&["versions", &root, "--table", "files", "--json"]));
+    assert_eq!(versions["versions"].as_array().map(Vec::len), Some(1));
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert_eq!((verify["references_scanned"].as_u64(), verify["objects_checked"].as_u64()), (Some(1300), Some(1300)));
+
+    // --overwrite streams the same way: one more version holding only the new content.
+    let small = dir.path().join("small");
+    let replaced = source(&small, 3);
+    let out = json(&ok(&["ingest", &root, "--table", "files", small.to_str().unwrap(), "--overwrite", "--json"]));
+    assert_eq!((out["version"].as_u64(), out["rows"].as_u64()), (Some(2), Some(3)));
+    let (version, rows) = table_rows(&root, "files").await;
+    assert_eq!(version, 2);
+    assert_eq!(
+        rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+        replaced.into_iter().map(|f| f.0).collect::<Vec<_>>()
+    );
+    ok(&["refs", "verify", &root]);
+}
+
+#[test]
+fn an_ingest_that_fails_midway_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let first = dir.path().join("first");
+    write_files(&first, &[("e/a.bin", "a"), ("e/b.bin", "b")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "t", first.to_str().unwrap()]);
+    let logs =
+        |root: &str| std::fs::read_dir(Path::new(root).join("tables/t.lance/_lake/object_ref_logs")).unwrap().count();
+    assert_eq!(logs(&root), 1);
+
+    // 1100 files, then one whose name is not UTF-8 (walked last): more than a batch of rows has
+    // been uploaded and handed to the append when the walk fails.
+    let big = dir.path().join("big");
+    source(&big, 1100);
+    std::fs::write(big.join(std::ffi::OsStr::from_bytes(b"zz\xff.bin")), "not UTF-8").unwrap();
+    let o = lake(&["ingest", &root, "--table", "t", big.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("path is not UTF-8"), "the walk's own error: {}", stderr(&o));
+    assert!(object_files(Path::new(&root)).len() >= 2 + 1024, "uploads ran before the failure");
+
+    // An upload that fails (an injected failure after every upload).
+    let o = Command::new(env!("CARGO_BIN_EXE_lake"))
+        .args(["ingest", &root, "--table", "t", first.to_str().unwrap()])
+        .env("LAKE_FAILPOINT", "append.after_upload")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("injected failure at `append.after_upload`"), "{}", stderr(&o));
+
+    // An empty folder (a symbolic link is not followed) is refused.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::os::unix::fs::symlink(first.join("e/a.bin"), empty.join("link.bin")).unwrap();
+    let o = lake(&["ingest", &root, "--table", "t", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("has no regular files to ingest"), "{}", stderr(&o));
+
+    // Nothing was committed: one version, its journal intact, no reference log left behind.
+    let versions = json(&ok(&["versions", &root, "--table", "t", "--json"]));
+    assert_eq!(versions["versions"].as_array().map(Vec::len), Some(1), "{versions}");
+    assert_eq!(logs(&root), 1);
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!((verify["ok"].as_bool(), verify["references_scanned"].as_u64()), (Some(true), Some(2)));
+}
