@@ -9,12 +9,53 @@ use crate::identity::{sha_hex, ObjectIdentity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The format version of a sidecar that carries its entries inline (canonical JSON).
-pub const DELTA_FORMAT_VERSION: u64 = 1;
+/// The format version of every sidecar this build writes and reads: a document sealed by the
+/// SHA-256 of its own canonical bytes (`sha256`), carrying its entries inline or naming a
+/// reference log ([`crate::reflog`]) that it binds by the log's SHA-256 (`log.sha256`).
+pub const SIDECAR_FORMAT_VERSION: u64 = 3;
 
-/// The format version of a sidecar head that names a reference log ([`crate::reflog`]); the
-/// highest format this build reads.
-pub const LOG_FORMAT_VERSION: u64 = 2;
+/// Formats written by earlier builds, which bound nothing by a digest (1: entries inline;
+/// 2: a head naming a reference log by length and row count only). Refused
+/// ([`DecodeError::Unsealed`]): an edited entry or log of these formats cannot be detected.
+pub const UNSEALED_FORMAT_VERSIONS: [u64; 2] = [1, 2];
+
+/// Appends the seal to the canonical bytes `body` of a sidecar (a compact JSON object without
+/// its `sha256`): `{...,"sha256":"<SHA-256 of body, lowercase hex>"}`.
+pub(crate) fn seal(mut body: Vec<u8>) -> Vec<u8> {
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body));
+    if body.last() == Some(&b'}') {
+        body.pop();
+        body.extend_from_slice(format!(",\"sha256\":\"{digest}\"}}").as_bytes());
+    }
+    body
+}
+
+/// Checks that `recorded` is the seal of the canonical bytes `body` re-encoded from a decoded
+/// document (a byte edited anywhere in the entries changes what they decode to, hence `body`).
+pub(crate) fn check_seal(body: &[u8], recorded: &str) -> Result<(), DecodeError> {
+    let actual = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
+    if actual == recorded {
+        Ok(())
+    } else {
+        Err(DecodeError::SealMismatch { recorded: recorded.to_string(), actual })
+    }
+}
+
+/// The format version a sidecar document declares, refusing a missing one and the unsealed
+/// formats of earlier builds.
+pub(crate) fn probe_format(bytes: &[u8]) -> Result<u64, DecodeError> {
+    #[derive(Deserialize)]
+    struct FormatProbe {
+        format_version: Option<serde_json::Value>,
+    }
+    let probe: FormatProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+    match probe.format_version.as_ref().and_then(serde_json::Value::as_u64) {
+        Some(SIDECAR_FORMAT_VERSION) => Ok(SIDECAR_FORMAT_VERSION),
+        Some(found) if UNSEALED_FORMAT_VERSIONS.contains(&found) => Err(DecodeError::Unsealed { found }),
+        Some(found) => Err(DecodeError::UnknownFormatVersion { found, supported: SIDECAR_FORMAT_VERSION }),
+        None => Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
+    }
+}
 
 /// Whether a sidecar is relative to its parent or the full reference set of its version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +118,7 @@ struct Wire {
     kind: DeltaKind,
     added: Vec<WireEntry>,
     removed: Vec<WireEntry>,
+    sha256: String,
 }
 
 /// The wire form borrowed from a delta: encoding copies nothing but the output bytes (a delta of a
@@ -114,11 +156,6 @@ impl Serialize for EntriesRef<'_> {
         }
         seq.end()
     }
-}
-
-#[derive(Deserialize)]
-struct FormatProbe {
-    format_version: Option<serde_json::Value>,
 }
 
 impl ObjectReferenceDelta {
@@ -184,10 +221,16 @@ impl ObjectReferenceDelta {
     }
 
     /// The canonical bytes: compact JSON with fields in a fixed order and entries in canonical
-    /// order. Equal deltas encode to equal bytes.
+    /// order, sealed by the SHA-256 of those bytes (`sha256`, the last field). Equal deltas
+    /// encode to equal bytes.
     pub fn encode(&self) -> Vec<u8> {
+        seal(self.encode_body())
+    }
+
+    /// The canonical bytes without the seal.
+    fn encode_body(&self) -> Vec<u8> {
         let wire = WireRef {
-            format_version: DELTA_FORMAT_VERSION,
+            format_version: SIDECAR_FORMAT_VERSION,
             table: &self.table,
             version: self.version,
             parent: self.parent,
@@ -202,23 +245,13 @@ impl ObjectReferenceDelta {
     /// Decodes and validates a sidecar read for `table` at `expected_version` (the version in its
     /// file name). Fails closed on every deviation from canonical form; see [`DecodeError`].
     pub fn decode(bytes: &[u8], table: &str, expected_version: u64) -> Result<Self, DecodeError> {
-        let probe: FormatProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
-        match probe.format_version {
-            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(DELTA_FORMAT_VERSION) => {}
-            Some(serde_json::Value::Number(n)) => {
-                return Err(DecodeError::UnknownFormatVersion {
-                    found: n.as_u64().unwrap_or(u64::MAX),
-                    supported: DELTA_FORMAT_VERSION,
-                })
-            }
-            _ => return Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
-        }
+        probe_format(bytes)?;
         let wire: Wire = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
         // The probe above already checked it; the typed parse must agree.
-        if wire.format_version != DELTA_FORMAT_VERSION {
+        if wire.format_version != SIDECAR_FORMAT_VERSION {
             return Err(DecodeError::UnknownFormatVersion {
                 found: wire.format_version,
-                supported: DELTA_FORMAT_VERSION,
+                supported: SIDECAR_FORMAT_VERSION,
             });
         }
         check_position(
@@ -242,7 +275,10 @@ impl ObjectReferenceDelta {
                 }
             }
         }
-        Ok(Self { table: wire.table, version: wire.version, parent: wire.parent, kind: wire.kind, added, removed })
+        let delta =
+            Self { table: wire.table, version: wire.version, parent: wire.parent, kind: wire.kind, added, removed };
+        check_seal(&delta.encode_body(), &wire.sha256)?;
+        Ok(delta)
     }
 }
 

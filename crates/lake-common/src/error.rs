@@ -14,6 +14,15 @@ pub enum DecodeError {
     /// The document declares a format version this build does not understand.
     #[error("sidecar format version {found} is not supported (this build reads version {supported}); upgrade lake")]
     UnknownFormatVersion { found: u64, supported: u64 },
+    /// A sidecar of a format written by earlier builds, which bound nothing by a digest.
+    #[error("sidecar format version {found} was written by an earlier lake build and is not sealed by a digest, so an edited entry or reference log could not be detected; verify it against the table (`lake refs verify`), then move it aside and rebuild it with `lake refs repair`")]
+    Unsealed { found: u64 },
+    /// The document's content does not hash to the seal it records: it was edited.
+    #[error("sidecar does not match its seal (recorded sha256 {recorded}, content hashes to {actual}): it was edited or damaged; restore it from a backup, or move it aside and rebuild it with `lake refs repair`")]
+    SealMismatch { recorded: String, actual: String },
+    /// A reference log does not hash to the digest its head records.
+    #[error("the sidecar's reference log does not match the SHA-256 its head records (recorded {recorded}, log hashes to {actual}): the log was edited or damaged")]
+    LogDigestMismatch { recorded: String, actual: String },
     /// `added` or `removed` is not sorted strictly ascending by identity (unsorted or duplicated).
     #[error("sidecar list `{list}` is not in canonical order: entry {index} ({uri}) is not strictly greater than the one before it")]
     NotCanonical { list: &'static str, index: usize, uri: String },
@@ -58,6 +67,15 @@ pub enum LocationError {
     /// A field carries the DataLocation extension name but not its exact layout.
     #[error("column `{column}` is marked as a DataLocation but its type is {found}; expected Struct{{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}} (or a List of it), all children non-nullable")]
     BadLayout { column: String, found: String },
+    /// An unmarked struct has the DataLocation's child names but not its layout.
+    #[error("column `{column}` has the fields of a DataLocation (uri, sha256, size) but its type is {found}, not Struct{{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}}: lake cannot tell whether its rows reference managed objects. Cast it to the DataLocation layout (or rename its fields if it holds no references)")]
+    LocationLike { column: String, found: String },
+    /// A DataLocation (or a look-alike) below the top level of the schema.
+    #[error("column `{column}` ({found}) is a DataLocation nested inside another column; only top-level DataLocation or List<DataLocation> columns are supported, and lake cannot journal references it cannot reach")]
+    Nested { column: String, found: String },
+    /// A column kind that can reference objects outside the journal.
+    #[error("column `{column}` is not supported: {reason}")]
+    Unsupported { column: String, reason: String },
     /// A non-null DataLocation value has an unusable `uri`.
     #[error("column `{column}` row {row}: {source}")]
     BadUri { column: String, row: usize, source: UriError },
@@ -89,4 +107,6 @@ pub enum UriError {
     Invalid { uri: String, reason: String },
     #[error("lake root `{root}` is not usable: {reason}")]
     BadRoot { root: String, reason: String },
+    #[error("uri `{uri}` is refused because lake cannot tell which object it names: {reason}; write the key relative to the lake root (objects/<ULID>/<name>)")]
+    Ambiguous { uri: String, reason: String },
 }

@@ -1,16 +1,19 @@
 //! [`SidecarDocument`]: what a sidecar file holds, by format version.
 //!
-//! - Format 1 ([`crate::delta`]): the entries inline, canonical JSON. Written for versions whose
-//!   references are computed in memory (delete, compaction, restore, repair).
-//! - Format 2 ([`LogHead`]): a small JSON head naming a reference log ([`crate::reflog`]) that
-//!   a streamed write (append, overwrite) produced while Lance consumed its rows. The head is
-//!   written create-only after the Lance commit, like a format-1 sidecar; the log it names was
-//!   completed before the commit.
+//! Format 3, in two shapes, each sealed by the SHA-256 of its own canonical bytes (`sha256`):
+//! - inline ([`crate::delta`]): the entries, canonical JSON. Written for versions whose
+//!   references are computed in memory (delete, compaction, restore, repair);
+//! - a head ([`LogHead`]): a small JSON document naming a reference log ([`crate::reflog`]) that
+//!   a streamed write (append, overwrite) produced while Lance consumed its rows, bound by the
+//!   log's length, row count and SHA-256 (`log.sha256`). The head is written create-only after
+//!   the Lance commit; the log it names was completed before the commit.
 //!
-//! Both are decoded fail-closed; an unknown format version is refused, never skipped.
+//! Both are decoded fail-closed; an unknown format version is refused, never skipped, and so are
+//! the unsealed formats 1 and 2 of earlier builds ([`crate::DecodeError::Unsealed`]).
 
 use crate::delta::{
-    check_position, parent_of, DeltaKind, ObjectReferenceDelta, Position, DELTA_FORMAT_VERSION, LOG_FORMAT_VERSION,
+    check_position, check_seal, parent_of, probe_format, seal, DeltaKind, ObjectReferenceDelta, Position,
+    SIDECAR_FORMAT_VERSION,
 };
 use crate::error::DecodeError;
 use serde::{Deserialize, Serialize};
@@ -22,7 +25,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogHead {
-    /// Always [`LOG_FORMAT_VERSION`].
+    /// Always [`SIDECAR_FORMAT_VERSION`].
     pub format_version: u64,
     /// Table name.
     pub table: String,
@@ -47,19 +50,62 @@ pub struct LogRef {
     pub references: u64,
     /// The log's length in bytes.
     pub bytes: u64,
+    /// SHA-256 of the log's bytes, 64 lowercase hex characters.
+    pub sha256: String,
+}
+
+/// The wire form of a head: the head and its seal.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SealedHead {
+    format_version: u64,
+    table: String,
+    version: u64,
+    parent: Option<u64>,
+    kind: DeltaKind,
+    log: LogRef,
+    sha256: String,
 }
 
 impl LogHead {
     /// A head for `version` of `table` whose additions (`Delta`) or full set (`Snapshot`) are in
     /// the log `log`.
     pub fn new(table: impl Into<String>, version: u64, kind: DeltaKind, log: LogRef) -> Self {
-        Self { format_version: LOG_FORMAT_VERSION, table: table.into(), version, parent: parent_of(version), kind, log }
+        Self {
+            format_version: SIDECAR_FORMAT_VERSION,
+            table: table.into(),
+            version,
+            parent: parent_of(version),
+            kind,
+            log,
+        }
     }
 
-    /// The canonical bytes (compact JSON, fields in declaration order).
+    /// The canonical bytes (compact JSON, fields in declaration order), sealed by their SHA-256.
     pub fn encode(&self) -> Vec<u8> {
+        seal(self.encode_body())
+    }
+
+    fn encode_body(&self) -> Vec<u8> {
         // Serialising plain strings and integers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Checks that `log` is the log this head names: its length and SHA-256 (the row count is
+    /// checked when it is decoded).
+    ///
+    /// # Errors
+    /// [`DecodeError::LogSize`] for another length, [`DecodeError::LogDigestMismatch`] for
+    /// other bytes of the same length.
+    pub fn check_log(&self, log: &[u8]) -> Result<(), DecodeError> {
+        if log.len() as u64 != self.log.bytes {
+            return Err(DecodeError::LogSize { what: "bytes", expected: self.log.bytes, found: log.len() as u64 });
+        }
+        let actual = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(log));
+        if actual != self.log.sha256 {
+            return Err(DecodeError::LogDigestMismatch { recorded: self.log.sha256.clone(), actual });
+        }
+        Ok(())
     }
 
     /// The delta this head describes once its log is decoded into `counts`.
@@ -82,6 +128,12 @@ impl LogHead {
         if id.len() != 26 || !id.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
             return Err(DecodeError::CorruptJson(format!("`log.write_id` {id:?} is not a ULID")));
         }
+        let digest = &self.log.sha256;
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(DecodeError::CorruptJson(format!(
+                "`log.sha256` {digest:?} is not 64 lowercase hex characters"
+            )));
+        }
         Ok(self)
     }
 }
@@ -95,11 +147,6 @@ pub enum SidecarDocument {
     Log(LogHead),
 }
 
-#[derive(Deserialize)]
-struct FormatProbe {
-    format_version: Option<serde_json::Value>,
-}
-
 impl SidecarDocument {
     /// Decodes and validates the sidecar file of `table` at `expected_version`.
     ///
@@ -108,18 +155,26 @@ impl SidecarDocument {
     /// JSON, version, table and parent mismatches; [`DecodeError::UnknownFormatVersion`] for any
     /// other format.
     pub fn decode(bytes: &[u8], table: &str, expected_version: u64) -> Result<Self, DecodeError> {
-        let probe: FormatProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
-        match probe.format_version.as_ref().and_then(serde_json::Value::as_u64) {
-            Some(DELTA_FORMAT_VERSION) => {
-                ObjectReferenceDelta::decode(bytes, table, expected_version).map(Self::Inline)
-            }
-            Some(LOG_FORMAT_VERSION) => {
-                let head: LogHead =
-                    serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
-                head.validate(table, expected_version).map(Self::Log)
-            }
-            Some(found) => Err(DecodeError::UnknownFormatVersion { found, supported: LOG_FORMAT_VERSION }),
-            None => Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
+        probe_format(bytes)?;
+        #[derive(Deserialize)]
+        struct ShapeProbe {
+            log: Option<serde_json::Value>,
         }
+        let shape: ShapeProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        if shape.log.is_none() {
+            return ObjectReferenceDelta::decode(bytes, table, expected_version).map(Self::Inline);
+        }
+        let wire: SealedHead = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        let head = LogHead {
+            format_version: wire.format_version,
+            table: wire.table,
+            version: wire.version,
+            parent: wire.parent,
+            kind: wire.kind,
+            log: wire.log,
+        };
+        let head = head.validate(table, expected_version)?;
+        check_seal(&head.encode_body(), &wire.sha256)?;
+        Ok(Self::Log(head))
     }
 }

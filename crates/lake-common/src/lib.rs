@@ -15,12 +15,14 @@ pub mod delta;
 pub mod error;
 pub mod head;
 pub mod identity;
+mod local_route;
 pub mod location;
 pub mod reflog;
+mod s3_url;
 pub mod uri;
 
 pub use counts::ReferenceCounts;
-pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, DELTA_FORMAT_VERSION, LOG_FORMAT_VERSION};
+pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, SIDECAR_FORMAT_VERSION, UNSEALED_FORMAT_VERSIONS};
 pub use error::{DecodeError, LocationError, UriError};
 pub use head::{LogHead, LogRef, SidecarDocument};
 pub use identity::ObjectIdentity;
@@ -29,4 +31,6 @@ pub use location::{
     DATA_LOCATION_EXTENSION_NAME,
 };
 pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
-pub use uri::{all_plain_keys, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference};
+pub use uri::{
+    all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,
+};

@@ -1,13 +1,23 @@
 //! The `DataLocation` Arrow type: how a column marks object references.
 //!
 //! A DataLocation is `Struct{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}` (all three
-//! children non-nullable) on a field whose metadata has `ARROW:extension:name` =
-//! [`DATA_LOCATION_EXTENSION_NAME`]. The field's type may also be `List<DataLocation>` (an
-//! episode with several files). A null struct or a null list element is no reference.
+//! children non-nullable), marked by `ARROW:extension:name` = [`DATA_LOCATION_EXTENSION_NAME`]
+//! in the field's metadata. The field's type may also be `List<DataLocation>` (an episode with
+//! several files). A null struct or a null list element is no reference.
 //!
-//! A field that carries the extension name but not the exact layout, or that sits anywhere but
-//! at the top level of the schema, is refused ([`LocationError::BadLayout`]), never skipped: a
-//! skipped reference column would make its objects look unreferenced.
+//! The layout, not the marker, makes a reference column: a second Lance client can drop the
+//! marker (`replace_field_metadata`, a `merge` of a column built without it) while the rows
+//! still reference objects. So a top-level column of exactly the DataLocation layout is a
+//! reference column whether or not it is marked. Refused, never skipped (a skipped reference
+//! column would make its objects look unreferenced), each with a [`LocationError`]:
+//! - a marked field of another layout ([`LocationError::BadLayout`]);
+//! - an unmarked struct whose children are named `uri`, `sha256` and `size` but whose types
+//!   differ (what a round trip through Python objects makes: `binary` and `int64`), alone or in
+//!   a list ([`LocationError::LocationLike`]): lake cannot tell whether it references objects;
+//! - a DataLocation, marked or not, or a look-alike, anywhere below the top level (inside a
+//!   struct, a large or fixed-size list, a map, a list of lists) ([`LocationError::Nested`]);
+//! - a Lance blob v2 column (extension `lance.blob.v2`), whose values can name objects by URI
+//!   outside any DataLocation ([`LocationError::Unsupported`]).
 
 use crate::counts::ReferenceCounts;
 use crate::error::LocationError;
@@ -25,6 +35,11 @@ use std::sync::Arc;
 pub const DATA_LOCATION_EXTENSION_NAME: &str = "lake.data_location";
 /// The Arrow metadata key that carries an extension name (Arrow's canonical key).
 pub const EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
+/// The extension name of a Lance blob v2 column (Lance 14 `lance-core` `BLOB_V2_EXT_NAME`),
+/// whose descriptors can reference external URIs.
+pub const LANCE_BLOB_V2_EXTENSION_NAME: &str = "lance.blob.v2";
+/// The field metadata key of Lance blob columns (Lance 14 `lance-arrow` `BLOB_META_KEY`).
+const LANCE_BLOB_KEY: &str = "lance-encoding:blob";
 
 fn struct_fields() -> Fields {
     Fields::from(vec![
@@ -110,20 +125,37 @@ impl ReferenceColumns {
     fn from_schema_with(schema: &Schema, strict: bool) -> Result<Self, LocationError> {
         let mut columns = Vec::new();
         for field in schema.fields() {
-            if is_marked(field) {
-                let shape = match field.data_type() {
-                    dt if struct_matches(dt, strict) => ColumnShape::Single,
-                    DataType::List(item) if struct_matches(item.data_type(), strict) => ColumnShape::List,
-                    other => {
-                        return Err(LocationError::BadLayout {
-                            column: field.name().clone(),
-                            found: format!("{other}"),
-                        })
-                    }
-                };
-                columns.push((field.name().clone(), shape));
-            } else {
-                check_no_nested_marker(field.name(), field.data_type())?;
+            let name = field.name();
+            if is_blob_v2(field) {
+                return Err(LocationError::Unsupported {
+                    column: name.clone(),
+                    reason: "a Lance blob v2 column can reference objects by URI outside any DataLocation".into(),
+                });
+            }
+            // A marked field must match strictly when asked; an unmarked one is judged by its
+            // layout alone (a second client's schema may report the children as nullable).
+            let marked = is_marked(field);
+            match shape_of(field.data_type(), strict && marked) {
+                Shape::Exact(shape) => columns.push((name.clone(), shape)),
+                Shape::LocationLike if marked => {
+                    return Err(LocationError::BadLayout {
+                        column: name.clone(),
+                        found: format!("{}", field.data_type()),
+                    })
+                }
+                Shape::LocationLike => {
+                    return Err(LocationError::LocationLike {
+                        column: name.clone(),
+                        found: format!("{}", field.data_type()),
+                    })
+                }
+                Shape::Other if marked => {
+                    return Err(LocationError::BadLayout {
+                        column: name.clone(),
+                        found: format!("{}", field.data_type()),
+                    })
+                }
+                Shape::Other => check_no_nested_location(name, field.data_type())?,
             }
         }
         Ok(Self { columns })
@@ -230,23 +262,78 @@ impl ReferenceColumns {
     }
 }
 
-fn check_no_nested_marker(path: &str, dt: &DataType) -> Result<(), LocationError> {
+/// How a field's type relates to the DataLocation layout.
+enum Shape {
+    /// The layout itself, or a list of it.
+    Exact(ColumnShape),
+    /// A struct with the DataLocation's child names but other types (or a list of one).
+    LocationLike,
+    /// Anything else.
+    Other,
+}
+
+fn shape_of(dt: &DataType, strict: bool) -> Shape {
+    if struct_matches(dt, strict) {
+        return Shape::Exact(ColumnShape::Single);
+    }
+    if let DataType::List(item) = dt {
+        if struct_matches(item.data_type(), strict) {
+            return Shape::Exact(ColumnShape::List);
+        }
+        if looks_like_location(item.data_type()) {
+            return Shape::LocationLike;
+        }
+    }
+    if looks_like_location(dt) {
+        return Shape::LocationLike;
+    }
+    Shape::Other
+}
+
+/// A struct whose children are named `uri`, `sha256` and `size` (in any order, of any types).
+fn looks_like_location(dt: &DataType) -> bool {
+    match dt {
+        DataType::Struct(fields) => {
+            let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+            names.sort_unstable();
+            names == ["sha256", "size", "uri"]
+        }
+        _ => false,
+    }
+}
+
+/// A Lance blob v2 field: marked `lance.blob.v2`, or shown as Lance shows such a column unloaded
+/// (a struct of blob descriptors with the `lance-encoding:blob` key). A legacy blob column
+/// (`LargeBinary` with that key) keeps its bytes in the data file and references nothing.
+fn is_blob_v2(field: &Field) -> bool {
+    field.metadata().get(EXTENSION_NAME_KEY).map(String::as_str) == Some(LANCE_BLOB_V2_EXTENSION_NAME)
+        || (field.metadata().contains_key(LANCE_BLOB_KEY) && matches!(field.data_type(), DataType::Struct(_)))
+}
+
+/// Refuses a DataLocation (marked or not, or a look-alike) or a blob v2 column below the top
+/// level of a field of type `dt`.
+fn check_no_nested_location(path: &str, dt: &DataType) -> Result<(), LocationError> {
     let children: Vec<&Field> = match dt {
         DataType::Struct(fields) => fields.iter().map(|f| f.as_ref()).collect(),
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) | DataType::Map(f, _) => {
-            vec![f.as_ref()]
-        }
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => vec![f.as_ref()],
+        DataType::Dictionary(_, value) => return check_no_nested_location(path, value),
+        DataType::RunEndEncoded(_, values) => vec![values.as_ref()],
+        DataType::Union(fields, _) => fields.iter().map(|(_, f)| f.as_ref()).collect(),
         _ => vec![],
     };
     for child in children {
         let child_path = format!("{path}.{}", child.name());
-        if is_marked(child) {
-            return Err(LocationError::BadLayout {
-                column: child_path,
-                found: "a DataLocation nested inside another column (only top-level DataLocation or List<DataLocation> columns are supported)".into(),
-            });
+        let nested =
+            is_marked(child) || is_blob_v2(child) || !matches!(shape_of(child.data_type(), false), Shape::Other);
+        if nested {
+            return Err(LocationError::Nested { column: child_path, found: format!("{}", child.data_type()) });
         }
-        check_no_nested_marker(&child_path, child.data_type())?;
+        check_no_nested_location(&child_path, child.data_type())?;
     }
     Ok(())
 }
@@ -424,7 +511,80 @@ mod tests {
             DataType::Struct(Fields::from(vec![data_location_field("f", true)])),
             true,
         )]);
-        assert!(matches!(ReferenceColumns::from_schema(&nested), Err(LocationError::BadLayout { .. })));
+        assert!(matches!(ReferenceColumns::from_schema(&nested), Err(LocationError::Nested { .. })));
+    }
+
+    fn struct_of(uri: DataType, sha: DataType, size: DataType, nullable: bool) -> DataType {
+        DataType::Struct(Fields::from(vec![
+            Field::new("uri", uri, nullable),
+            Field::new("sha256", sha, nullable),
+            Field::new("size", size, nullable),
+        ]))
+    }
+
+    /// A second client drops the marker (`replace_field_metadata`, a `merge` of a plain struct):
+    /// the layout alone still makes a reference column, single or list, with nullable children.
+    #[test]
+    fn unmarked_columns_of_the_layout_are_reference_columns() {
+        let exact = struct_of(DataType::Utf8, DataType::FixedSizeBinary(32), DataType::UInt64, true);
+        let list = DataType::List(Arc::new(Field::new("item", exact.clone(), true)));
+        let schema = Schema::new(vec![
+            Field::new("n", DataType::Int32, false),
+            Field::new("file", exact, true),
+            Field::new("files", list, true),
+        ]);
+        for cols in
+            [ReferenceColumns::from_schema(&schema).unwrap(), ReferenceColumns::from_stored_schema(&schema).unwrap()]
+        {
+            assert_eq!(
+                cols.columns(),
+                &[("file".to_string(), ColumnShape::Single), ("files".to_string(), ColumnShape::List)]
+            );
+        }
+    }
+
+    /// Look-alikes (what a round trip through Python objects gives), nested DataLocations and
+    /// Lance blob v2 columns are refused, marked or not: never skipped.
+    #[test]
+    fn look_alikes_nested_locations_and_blob_columns_are_refused() {
+        let exact = struct_of(DataType::Utf8, DataType::FixedSizeBinary(32), DataType::UInt64, false);
+        let python = struct_of(DataType::Utf8, DataType::Binary, DataType::Int64, true);
+        let reordered = DataType::Struct(Fields::from(vec![
+            Field::new("sha256", DataType::FixedSizeBinary(32), false),
+            Field::new("uri", DataType::Utf8, false),
+            Field::new("size", DataType::UInt64, false),
+        ]));
+        let item = |dt: DataType| Arc::new(Field::new("item", dt, true));
+        let refused = [
+            (python.clone(), "LocationLike"),
+            (reordered, "LocationLike"),
+            (struct_of(DataType::LargeUtf8, DataType::FixedSizeBinary(32), DataType::UInt64, false), "LocationLike"),
+            (struct_of(DataType::Utf8View, DataType::FixedSizeBinary(32), DataType::UInt64, false), "LocationLike"),
+            (DataType::List(item(python)), "LocationLike"),
+            (DataType::LargeList(item(exact.clone())), "Nested"),
+            (DataType::FixedSizeList(item(exact.clone()), 2), "Nested"),
+            (DataType::List(item(DataType::List(item(exact.clone())))), "Nested"),
+            (DataType::Struct(Fields::from(vec![Field::new("inner", exact.clone(), true)])), "Nested"),
+        ];
+        for (dt, kind) in refused {
+            let schema = Schema::new(vec![Field::new("file", dt.clone(), true)]);
+            let err = ReferenceColumns::from_stored_schema(&schema).unwrap_err();
+            let got = match err {
+                LocationError::LocationLike { .. } => "LocationLike",
+                LocationError::Nested { .. } => "Nested",
+                other => panic!("{dt}: {other}"),
+            };
+            assert_eq!(got, kind, "{dt}");
+        }
+        let blob = Field::new("video", DataType::LargeBinary, true)
+            .with_metadata(HashMap::from([(EXTENSION_NAME_KEY.to_string(), LANCE_BLOB_V2_EXTENSION_NAME.to_string())]));
+        assert!(matches!(
+            ReferenceColumns::from_stored_schema(&Schema::new(vec![blob])),
+            Err(LocationError::Unsupported { .. })
+        ));
+        let legacy_blob = Field::new("video", DataType::LargeBinary, true)
+            .with_metadata(HashMap::from([(LANCE_BLOB_KEY.to_string(), "true".to_string())]));
+        assert!(ReferenceColumns::from_stored_schema(&Schema::new(vec![legacy_blob])).unwrap().is_empty());
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub struct ReferenceLogEncoder {
     pending: usize,
     references: u64,
     bytes: u64,
+    /// SHA-256 of the bytes taken so far (the head binds the log by it).
+    digest: sha2::Sha256,
     capacity: usize,
 }
 
@@ -84,6 +86,7 @@ impl ReferenceLogEncoder {
             pending: 0,
             references: 0,
             bytes: 0,
+            digest: <sha2::Sha256 as sha2::Digest>::new(),
             capacity: 0,
         })
     }
@@ -162,11 +165,12 @@ impl ReferenceLogEncoder {
     pub fn take_bytes(&mut self) -> Vec<u8> {
         let bytes = std::mem::replace(self.writer.get_mut(), Vec::with_capacity(self.capacity));
         self.bytes += bytes.len() as u64;
+        sha2::Digest::update(&mut self.digest, &bytes);
         bytes
     }
 
     /// Encodes the pending rows and the end-of-stream marker; returns the remaining bytes and
-    /// the totals `(references, bytes)` of the whole log.
+    /// the totals (references, bytes, SHA-256) of the whole log.
     ///
     /// # Errors
     /// Arrow's IPC writer errors.
@@ -175,17 +179,20 @@ impl ReferenceLogEncoder {
         self.writer.finish()?;
         self.capacity = 0;
         let rest = self.take_bytes();
-        Ok((rest, LogTotals { references: self.references, bytes: self.bytes }))
+        let sha256 = hex::encode(sha2::Digest::finalize(self.digest));
+        Ok((rest, LogTotals { references: self.references, bytes: self.bytes, sha256 }))
     }
 }
 
-/// The size of a finished log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The size and digest of a finished log.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTotals {
     /// Rows (references) in the log.
     pub references: u64,
     /// Encoded length in bytes.
     pub bytes: u64,
+    /// SHA-256 of the log's bytes, 64 lowercase hex characters.
+    pub sha256: String,
 }
 
 fn corrupt(reason: impl std::fmt::Display) -> DecodeError {

@@ -1,24 +1,50 @@
 //! Normalisation of the `uri` a row carries, against the lake root.
 //!
 //! One function, [`normalize_reference`], decides whether a reference points inside the lake
-//! root (and then which key) or outside it. Rules (each refusal is a [`UriError`]):
+//! root (and then which key), outside it, or cannot be told (refused). Every spelling that
+//! names an object inside the root normalises to its key or is refused; none is taken for a
+//! different object. Rules (each refusal is a [`UriError`]):
 //! - a relative reference is a key relative to the root (`objects/01J.../a.mcap`); `%XX`
 //!   escapes are decoded;
-//! - an absolute URL whose scheme and authority equal the root's and whose decoded path lies
-//!   under the root's path is the same key (`file:///lake/objects/x` == `objects/x`);
-//!   `s3a://` and `s3n://` are aliases of `s3://` (as in Hadoop and Iceberg's `equal_schemes`);
+//! - anything that starts with an RFC 3986 scheme (`letter *( letter / digit / + / - / . ) :`)
+//!   is a URL, whether or not `//` follows: `file:/p`, `file:///p`, `file://localhost/p` and
+//!   `FILE:///p` are one spelling (RFC 8089, and the WHATWG URL rules the `url` crate follows);
+//!   schemes are compared case-insensitively, `s3a://` and `s3n://` are aliases of `s3://` (as
+//!   in Hadoop and Iceberg's `equal_schemes`);
+//! - a URL whose scheme and authority equal the root's, or one of the root's other spellings
+//!   ([`LakeRootUri::with_alias`]: the endpoint URL of an S3-compatible server, the path a local
+//!   root was opened by), and whose decoded path lies under the root's path is the same key;
+//! - an `http(s)://` URL of an Amazon S3 endpoint (`<bucket>.s3[.-]<region>.amazonaws.com/key`,
+//!   `s3[.-]<region>.amazonaws.com/<bucket>/key`, dual-stack, accelerate and website forms, the
+//!   forms of the S3 user guide's "Methods for accessing a bucket") names `s3://<bucket>/key`;
+//! - for a local root bound to its folder ([`LakeRootUri::bind_local_folder`]), a `file:` URL
+//!   that is not textually under the root is resolved on the file system (symbolic links,
+//!   bind mounts: see `local_route`): a route that reaches the root's folder is the same key;
 //! - everything else with a scheme is external and never a GC candidate;
 //! - refused: empty references, `.`/`..` segments, empty segments (`//`, trailing `/`), bare
 //!   absolute paths, query strings and fragments (signed URLs), user info (credentials),
-//!   control characters and backslashes, invalid percent-encoding.
+//!   control characters and backslashes, invalid percent-encoding, URLs that are not
+//!   hierarchical (`s3:bucket/key`, `urn:x`), a `file:` URL naming another host, a port on an
+//!   `s3://` URL, an escaped or differently-cased spelling of the root's bucket or host.
 //!
 //! A sibling prefix that shares the root's first letters (`s3://b/lake-old/...` for root
 //! `s3://b/lake`) is external: containment is decided per path segment, never per character
 //! (the delta-rs `_dates_backup` bug).
 
 use crate::error::UriError;
+use crate::local_route::{resolve_local_route, LocalFolderId};
+use crate::s3_url::{self, S3Url};
 use percent_encoding::percent_decode_str;
 use url::Url;
+
+/// One spelling of a lake root: `scheme://authority/segments...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Spelling {
+    scheme: String,
+    authority: String,
+    /// Decoded path segments.
+    segments: Vec<String>,
+}
 
 /// A normalised lake root: `scheme://authority/path` without a trailing slash.
 ///
@@ -30,6 +56,10 @@ pub struct LakeRootUri {
     authority: String,
     /// Decoded path segments of the root.
     segments: Vec<String>,
+    /// Other spellings that name the same folder or prefix.
+    aliases: Vec<Spelling>,
+    /// The root folder's identity on the file system, for a local root bound to it.
+    local: Option<LocalFolderId>,
 }
 
 /// Where a reference points.
@@ -48,6 +78,15 @@ impl NormalizedReference {
             NormalizedReference::InRoot(k) | NormalizedReference::External(k) => k,
         }
     }
+}
+
+/// True when the `uri` of a normalised [`crate::ObjectIdentity`] is external (an absolute URI
+/// outside the lake root, `scheme://...`), false when it is a key relative to the root. The one
+/// test of "is this reference outside the lake": normalisation writes external references, and
+/// only them, as `scheme://authority/path`, and refuses a key with an empty segment, so a key
+/// never contains `://`.
+pub fn is_external_identity(uri: &str) -> bool {
+    uri.contains("://")
 }
 
 impl LakeRootUri {
@@ -70,6 +109,9 @@ impl LakeRootUri {
         if scheme == "s3" && authority.is_empty() {
             return Err(bad("an s3:// root names a bucket: s3://bucket/prefix"));
         }
+        if scheme == "file" && !authority.is_empty() {
+            return Err(bad("a file:// root is a folder on this machine: file:///abs/path"));
+        }
         let mut segments = Vec::new();
         for seg in url.path().split('/').filter(|s| !s.is_empty()) {
             let decoded =
@@ -79,7 +121,48 @@ impl LakeRootUri {
             }
             segments.push(decoded);
         }
-        Ok(Self { scheme, authority, segments })
+        Ok(Self { scheme, authority, segments, aliases: Vec::new(), local: None })
+    }
+
+    /// The same root, also reached by `alias`: a URL prefix that names the same folder or prefix,
+    /// such as the path-style URL of an S3-compatible server
+    /// (`http://127.0.0.1:4566/bucket/prefix`) or the unresolved path a local root was opened by.
+    /// References under an alias normalise to the same keys as under the root.
+    ///
+    /// # Errors
+    /// [`UriError::BadRoot`] when `alias` is not an absolute hierarchical URL or path.
+    pub fn with_alias(mut self, alias: &str) -> Result<Self, UriError> {
+        let bad = |reason: &str| UriError::BadRoot { root: alias.to_string(), reason: reason.to_string() };
+        let url = if alias.starts_with('/') {
+            Url::from_file_path(alias).map_err(|_| bad("not an absolute local path"))?
+        } else {
+            Url::parse(alias).map_err(|e| bad(&e.to_string()))?
+        };
+        if url.cannot_be_a_base() || url.query().is_some() || url.fragment().is_some() {
+            return Err(bad("an alias is a hierarchical URL without query or fragment"));
+        }
+        let raw = url.path().strip_prefix('/').unwrap_or(url.path());
+        let segments = if raw.is_empty() { Vec::new() } else { decode_segments(alias, raw.trim_end_matches('/'))? };
+        let spelling = Spelling { scheme: canonical_scheme(url.scheme()), authority: authority_of(&url), segments };
+        if !self.aliases.contains(&spelling) {
+            self.aliases.push(spelling);
+        }
+        Ok(self)
+    }
+
+    /// Binds a local root to its folder `path` (the folder the root names, resolved): a `file:`
+    /// reference that is not textually under the root is then resolved on the file system, and
+    /// is the same key when its route reaches this folder (see the module documentation).
+    ///
+    /// # Errors
+    /// [`UriError::BadRoot`] when `path` cannot be read.
+    pub fn bind_local_folder(mut self, path: &std::path::Path) -> Result<Self, UriError> {
+        let id = LocalFolderId::of(path).map_err(|e| UriError::BadRoot {
+            root: path.display().to_string(),
+            reason: format!("cannot read the folder: {e}"),
+        })?;
+        self.local = Some(id);
+        Ok(self)
     }
 
     /// `file` or `s3`.
@@ -103,6 +186,11 @@ impl LakeRootUri {
         let base = self.to_string();
         format!("{base}/{key}")
     }
+
+    fn spellings(&self) -> impl Iterator<Item = (&str, &str, &[String])> {
+        std::iter::once((self.scheme.as_str(), self.authority.as_str(), self.segments.as_slice()))
+            .chain(self.aliases.iter().map(|a| (a.scheme.as_str(), a.authority.as_str(), a.segments.as_slice())))
+    }
 }
 
 impl std::fmt::Display for LakeRootUri {
@@ -118,15 +206,21 @@ fn canonical_scheme(scheme: &str) -> String {
     }
 }
 
-fn has_scheme(uri: &str) -> bool {
-    match uri.find("://") {
-        Some(i) if i > 0 => {
-            let s = &uri[..i];
-            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
-        }
-        _ => false,
+/// The host of `url` (as the `url` crate normalises it) with a non-default port.
+fn authority_of(url: &Url) -> String {
+    let host = url.host_str().unwrap_or("");
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
     }
+}
+
+/// True when `uri` starts with an RFC 3986 scheme followed by `:` (`file:`, `s3:`, `HTTPS:`).
+fn has_scheme(uri: &str) -> bool {
+    let Some(colon) = uri.find(':') else { return false };
+    let scheme = &uri[..colon];
+    scheme.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.')
 }
 
 /// Decodes and validates `/`-separated segments of a key.
@@ -291,17 +385,54 @@ pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedRe
     if !url.username().is_empty() || url.password().is_some() {
         return Err(UriError::Credentials { uri: uri.to_string() });
     }
+    let refuse = |reason: &str| UriError::Ambiguous { uri: uri.to_string(), reason: reason.to_string() };
+    if url.cannot_be_a_base() {
+        return Err(refuse("it is not a hierarchical URL (`scheme://authority/path`)"));
+    }
     let scheme = canonical_scheme(url.scheme());
-    let authority = url.host_str().unwrap_or("").to_string();
+    let authority = authority_of(&url);
+    if authority.contains('%') {
+        return Err(refuse("its host is percent-encoded"));
+    }
+    if scheme == "file" && !authority.is_empty() {
+        return Err(refuse("a file: URL naming another host cannot be told apart from a path on this machine"));
+    }
+    if scheme == "s3" && url.port().is_some() {
+        return Err(refuse("an s3:// URL names a bucket, not a host and port"));
+    }
     // The raw path as written (url::Url keeps escapes); strip the single leading slash.
     let raw_path = url.path().strip_prefix('/').unwrap_or(url.path());
     let segments = decode_segments(uri, raw_path)?;
-    if scheme == root.scheme
-        && authority == root.authority
-        && segments.len() > root.segments.len()
-        && segments[..root.segments.len()] == root.segments[..]
-    {
-        return Ok(NormalizedReference::InRoot(segments[root.segments.len()..].join("/")));
+    // An HTTP(S) URL of an Amazon S3 endpoint names an `s3://bucket/key`.
+    let (scheme, authority, segments) = match s3_url::classify(&scheme, &authority, segments) {
+        S3Url::Other(segments) => (scheme, authority, segments),
+        S3Url::Bucket(bucket, key) => ("s3".to_string(), bucket, key),
+        S3Url::Unknowable => {
+            return Err(refuse("it is an S3 access point or similar endpoint, whose bucket cannot be told"))
+        }
+    };
+    for (root_scheme, root_authority, root_segments) in root.spellings() {
+        if scheme != root_scheme {
+            continue;
+        }
+        if authority != root_authority && authority.eq_ignore_ascii_case(root_authority) {
+            return Err(refuse("its bucket or host differs from the lake root's only in letter case"));
+        }
+        if authority == root_authority
+            && segments.len() > root_segments.len()
+            && segments[..root_segments.len()] == root_segments[..]
+        {
+            return Ok(NormalizedReference::InRoot(segments[root_segments.len()..].join("/")));
+        }
+    }
+    if scheme == "file" {
+        if let Some(folder) = &root.local {
+            let resolved = resolve_local_route(folder, &segments)
+                .map_err(|e| refuse(&format!("its path cannot be resolved on this machine ({e})")))?;
+            if let Some(key) = resolved {
+                return Ok(NormalizedReference::InRoot(key));
+            }
+        }
     }
     Ok(NormalizedReference::External(format!("{scheme}://{authority}/{}", segments.join("/"))))
 }
@@ -380,6 +511,65 @@ mod tests {
         ] {
             assert!(normalize_reference(&root(), bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    /// Every RFC 8089 spelling of a file inside a local root is its key (the `file:/` short form
+    /// that Java and Hadoop print was once journaled as a relative key beginning with `file:`).
+    #[test]
+    fn the_rfc_8089_family_names_one_key() {
+        for spelling in [
+            "file:/data/lake/objects/01ABC/a.bin",
+            "file:///data/lake/objects/01ABC/a.bin",
+            "file://localhost/data/lake/objects/01ABC/a.bin",
+            "FILE:///data/lake/objects/01ABC/a.bin",
+            "File:/data/lake/objects/01ABC/a.bin",
+            "file://LOCALHOST/data/lake/objects/01ABC/a.bin",
+            "file:/data/lake/objects/01ABC/a%2Ebin",
+        ] {
+            assert_eq!(
+                normalize_reference(&root(), spelling).unwrap(),
+                NormalizedReference::InRoot("objects/01ABC/a.bin".into()),
+                "{spelling}"
+            );
+        }
+        // Scheme-like prefixes are never keys.
+        for refused in
+            ["file://otherhost/data/lake/objects/01ABC/a.bin", "s3:bucket/lake/x", "urn:lake:x", "objects:x/y"]
+        {
+            assert!(matches!(normalize_reference(&root(), refused), Err(UriError::Ambiguous { .. })), "{refused}");
+        }
+    }
+
+    #[test]
+    fn s3_spellings_of_the_root_are_its_keys_or_refused() {
+        let s3 =
+            LakeRootUri::parse("s3://bucket/lake").unwrap().with_alias("http://127.0.0.1:4566/bucket/lake").unwrap();
+        for spelling in [
+            "S3://bucket/lake/objects/x",
+            "s3a://bucket/lake/objects/x",
+            "https://bucket.s3.amazonaws.com/lake/objects/x",
+            "https://bucket.s3.eu-west-1.amazonaws.com/lake/objects/x",
+            "https://s3.eu-west-1.amazonaws.com/bucket/lake/objects/x",
+            "HTTP://127.0.0.1:4566/bucket/lake/objects/x",
+        ] {
+            assert_eq!(
+                normalize_reference(&s3, spelling).unwrap(),
+                NormalizedReference::InRoot("objects/x".into()),
+                "{spelling}"
+            );
+        }
+        for refused in [
+            "s3://Bucket/lake/objects/x",
+            "s3://buck%65t/lake/objects/x",
+            "s3://bucket:443/lake/objects/x",
+            "https://ap-1.s3-accesspoint.eu-west-1.amazonaws.com/lake/objects/x",
+        ] {
+            assert!(normalize_reference(&s3, refused).is_err(), "{refused}");
+        }
+        assert_eq!(
+            normalize_reference(&s3, "https://other.s3.amazonaws.com/lake/objects/x").unwrap(),
+            NormalizedReference::External("s3://other/lake/objects/x".into())
+        );
     }
 
     #[test]

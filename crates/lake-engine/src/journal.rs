@@ -73,19 +73,19 @@ pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> Reference
     ReferencePage { identities, next }
 }
 
-/// Identities added by versions in `(version, latest]` (all references of a snapshot).
+/// Identities added by versions in `(after, upto]` (all references of a snapshot).
 ///
 /// # Errors
-/// [`EngineError::Lineage`] naming the first newer version whose sidecar is missing or
+/// [`EngineError::Lineage`] naming the first version in the range whose sidecar is missing or
 /// undecodable.
-pub fn added_after(
+pub fn added_between(
     table: &str,
-    version: u64,
-    latest: u64,
+    after: u64,
+    upto: u64,
     sidecars: &Sidecars,
 ) -> Result<Vec<ObjectIdentity>, EngineError> {
     let mut out = BTreeSet::new();
-    for v in version.saturating_add(1)..=latest {
+    for v in after.saturating_add(1)..=upto {
         match sidecars.get(&v) {
             Some(Ok(d)) => {
                 for e in &d.added {

@@ -7,6 +7,8 @@
 //!   (an object is live if its count is above zero in at least one retained version).
 //! - [`spilled_replay`]: the same live set in bounded memory, identity by identity over
 //!   journal events sorted on local disk ([`spill`]).
+//! - [`stamp`]: a table's lineage at one moment ([`LineageStamp`]) and how it may move on
+//!   between a plan and its apply ([`LineageBasis`]).
 //! - [`journal`]: the shared answers from decoded sidecars (live set, pages, additions).
 //! - [`memory`]: [`memory::MemoryEngine`], an in-memory test double with the same rules.
 
@@ -17,6 +19,7 @@ pub mod memory;
 pub mod replay;
 pub mod spill;
 pub mod spilled_replay;
+pub mod stamp;
 
 use async_trait::async_trait;
 use lake_common::ObjectIdentity;
@@ -25,6 +28,7 @@ pub use error::EngineError;
 pub use lineage::{check_chain, check_chain_by, LineageProblem, TableLineage};
 pub use replay::{live_set, Replay, ReplayError};
 pub use spilled_replay::{spilled_live_set, LiveIdentities, SpilledJournal, SpilledReplayError};
+pub use stamp::{LineageBasis, LineageStamp};
 
 /// Where a table lives: its name in the registry and the URI of its dataset.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,15 +119,25 @@ pub trait Engine: Send + Sync {
         page: &PageRequest,
     ) -> Result<ReferencePage, EngineError>;
 
-    /// Identities that versions newer than `version` added (net additions of each newer
-    /// version's journal entry; a snapshot counts all of its references as added). Used by apply
-    /// to revalidate a plan made at `version`.
+    /// The lineage of `location` as its listings show it now (versions, registry pin, journal
+    /// files), without reading any journal entry: what apply compares with a plan's basis before
+    /// every group of deletes.
     ///
     /// # Errors
-    /// [`EngineError::Lineage`] when a newer version's journal is missing or undecodable.
-    async fn references_added_after(
+    /// [`EngineError::Storage`] / [`EngineError::Table`] when the table cannot be listed.
+    async fn lineage_stamp(&self, location: &TableLocation) -> Result<stamp::LineageStamp, EngineError>;
+
+    /// Identities that the versions in `(after, upto]` added (net additions of each version's
+    /// journal entry; a snapshot counts all of its references as added). Used by apply to
+    /// revalidate a plan against the versions committed since its basis.
+    ///
+    /// # Errors
+    /// [`EngineError::Lineage`] when a version in the range has no journal entry or an
+    /// undecodable one.
+    async fn references_added_between(
         &self,
         location: &TableLocation,
-        version: u64,
+        after: u64,
+        upto: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError>;
 }

@@ -24,6 +24,28 @@ pub enum LineageProblem {
     Inconsistent { table: String, version: u64, reason: String },
     /// A dataset under the lake's tables folder that the registry does not know.
     UnregisteredDataset { path: String },
+    /// The registry pins a version above the dataset's latest: the dataset went backwards
+    /// (restored from a backup?) and the versions it lost may still matter.
+    RegistryAhead { table: String, registry: u64, latest: u64 },
+    /// A journal file exists for a version above the dataset's latest: the dataset went
+    /// backwards under its journal, and a new version with that number would inherit an entry
+    /// that describes another version.
+    JournalBeyondLatest { table: String, version: u64, latest: u64 },
+    /// The latest version is below the one a plan was made at.
+    WentBackwards { table: String, was: u64, now: u64 },
+    /// A version at or below a plan's latest is retained now but was not then.
+    VersionReappeared { table: String, version: u64 },
+    /// A journal file at or below a plan's latest version changed since the plan.
+    JournalRewritten { table: String, upto: u64 },
+    /// A table of a plan is no longer registered.
+    TableVanished { table: String },
+    /// The dataset has Lance branches (or a branch folder): versions the journal does not cover.
+    Branch { table: String, branch: String },
+    /// A retained version reads files outside the dataset folder (a shallow clone, a base path
+    /// added with `add_bases`): rows the journal of this table does not cover.
+    ExternalBase { table: String, path: String },
+    /// The schema of a version has a column lake cannot read references from with certainty.
+    UnreadableColumns { table: String, version: u64, reason: String },
 }
 
 impl fmt::Display for LineageProblem {
@@ -35,6 +57,15 @@ impl fmt::Display for LineageProblem {
             Self::VersionMismatch { table, file, reason } => write!(f, "table `{table}` sidecar file `{file}`: {reason}"),
             Self::Inconsistent { table, version, reason } => write!(f, "table `{table}` journal is inconsistent at version {version}: {reason}"),
             Self::UnregisteredDataset { path } => write!(f, "dataset `{path}` is under the lake's tables but not in the registry; its references are unknown"),
+            Self::RegistryAhead { table, registry, latest } => write!(f, "table `{table}`: the registry pins version {registry} but the dataset's latest version is {latest}: the dataset went backwards (restored from a backup?); restore its missing versions, or recreate the table"),
+            Self::JournalBeyondLatest { table, version, latest } => write!(f, "table `{table}` has a journal entry for version {version} but the dataset's latest version is {latest}: the dataset went backwards under its journal; restore the dataset's versions, or move the journal entries above {latest} aside"),
+            Self::WentBackwards { table, was, now } => write!(f, "table `{table}` was at version {was} when the plan was made and is at version {now} now: the dataset went backwards; nothing more is deleted, plan again once it is repaired"),
+            Self::VersionReappeared { table, version } => write!(f, "table `{table}` version {version} exists now but did not when the plan was made (restored from a backup?); plan again"),
+            Self::JournalRewritten { table, upto } => write!(f, "table `{table}`: the journal of versions up to {upto} changed since the plan was made (an entry rewritten, removed or added late); plan again"),
+            Self::TableVanished { table } => write!(f, "table `{table}` of the plan is no longer registered; plan again"),
+            Self::Branch { table, branch } => write!(f, "table `{table}` has a Lance branch `{branch}` (made by another Lance client): its versions are not journaled and may reference objects; delete the branch, or move the table out of the lake"),
+            Self::ExternalBase { table, path } => write!(f, "table `{table}` reads files from `{path}`, outside its dataset folder (a shallow clone or an added base path): lake cannot see the references there"),
+            Self::UnreadableColumns { table, version, reason } => write!(f, "table `{table}` version {version}: {reason}"),
         }
     }
 }
@@ -52,6 +83,8 @@ pub struct TableLineage {
     pub replay_base: Option<u64>,
     /// Problems; empty when the journal covers every retained version.
     pub problems: Vec<LineageProblem>,
+    /// The lineage as the listings that were read showed it (what a plan binds).
+    pub stamp: crate::stamp::LineageStamp,
 }
 
 impl TableLineage {

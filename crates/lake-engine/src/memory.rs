@@ -5,8 +5,9 @@
 //! corrupt a sidecar) to exercise fail-closed paths.
 
 use crate::error::EngineError;
-use crate::journal::{added_after, live_set_of, paginate, Sidecars};
+use crate::journal::{added_between, live_set_of, paginate, Sidecars};
 use crate::lineage::{check_chain, TableLineage};
+use crate::stamp::LineageStamp;
 use crate::{Engine, PageRequest, ReferencePage, RetainedRoots, TableLocation, TableSet};
 use async_trait::async_trait;
 use lake_common::{DecodeError, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
@@ -115,11 +116,35 @@ impl MemoryEngine {
             .get(table)
             .ok_or_else(|| EngineError::Table { table: table.into(), message: "no such table".into() })?;
         let retained: Vec<u64> = t.versions.keys().copied().collect();
-        let (replay_base, problems) = check_chain(table, &retained, t.latest, &t.sidecars);
+        let (replay_base, mut problems) = check_chain(table, &retained, t.latest, &t.sidecars);
+        let stamp = Self::stamp_of(t);
+        problems.extend(stamp.problems(table));
         Ok((
-            TableLineage { table: table.into(), latest_version: t.latest, retained, replay_base, problems },
+            TableLineage { table: table.into(), latest_version: t.latest, retained, replay_base, problems, stamp },
             t.sidecars.clone(),
         ))
+    }
+
+    /// The stamp of a table: a journal file's identity is its canonical bytes' SHA-256 (or its
+    /// decode error); the registry pins the latest version.
+    fn stamp_of(t: &MemTable) -> LineageStamp {
+        let journal = t
+            .sidecars
+            .iter()
+            .map(|(v, entry)| {
+                let identity = match entry {
+                    Ok(d) => hex::encode(<sha2::Sha256 as sha2::Digest>::digest(d.encode())),
+                    Err(e) => format!("undecodable: {e}"),
+                };
+                (*v, identity)
+            })
+            .collect();
+        LineageStamp {
+            latest_version: t.latest,
+            retained: t.versions.keys().copied().collect(),
+            registry_version: Some(t.latest),
+            journal,
+        }
     }
 }
 
@@ -148,12 +173,21 @@ impl Engine for MemoryEngine {
         Ok(paginate(&live, page))
     }
 
-    async fn references_added_after(
+    async fn lineage_stamp(&self, location: &TableLocation) -> Result<LineageStamp, EngineError> {
+        let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        let t = guard
+            .get(&location.name)
+            .ok_or_else(|| EngineError::Table { table: location.name.clone(), message: "no such table".into() })?;
+        Ok(Self::stamp_of(t))
+    }
+
+    async fn references_added_between(
         &self,
         location: &TableLocation,
-        version: u64,
+        after: u64,
+        upto: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError> {
-        let (lineage, sidecars) = self.lineage_of(&location.name)?;
-        added_after(&location.name, version, lineage.latest_version, &sidecars)
+        let (_, sidecars) = self.lineage_of(&location.name)?;
+        added_between(&location.name, after, upto, &sidecars)
     }
 }

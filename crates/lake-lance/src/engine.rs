@@ -8,16 +8,15 @@
 use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
 use crate::live::{JournalSnapshot, LiveCursor};
-use crate::refs_checkpoint;
 use crate::scan::count_references;
 use crate::sidecar;
 use arrow_array::RecordBatchReader;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lake_common::{DecodeError, DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
-use lake_engine::journal::{added_after, Sidecars};
+use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_engine::journal::{added_between, Sidecars};
 use lake_engine::{
-    check_chain_by, Engine, EngineError, LineageProblem, PageRequest, ReferencePage, RetainedRoots, TableLineage,
+    Engine, EngineError, LineageProblem, LineageStamp, PageRequest, ReferencePage, RetainedRoots, TableLineage,
     TableLocation, TableSet,
 };
 use lake_objects::descriptor::LakeDescriptor;
@@ -308,7 +307,12 @@ impl LanceEngine {
             table,
             version,
             kind,
-            LogRef { write_id: log.write_id.clone(), references: log.totals.references, bytes: log.totals.bytes },
+            LogRef {
+                write_id: log.write_id.clone(),
+                references: log.totals.references,
+                bytes: log.totals.bytes,
+                sha256: log.totals.sha256.clone(),
+            },
         );
         sidecar::write_head(&self.store, &head).await?;
         self.advance(table, version).await?;
@@ -513,69 +517,6 @@ impl LanceEngine {
             .await?;
         Ok((lineage, sidecars))
     }
-
-    /// The lineage of `table`, handing every journal entry it reads to `visit` in ascending
-    /// version order (decoded, or its decode error), without keeping them: the entries from the
-    /// replay's start on. With `use_checkpoint`, a valid reference checkpoint at version C is
-    /// handed over first as C's entry (a snapshot), and sidecars up to C are not read.
-    ///
-    /// # Errors
-    /// Storage and Lance errors, and whatever `visit` returns.
-    pub(crate) async fn read_lineage(
-        &self,
-        table: &str,
-        use_checkpoint: bool,
-        mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
-    ) -> Result<TableLineage, LanceEngineError> {
-        let (retained, latest) = self.retained_versions(table).await?;
-        let oldest = retained.first().copied().unwrap_or(latest);
-        let checkpoint = match use_checkpoint {
-            true => refs_checkpoint::load_valid(&self.store, table, oldest, latest).await?,
-            false => None,
-        };
-        // Only each version's kind (or decode error) is kept, for the chain check.
-        let mut kinds: BTreeMap<u64, Result<DeltaKind, String>> = BTreeMap::new();
-        let mut record = |version: u64, entry: Result<ObjectReferenceDelta, DecodeError>| {
-            kinds.insert(version, entry.as_ref().map(|d| d.kind).map_err(|e| e.to_string()));
-            visit(version, entry)
-        };
-        let stand_in = checkpoint.as_ref().map(|c| c.version);
-        if let Some(c) = checkpoint {
-            record(c.version, Ok(c))?;
-        }
-        let from = stand_in.unwrap_or(1);
-        let mut problems = sidecar::visit_from(&self.store, table, from, |version, entry| {
-            // The checkpoint stands in for its version's sidecar.
-            if stand_in == Some(version) {
-                return Ok(());
-            }
-            record(version, entry)
-        })
-        .await?;
-        let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
-        problems.extend(chain_problems);
-        Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems })
-    }
-
-    /// The versions of `table` that still exist (ascending; Lance's manifest listing,
-    /// `Dataset::version_refs()`) and its latest version.
-    ///
-    /// # Errors
-    /// Lance errors; [`LanceEngineError::NoSuchTable`].
-    pub(crate) async fn retained_versions(&self, table: &str) -> Result<(Vec<u64>, u64), LanceEngineError> {
-        let ds = self.open(table).await?;
-        // The manifest listing alone (`version_refs`: one LIST request per 1000 versions on S3),
-        // not `versions`, which also reads every manifest (one GET per version).
-        let versions = ds.version_refs().await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "list versions",
-            source,
-        })?;
-        let mut retained: Vec<u64> = versions.iter().map(|v| v.version).collect();
-        retained.sort_unstable();
-        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
-        Ok((retained, latest))
-    }
 }
 
 /// Whether Lance rebased the commit of `version` (its transaction's read version is older than
@@ -661,21 +602,25 @@ impl Engine for LanceEngine {
         Ok(ReferencePage { identities, next })
     }
 
-    async fn references_added_after(
+    async fn lineage_stamp(&self, location: &TableLocation) -> Result<LineageStamp, EngineError> {
+        Ok(self.observe(&location.name).await?.stamp)
+    }
+
+    async fn references_added_between(
         &self,
         location: &TableLocation,
-        version: u64,
+        after: u64,
+        upto: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError> {
-        // Only the entries newer than `version` are kept (the rest is read for the chain check).
-        let mut newer = Sidecars::new();
-        let lineage = self
-            .read_lineage(&location.name, true, |v, entry| {
-                if v > version {
-                    newer.insert(v, entry);
-                }
-                Ok(())
-            })
-            .await?;
-        added_after(&location.name, version, lineage.latest_version, &newer)
+        // Only the entries in the range are read.
+        let table = &location.name;
+        let listing = sidecar::list(self.store(), table).await?;
+        let mut entries = Sidecars::new();
+        sidecar::visit_listed(self.store(), table, &listing, after.saturating_add(1)..=upto, |v, entry| {
+            entries.insert(v, entry);
+            Ok(())
+        })
+        .await?;
+        added_between(table, after, upto, &entries)
     }
 }

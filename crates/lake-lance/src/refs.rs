@@ -21,8 +21,23 @@ impl LanceEngine {
     /// registry to it. Returns the snapshot written.
     ///
     /// # Errors
-    /// Lance errors (the version must still exist); [`LanceEngineError::SidecarConflict`].
+    /// Lance errors (the version must still exist); [`LanceEngineError::SidecarConflict`];
+    /// [`LanceEngineError::InvalidInput`] for a version that reads files outside its dataset
+    /// folder; [`LanceEngineError::Location`] for columns a scan cannot read with certainty.
     pub async fn repair_refs(&self, table: &str, version: u64) -> Result<ObjectReferenceDelta, LanceEngineError> {
+        // A version that reads files outside its dataset folder has rows a scan of this table
+        // cannot vouch for.
+        let ds = self.open(table).await?.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "checkout",
+            source,
+        })?;
+        if let Some(base) = ds.manifest().base_paths.values().next() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` version {version} reads files from `{}`, outside its dataset folder (a shallow clone or an added base path); refusing to journal it from a scan of this table",
+                base.path
+            )));
+        }
         let counts = self.scan_version(table, version).await?;
         let snapshot = ObjectReferenceDelta::snapshot(table, version, &counts);
         sidecar::write(self.store(), &snapshot).await?;

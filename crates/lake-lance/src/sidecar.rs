@@ -10,6 +10,7 @@ use lake_engine::journal::Sidecars;
 use lake_engine::LineageProblem;
 use lake_objects::layout::{journal_prefix, reference_log_key, sidecar_key};
 use lake_objects::store::{CreateOutcome, LakeStore};
+use std::collections::BTreeMap;
 
 /// Writes `delta` create-only. Writing the same bytes again is a no-op (idempotent retry);
 /// different bytes are a conflict.
@@ -62,8 +63,9 @@ pub async fn decode(
     let Some(log) = store.get(&key).await? else {
         return Ok(Err(DecodeError::LogMissing { key }));
     };
-    if log.len() as u64 != head.log.bytes {
-        return Ok(Err(DecodeError::LogSize { what: "bytes", expected: head.log.bytes, found: log.len() as u64 }));
+    // Its length and SHA-256 first: a log edited in place (one byte of a key) still decodes.
+    if let Err(e) = head.check_log(&log) {
+        return Ok(Err(e));
     }
     let (counts, references) = match decode_reference_log(&log, table, &head.log.write_id) {
         Ok(decoded) => decoded,
@@ -123,6 +125,58 @@ pub async fn read_from(
 /// of at most this many versions are held at once.
 pub const READ_AHEAD: usize = 8;
 
+/// The journal folder of a table as one listing saw it: every sidecar file by version with its
+/// store metadata, and the files whose names are not `<version>.json`.
+#[derive(Debug, Default)]
+pub struct JournalListing {
+    /// Sidecar files by version: key and metadata.
+    pub files: BTreeMap<u64, (String, object_store::ObjectMeta)>,
+    /// File names that are not `<version>.json`, as [`LineageProblem::VersionMismatch`].
+    pub problems: Vec<LineageProblem>,
+}
+
+impl JournalListing {
+    /// The identity of every sidecar file (size, ETag and last-modified from the store), for a
+    /// [`lake_engine::LineageStamp`].
+    pub fn identities(&self) -> BTreeMap<u64, String> {
+        self.files
+            .iter()
+            .map(|(v, (_, m))| {
+                let identity =
+                    format!("{}:{}:{}", m.size, m.e_tag.as_deref().unwrap_or(""), m.last_modified.timestamp_micros());
+                (*v, identity)
+            })
+            .collect()
+    }
+}
+
+/// Lists the journal folder of `table` (one listing).
+///
+/// # Errors
+/// Storage errors.
+pub async fn list(store: &LakeStore, table: &str) -> Result<JournalListing, LanceEngineError> {
+    let prefix = journal_prefix(table);
+    let mut listing = JournalListing::default();
+    for (key, meta) in store.list_all(&prefix).await? {
+        let file = key.rsplit('/').next().unwrap_or(&key).to_string();
+        let version = file
+            .strip_suffix(".json")
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0'))
+            .and_then(|v| v.parse::<u64>().ok());
+        match version {
+            Some(version) => {
+                listing.files.insert(version, (key, meta));
+            }
+            None => listing.problems.push(LineageProblem::VersionMismatch {
+                table: table.into(),
+                file: key.clone(),
+                reason: "file name is not `<version>.json`".into(),
+            }),
+        }
+    }
+    Ok(listing)
+}
+
 /// Reads the sidecars of versions `from` and later in ascending version order and hands each
 /// decoded entry (or its decode error) to `visit`, holding at most [`READ_AHEAD`] of them: the
 /// journal is never materialised. Returns the file names that are not `<version>.json`, as
@@ -134,29 +188,29 @@ pub async fn visit_from(
     store: &LakeStore,
     table: &str,
     from: u64,
-    mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+    visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
 ) -> Result<Vec<LineageProblem>, LanceEngineError> {
+    let listing = list(store, table).await?;
+    visit_listed(store, table, &listing, from..=u64::MAX, visit).await?;
+    Ok(listing.problems)
+}
+
+/// As [`visit_from`] for the sidecars of `listing` whose versions are in `versions`.
+///
+/// # Errors
+/// Storage errors, and whatever `visit` returns.
+pub async fn visit_listed(
+    store: &LakeStore,
+    table: &str,
+    listing: &JournalListing,
+    versions: std::ops::RangeInclusive<u64>,
+    mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+) -> Result<(), LanceEngineError> {
     use futures::StreamExt;
-    let prefix = journal_prefix(table);
-    let mut problems = Vec::new();
-    let mut versions = Vec::new();
-    for (key, _) in store.list_all(&prefix).await? {
-        let file = key.rsplit('/').next().unwrap_or(&key).to_string();
-        let version = file
-            .strip_suffix(".json")
-            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0'))
-            .and_then(|v| v.parse::<u64>().ok());
-        match version {
-            Some(version) if version >= from => versions.push((version, key)),
-            Some(_) => {}
-            None => problems.push(LineageProblem::VersionMismatch {
-                table: table.into(),
-                file: key.clone(),
-                reason: "file name is not `<version>.json`".into(),
-            }),
-        }
+    let mut wanted: Vec<(u64, String)> = Vec::new();
+    for (v, (key, _)) in listing.files.range(versions) {
+        wanted.push((*v, key.clone()));
     }
-    versions.sort_unstable();
     let read = |(version, key): (u64, String)| async move {
         let bytes = store
             .get(&key)
@@ -164,10 +218,10 @@ pub async fn visit_from(
             .ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
         Ok::<_, LanceEngineError>((version, decode(store, table, version, &bytes).await?))
     };
-    let mut decoded = futures::stream::iter(versions).map(read).buffered(READ_AHEAD);
+    let mut decoded = futures::stream::iter(wanted).map(read).buffered(READ_AHEAD);
     while let Some(entry) = decoded.next().await {
         let (version, entry) = entry?;
         visit(version, entry)?;
     }
-    Ok(problems)
+    Ok(())
 }

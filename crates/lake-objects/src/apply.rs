@@ -6,9 +6,10 @@
 //!    the plan, refusing a plan with incomplete lineage. The plan is persisted once, beside the
 //!    checkpoint (`PATH.plan.json`), before the checkpoint and before any delete.
 //! 2. A complete checkpoint is reported as is: a second apply is a no-op.
-//! 3. Revalidate: read every table's lineage again (refuse if incomplete) and drop every
-//!    not-yet-deleted candidate that a version newer than the plan's basis references
-//!    (`revived`).
+//! 3. Revalidate ([`crate::revalidation`]): check that every table only moved forward from the
+//!    plan's basis (else stop with a named problem) and read what its new versions added;
+//!    again before every later group of deletes. A candidate a new version references is
+//!    `revived`, never deleted, on a first attempt as on a retry.
 //! 4. Retry keys whose delete failed in an earlier run, then delete the remaining candidates
 //!    in bounded pages, up to `concurrency` pages in flight; after each group, save the
 //!    checkpoint (a small document: the plan is not rewritten). NotFound counts as done. Stop
@@ -22,8 +23,9 @@ use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::failpoint;
 use crate::plan::GcPlan;
+use crate::revalidation::Revalidation;
 use lake_engine::Engine;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Default keys per delete page: S3's DeleteObjects limit.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
@@ -116,9 +118,9 @@ pub async fn apply_loaded(
                     ),
                 });
             }
-            resume(loaded, checkpoint_path).await?
+            (loaded.checkpoint, loaded.plan)
         }
-        (Some(loaded), None) => resume(loaded, checkpoint_path).await?,
+        (Some(loaded), None) => (loaded.checkpoint, loaded.plan),
         (None, Some(p)) => {
             if !p.lineage_complete {
                 return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
@@ -141,17 +143,23 @@ pub async fn apply_loaded(
     if cp.complete {
         return Ok(ApplyReport { checkpoint: cp, plan, pages: 0, was_complete: true });
     }
-    revalidate(engine, &mut cp, &plan).await?;
-    cp.save(checkpoint_path).await?;
+    // The lineage now against the plan's basis; again before every later group of deletes.
+    let mut lineage = Revalidation::start(engine, &plan).await?;
+    let mut checked = true;
+    let mut revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
 
     let page_size = options.page_size.clamp(1, DEFAULT_PAGE_SIZE);
     let mut pages = 0u64;
     let budget_left = |pages: u64| options.max_pages.is_none_or(|m| pages < m);
-    // Retry earlier failures first.
+    // Retry earlier failures first, each checked like a first attempt.
     while !cp.failed.is_empty() && budget_left(pages) {
-        let batch: Vec<String> = cp.failed.iter().take(page_size).cloned().collect();
-        let outcomes = deleter.delete_batch(&batch).await?;
-        let mut still_failed: Vec<String> = cp.failed[batch.len()..].to_vec();
+        if !std::mem::take(&mut checked) {
+            lineage.refresh().await?;
+        }
+        let taken: Vec<String> = cp.failed.iter().take(page_size).cloned().collect();
+        let mut still_failed: Vec<String> = cp.failed[taken.len()..].to_vec();
+        let batch = keep_unrevived(taken, &lineage, &mut revived, &mut cp);
+        let outcomes = if batch.is_empty() { Vec::new() } else { deleter.delete_batch(&batch).await? };
         for (key, outcome) in batch.iter().zip(outcomes) {
             record(&mut cp, key, outcome, &mut still_failed);
         }
@@ -163,11 +171,13 @@ pub async fn apply_loaded(
             break;
         }
     }
-    let revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
     let total = cp.candidates;
     let concurrency = options.concurrency.max(1);
     let mut cursor = plan.candidates.cursor(cp.next_index)?;
     while cp.next_index < total && budget_left(pages) {
+        if !std::mem::take(&mut checked) {
+            lineage.refresh().await?;
+        }
         // Up to `concurrency` pages in flight; the checkpoint is saved after all of them.
         let mut batches: Vec<Vec<String>> = Vec::new();
         let mut index = cp.next_index;
@@ -182,11 +192,21 @@ pub async fn apply_loaded(
                         ),
                     });
                 };
-                if !revived.contains(&candidate.uri) {
-                    batch.push(candidate.uri);
+                // A plan document carries its own digest, which anyone can recompute: the library
+                // still deletes only collectable keys minted before the plan's cutoff.
+                if crate::keys::minted_at(&candidate.uri).is_none_or(|t| t >= lineage.cutoff()) {
+                    return Err(ObjectsError::Checkpoint {
+                        path: shown,
+                        message: format!(
+                            "its plan names `{}`, which is not a managed object minted before the plan's cutoff {}; GC never deletes it. Nothing more was deleted; make a new plan",
+                            candidate.uri, plan.cutoff
+                        ),
+                    });
                 }
+                batch.push(candidate.uri);
                 index += 1;
             }
+            let batch = keep_unrevived(batch, &lineage, &mut revived, &mut cp);
             if !batch.is_empty() {
                 batches.push(batch);
             }
@@ -220,68 +240,43 @@ pub async fn apply_loaded(
     Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false })
 }
 
-/// The progress and plan of a loaded checkpoint; a format-1 checkpoint's plan is first written
-/// beside it, and the checkpoint saved again as format 2.
-async fn resume(
-    loaded: LoadedCheckpoint,
-    checkpoint_path: &CheckpointLocation,
-) -> Result<(ApplyCheckpoint, GcPlan), ObjectsError> {
-    if !loaded.plan_persisted {
-        ApplyCheckpoint::persist_plan(&loaded.plan, checkpoint_path).await?;
-        loaded.checkpoint.save(checkpoint_path).await?;
-    }
-    Ok((loaded.checkpoint, loaded.plan))
+/// The keys of `batch` that no version committed since the plan references; the others are
+/// recorded as revived (once) and never deleted.
+fn keep_unrevived(
+    batch: Vec<String>,
+    lineage: &Revalidation<'_>,
+    revived: &mut BTreeSet<String>,
+    cp: &mut ApplyCheckpoint,
+) -> Vec<String> {
+    batch
+        .into_iter()
+        .filter(|key| {
+            if revived.contains(key) {
+                return false;
+            }
+            if lineage.revives(key) {
+                tracing::info!(key = %key, "candidate revived: a version newer than the plan references it");
+                revived.insert(key.clone());
+                cp.revived.push(key.clone());
+                return false;
+            }
+            true
+        })
+        .collect()
 }
 
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {
     match outcome {
         DeleteOutcome::Deleted => cp.deleted += 1,
         DeleteOutcome::NotFound => cp.already_gone += 1,
+        DeleteOutcome::Absent => cp.absent += 1,
+        DeleteOutcome::Skipped(reason) => {
+            tracing::warn!(key, %reason, "left alone; not retried");
+            cp.skipped.push(format!("{key}: {reason}"));
+        }
         DeleteOutcome::Failed(message) => {
             tracing::warn!(key, %message, "delete failed; it stays pending for the next run");
             failed.push(key.to_string());
         }
     }
-}
-
-/// Drops candidates that versions newer than the plan's basis reference (one pass over the
-/// candidates not yet attempted, only when such versions added references).
-async fn revalidate(engine: &dyn Engine, cp: &mut ApplyCheckpoint, plan: &GcPlan) -> Result<(), ObjectsError> {
-    let basis: BTreeMap<&str, u64> = plan.basis.iter().map(|b| (b.table.as_str(), b.version)).collect();
-    let tables = engine.tables().await?;
-    let mut problems = tables.problems.clone();
-    let mut added: BTreeSet<String> = BTreeSet::new();
-    for location in &tables.tables {
-        let lineage = engine.lineage(location).await?;
-        if !lineage.problems.is_empty() {
-            problems.extend(lineage.problems.clone());
-            continue;
-        }
-        let since = basis.get(location.name.as_str()).copied().unwrap_or(0);
-        if lineage.latest_version > since {
-            match engine.references_added_after(location, since).await {
-                Ok(ids) => added.extend(ids.into_iter().map(|i| i.uri)),
-                // A version committed after its lineage was read, its sidecar not yet written.
-                Err(lake_engine::EngineError::Lineage { problems: found, .. }) => problems.extend(found),
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-    if !problems.is_empty() {
-        return Err(ObjectsError::LineageIncomplete { problems });
-    }
-    if added.is_empty() {
-        return Ok(());
-    }
-    let already: BTreeSet<String> = cp.revived.iter().cloned().collect();
-    let mut revived = Vec::new();
-    let mut cursor = plan.candidates.cursor(cp.next_index)?;
-    while let Some(c) = cursor.next_candidate()? {
-        if added.contains(&c.uri) && !already.contains(&c.uri) {
-            tracing::info!(key = %c.uri, "candidate revived: a version newer than the plan references it");
-            revived.push(c.uri);
-        }
-    }
-    cp.revived.extend(revived);
-    Ok(())
 }

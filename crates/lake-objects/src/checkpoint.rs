@@ -167,8 +167,9 @@ fn write_local(path: &Path, produce: impl FnOnce(&mut dyn Write) -> std::io::Res
     Ok(())
 }
 
-/// The checkpoint format this build writes. It reads format 1 too.
-pub const CHECKPOINT_FORMAT_VERSION: u64 = 2;
+/// The checkpoint format this build writes and reads. Formats 1 and 2 (earlier builds) apply
+/// plans of format 1, which this build refuses (see [`crate::plan::PLAN_FORMAT_VERSION`]).
+pub const CHECKPOINT_FORMAT_VERSION: u64 = 3;
 
 /// Appended to a checkpoint's name (or key) to name its plan document.
 pub const PLAN_SUFFIX: &str = ".plan.json";
@@ -186,32 +187,22 @@ pub struct ApplyCheckpoint {
     pub candidates: u64,
     /// Candidates before this index have been attempted.
     pub next_index: u64,
-    /// Objects deleted so far.
+    /// Objects this apply is known to have removed (a local removal).
     pub deleted: u64,
-    /// Objects that were already gone.
+    /// Objects known to have been gone before their delete.
     pub already_gone: u64,
+    /// Objects the store confirms gone after a bulk delete without saying whether that delete
+    /// removed them (S3 DeleteObjects reports a missing key as deleted).
+    pub absent: u64,
+    /// Keys left alone and not retried (no longer a regular file, a folder no longer empty),
+    /// with the reason: `key: reason`.
+    pub skipped: Vec<String>,
     /// Keys whose delete failed; retried first on the next run.
     pub failed: Vec<String>,
     /// Candidates dropped because a version newer than the plan's basis references them.
     pub revived: Vec<String>,
-    /// True when every candidate was deleted, found gone or revived.
+    /// True when every candidate was deleted, found gone, skipped or revived.
     pub complete: bool,
-}
-
-/// A format-1 checkpoint: the progress fields of format 2 with the plan embedded.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CheckpointV1 {
-    #[allow(dead_code)]
-    format_version: u64,
-    plan_digest: String,
-    plan: GcPlan,
-    next_index: u64,
-    deleted: u64,
-    already_gone: u64,
-    failed: Vec<String>,
-    revived: Vec<String>,
-    complete: bool,
 }
 
 /// A checkpoint read back, with the plan it applies.
@@ -221,9 +212,6 @@ pub struct LoadedCheckpoint {
     pub checkpoint: ApplyCheckpoint,
     /// The plan, checked against the checkpoint's digest.
     pub plan: GcPlan,
-    /// False for a format-1 checkpoint, whose plan is not beside it yet: apply persists it
-    /// ([`ApplyCheckpoint::persist_plan`]) before it saves the checkpoint again.
-    pub plan_persisted: bool,
 }
 
 impl ApplyCheckpoint {
@@ -236,6 +224,8 @@ impl ApplyCheckpoint {
             next_index: 0,
             deleted: 0,
             already_gone: 0,
+            absent: 0,
+            skipped: Vec::new(),
             failed: Vec::new(),
             revived: Vec::new(),
             complete: false,
@@ -260,22 +250,10 @@ impl ApplyCheckpoint {
             .and_then(|v| v.as_u64());
         // Each arm gives the checkpoint, its plan and the plan's digest (hashed once).
         let (loaded, actual) = match version {
-            Some(1) => {
-                let v1: CheckpointV1 =
-                    serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
-                let checkpoint = Self {
-                    format_version: CHECKPOINT_FORMAT_VERSION,
-                    plan_digest: v1.plan_digest,
-                    candidates: v1.plan.candidates.len() as u64,
-                    next_index: v1.next_index,
-                    deleted: v1.deleted,
-                    already_gone: v1.already_gone,
-                    failed: v1.failed,
-                    revived: v1.revived,
-                    complete: v1.complete,
-                };
-                let digest = v1.plan.digest();
-                (LoadedCheckpoint { checkpoint, plan: v1.plan, plan_persisted: false }, digest)
+            Some(old @ (1 | 2)) => {
+                return Err(err(format!(
+                    "format version {old} was written by an earlier lake build for a plan that does not record the lineage apply must check; nothing more is deleted from it. Make a new plan and apply it with another checkpoint path"
+                )))
             }
             Some(CHECKPOINT_FORMAT_VERSION) => {
                 let checkpoint: Self =
@@ -290,11 +268,11 @@ impl ApplyCheckpoint {
                 // The document's own digest is checked against its plan as it is read.
                 let (plan, digest) = GcPlan::read_document_and_digest(reader, &plan_at.display())
                     .map_err(|e| err(format!("its plan document is not valid: {e}")))?;
-                (LoadedCheckpoint { checkpoint, plan, plan_persisted: true }, digest)
+                (LoadedCheckpoint { checkpoint, plan }, digest)
             }
             _ => {
                 return Err(err(format!(
-                    "format version {version:?} is not supported (this build reads 1 and {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
+                    "format version {version:?} is not supported (this build reads {CHECKPOINT_FORMAT_VERSION}); finish it with the lake version that wrote it, or start a new apply with another checkpoint path"
                 )))
             }
         };

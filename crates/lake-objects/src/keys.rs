@@ -78,6 +78,26 @@ pub fn parse_managed_key(key: &str) -> Option<ManagedKey> {
     Some(ManagedKey { ulid, name: name.to_string() })
 }
 
+/// Parses `key` as a managed folder, `objects/<ULID>/` (a key ending with `/`, as a local
+/// inventory lists an empty folder); its ULID, or `None`.
+pub fn parse_managed_folder(key: &str) -> Option<Ulid> {
+    let ulid_text = key.strip_prefix(OBJECTS_PREFIX)?.strip_prefix('/')?.strip_suffix('/')?;
+    let ulid = Ulid::from_string(ulid_text).ok()?;
+    (ulid.to_string() == ulid_text).then_some(ulid)
+}
+
+/// True for the only keys GC ever deletes: managed objects (`objects/<ULID>/<name>`) and
+/// managed folders (`objects/<ULID>/`). Deleters refuse every other key, whatever a plan says.
+pub fn is_collectable(key: &str) -> bool {
+    parse_managed_key(key).is_some() || parse_managed_folder(key).is_some()
+}
+
+/// The upload start time of a collectable key (the time in its ULID, UTC).
+pub fn minted_at(key: &str) -> Option<DateTime<Utc>> {
+    let ulid = parse_managed_key(key).map(|k| k.ulid).or_else(|| parse_managed_folder(key))?;
+    DateTime::<Utc>::from_timestamp_millis(ulid.timestamp_ms() as i64)
+}
+
 /// The smallest managed key whose ULID time is at or after `cutoff`: every managed key that
 /// sorts at or after it was minted at or after the cutoff, so listing can stop there.
 pub fn first_key_at(cutoff: DateTime<Utc>) -> String {
@@ -120,6 +140,15 @@ mod tests {
             "objects/0000000000000000000000000I/a".to_string(),
         ] {
             assert!(parse_managed_key(&bad).is_none(), "{bad}");
+        }
+        assert!(parse_managed_folder(&format!("objects/{ulid}/")).is_some());
+        for bad in
+            [format!("objects/{ulid}"), format!("objects/{ulid}/a/"), format!("objects/{}/", ulid.to_lowercase())]
+        {
+            assert!(parse_managed_folder(&bad).is_none() && !is_collectable(&bad), "{bad}");
+        }
+        for bad in ["tables/t.lance/data/x.lance", "_lake/lake.json", "objects/", "objects/x/"] {
+            assert!(!is_collectable(bad), "{bad}");
         }
     }
 }

@@ -16,9 +16,11 @@
 //! - [`spill`]: sorted runs on local disk and their merge (bounded-memory live sets).
 //! - [`plan`]: the deterministic plan and its digest.
 //! - [`candidates`]: a plan's candidate list, spilled to a temporary file past a budget.
-//! - [`deleter`]: bulk deletes with per-key outcomes.
+//! - [`deleter`]: bulk deletes with per-key outcomes, one module per backend; `no_follow`:
+//!   local file-system access that never goes through a symbolic link.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
-//! - [`apply`]: revalidation and page-by-page, resumable deletion.
+//! - [`apply`]: page-by-page, resumable deletion; `revalidation`: the lineage checked before
+//!   every group of deletes.
 //! - [`s3_requests`]: raw signed S3 requests (exact listings, incomplete multipart uploads).
 
 pub mod apply;
@@ -33,9 +35,11 @@ pub mod guard;
 pub mod inventory;
 pub mod keys;
 pub mod layout;
+mod no_follow;
 pub mod plan;
 pub mod planner;
 pub mod registry;
+mod revalidation;
 pub mod s3_requests;
 pub mod spill;
 pub mod store;

@@ -8,15 +8,20 @@
 
 use crate::candidates::CandidateList;
 use crate::error::ObjectsError;
+use lake_engine::LineageBasis;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The plan format this build writes and reads.
-pub const PLAN_FORMAT_VERSION: u64 = 1;
+/// The plan format this build writes and reads. Format 1 (earlier builds) recorded only each
+/// table's latest version, which apply cannot tell from a restored backup's; it is refused.
+pub const PLAN_FORMAT_VERSION: u64 = 2;
+/// How many foreign entries a plan names (all are counted in `foreign_count`).
+pub const FOREIGN_LISTED: usize = 100;
 /// The stage a plan belongs to (the only one so far: orphan managed objects).
 pub const STAGE_ORPHAN_OBJECTS: &str = "orphan_objects";
 
-/// The latest version of one table when the plan was made.
+/// One table's lineage when the plan was made: what apply checks the table only moved forward
+/// from (see [`lake_engine::stamp`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BasisEntry {
@@ -24,6 +29,31 @@ pub struct BasisEntry {
     pub table: String,
     /// Latest version at planning time.
     pub version: u64,
+    /// Versions retained at planning time, ascending.
+    pub retained: Vec<u64>,
+    /// SHA-256 of the identities (store metadata) of the journal files up to `version`.
+    pub journal_sha256: String,
+}
+
+impl BasisEntry {
+    /// The entry of `table` at `basis`.
+    pub fn new(table: impl Into<String>, basis: LineageBasis) -> Self {
+        Self {
+            table: table.into(),
+            version: basis.version,
+            retained: basis.retained,
+            journal_sha256: basis.journal_sha256,
+        }
+    }
+
+    /// The lineage basis it records.
+    pub fn basis(&self) -> LineageBasis {
+        LineageBasis {
+            version: self.version,
+            retained: self.retained.clone(),
+            journal_sha256: self.journal_sha256.clone(),
+        }
+    }
 }
 
 /// An object the plan would delete.
@@ -59,6 +89,11 @@ pub struct GcPlan {
     pub lineage_complete: bool,
     /// Lineage problems, one sentence each, sorted.
     pub problems: Vec<String>,
+    /// Entries under `objects/` that are no objects and were neither followed nor planned
+    /// (symbolic links, named pipes, sockets, device nodes, S3 folder markers).
+    pub foreign_count: u64,
+    /// The first [`FOREIGN_LISTED`] of them in key order, `key: what it is`.
+    pub foreign: Vec<String>,
     /// Objects to delete, sorted by key (in memory, or spilled to a temporary file by a
     /// planner past its memory budget: see [`CandidateList`]).
     pub candidates: CandidateList,
@@ -183,7 +218,7 @@ impl GcPlan {
     pub fn check_format(&self) -> Result<(), String> {
         if self.format_version != PLAN_FORMAT_VERSION {
             return Err(format!(
-                "plan format version {} is not supported (expected {PLAN_FORMAT_VERSION})",
+                "plan format version {} is not supported (expected {PLAN_FORMAT_VERSION}); plans of format 1 (earlier builds) do not record the lineage apply must check against: make a new plan with a dry run",
                 self.format_version
             ));
         }

@@ -9,9 +9,13 @@
 //!    keeping the keys of references inside the lake root, as sorted runs that spill to local
 //!    disk past `memory_budget` bytes ([`crate::spill`]) and are merged in key order. Each table
 //!    is replayed right after its lineage is read (until a problem is found).
-//! 4. The sweep: inventory pages in key order; a key is a candidate only if it matches the
-//!    managed grammar, its ULID time and its `last_modified` are both before the cutoff, and it
-//!    is not live. Listing stops at the first key minted at or after the cutoff. Candidates
+//! 4. The sweep: inventory pages in key order; a key is a candidate only if it is an object
+//!    matching the managed grammar (or an empty managed folder, `objects/<ULID>/`, on a local
+//!    root), its ULID time and its `last_modified` are both before the cutoff, and it is not
+//!    live. Foreign entries (symbolic links, devices, S3 folder markers) are never candidates;
+//!    they are counted and named in the plan, and a live reference that goes through a symbolic
+//!    link met by the sweep makes the plan incomplete (it may name a listed object by another
+//!    path). Listing stops at the first key minted at or after the cutoff. Candidates
 //!    arrive in key order and go to a [`CandidateWriter`], which moves them to a temporary file
 //!    past `memory_budget` bytes: during the sweep, the live keys' merge and the candidates
 //!    each hold at most `memory_budget`.
@@ -24,12 +28,12 @@
 
 use crate::candidates::CandidateWriter;
 use crate::error::ObjectsError;
-use crate::inventory::{InventoryPage, ObjectInventory};
-use crate::keys::{first_key_at, parse_managed_key};
-use crate::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
+use crate::keys::{first_key_at, minted_at};
+use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use crate::spill::SortedRuns;
 use chrono::{DateTime, SecondsFormat, Utc};
-use lake_engine::{Engine, EngineError, PageRequest, RetainedRoots};
+use lake_engine::{Engine, EngineError, LineageBasis, PageRequest, RetainedRoots};
 use std::time::Duration;
 
 /// Fewest inventory pages listed ahead of the sweep while the live set is read.
@@ -80,6 +84,10 @@ pub struct PlanStats {
     pub inventory_pages: u64,
     /// Listed keys outside the managed grammar (never candidates).
     pub unmanaged_keys: u64,
+    /// Listed entries that are no objects (symbolic links, devices, S3 folder markers).
+    pub foreign_entries: u64,
+    /// Empty managed folders listed (candidates when old).
+    pub empty_folders: u64,
     /// Managed keys skipped as live.
     pub live_objects: u64,
     /// Managed keys skipped as younger than the cutoff.
@@ -143,7 +151,7 @@ pub async fn plan(
         for location in &table_set.tables {
             let lineage = engine.lineage(location).await?;
             stats.tables += 1;
-            basis.push(BasisEntry { table: location.name.clone(), version: lineage.latest_version });
+            basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));
             problems.extend(lineage.problems.iter().map(|p| p.to_string()));
             if !problems.is_empty() {
                 continue;
@@ -161,7 +169,7 @@ pub async fn plan(
                 };
                 stats.live_references += page.identities.len() as u64;
                 for identity in page.identities {
-                    if !identity.uri.contains("://") {
+                    if !lake_common::is_external_identity(&identity.uri) {
                         live_runs.push(identity.uri)?;
                     }
                 }
@@ -176,6 +184,7 @@ pub async fn plan(
         problems.sort();
         problems.dedup();
         let lineage_complete = problems.is_empty();
+        let mut aliases = Aliases::default();
         if lineage_complete {
             stats.spilled_runs = live_runs.runs() as u64;
             let mut live = live_runs.finish()?;
@@ -186,26 +195,35 @@ pub async fn plan(
                 stats.inventory_pages += 1;
                 for entry in page.entries {
                     stats.objects_listed += 1;
-                    if entry.key >= stop_at
-                        && entry.key.starts_with("objects/")
-                        && parse_managed_key(&entry.key).is_some()
-                    {
+                    if entry.key >= stop_at && entry.key.starts_with("objects/") && minted_at(&entry.key).is_some() {
                         // Time-ordered keys: everything from here on was minted after the cutoff.
                         stats.young_objects += 1;
                         break 'listing;
                     }
-                    let Some(managed) = parse_managed_key(&entry.key) else {
+                    // Live keys before this entry name objects that are not listed: through a
+                    // symbolic link, they could name one that is.
+                    while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
+                        aliases.check(live_next.as_deref());
+                        live_next = live.next_key()?;
+                    }
+                    match entry.kind {
+                        EntryKind::Foreign(what) => {
+                            stats.foreign_entries += 1;
+                            aliases.foreign(&entry.key, what);
+                            continue;
+                        }
+                        EntryKind::EmptyFolder => stats.empty_folders += 1,
+                        EntryKind::Object => {}
+                    }
+                    let Some(minted) = minted_at(&entry.key) else {
                         stats.unmanaged_keys += 1;
                         continue;
                     };
-                    if managed.minted_at() >= cutoff || entry.last_modified >= cutoff {
+                    if minted >= cutoff || entry.last_modified >= cutoff {
                         stats.young_objects += 1;
                         continue;
                     }
                     // Merge join: both sides ascend by key.
-                    while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
-                        live_next = live.next_key()?;
-                    }
                     if live_next.as_deref() == Some(entry.key.as_str()) {
                         stats.live_objects += 1;
                         continue;
@@ -215,6 +233,13 @@ pub async fn plan(
                         size: entry.size,
                         last_modified: format_time(entry.last_modified),
                     })?;
+                }
+                if page.next.is_none() {
+                    // The whole prefix was listed: the live keys left name no listed object.
+                    while live_next.is_some() {
+                        aliases.check(live_next.as_deref());
+                        live_next = live.next_key()?;
+                    }
                 }
             }
         }
@@ -226,10 +251,24 @@ pub async fn plan(
             live_references = stats.live_references,
             "planned: lineage and live set read, then the sweep"
         );
-        Ok::<_, ObjectsError>((candidates.finish()?, problems, lineage_complete, basis, stats))
+        let (foreign_count, foreign, alias_problems) = aliases.finish();
+        if !alias_problems.is_empty() {
+            // A live reference that may name a listed object through a link: plan nothing.
+            problems.extend(alias_problems);
+            problems.sort();
+            return Ok((CandidateWriter::new(0).finish()?, problems, false, basis, stats, (foreign_count, foreign)));
+        }
+        Ok::<_, ObjectsError>((
+            candidates.finish()?,
+            problems,
+            lineage_complete,
+            basis,
+            stats,
+            (foreign_count, foreign),
+        ))
     };
     let ((), consumed) = futures::join!(producer, consumer);
-    let (candidates, problems, lineage_complete, basis, stats) = consumed?;
+    let (candidates, problems, lineage_complete, basis, stats, (foreign_count, foreign)) = consumed?;
     let plan = GcPlan {
         format_version: PLAN_FORMAT_VERSION,
         stage: STAGE_ORPHAN_OBJECTS.to_string(),
@@ -239,9 +278,50 @@ pub async fn plan(
         basis,
         lineage_complete,
         problems,
+        foreign_count,
+        foreign,
         candidates,
     };
     Ok((plan, stats))
+}
+
+/// Foreign entries met by the sweep, and live references that may go through one.
+#[derive(Default)]
+struct Aliases {
+    count: u64,
+    listed: Vec<String>,
+    /// Symbolic links met so far (a live key below one may name a listed object).
+    links: std::collections::BTreeSet<String>,
+    problems: Vec<String>,
+}
+
+impl Aliases {
+    fn foreign(&mut self, key: &str, what: &str) {
+        self.count += 1;
+        if self.listed.len() < FOREIGN_LISTED {
+            self.listed.push(format!("{key}: {what}"));
+        }
+        if what == "symbolic link" {
+            self.links.insert(key.to_string());
+        }
+    }
+
+    /// Names a problem when the live key `live`, which no listed object matched, goes through
+    /// a symbolic link met before it.
+    fn check(&mut self, live: Option<&str>) {
+        let Some(live) = live else { return };
+        let mut prefixes = live.match_indices('/').map(|(i, _)| &live[..i]).chain([live]);
+        let through = prefixes.find(|prefix| self.links.contains(*prefix));
+        if let Some(link) = through {
+            self.problems.push(format!(
+                "live reference `{live}` goes through the symbolic link `{link}`: GC cannot tell which object it names; replace the link by the object, or write the reference as the object's own key"
+            ));
+        }
+    }
+
+    fn finish(self) -> (u64, Vec<String>, Vec<String>) {
+        (self.count, self.listed, self.problems)
+    }
 }
 
 #[cfg(test)]

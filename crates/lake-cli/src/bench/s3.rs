@@ -5,7 +5,7 @@ use crate::{median, median_ratio, seconds, Args};
 use lake_engine::memory::MemoryEngine;
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::checkpoint::CheckpointLocation;
-use lake_objects::deleter::StoreDeleter;
+use lake_objects::deleter::s3::StoreDeleter;
 use lake_objects::inventory;
 use lake_objects::keys::mint_key;
 use lake_objects::planner::{plan, PlanOptions};

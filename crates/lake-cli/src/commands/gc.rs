@@ -8,7 +8,6 @@ use lake_lance::LanceEngine;
 use lake_objects::apply::{apply, apply_loaded, ApplyOptions, ApplyReport};
 use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::clock::{gc_cutoff, read_store_clock, ClockReading};
-use lake_objects::deleter::StoreDeleter;
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::inventory;
 use lake_objects::plan::GcPlan;
@@ -110,6 +109,8 @@ impl GcReport {
             "clock_skew_ms": self.clock.skew_ms(),
             "lineage_complete": p.lineage_complete,
             "problems": p.problems,
+            "foreign_count": p.foreign_count,
+            "foreign": p.foreign,
             "basis": p.basis,
             "candidate_count": p.candidates.len(),
             "candidate_bytes": p.candidate_bytes(),
@@ -124,6 +125,8 @@ impl GcReport {
                 "objects_listed": s.objects_listed,
                 "inventory_pages": s.inventory_pages,
                 "unmanaged_keys": s.unmanaged_keys,
+                "foreign_entries": s.foreign_entries,
+                "empty_folders": s.empty_folders,
                 "live_objects": s.live_objects,
                 "young_objects": s.young_objects,
                 "spilled_runs": s.spilled_runs,
@@ -133,6 +136,9 @@ impl GcReport {
             let c = &a.checkpoint;
             v["deleted"] = json!(c.deleted);
             v["already_gone"] = json!(c.already_gone);
+            v["absent"] = json!(c.absent);
+            v["skipped"] = json!(c.skipped.len());
+            v["skipped_keys"] = json!(c.skipped);
             v["failed"] = json!(c.failed.len());
             v["failed_keys"] = json!(c.failed);
             v["revived"] = json!(c.revived.len());
@@ -155,6 +161,11 @@ impl GcReport {
                 "lake_gc_lineage_complete",
                 "1 when every table's journal is complete.",
                 f64::from(u8::from(self.plan.lineage_complete)),
+            ),
+            (
+                "lake_gc_foreign_entries",
+                "Entries under objects/ that are no objects (links, devices, folder markers).",
+                self.plan.foreign_count as f64,
             ),
             (
                 "lake_gc_clock_skew_seconds",
@@ -181,6 +192,16 @@ impl GcReport {
             let c = &a.checkpoint;
             figures.push(("lake_gc_deleted", "Objects deleted.", c.deleted as f64));
             figures.push(("lake_gc_already_gone", "Candidates already gone.", c.already_gone as f64));
+            figures.push((
+                "lake_gc_absent",
+                "Candidates the store confirms gone without saying whether this apply removed them (S3).",
+                c.absent as f64,
+            ));
+            figures.push((
+                "lake_gc_skipped",
+                "Candidates left alone (no longer a regular file).",
+                c.skipped.len() as f64,
+            ));
             figures.push(("lake_gc_failed", "Deletes that failed and stay pending.", c.failed.len() as f64));
             figures.push((
                 "lake_gc_revived",
@@ -225,6 +246,15 @@ impl GcReport {
                 out += &format!("    - {problem}\n");
             }
         }
+        if p.foreign_count > 0 {
+            out += &format!(
+                "  foreign:     {} entries under objects/ are no objects; never followed, planned or deleted:\n",
+                p.foreign_count
+            );
+            for f in &p.foreign {
+                out += &format!("    {f}\n");
+            }
+        }
         out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
         match p.candidates.first(50) {
             Ok(first) => {
@@ -243,13 +273,18 @@ impl GcReport {
                 out += "  apply: already complete; nothing to do\n";
             }
             out += &format!(
-                "  deleted {}, already gone {}, revived {}, failed {} ({} delete requests this run)\n",
+                "  deleted {}, already gone {}, gone (store does not say which run removed them) {}, revived {}, skipped {}, failed {} ({} delete requests this run)\n",
                 c.deleted,
                 c.already_gone,
+                c.absent,
                 c.revived.len(),
+                c.skipped.len(),
                 c.failed.len(),
                 a.pages
             );
+            for s in c.skipped.iter().take(20) {
+                out += &format!("    skipped {s}\n");
+            }
             out += if c.complete { "  complete\n" } else { "  NOT complete: run the same command again to resume\n" };
         }
         out
@@ -373,7 +408,7 @@ pub async fn run_gc(
                     store.root()
                 )));
             }
-            let deleter = StoreDeleter::new(store.clone());
+            let deleter = lake_objects::deleter::for_store(&store);
             let started = std::time::Instant::now();
             let report = apply_loaded(engine, &deleter, path, Some(loaded), None, &req.apply).await?;
             return Ok(GcReport {
@@ -409,7 +444,7 @@ pub async fn run_gc(
         let Some(path) = &req.checkpoint else {
             return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
         };
-        let deleter = StoreDeleter::new(store.clone());
+        let deleter = lake_objects::deleter::for_store(&store);
         let started = std::time::Instant::now();
         let report = apply(engine, &deleter, path, Some(&saved), &req.apply).await?;
         return Ok(GcReport {
@@ -445,7 +480,7 @@ pub async fn run_gc(
     let applying = std::time::Instant::now();
     let apply_report = match &req.checkpoint {
         Some(path) => {
-            let deleter = StoreDeleter::new(store.clone());
+            let deleter = lake_objects::deleter::for_store(&store);
             Some(apply(engine, &deleter, path, Some(&gc_plan), &req.apply).await?)
         }
         None => None,

@@ -110,12 +110,18 @@ fn truncated_or_corrupt_json_is_refused() {
 
 #[test]
 fn unknown_format_version_is_refused() {
+    for legacy in [1u64, 2] {
+        let b = mutate(|v| {
+            v["format_version"] = legacy.into();
+        });
+        assert_eq!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::Unsealed { found: legacy }));
+    }
     let b = mutate(|v| {
-        v["format_version"] = 2.into();
+        v["format_version"] = 4.into();
     });
     assert_eq!(
         ObjectReferenceDelta::decode(&b, "t", 5),
-        Err(DecodeError::UnknownFormatVersion { found: 2, supported: 1 })
+        Err(DecodeError::UnknownFormatVersion { found: 4, supported: 3 })
     );
     let b = mutate(|v| {
         v.as_object_mut().unwrap().remove("format_version");
@@ -186,4 +192,26 @@ fn version_parent_table_and_kind_rules_are_enforced() {
         v["kind"] = "rebase".into();
     });
     assert!(matches!(ObjectReferenceDelta::decode(&unknown_kind, "t", 5), Err(DecodeError::CorruptJson(_))));
+}
+
+/// One byte of a key changed (same length, still valid JSON, still in canonical order): the
+/// seal no longer matches. So does a changed count, size or digest, and a missing seal.
+#[test]
+fn an_edited_entry_breaks_the_seal() {
+    let text = String::from_utf8(sample().encode()).unwrap();
+    for (from, to) in [("objects/A/a", "objects/A/b"), ("\"count\":2", "\"count\":3"), ("\"size\":2", "\"size\":7")] {
+        let edited = text.replacen(from, to, 1);
+        assert_ne!(edited, text, "{from}");
+        assert!(
+            matches!(ObjectReferenceDelta::decode(edited.as_bytes(), "t", 5), Err(DecodeError::SealMismatch { .. })),
+            "{from} -> {to}"
+        );
+    }
+    let unsealed = mutate(|v| {
+        v.as_object_mut().unwrap().remove("sha256");
+    });
+    assert!(matches!(ObjectReferenceDelta::decode(&unsealed, "t", 5), Err(DecodeError::CorruptJson(_))));
+    // Whitespace and key order are not content: the seal covers what the document says.
+    let reordered = mutate(|_| {});
+    assert_eq!(ObjectReferenceDelta::decode(&reordered, "t", 5).unwrap(), sample());
 }

@@ -59,20 +59,42 @@ fn a_damaged_or_foreign_log_is_refused() {
 }
 
 #[test]
-fn heads_of_both_formats_decode_and_unknown_formats_are_refused() {
+fn heads_and_inline_sidecars_decode_and_other_formats_are_refused() {
     use lake_common::{DeltaKind, LogHead, LogRef, SidecarDocument};
-    let head = LogHead::new("t", 3, DeltaKind::Delta, LogRef { write_id: WRITE.into(), references: 2, bytes: 10 });
+    let log = encode(&[identity(1), identity(2)], 1);
+    let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&log));
+    let head = LogHead::new(
+        "t",
+        3,
+        DeltaKind::Delta,
+        LogRef { write_id: WRITE.into(), references: 2, bytes: log.len() as u64, sha256: sha256.clone() },
+    );
+    head.check_log(&log).unwrap();
+    // One byte of a key changed: same length, still a valid IPC stream, refused by its digest.
+    let mut edited = log.clone();
+    let at = edited.windows(2).position(|w| w == b"f1").unwrap();
+    edited[at + 1] = b'9';
+    assert!(decode_reference_log(&edited, "t", WRITE).is_ok(), "the edit keeps a valid log");
+    assert!(matches!(head.check_log(&edited), Err(DecodeError::LogDigestMismatch { .. })));
+    assert!(matches!(head.check_log(&log[1..]), Err(DecodeError::LogSize { .. })));
     assert_eq!(SidecarDocument::decode(&head.encode(), "t", 3).unwrap(), SidecarDocument::Log(head.clone()));
     assert!(matches!(SidecarDocument::decode(&head.encode(), "t", 4), Err(DecodeError::VersionMismatch { .. })));
     assert!(matches!(SidecarDocument::decode(&head.encode(), "u", 3), Err(DecodeError::TableMismatch { .. })));
     let text = String::from_utf8(head.encode()).unwrap();
     let bad_id = text.replace(WRITE, "../../../../etc/passwd");
     assert!(matches!(SidecarDocument::decode(bad_id.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
-    let future = text.replace("\"format_version\":2", "\"format_version\":3");
+    let future = text.replace("\"format_version\":3", "\"format_version\":4");
     assert_eq!(
         SidecarDocument::decode(future.as_bytes(), "t", 3),
-        Err(DecodeError::UnknownFormatVersion { found: 3, supported: 2 })
+        Err(DecodeError::UnknownFormatVersion { found: 4, supported: 3 })
     );
+    let legacy = text.replace("\"format_version\":3", "\"format_version\":2");
+    assert_eq!(SidecarDocument::decode(legacy.as_bytes(), "t", 3), Err(DecodeError::Unsealed { found: 2 }));
+    // The head's own fields are sealed too: another row count or digest is an edit.
+    let recount = text.replace("\"references\":2", "\"references\":3");
+    assert!(matches!(SidecarDocument::decode(recount.as_bytes(), "t", 3), Err(DecodeError::SealMismatch { .. })));
+    let redigest = text.replace(&sha256, &"0".repeat(64));
+    assert!(matches!(SidecarDocument::decode(redigest.as_bytes(), "t", 3), Err(DecodeError::SealMismatch { .. })));
     let extra = text.replace("\"kind\"", "\"surprise\":1,\"kind\"");
     assert!(matches!(SidecarDocument::decode(extra.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
     let inline = lake_common::ObjectReferenceDelta::empty("t", 3);

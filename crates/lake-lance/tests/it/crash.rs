@@ -9,7 +9,6 @@ use lake_engine::Engine;
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngineError;
 use lake_objects::apply::{apply, ApplyOptions};
-use lake_objects::deleter::StoreDeleter;
 use lake_objects::failpoint;
 use lake_objects::ObjectsError;
 use std::collections::BTreeSet;
@@ -40,7 +39,7 @@ async fn gc_after_crash(lake: &TestLake) -> BTreeSet<String> {
         assert!(plan.lineage_complete, "{:?}", plan.problems);
     }
     let dir = tempfile::tempdir().unwrap();
-    let deleter = StoreDeleter::new(lake.store.clone());
+    let deleter = lake_objects::deleter::for_store(&lake.store);
     let report =
         apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
             .await
@@ -92,7 +91,7 @@ async fn an_apply_crashed_at_any_point_resumes_to_the_same_final_state() {
         assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<BTreeSet<_>>(), orphans);
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("c");
-        let deleter = StoreDeleter::new(lake.store.clone());
+        let deleter = lake_objects::deleter::for_store(&lake.store);
         let options = ApplyOptions { page_size: 2, max_pages: None, progress: None, concurrency: 2 };
         let crashed =
             failpoint::scope(point, apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &options)).await;

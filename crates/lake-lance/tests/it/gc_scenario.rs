@@ -4,7 +4,6 @@ use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
 use chrono::Utc;
 use lake_lance::verify::check_retained_objects;
 use lake_objects::apply::{apply, ApplyOptions};
-use lake_objects::deleter::StoreDeleter;
 use lake_objects::plan::GcPlan;
 use lake_objects::planner::{plan, PlanOptions};
 use std::collections::BTreeSet;
@@ -90,7 +89,7 @@ async fn scenario(lake: TestLake) {
 
     let before_keys: BTreeSet<String> = lake.all_object_keys().await.into_iter().collect();
     let engine = &lake.engine;
-    let deleter = StoreDeleter::new(lake.store.clone());
+    let deleter = lake_objects::deleter::for_store(&lake.store);
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("gc.ckpt");
     // Interrupted after its first page.
@@ -150,7 +149,7 @@ async fn apply_refuses_a_checkpoint_of_another_plan() {
     let plan2 = dry_run(&lake, cutoff - chrono::Duration::milliseconds(1), 10).await;
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("gc.ckpt");
-    let deleter = StoreDeleter::new(lake.store.clone());
+    let deleter = lake_objects::deleter::for_store(&lake.store);
     apply(
         &lake.engine,
         &deleter,
@@ -180,7 +179,7 @@ async fn apply_revives_candidates_referenced_after_the_plan() {
     // refuse an object this old; apply must still not delete it).
     lake.engine.append("t", reader(vec![batch(&[("e", Some(&old))])])).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let deleter = StoreDeleter::new(lake.store.clone());
+    let deleter = lake_objects::deleter::for_store(&lake.store);
     let report =
         apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan1), &ApplyOptions::default())
             .await

@@ -56,7 +56,7 @@ async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
     let plan = crate::gc_scenario::dry_run(&lake, cutoff, 10).await;
     assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<Vec<_>>(), vec![old.key.clone()]);
     let ckpt = dir.path().join("c");
-    let deleter = lake_objects::deleter::StoreDeleter::new(lake.store.clone());
+    let deleter = lake_objects::deleter::for_store(&lake.store);
     lake_objects::apply::apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &Default::default())
         .await
         .unwrap();

@@ -5,7 +5,6 @@ use crate::support::{batch, new_lake, reader, schema};
 use chrono::Utc;
 use lake_engine::{Engine, LineageProblem};
 use lake_objects::apply::{apply, ApplyOptions};
-use lake_objects::deleter::StoreDeleter;
 use lake_objects::layout::{dataset_key, reference_log_key, sidecar_key};
 use lake_objects::ObjectsError;
 use lance::dataset::{WriteMode, WriteParams};
@@ -39,7 +38,7 @@ async fn a_version_written_around_the_engine_blocks_apply() {
 
     let before = lake.all_object_keys().await;
     let dir = tempfile::tempdir().unwrap();
-    let deleter = StoreDeleter::new(lake.store.clone());
+    let deleter = lake_objects::deleter::for_store(&lake.store);
     let err =
         apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
             .await

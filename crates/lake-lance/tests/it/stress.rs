@@ -9,7 +9,6 @@ use lake_lance::LanceEngineError;
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::clock::{gc_cutoff, read_store_clock};
-use lake_objects::deleter::StoreDeleter;
 use lake_objects::inventory;
 use lake_objects::planner::{plan, PlanOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,7 +72,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
     let ckpt = CheckpointLocation::Local(dir.join(format!("gc-{round}.ckpt")));
     match apply(
         &lake.engine,
-        &StoreDeleter::new(lake.store.clone()),
+        &lake_objects::deleter::for_store(&lake.store),
         &ckpt,
         Some(&p),
         &ApplyOptions { page_size: 10, max_pages: None, progress: None, concurrency: 4 },

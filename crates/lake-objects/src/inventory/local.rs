@@ -37,15 +37,19 @@
 //! during that page: what a page read ahead but did not return, and the files of a folder an
 //! earlier page read, are read again.
 //!
-//! Entries are read as object_store's `LocalFileSystem` reads them: symbolic links are followed
-//! (broken ones skipped), files named like its staged uploads (`name#123`) are skipped, entries
-//! that vanish while listing are skipped, a name that is not a valid object key (not UTF-8, or
-//! an ASCII control character) fails the listing, and `size` and `last_modified` are the file's
-//! length and modification time. Folders are read with `getdents64` on a descriptor (rustix's
+//! Entries are read as object_store's `LocalFileSystem` reads them, except for symbolic links:
+//! files named like its staged uploads (`name#123`) are skipped, entries that vanish while
+//! listing are skipped, a name that is not a valid object key (not UTF-8, or an ASCII control
+//! character) fails the listing, and `size` and `last_modified` are the file's length and
+//! modification time. A symbolic link is never followed (object_store follows them): it is
+//! listed as itself, foreign, like a named pipe, socket or device node
+//! ([`EntryKind::Foreign`]); folders are opened without following a link anywhere in their
+//! path (`crate::no_follow`), so a link swapped in while listing is not walked either. A folder
+//! with no entries is listed itself, as `key/` ([`EntryKind::EmptyFolder`]). Folders are read with `getdents64` on a descriptor (rustix's
 //! `Dir`) and files stat'ed relative to it: per object, one `openat`, two `getdents64` (the
 //! second finds the end), one `fstatat` and one `close`.
 
-use super::{InventoryEntry, InventoryPage, ObjectInventory};
+use super::{EntryKind, InventoryEntry, InventoryPage, ObjectInventory};
 use crate::error::ObjectsError;
 use crate::layout::OBJECTS_PREFIX;
 use crate::spill::{MergedKeys, SortedRuns};
@@ -53,7 +57,7 @@ use crate::store::LakeStore;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use object_store::path::PathPart;
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType};
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -160,11 +164,25 @@ impl ObjectInventory for LocalInventory {
     }
 }
 
-/// The size and modification time of a file, read with its folder.
+/// The size, modification time and kind of a file, read with its folder.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     size: u64,
     last_modified: DateTime<Utc>,
+    kind: EntryKind,
+}
+
+/// The listing kind of a non-folder entry of file type `kind`: a regular file is an object,
+/// anything else is foreign (never followed, planned or deleted).
+fn kind_of(kind: FileType) -> EntryKind {
+    match kind {
+        FileType::RegularFile => EntryKind::Object,
+        FileType::Symlink => EntryKind::Foreign("symbolic link"),
+        FileType::Fifo => EntryKind::Foreign("named pipe"),
+        FileType::Socket => EntryKind::Foreign("socket"),
+        FileType::CharacterDevice | FileType::BlockDevice => EntryKind::Foreign("device node"),
+        _ => EntryKind::Foreign("file of unknown type"),
+    }
 }
 
 /// A child of a folder.
@@ -216,6 +234,8 @@ struct Frame {
     batches: VecDeque<(Receiver<Vec<Reading>>, usize)>,
     /// ...and the folders they read not taken yet (`None`: the reader failed; the walk reads it).
     readings: VecDeque<Option<Reading>>,
+    /// The folder was read whole (no cursor) and has no children: listed as an empty folder.
+    empty: bool,
 }
 
 impl Frame {
@@ -230,6 +250,7 @@ impl Frame {
             ahead: VecDeque::new(),
             batches: VecDeque::new(),
             readings: VecDeque::new(),
+            empty: false,
         }
     }
 
@@ -249,6 +270,7 @@ impl Frame {
         match folder {
             Folder::Missing => Ok(()),
             Folder::Whole(mut children) => {
+                self.empty = children.is_empty() && self.cursor.is_none();
                 children.sort_unstable_by(|a, b| a.name.cmp(&b.name));
                 self.front = children.into();
                 self.fresh = true;
@@ -285,6 +307,7 @@ impl Frame {
         match runs {
             Some(runs) => self.rest = Some(runs.finish()?),
             None => {
+                self.empty = memory.is_empty() && self.cursor.is_none();
                 memory.sort_unstable();
                 self.front = memory.into_iter().map(|name| Child { name, meta: None }).collect();
             }
@@ -374,7 +397,6 @@ impl Frame {
 struct Entries {
     dir: Dir,
     key: String,
-    path: PathBuf,
 }
 
 fn errno(key: &str, e: rustix::io::Errno) -> ObjectsError {
@@ -382,17 +404,21 @@ fn errno(key: &str, e: rustix::io::Errno) -> ObjectsError {
 }
 
 impl Entries {
-    /// Opens the folder `key` under `root`; `None` when it is gone or not a folder.
+    /// Opens the folder `key` under `root` without following a symbolic link anywhere in
+    /// `key` (the root's own path is resolved when the lake is opened); `None` when it is gone,
+    /// not a folder, or reached through a symbolic link (swapped in since it was listed).
     fn open(root: &Path, key: &str) -> Result<Option<Self>, ObjectsError> {
-        let path = root.join(key);
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(rustix::fs::CWD, &path, flags, Mode::empty()) {
+        let fd = match crate::no_follow::open_folder(root, key) {
             Ok(fd) => fd,
-            Err(e) if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::NOTDIR => return Ok(None),
+            Err(e)
+                if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::NOTDIR || e == rustix::io::Errno::LOOP =>
+            {
+                return Ok(None)
+            }
             Err(e) => return Err(errno(key, e)),
         };
         let dir = Dir::new(fd).map_err(|e| errno(key, e))?;
-        Ok(Some(Self { dir, key: key.to_string(), path }))
+        Ok(Some(Self { dir, key: key.to_string() }))
     }
 
     /// The next child (`Ok(None)` for an entry object_store does not list), with `stat` the
@@ -420,21 +446,22 @@ impl Entries {
             ObjectsError::storage(format!("{key}/{}", String::from_utf8_lossy(n.as_bytes())), "file name is not UTF-8")
         })?;
         PathPart::parse(&name).map_err(|e| ObjectsError::storage(format!("{key}/{name}"), e))?;
-        // Like object_store: follow symbolic links, skip broken or vanished entries.
+        // Never followed: a symbolic link is the link itself (foreign), whatever it points at.
+        // An entry of unknown type (some file systems) is stat'ed to tell a folder.
         let (dir, meta) = match kind {
             FileType::Directory => (true, None),
-            FileType::Symlink | FileType::Unknown => match std::fs::metadata(self.path.join(&name)) {
-                Ok(m) => (m.is_dir(), m.modified().ok().map(|t| (m.len(), DateTime::<Utc>::from(t)))),
-                Err(_) => return Ok(None),
+            FileType::Unknown => match self.lstat(&name) {
+                Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => (true, None),
+                Ok(Some(st)) => (false, stat.then(|| meta_of(&st)).flatten()),
+                Ok(None) => return Ok(None),
+                Err(_) => (false, None), // the walk reports it when it returns the entry
             },
             _ if !stat => (false, None),
-            _ => match self.dir.fd().and_then(|fd| rustix::fs::statat(fd, name.as_str(), AtFlags::empty())) {
-                Ok(st) => {
-                    let modified = DateTime::<Utc>::from_timestamp(st.st_mtime, st.st_mtime_nsec as u32);
-                    (false, modified.map(|t| (st.st_size as u64, t)))
-                }
-                Err(e) if e == rustix::io::Errno::NOENT => return Ok(None),
-                Err(_) => (false, None), // the walk reports it when it returns the file
+            _ => match self.lstat(&name) {
+                Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => (true, None),
+                Ok(Some(st)) => (false, meta_of(&st)),
+                Ok(None) => return Ok(None),
+                Err(_) => (false, None), // the walk reports it when it returns the entry
             },
         };
         if dir {
@@ -444,9 +471,24 @@ impl Entries {
         if is_staged_upload(&name) {
             return Ok(None);
         }
-        let meta = meta.filter(|_| stat).map(|(size, last_modified)| Meta { size, last_modified });
         Ok(Some(Child { name, meta }))
     }
+
+    /// The metadata of the entry `name` itself (a symbolic link is not followed); `None` when
+    /// it vanished.
+    fn lstat(&self, name: &str) -> Result<Option<rustix::fs::Stat>, rustix::io::Errno> {
+        match self.dir.fd().and_then(|fd| rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)) {
+            Ok(st) => Ok(Some(st)),
+            Err(e) if e == rustix::io::Errno::NOENT => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The listing metadata of a non-folder entry from its `lstat`.
+fn meta_of(st: &rustix::fs::Stat) -> Option<Meta> {
+    let last_modified = DateTime::<Utc>::from_timestamp(st.st_mtime, st.st_mtime_nsec as u32)?;
+    Some(Meta { size: st.st_size as u64, last_modified, kind: kind_of(FileType::from_raw_mode(st.st_mode)) })
 }
 
 /// A reader's job: folders under the root, and where to send them.
@@ -618,7 +660,12 @@ impl Walk {
                 frame.read(&self.root, window)?;
             }
             let Some((child, reading)) = frame.take(readers, ahead)? else {
-                self.stack.pop();
+                // A folder with nothing in it is listed itself (`key/`), where its children
+                // would sort.
+                let done = self.stack.pop();
+                if let Some(folder) = done.filter(|f| f.empty && f.key != OBJECTS_PREFIX) {
+                    return Ok(Some((format!("{}/", folder.key), None)));
+                }
                 continue;
             };
             let Some(dir) = child.name.strip_suffix('/') else {
@@ -638,19 +685,37 @@ impl Walk {
         Ok(None)
     }
 
-    /// The listing entry of the file at `key`: from `meta`, or read now (its target for a
-    /// symbolic link); `None` when it vanished.
+    /// The listing entry at `key`: from `meta`, or read now (the entry itself, never what a
+    /// symbolic link points at; an empty folder for a key ending with `/`); `None` when it
+    /// vanished (or a folder is no longer one).
     fn entry(&self, key: String, meta: Option<Meta>) -> Result<Option<InventoryEntry>, ObjectsError> {
-        if let Some(Meta { size, last_modified }) = meta {
-            return Ok(Some(InventoryEntry { key, size, last_modified }));
+        if let Some(Meta { size, last_modified, kind }) = meta {
+            return Ok(Some(InventoryEntry { key, size, last_modified, kind }));
         }
-        let meta = match std::fs::metadata(self.root.join(&key)) {
+        let meta = match std::fs::symlink_metadata(self.root.join(key.trim_end_matches('/'))) {
             Ok(meta) => meta,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(ObjectsError::storage(key, e)),
         };
+        let kind = match (key.ends_with('/'), meta.is_dir()) {
+            (true, true) => EntryKind::EmptyFolder,
+            (false, false) => {
+                use std::os::unix::fs::FileTypeExt;
+                let t = meta.file_type();
+                match () {
+                    _ if t.is_file() => EntryKind::Object,
+                    _ if t.is_symlink() => EntryKind::Foreign("symbolic link"),
+                    _ if t.is_fifo() => EntryKind::Foreign("named pipe"),
+                    _ if t.is_socket() => EntryKind::Foreign("socket"),
+                    _ if t.is_block_device() || t.is_char_device() => EntryKind::Foreign("device node"),
+                    _ => EntryKind::Foreign("file of unknown type"),
+                }
+            }
+            // Replaced by a file or a folder since it was listed: gone from where it was.
+            _ => return Ok(None),
+        };
         let last_modified: DateTime<Utc> = meta.modified().map_err(|e| ObjectsError::storage(&key, e))?.into();
-        Ok(Some(InventoryEntry { key, size: meta.len(), last_modified }))
+        Ok(Some(InventoryEntry { key, size: meta.len(), last_modified, kind }))
     }
 }
 

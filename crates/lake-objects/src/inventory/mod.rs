@@ -12,15 +12,39 @@ use crate::error::ObjectsError;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-/// One listed object.
+/// What a listed entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// An object (a regular file on a local root): a candidate when it is an old orphan.
+    Object,
+    /// An empty folder of a local root, its key ending with `/` (left by deleted objects or
+    /// aborted uploads): GC's own garbage when it is old.
+    EmptyFolder,
+    /// Something that is no object and is never listed through, planned or deleted: a symbolic
+    /// link, named pipe, socket or device node on a local root, or an S3 key ending with `/`
+    /// (a folder marker, made by the S3 console, Hadoop s3a or sync tools). Named in the plan
+    /// as foreign.
+    Foreign(&'static str),
+}
+
+/// One listed entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InventoryEntry {
-    /// Key relative to the lake root.
+    /// Key relative to the lake root (ending with `/` for a folder or a folder marker).
     pub key: String,
     /// Size in bytes.
     pub size: u64,
     /// The store's `last_modified`, UTC.
     pub last_modified: DateTime<Utc>,
+    /// Object, empty folder, or foreign.
+    pub kind: EntryKind,
+}
+
+impl InventoryEntry {
+    /// An object entry.
+    pub fn object(key: String, size: u64, last_modified: DateTime<Utc>) -> Self {
+        Self { key, size, last_modified, kind: EntryKind::Object }
+    }
 }
 
 /// One page of a listing.

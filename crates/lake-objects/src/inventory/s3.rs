@@ -49,7 +49,7 @@ impl ObjectInventory for S3Inventory {
                 .store
                 .key_of(&m.location)
                 .ok_or_else(|| ObjectsError::storage(m.location.as_ref(), "listed key outside the lake root"))?;
-            entries.push(InventoryEntry { key, size: m.size, last_modified: m.last_modified });
+            entries.push(InventoryEntry::object(key, m.size, m.last_modified));
         }
         if entries.windows(2).any(|w| w[0].key >= w[1].key)
             || after.is_some_and(|a| entries.first().is_some_and(|e| e.key.as_str() <= a))

@@ -9,7 +9,7 @@ use lake_engine::memory::MemoryEngine;
 use lake_objects::apply::{apply, ApplyOptions};
 use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::clock::read_store_clock;
-use lake_objects::deleter::{DeleteOutcome, ObjectDeleter, StoreDeleter};
+use lake_objects::deleter::{DeleteOutcome, ObjectDeleter};
 use lake_objects::inventory::{self, ObjectInventory};
 use lake_objects::keys::mint_key;
 use lake_objects::planner::{plan, PlanOptions};
@@ -91,15 +91,31 @@ pub async fn check_bulk_delete_with_missing_keys(store: &LakeStore, deleter: &dy
     }
     let (missing, _) = mint_key("never-written");
     keys.insert(2, missing.clone());
+    // Keys GC never deletes, whatever a plan says: refused by the deleter itself, untouched.
+    let protected = ["_lake/test/keep", "tables/t.lance/data/f.lance", "objects/not-managed"];
+    for key in protected {
+        store.put(key, b"keep".to_vec()).await.unwrap();
+    }
+    keys.extend(protected.iter().map(|k| k.to_string()));
     let outcomes = deleter.delete_batch(&keys).await.unwrap();
     assert_eq!(outcomes.len(), keys.len());
     for (k, o) in keys.iter().zip(&outcomes) {
-        assert!(matches!(o, DeleteOutcome::Deleted | DeleteOutcome::NotFound), "{k}: {o:?}");
+        if protected.contains(&k.as_str()) {
+            assert!(matches!(o, DeleteOutcome::Skipped(_)), "{k}: {o:?}");
+            assert!(store.head(k).await.unwrap().is_some(), "{k} must stay");
+            continue;
+        }
+        // What is reported is what is known: a missing key is never reported as deleted.
+        if *k == missing {
+            assert!(matches!(o, DeleteOutcome::NotFound | DeleteOutcome::Absent), "{k}: {o:?}");
+        } else {
+            assert!(matches!(o, DeleteOutcome::Deleted | DeleteOutcome::Absent), "{k}: {o:?}");
+        }
         assert!(store.head(k).await.unwrap().is_none());
     }
-    // Deleting again: every key is already gone, none failed.
-    let again = deleter.delete_batch(&keys).await.unwrap();
-    assert!(again.iter().all(|o| matches!(o, DeleteOutcome::Deleted | DeleteOutcome::NotFound)), "{again:?}");
+    // Deleting again: every key is already gone, none failed, none reported deleted.
+    let again = deleter.delete_batch(&keys[..keys.len() - protected.len()]).await.unwrap();
+    assert!(again.iter().all(|o| matches!(o, DeleteOutcome::NotFound | DeleteOutcome::Absent)), "{again:?}");
 }
 
 /// Create-only writes are atomic and report the existing bytes.
@@ -191,7 +207,7 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let inventory = inventory::for_store(store);
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
-    let deleter = StoreDeleter::new(store.clone());
+    let deleter = lake_objects::deleter::for_store(&store);
     let first = apply(
         &engine,
         &deleter,
@@ -201,21 +217,21 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     )
     .await
     .unwrap();
-    assert_eq!((first.checkpoint.deleted, first.checkpoint.complete), (3, false));
+    assert_eq!((first.checkpoint.deleted + first.checkpoint.absent, first.checkpoint.complete), (3, false));
     // The plan (its candidates spilled past the budget of 3 bytes) was persisted once beside
     // the checkpoint, which holds only the progress.
     assert!(p.candidates.is_spilled());
     let loaded = ApplyCheckpoint::load(&checkpoint).await.unwrap().unwrap();
-    assert_eq!((&loaded.plan, loaded.plan_persisted, loaded.checkpoint.next_index), (&p, true, 3));
-    // An apply begun by an earlier build (format 1: the plan inside the checkpoint, no plan
-    // document) resumes: its plan is persisted beside it first.
-    let mut v1 = serde_json::to_value(&loaded.checkpoint).unwrap();
-    v1["format_version"] = 1.into();
-    v1["plan"] = serde_json::to_value(&p).unwrap();
-    v1.as_object_mut().unwrap().remove("candidates");
-    write_raw(&checkpoint, serde_json::to_vec(&v1).unwrap()).await;
-    remove_raw(&checkpoint.plan_location()).await;
-    assert!(!ApplyCheckpoint::load(&checkpoint).await.unwrap().unwrap().plan_persisted);
+    assert_eq!((&loaded.plan, loaded.checkpoint.next_index), (&p, 3));
+    // An apply begun by an earlier build (checkpoint format 2, a plan without the lineage
+    // basis) is refused: nothing more is deleted from it.
+    let current = serde_json::to_vec(&loaded.checkpoint).unwrap();
+    let mut v2 = serde_json::to_value(&loaded.checkpoint).unwrap();
+    v2["format_version"] = 2.into();
+    write_raw(&checkpoint, serde_json::to_vec(&v2).unwrap()).await;
+    let err = ApplyCheckpoint::load(&checkpoint).await.unwrap_err();
+    assert!(err.to_string().contains("earlier lake build"), "{err}");
+    write_raw(&checkpoint, current).await;
     let rest = apply(
         &engine,
         &deleter,
@@ -226,12 +242,13 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     .await
     .unwrap();
     assert!(rest.checkpoint.complete);
-    assert_eq!(rest.checkpoint.deleted + rest.checkpoint.already_gone, 7);
+    let c = &rest.checkpoint;
+    assert_eq!(c.deleted + c.already_gone + c.absent, 7);
     for k in &keys {
         assert!(store.head(k).await.unwrap().is_none(), "{k}");
     }
     let loaded = ApplyCheckpoint::load(&checkpoint).await.unwrap().unwrap();
-    assert!(loaded.plan_persisted && loaded.checkpoint.complete);
+    assert!(loaded.checkpoint.complete);
     let again = apply(&engine, &deleter, &checkpoint, Some(&p), &ApplyOptions::default()).await.unwrap();
     assert!(again.was_complete);
 }
@@ -244,19 +261,12 @@ async fn write_raw(at: &CheckpointLocation, bytes: Vec<u8>) {
     }
 }
 
-async fn remove_raw(at: &CheckpointLocation) {
-    match at {
-        CheckpointLocation::Local(path) => std::fs::remove_file(path).unwrap(),
-        CheckpointLocation::Store { store, key, .. } => store.delete(key).await.unwrap(),
-    }
-}
-
 /// Runs every check, each on a fresh store from `open`.
 async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str) -> CheckpointLocation) {
     let store = open("inventory");
     check_inventory_order_and_pagination(&store, inventory::for_store(&store).as_ref()).await;
     let store = open("delete");
-    check_bulk_delete_with_missing_keys(&store, &StoreDeleter::new(store.clone())).await;
+    check_bulk_delete_with_missing_keys(&store, &lake_objects::deleter::for_store(&store)).await;
     check_create_only(&open("create")).await;
     check_writer(&open("writer")).await;
     check_age_gate_and_key_grammar(&open("age")).await;
@@ -340,7 +350,7 @@ async fn s3_apply_deletes_in_bulk() {
     let before = count();
     let report = apply(
         &engine,
-        &StoreDeleter::new(store.clone()),
+        &lake_objects::deleter::for_store(&store),
         &CheckpointLocation::Local(dir.path().join("c")),
         Some(&p),
         &ApplyOptions::default(),

@@ -1,7 +1,7 @@
 //! Plans and checkpoints refuse edits, other formats and other plans.
 
 use lake_objects::candidates::CandidateList;
-use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation, CHECKPOINT_FORMAT_VERSION};
+use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::plan::{BasisEntry, Candidate, GcPlan, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use lake_objects::ObjectsError;
 
@@ -12,8 +12,13 @@ fn sample() -> GcPlan {
         root: "file:///lake".into(),
         min_age_seconds: 604800,
         cutoff: "2026-01-01T00:00:00.000Z".into(),
-        basis: vec![BasisEntry { table: "t".into(), version: 4 }],
+        basis: vec![BasisEntry::new(
+            "t",
+            lake_engine::LineageBasis { version: 4, retained: vec![3, 4], journal_sha256: "0".repeat(64) },
+        )],
         lineage_complete: true,
+        foreign_count: 0,
+        foreign: vec![],
         problems: vec![],
         candidates: CandidateList::from_sorted(vec![Candidate {
             uri: "objects/01J00000000000000000000000/a".into(),
@@ -58,7 +63,7 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
 
     ApplyCheckpoint::persist_plan(&plan, &loc).await.unwrap();
     let loaded = ApplyCheckpoint::load(&loc).await.unwrap().unwrap();
-    assert_eq!((&loaded.checkpoint, &loaded.plan, loaded.plan_persisted), (&cp, &plan, true));
+    assert_eq!((&loaded.checkpoint, &loaded.plan), (&cp, &plan));
     // The plan document is the `--out` document; the checkpoint holds no candidate.
     assert_eq!(std::fs::read(&plan_path).unwrap(), plan.to_document());
     assert!(!std::fs::read_to_string(&path).unwrap().contains("objects/"));
@@ -93,35 +98,34 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
     assert!(matches!(ApplyCheckpoint::load(&loc).await, Err(ObjectsError::Checkpoint { .. })));
 }
 
-/// A format-1 checkpoint (the plan embedded, as earlier builds wrote it) is still read, and
-/// its embedded plan is checked against its digest.
+/// Checkpoints of earlier builds (format 1: the plan embedded; format 2: a plan without the
+/// lineage basis beside it) are refused with a sentence that says what to do; so is an old plan.
 #[tokio::test]
-async fn a_format_1_checkpoint_is_read_with_its_embedded_plan() {
+async fn checkpoints_and_plans_of_earlier_builds_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.json");
     let loc = CheckpointLocation::from(path.as_path());
     let plan = sample();
-    let v1 = serde_json::json!({
-        "format_version": 1,
-        "plan_digest": plan.digest(),
-        "plan": plan,
-        "next_index": 1,
-        "deleted": 1,
-        "already_gone": 0,
-        "failed": [],
-        "revived": [],
-        "complete": true,
-    });
-    std::fs::write(&path, serde_json::to_vec_pretty(&v1).unwrap()).unwrap();
-    let loaded = ApplyCheckpoint::load(&loc).await.unwrap().unwrap();
-    assert!(!loaded.plan_persisted);
-    assert_eq!(loaded.plan, plan);
-    assert_eq!(loaded.checkpoint.format_version, CHECKPOINT_FORMAT_VERSION);
-    assert_eq!((loaded.checkpoint.next_index, loaded.checkpoint.deleted, loaded.checkpoint.candidates), (1, 1, 1));
-    assert!(loaded.checkpoint.complete);
-
-    let mut edited = v1.clone();
-    edited["plan"]["candidates"][0]["size"] = 4.into();
-    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
-    assert!(ApplyCheckpoint::load(&loc).await.unwrap_err().to_string().contains("edited"));
+    for format in [1, 2] {
+        let old = serde_json::json!({
+            "format_version": format,
+            "plan_digest": plan.digest(),
+            "plan": plan,
+            "next_index": 1,
+            "deleted": 1,
+            "already_gone": 0,
+            "failed": [],
+            "revived": [],
+            "complete": false,
+        });
+        std::fs::write(&path, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
+        let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
+        assert!(err.contains("earlier lake build") && err.contains("new plan"), "{err}");
+    }
+    let mut old_plan = serde_json::to_value(&plan).unwrap();
+    old_plan["format_version"] = 1.into();
+    old_plan["basis"] = serde_json::json!([{"table": "t", "version": 4}]);
+    let doc = serde_json::json!({"digest": "x", "plan": old_plan});
+    let err = GcPlan::from_document(&serde_json::to_vec(&doc).unwrap(), "old-plan.json").unwrap_err();
+    assert!(err.to_string().contains("not a valid GC plan"), "{err}");
 }

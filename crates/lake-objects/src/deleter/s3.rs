@@ -1,36 +1,13 @@
-//! Deleters: bulk deletes with an outcome per key.
-//!
-//! On S3, `object_store`'s `delete_stream` sends `DeleteObjects` requests of up to 1,000 keys
-//! (S3's limit per request) and reports per-key errors; locally it removes files one by one.
-//! S3 reports a missing key as deleted (DeleteObjects is idempotent); a local store reports it
-//! as not found. Both count as done for GC.
+//! The deleter of an `s3://` lake: bulk `DeleteObjects` through `object_store` (see the module
+//! documentation of [`super`]).
 
+use super::{not_collectable, DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
+use crate::keys::is_collectable;
 use crate::store::LakeStore;
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
-
-/// The outcome of deleting one key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeleteOutcome {
-    /// The store deleted it.
-    Deleted,
-    /// It was already gone.
-    NotFound,
-    /// The store refused or failed; the key stays pending and is retried on resume.
-    Failed(String),
-}
-
-/// Deletes keys in bulk.
-#[async_trait]
-pub trait ObjectDeleter: Send + Sync {
-    /// Deletes `keys` (relative to the lake root), returning one outcome per key in input order.
-    ///
-    /// # Errors
-    /// Only for failures that leave every outcome unknown; per-key failures are outcomes.
-    async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError>;
-}
 
 /// The deleter of a [`LakeStore`], through `object_store`'s `delete_stream`.
 #[derive(Debug, Clone)]
@@ -48,7 +25,9 @@ impl StoreDeleter {
 #[async_trait]
 impl ObjectDeleter for StoreDeleter {
     async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError> {
-        let paths: Vec<object_store::path::Path> = keys.iter().map(|k| self.store.path(k)).collect();
+        // Only collectable keys are sent; the others keep their place in the outcomes.
+        let sent: Vec<&String> = keys.iter().filter(|k| is_collectable(k) && !k.ends_with('/')).collect();
+        let paths: Vec<object_store::path::Path> = sent.iter().map(|k| self.store.path(k)).collect();
         let input = futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed();
         let results: Vec<object_store::Result<object_store::path::Path>> =
             self.store.object_store().delete_stream(input).collect().await;
@@ -75,22 +54,30 @@ impl ObjectDeleter for StoreDeleter {
                 }
             }
         }
-        Ok(paths
-            .iter()
-            .map(|p| {
-                let s = p.to_string();
-                if deleted.contains(&s) {
-                    DeleteOutcome::Deleted
-                } else if not_found.contains(&s) || not_found.iter().any(|n| n.ends_with(&s)) {
-                    DeleteOutcome::NotFound
-                } else if let Some(m) = failed.get(&s) {
-                    DeleteOutcome::Failed(m.clone())
+        let mut outcomes = paths.iter().map(|p| {
+            let s = p.to_string();
+            if deleted.contains(&s) {
+                // S3 reports a key that did not exist as deleted too.
+                DeleteOutcome::Absent
+            } else if not_found.contains(&s) || not_found.iter().any(|n| n.ends_with(&s)) {
+                DeleteOutcome::NotFound
+            } else if let Some(m) = failed.get(&s) {
+                DeleteOutcome::Failed(m.clone())
+            } else {
+                DeleteOutcome::Failed(if unattributed.is_empty() {
+                    "the store reported no outcome for this key".into()
                 } else {
-                    DeleteOutcome::Failed(if unattributed.is_empty() {
-                        "the store reported no outcome for this key".into()
-                    } else {
-                        unattributed.join("; ")
-                    })
+                    unattributed.join("; ")
+                })
+            }
+        });
+        Ok(keys
+            .iter()
+            .map(|k| {
+                if is_collectable(k) && !k.ends_with('/') {
+                    outcomes.next().unwrap_or_else(|| DeleteOutcome::Failed("no outcome".into()))
+                } else {
+                    not_collectable(k)
                 }
             })
             .collect())

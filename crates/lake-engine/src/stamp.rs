@@ -1,0 +1,164 @@
+//! What a table's lineage is at one moment, and the rules for how it may move on.
+//!
+//! A plan is made against one moment of every table's lineage; apply deletes at a later one.
+//! Between the two, the lineage may only have moved forward: new versions on top of the latest
+//! (whose additions apply then revalidates), and old versions removed by version cleanup (which
+//! makes nothing live). Anything else means the table is not the one the plan saw, and apply
+//! stops with a named problem instead of trusting a version number:
+//! - the latest version is below the plan's (a dataset folder restored from a backup);
+//! - a version at or below the plan's latest is retained now but was not then (a version that
+//!   reappeared);
+//! - a journal file at or below the plan's latest differs (rewritten, removed, or added late),
+//!   judged by the store's own metadata of every journal file (size, ETag, last-modified);
+//! - the registry pins a version above the dataset's latest (the table went backwards), or a
+//!   journal file exists for a version above the latest (also checked when planning).
+//!
+//! A [`LineageStamp`] is read from listings only (versions, registry, journal folder), so apply
+//! can take one before every group of deletes; a [`LineageBasis`] is the part of it a plan
+//! records.
+
+use crate::lineage::LineageProblem;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A table's lineage at one moment, from listings only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LineageStamp {
+    /// The latest version of the dataset.
+    pub latest_version: u64,
+    /// Every version that still exists, ascending.
+    pub retained: Vec<u64>,
+    /// The version the table registry pins, when the table is registered.
+    pub registry_version: Option<u64>,
+    /// Every journal file by version: an opaque identity from the store's metadata (for
+    /// example `size:etag:last_modified`); equal identities mean an unchanged file.
+    pub journal: BTreeMap<u64, String>,
+}
+
+/// SHA-256 of the identities of the journal files at versions up to `upto`, hex.
+fn journal_digest(journal: &BTreeMap<u64, String>, upto: u64) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for (version, identity) in journal.range(..=upto) {
+        hasher.update(format!("{version}\t{identity}\n").as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+impl LineageStamp {
+    /// Problems the stamp shows on its own: a registry pin above the latest version, and
+    /// journal files for versions above it (a dataset that went backwards under its journal).
+    pub fn problems(&self, table: &str) -> Vec<LineageProblem> {
+        let mut problems = Vec::new();
+        if let Some(pinned) = self.registry_version.filter(|p| *p > self.latest_version) {
+            problems.push(LineageProblem::RegistryAhead {
+                table: table.into(),
+                registry: pinned,
+                latest: self.latest_version,
+            });
+        }
+        if let Some((&version, _)) = self.journal.range(self.latest_version.saturating_add(1)..).next() {
+            problems.push(LineageProblem::JournalBeyondLatest {
+                table: table.into(),
+                version,
+                latest: self.latest_version,
+            });
+        }
+        problems
+    }
+}
+
+/// The moment of a table's lineage a plan (or an apply's last check) was made against.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineageBasis {
+    /// Latest version then.
+    pub version: u64,
+    /// Versions retained then, ascending.
+    pub retained: Vec<u64>,
+    /// SHA-256 of the identities of the journal files at versions up to `version`.
+    pub journal_sha256: String,
+}
+
+impl LineageBasis {
+    /// The basis of a stamp.
+    pub fn of(stamp: &LineageStamp) -> Self {
+        Self {
+            version: stamp.latest_version,
+            retained: stamp.retained.clone(),
+            journal_sha256: journal_digest(&stamp.journal, stamp.latest_version),
+        }
+    }
+
+    /// The basis of a table that did not exist then (every version of it is new).
+    pub fn empty() -> Self {
+        Self { version: 0, retained: Vec::new(), journal_sha256: journal_digest(&BTreeMap::new(), 0) }
+    }
+
+    /// Whether `now` moved only forward from this basis (see the module documentation):
+    /// every problem found, empty when it did. The versions in `(self.version, now.latest]`
+    /// are the ones whose additions must then be revalidated.
+    pub fn check_forward(&self, table: &str, now: &LineageStamp) -> Vec<LineageProblem> {
+        let mut problems = now.problems(table);
+        if now.latest_version < self.version {
+            problems.push(LineageProblem::WentBackwards {
+                table: table.into(),
+                was: self.version,
+                now: now.latest_version,
+            });
+            return problems;
+        }
+        if let Some(&version) =
+            now.retained.iter().find(|v| **v <= self.version && self.retained.binary_search(v).is_err())
+        {
+            problems.push(LineageProblem::VersionReappeared { table: table.into(), version });
+        }
+        if journal_digest(&now.journal, self.version) != self.journal_sha256 {
+            problems.push(LineageProblem::JournalRewritten { table: table.into(), upto: self.version });
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(latest: u64, retained: &[u64], journal: &[(u64, &str)]) -> LineageStamp {
+        LineageStamp {
+            latest_version: latest,
+            retained: retained.to_vec(),
+            registry_version: Some(latest),
+            journal: journal.iter().map(|(v, s)| (*v, s.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn only_forward_moves_and_cleanups_pass() {
+        let then = stamp(3, &[1, 2, 3], &[(1, "a"), (2, "b"), (3, "c")]);
+        let basis = LineageBasis::of(&then);
+        assert!(basis.check_forward("t", &then).is_empty());
+        // New versions on top, old ones cleaned up: forward.
+        let later = stamp(5, &[3, 4, 5], &[(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]);
+        assert!(basis.check_forward("t", &later).is_empty());
+        // Restored from a backup: the latest went down and the registry is ahead.
+        let restored = LineageStamp { registry_version: Some(3), ..stamp(2, &[1, 2], &[(1, "a"), (2, "b")]) };
+        let problems = basis.check_forward("t", &restored);
+        assert!(problems.iter().any(|p| matches!(p, LineageProblem::WentBackwards { was: 3, now: 2, .. })));
+        assert!(problems.iter().any(|p| matches!(p, LineageProblem::RegistryAhead { registry: 3, latest: 2, .. })));
+        // A journal file rewritten (same version, other identity), or one left above the latest.
+        let rewritten = stamp(3, &[1, 2, 3], &[(1, "a"), (2, "B"), (3, "c")]);
+        assert!(matches!(basis.check_forward("t", &rewritten)[..], [LineageProblem::JournalRewritten { upto: 3, .. }]));
+        let beyond = stamp(3, &[1, 2, 3], &[(1, "a"), (2, "b"), (3, "c"), (4, "x")]);
+        assert!(matches!(
+            basis.check_forward("t", &beyond)[..],
+            [LineageProblem::JournalBeyondLatest { version: 4, .. }]
+        ));
+        // A version that reappeared below the basis.
+        let cleaned = LineageBasis::of(&stamp(3, &[3], &[(1, "a"), (2, "b"), (3, "c")]));
+        assert!(matches!(
+            cleaned.check_forward("t", &stamp(3, &[2, 3], &[(1, "a"), (2, "b"), (3, "c")]))[..],
+            [LineageProblem::VersionReappeared { version: 2, .. }]
+        ));
+    }
+}

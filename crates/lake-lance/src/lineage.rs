@@ -1,0 +1,174 @@
+//! The lineage of one table as Lance and the journal show it: its retained versions, its journal
+//! entries, its [`LineageStamp`], and every problem that makes GC refuse.
+//!
+//! Listings are read in the reverse of the order a commit writes (the Lance version, then its
+//! sidecar, then the registry's pin): registry, then versions, then the journal folder. So a
+//! concurrent commit can add a sidecar beyond the versions listed, never a pin: a sidecar
+//! beyond the latest version is taken for a concurrent commit only when a second listing of the
+//! versions shows it; otherwise the dataset went backwards ([`LineageProblem::JournalBeyondLatest`]).
+//!
+//! Besides the journal's own gaps and decode errors, the dataset's structure is checked: rows
+//! the journal of this table cannot cover are a named problem, never skipped:
+//! - a Lance branch (`_refs/branches/*.json`, or a `tree/` folder a stopped `create_branch`
+//!   left): its versions are not journaled ([`LineageProblem::Branch`]);
+//! - a base path outside the dataset folder in the latest manifest (a shallow clone, or
+//!   `add_bases`) ([`LineageProblem::ExternalBase`]);
+//! - a column of the latest schema that lake cannot read references from with certainty
+//!   (`lake_common::ReferenceColumns`) ([`LineageProblem::UnreadableColumns`]).
+
+use crate::engine::LanceEngine;
+use crate::error::LanceEngineError;
+use crate::refs_checkpoint;
+use crate::scan::reference_columns;
+use crate::sidecar::{self, JournalListing};
+use lake_common::{DecodeError, DeltaKind, ObjectReferenceDelta};
+use lake_engine::{check_chain_by, LineageProblem, LineageStamp, TableLineage};
+use lake_objects::layout::dataset_key;
+use lake_objects::registry;
+use lance::Dataset;
+use std::collections::BTreeMap;
+
+/// The folder (under a dataset) where Lance 14 keeps branch documents.
+const BRANCH_REFS: &str = "_refs/branches";
+/// The folder (under a dataset) where Lance 14 keeps each branch's own dataset.
+const BRANCH_TREE: &str = "tree";
+
+/// A table at one moment: the latest dataset, its stamp, and its journal listing (entries
+/// beyond the latest version of a concurrent commit left out).
+pub(crate) struct Observed {
+    pub ds: Dataset,
+    pub stamp: LineageStamp,
+    pub journal: JournalListing,
+}
+
+impl LanceEngine {
+    /// The versions of `table` that still exist (ascending; Lance's manifest listing,
+    /// `Dataset::version_refs()`: one LIST per 1000 versions on S3, no manifest read), its
+    /// latest version, and the dataset at it.
+    ///
+    /// # Errors
+    /// Lance errors; [`LanceEngineError::NoSuchTable`].
+    pub(crate) async fn retained_versions(&self, table: &str) -> Result<(Vec<u64>, u64, Dataset), LanceEngineError> {
+        let ds = self.open(table).await?;
+        let versions = ds.version_refs().await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "list versions",
+            source,
+        })?;
+        let mut retained: Vec<u64> = versions.iter().map(|v| v.version).collect();
+        retained.sort_unstable();
+        let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
+        Ok((retained, latest, ds))
+    }
+
+    /// Reads `table`'s registry pin, versions and journal listing, in that order (see the module
+    /// documentation).
+    ///
+    /// # Errors
+    /// Storage and Lance errors.
+    pub(crate) async fn observe(&self, table: &str) -> Result<Observed, LanceEngineError> {
+        let registry_version = registry::current(self.store(), table).await?.map(|e| e.version);
+        let (retained, latest, ds) = self.retained_versions(table).await?;
+        let mut journal = sidecar::list(self.store(), table).await?;
+        if let Some((&beyond, _)) = journal.files.range(latest + 1..).next_back() {
+            // Committed since the versions were listed, or left by a dataset that went back?
+            let (_, now, _) = self.retained_versions(table).await?;
+            if now >= beyond {
+                journal.files.retain(|v, _| *v <= latest);
+            }
+        }
+        let stamp = LineageStamp { latest_version: latest, retained, registry_version, journal: journal.identities() };
+        Ok(Observed { ds, stamp, journal })
+    }
+
+    /// The problems of `ds`'s structure (see the module documentation): branches, base paths
+    /// outside the dataset folder, unreadable columns of its schema.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) async fn structure_problems(
+        &self,
+        ds: &Dataset,
+        table: &str,
+    ) -> Result<Vec<LineageProblem>, LanceEngineError> {
+        let mut problems = Vec::new();
+        let base = dataset_key(table);
+        let (_, documents) = self.store().list_dir(&format!("{base}/{BRANCH_REFS}")).await?;
+        for meta in documents {
+            let name = meta.location.filename().unwrap_or_default();
+            let branch = name.strip_suffix(".json").unwrap_or(name);
+            let branch = percent_encoding::percent_decode_str(branch).decode_utf8_lossy().into_owned();
+            problems.push(LineageProblem::Branch { table: table.into(), branch });
+        }
+        let (folders, files) = self.store().list_dir(&format!("{base}/{BRANCH_TREE}")).await?;
+        for folder in folders {
+            let branch = folder.rsplit('/').next().unwrap_or(&folder).to_string();
+            if !problems.iter().any(|p| matches!(p, LineageProblem::Branch { branch: b, .. } if *b == branch)) {
+                problems.push(LineageProblem::Branch { table: table.into(), branch });
+            }
+        }
+        if !files.is_empty() {
+            problems.push(LineageProblem::Branch { table: table.into(), branch: format!("{BRANCH_TREE}/ (files)") });
+        }
+        let mut bases: Vec<&str> = ds.manifest().base_paths.values().map(|b| b.path.as_str()).collect();
+        bases.sort_unstable();
+        for path in bases {
+            problems.push(LineageProblem::ExternalBase { table: table.into(), path: path.to_string() });
+        }
+        if let Err(e) = reference_columns(ds, table) {
+            problems.push(LineageProblem::UnreadableColumns {
+                table: table.into(),
+                version: ds.version().version,
+                reason: e.to_string(),
+            });
+        }
+        Ok(problems)
+    }
+
+    /// The lineage of `table`, handing every journal entry it reads to `visit` in ascending
+    /// version order (decoded, or its decode error), without keeping them: the entries from the
+    /// replay's start on. With `use_checkpoint`, a valid reference checkpoint at version C is
+    /// handed over first as C's entry (a snapshot), and sidecars up to C are not read.
+    ///
+    /// # Errors
+    /// Storage and Lance errors, and whatever `visit` returns.
+    pub(crate) async fn read_lineage(
+        &self,
+        table: &str,
+        use_checkpoint: bool,
+        mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+    ) -> Result<TableLineage, LanceEngineError> {
+        let Observed { ds, stamp, journal } = self.observe(table).await?;
+        let (retained, latest) = (stamp.retained.clone(), stamp.latest_version);
+        let oldest = retained.first().copied().unwrap_or(latest);
+        let checkpoint = match use_checkpoint {
+            true => refs_checkpoint::load_valid(self.store(), table, oldest, latest).await?,
+            false => None,
+        };
+        // Only each version's kind (or decode error) is kept, for the chain check.
+        let mut kinds: BTreeMap<u64, Result<DeltaKind, String>> = BTreeMap::new();
+        let mut record = |version: u64, entry: Result<ObjectReferenceDelta, DecodeError>| {
+            kinds.insert(version, entry.as_ref().map(|d| d.kind).map_err(|e| e.to_string()));
+            visit(version, entry)
+        };
+        let stand_in = checkpoint.as_ref().map(|c| c.version);
+        if let Some(c) = checkpoint {
+            record(c.version, Ok(c))?;
+        }
+        let from = stand_in.unwrap_or(1);
+        sidecar::visit_listed(self.store(), table, &journal, from..=latest, |version, entry| {
+            // The checkpoint stands in for its version's sidecar.
+            if stand_in == Some(version) {
+                return Ok(());
+            }
+            record(version, entry)
+        })
+        .await?;
+        let mut problems = journal.problems;
+        let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
+        problems.extend(chain_problems);
+        problems.extend(stamp.problems(table));
+        problems.extend(self.structure_problems(&ds, table).await?);
+        Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems, stamp })
+    }
+}

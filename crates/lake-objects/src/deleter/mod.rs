@@ -1,0 +1,67 @@
+//! Deleters: bulk deletes with an outcome per key, one module per backend.
+//!
+//! - [`local`]: a local-folder lake. Each key is removed with `unlinkat` relative to its folder,
+//!   opened without following a symbolic link anywhere (`crate::no_follow`); only a regular file
+//!   (or, for a key ending with `/`, an empty folder) is removed, and the folders a removal
+//!   leaves empty go with it, up to `objects/`. Outcomes are exact: deleted, or not found.
+//! - [`s3`]: an `s3://` lake, through `object_store`'s `delete_stream` (bulk `DeleteObjects`
+//!   requests of up to 1,000 keys, S3's limit, with per-key errors). S3 reports a key that did
+//!   not exist as deleted (DeleteObjects is idempotent and says nothing of existence), so its
+//!   outcome is [`DeleteOutcome::Absent`]: the key is gone, whether or not this request removed
+//!   it.
+//!
+//! Every deleter refuses a key that is not collectable ([`crate::keys::is_collectable`]): the
+//! last line of defence against a plan that names anything else.
+
+pub mod local;
+pub mod s3;
+
+use crate::error::ObjectsError;
+use async_trait::async_trait;
+
+/// The outcome of deleting one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// This request removed it (known: a local removal).
+    Deleted,
+    /// It was already gone before this request (known).
+    NotFound,
+    /// The store confirms it is gone but not whether this request removed it (S3 DeleteObjects).
+    Absent,
+    /// Left alone and not retried: not a regular file (a symbolic link or folder swapped in), a
+    /// folder no longer empty, or not a collectable key. The reason.
+    Skipped(String),
+    /// The store refused or failed; the key stays pending and is retried on resume.
+    Failed(String),
+}
+
+/// Deletes keys in bulk.
+#[async_trait]
+pub trait ObjectDeleter: Send + Sync {
+    /// Deletes `keys` (relative to the lake root), returning one outcome per key in input order.
+    ///
+    /// # Errors
+    /// Only for failures that leave every outcome unknown; per-key failures are outcomes.
+    async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError>;
+}
+
+#[async_trait]
+impl<T: ObjectDeleter + ?Sized> ObjectDeleter for Box<T> {
+    async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError> {
+        (**self).delete_batch(keys).await
+    }
+}
+
+/// The deleter of `store`'s managed prefix: bulk `DeleteObjects` for `s3://` roots, no-follow
+/// removals for local roots.
+pub fn for_store(store: &crate::LakeStore) -> Box<dyn ObjectDeleter> {
+    match store.local_dir() {
+        Some(_) => Box::new(local::LocalDeleter::new(store.clone())),
+        None => Box::new(s3::StoreDeleter::new(store.clone())),
+    }
+}
+
+/// The outcome for a key a deleter must not touch.
+pub(crate) fn not_collectable(key: &str) -> DeleteOutcome {
+    DeleteOutcome::Skipped(format!("`{key}` is not a managed object key or managed folder; never deleted"))
+}
