@@ -87,10 +87,7 @@ impl S3Requests {
     /// # Errors
     /// As [`S3Requests::new`].
     pub fn for_store(store: &LakeStore) -> Result<Option<Self>, ObjectsError> {
-        match store.s3() {
-            Some(s3) => Self::new(store.root().authority(), s3).map(Some),
-            None => Ok(None),
-        }
+        Ok(store.s3_requests().cloned())
     }
 
     /// A client for `bucket` signing with `s3.credentials()`, configured from the `AWS_*`

@@ -31,6 +31,7 @@ pub struct LakeStore {
     local_dir: Option<std::path::PathBuf>,
     storage_options: HashMap<String, String>,
     s3: Option<Arc<object_store::aws::AmazonS3>>,
+    s3_requests: Option<Arc<crate::s3_requests::S3Requests>>,
 }
 
 impl LakeStore {
@@ -55,9 +56,18 @@ impl LakeStore {
                 }
             };
             std::fs::create_dir_all(&path).map_err(|e| root_err(format!("cannot create folder: {e}")))?;
+            let given = path.clone();
             let path = path.canonicalize().map_err(|e| root_err(e.to_string()))?;
             let text = path.to_str().ok_or_else(|| root_err("path is not UTF-8".into()))?;
-            let uri = LakeRootUri::parse(text).map_err(|e| root_err(e.to_string()))?;
+            // References may spell the root as it was given (through a symbolic link) or reach
+            // it by another route (a link, a bind mount): all normalise to the same keys.
+            let mut uri = LakeRootUri::parse(text).map_err(|e| root_err(e.to_string()))?;
+            // (A given path with `..` in it is no spelling a reference could use textually; the
+            // route resolution still reaches it.)
+            if let Some(given) = given.to_str().filter(|g| *g != text) {
+                uri = uri.clone().with_alias(given).unwrap_or(uri);
+            }
+            let uri = uri.bind_local_folder(&path).map_err(|e| root_err(e.to_string()))?;
             let store = LocalFileSystem::new_with_prefix(&path).map_err(|e| root_err(e.to_string()))?;
             return Ok(Self {
                 root: uri,
@@ -66,6 +76,7 @@ impl LakeStore {
                 local_dir: Some(path),
                 storage_options: HashMap::new(),
                 s3: None,
+                s3_requests: None,
             });
         }
         let uri = LakeRootUri::parse(root).map_err(|e| root_err(e.to_string()))?;
@@ -93,6 +104,12 @@ impl LakeStore {
     /// The S3 client of an `s3://` root (for S3-only requests such as paginated listings).
     pub fn s3(&self) -> Option<&Arc<object_store::aws::AmazonS3>> {
         self.s3.as_ref()
+    }
+
+    /// Raw signed requests to an `s3://` root's bucket (exact listings that keep trailing
+    /// slashes, incomplete multipart uploads), with the same configuration as [`LakeStore::s3`].
+    pub fn s3_requests(&self) -> Option<&crate::s3_requests::S3Requests> {
+        self.s3_requests.as_deref()
     }
 
     /// The store path of the root itself (empty for local roots).
@@ -297,6 +314,22 @@ pub(crate) mod s3 {
         ("AWS_ALLOW_HTTP", "allow_http"),
     ];
 
+    /// An S3-compatible server's endpoint names the root's objects too: path style
+    /// (`http://host:port/bucket/prefix/key`) and virtual-hosted style
+    /// (`http://bucket.host:port/prefix/key`).
+    fn with_endpoint_aliases(uri: LakeRootUri, endpoint: Option<&str>) -> Result<LakeRootUri, String> {
+        let Some(endpoint) = endpoint.map(|e| e.trim_end_matches('/')) else { return Ok(uri) };
+        let bad = |e: lake_common::UriError| format!("AWS_ENDPOINT_URL `{endpoint}`: {e}");
+        let path = uri.path();
+        let tail = if path.is_empty() { String::new() } else { format!("/{path}") };
+        let bucket = uri.authority().to_string();
+        let mut uri = uri.with_alias(&format!("{endpoint}/{bucket}{tail}")).map_err(bad)?;
+        if let Some((scheme, host)) = endpoint.split_once("://") {
+            uri = uri.with_alias(&format!("{scheme}://{bucket}.{host}{tail}")).map_err(bad)?;
+        }
+        Ok(uri)
+    }
+
     pub(crate) fn open(uri: LakeRootUri) -> Result<LakeStore, String> {
         let mut options = HashMap::new();
         for (env, key) in ENV_KEYS {
@@ -304,12 +337,14 @@ pub(crate) mod s3 {
                 options.insert(key.to_string(), v);
             }
         }
+        let uri = with_endpoint_aliases(uri, options.get("aws_endpoint").map(String::as_str))?;
         let store = Arc::new(
             AmazonS3Builder::from_env()
                 .with_bucket_name(uri.authority())
                 .build()
                 .map_err(|e| format!("cannot configure S3 from the AWS_* environment: {e}"))?,
         );
+        let requests = crate::s3_requests::S3Requests::new(uri.authority(), &store).map_err(|e| e.to_string())?;
         Ok(LakeStore {
             prefix: Path::from(uri.path()),
             root: uri,
@@ -317,6 +352,7 @@ pub(crate) mod s3 {
             local_dir: None,
             storage_options: options,
             s3: Some(store),
+            s3_requests: Some(Arc::new(requests)),
         })
     }
 }

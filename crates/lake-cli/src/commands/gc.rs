@@ -408,7 +408,7 @@ pub async fn run_gc(
                     store.root()
                 )));
             }
-            let deleter = lake_objects::deleter::for_store(&store);
+            let deleter = lake_objects::deleter::for_store(store);
             let started = std::time::Instant::now();
             let report = apply_loaded(engine, &deleter, path, Some(loaded), None, &req.apply).await?;
             return Ok(GcReport {
@@ -444,7 +444,7 @@ pub async fn run_gc(
         let Some(path) = &req.checkpoint else {
             return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
         };
-        let deleter = lake_objects::deleter::for_store(&store);
+        let deleter = lake_objects::deleter::for_store(store);
         let started = std::time::Instant::now();
         let report = apply(engine, &deleter, path, Some(&saved), &req.apply).await?;
         return Ok(GcReport {
@@ -480,7 +480,7 @@ pub async fn run_gc(
     let applying = std::time::Instant::now();
     let apply_report = match &req.checkpoint {
         Some(path) => {
-            let deleter = lake_objects::deleter::for_store(&store);
+            let deleter = lake_objects::deleter::for_store(store);
             Some(apply(engine, &deleter, path, Some(&gc_plan), &req.apply).await?)
         }
         None => None,

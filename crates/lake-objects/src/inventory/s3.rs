@@ -1,15 +1,18 @@
 //! The inventory of an `s3://` lake: one ListObjectsV2 request per page.
 //!
 //! S3 returns keys in ascending UTF-8 byte order, `max-keys` bounds the page, and `start-after`
-//! (object_store's `offset`) resumes after a key, so a page needs no state beyond the last key.
-//! Requests go through `object_store`'s `PaginatedListStore` for `AmazonS3`.
+//! resumes after a key, so a page needs no state beyond the last key. Requests go through
+//! [`crate::s3_requests`], not object_store's listing: object_store parses every key with
+//! `Path::parse`, which drops a trailing `/`, so a folder marker (`objects/<ULID>/x/`, made by
+//! the S3 console, Hadoop s3a or sync tools) would list as the object `objects/<ULID>/x` and
+//! break the key order. Here such a key keeps its slash and is a foreign entry: never a
+//! candidate, and it pages and orders like any other key.
 
-use super::{InventoryEntry, InventoryPage, ObjectInventory};
+use super::{EntryKind, InventoryEntry, InventoryPage, ObjectInventory};
 use crate::error::ObjectsError;
 use crate::layout::OBJECTS_PREFIX;
 use crate::store::LakeStore;
 use async_trait::async_trait;
-use object_store::list::{PaginatedListOptions, PaginatedListStore};
 
 /// Inventory of `objects/` in an S3 lake.
 #[derive(Debug, Clone)]
@@ -23,33 +26,35 @@ impl S3Inventory {
         Self { store }
     }
 
+    /// The bucket key of a key relative to the root.
     fn full_key(&self, key: &str) -> String {
-        self.store.path(key).to_string()
+        let prefix = self.store.root().path();
+        if prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{prefix}/{key}")
+        }
     }
 }
 
 #[async_trait]
 impl ObjectInventory for S3Inventory {
     async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
-        let s3 = self.store.s3().ok_or_else(|| ObjectsError::Root {
+        let requests = self.store.s3_requests().ok_or_else(|| ObjectsError::Root {
             root: self.store.display_root(),
             message: "the S3 inventory needs an s3:// root".into(),
         })?;
-        // A trailing slash: `objects-old/` must not match (object_store does not add one here).
+        // A trailing slash: `objects-old/` must not match.
         let prefix = format!("{}/", self.full_key(OBJECTS_PREFIX));
-        let opts = PaginatedListOptions {
-            offset: after.map(|a| self.full_key(a)),
-            max_keys: Some(limit.clamp(1, 1000)),
-            ..Default::default()
-        };
-        let result = s3.list_paginated(Some(&prefix), opts).await.map_err(|e| ObjectsError::storage(&prefix, e))?;
-        let mut entries = Vec::with_capacity(result.result.objects.len());
-        for m in result.result.objects {
-            let key = self
-                .store
-                .key_of(&m.location)
-                .ok_or_else(|| ObjectsError::storage(m.location.as_ref(), "listed key outside the lake root"))?;
-            entries.push(InventoryEntry::object(key, m.size, m.last_modified));
+        let root_prefix = self.full_key("");
+        let start_after = after.map(|a| self.full_key(a));
+        let page = requests.list_objects_v2(&prefix, start_after.as_deref(), limit.clamp(1, 1000)).await?;
+        let mut entries = Vec::with_capacity(page.objects.len());
+        for o in page.objects {
+            // `list_objects_v2` refuses keys outside the prefix; the root's prefix is in it.
+            let key = o.key.strip_prefix(&root_prefix).unwrap_or(&o.key).to_string();
+            let kind = if key.ends_with('/') { EntryKind::Foreign("folder marker") } else { EntryKind::Object };
+            entries.push(InventoryEntry { key, size: o.size, last_modified: o.last_modified, kind });
         }
         if entries.windows(2).any(|w| w[0].key >= w[1].key)
             || after.is_some_and(|a| entries.first().is_some_and(|e| e.key.as_str() <= a))
@@ -59,10 +64,7 @@ impl ObjectInventory for S3Inventory {
                 "the store returned keys out of order; refusing to plan from this listing",
             ));
         }
-        let next = match result.page_token {
-            Some(_) => entries.last().map(|e| e.key.clone()),
-            None => None,
-        };
+        let next = if page.truncated { entries.last().map(|e| e.key.clone()) } else { None };
         Ok(InventoryPage { entries, next })
     }
 }

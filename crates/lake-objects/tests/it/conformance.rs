@@ -207,7 +207,7 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     let inventory = inventory::for_store(store);
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
-    let deleter = lake_objects::deleter::for_store(&store);
+    let deleter = lake_objects::deleter::for_store(store);
     let first = apply(
         &engine,
         &deleter,
