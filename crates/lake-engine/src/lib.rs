@@ -87,6 +87,18 @@ pub struct ReferencePage {
     pub next: Option<ObjectIdentity>,
 }
 
+/// A file of a table's journal that no journal entry names: the reference log (or a staged
+/// upload of one) of a write that never committed. GC's own garbage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreferencedFile {
+    /// Key relative to the lake root (for an S3 multipart upload, `<log key>#upload=<id>`).
+    pub key: String,
+    /// Size in bytes (0 for an upload).
+    pub size: u64,
+    /// When it was last written (an upload: when it began), milliseconds since the Unix epoch.
+    pub last_modified_ms: i64,
+}
+
 /// The engine trait: tables, lineage and the references of retained versions.
 ///
 /// Implementations must be deterministic (the same storage state gives the same answers) and
@@ -140,4 +152,16 @@ pub trait Engine: Send + Sync {
         after: u64,
         upto: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError>;
+
+    /// The files of `location`'s journal that no journal entry names and that were last written
+    /// before `cutoff_ms` (milliseconds since the Unix epoch): reference logs, and staged
+    /// uploads of them, left by writes that never committed.
+    ///
+    /// # Errors
+    /// [`EngineError::Storage`] when the journal cannot be listed or read.
+    async fn unreferenced_journal_files(
+        &self,
+        location: &TableLocation,
+        cutoff_ms: i64,
+    ) -> Result<Vec<UnreferencedFile>, EngineError>;
 }

@@ -190,4 +190,13 @@ impl Engine for MemoryEngine {
         let (_, sidecars) = self.lineage_of(&location.name)?;
         added_between(&location.name, after, upto, &sidecars)
     }
+
+    /// The in-memory journal has no files: nothing is ever left behind.
+    async fn unreferenced_journal_files(
+        &self,
+        _location: &TableLocation,
+        _cutoff_ms: i64,
+    ) -> Result<Vec<crate::UnreferencedFile>, EngineError> {
+        Ok(Vec::new())
+    }
 }

@@ -17,7 +17,7 @@ use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDel
 use lake_engine::journal::{added_between, Sidecars};
 use lake_engine::{
     Engine, EngineError, LineageProblem, LineageStamp, PageRequest, ReferencePage, RetainedRoots, TableLineage,
-    TableLocation, TableSet,
+    TableLocation, TableSet, UnreferencedFile,
 };
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::failpoint;
@@ -622,5 +622,13 @@ impl Engine for LanceEngine {
         })
         .await?;
         added_between(table, after, upto, &entries)
+    }
+
+    async fn unreferenced_journal_files(
+        &self,
+        location: &TableLocation,
+        cutoff_ms: i64,
+    ) -> Result<Vec<UnreferencedFile>, EngineError> {
+        Ok(self.journal_garbage(&location.name, cutoff_ms).await?)
     }
 }

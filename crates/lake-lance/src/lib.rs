@@ -4,6 +4,7 @@
 //!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
 //!   journal).
 //! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
+//! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
 //! - `lineage`: a table's lineage, stamp and structural problems (branches, base paths).
 //! - `live`: the live references of a table for planning, streamed in bounded memory.
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
@@ -18,6 +19,7 @@
 pub mod engine;
 pub mod error;
 pub mod history;
+mod journal_garbage;
 pub mod journaling;
 mod lineage;
 mod live;

@@ -39,11 +39,18 @@ pub enum CheckpointLocation {
 }
 
 impl CheckpointLocation {
-    /// Parses `--checkpoint`: `s3://bucket/key` or a local path.
+    /// Parses `--checkpoint`: `s3://bucket/key` or a local file path. A local path must name a
+    /// file in a folder that exists: a typo must not create folders (nothing is created until
+    /// apply writes the checkpoint).
     ///
     /// # Errors
-    /// [`ObjectsError::Root`] for an `s3://` location without a key.
+    /// [`ObjectsError::Root`] for an empty location, an `s3://` location without a key, a local
+    /// path that ends with `/` or is a folder, or whose folder does not exist.
     pub fn parse(text: &str) -> Result<Self, ObjectsError> {
+        let refuse = |m: &str| ObjectsError::Root { root: format!("--checkpoint `{text}`"), message: m.to_string() };
+        if text.trim().is_empty() {
+            return Err(refuse("is empty: give the checkpoint a file path (say gc.ckpt) or s3://bucket/key"));
+        }
         if text.starts_with("s3://") || text.starts_with("s3a://") {
             let (folder, name) = text
                 .rsplit_once('/')
@@ -55,7 +62,21 @@ impl CheckpointLocation {
             let store = LakeStore::open(folder)?;
             return Ok(Self::Store { store: Box::new(store), key: name.to_string(), shown: text.to_string() });
         }
-        Ok(Self::Local(PathBuf::from(text)))
+        let path = PathBuf::from(text);
+        if text.ends_with('/') || path.is_dir() {
+            return Err(refuse("names a folder; the checkpoint is a file: give a file name inside it (say gc.ckpt)"));
+        }
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !folder.is_dir() {
+            return Err(refuse(&format!(
+                "its folder {} does not exist; create it first (lake does not create folders from a checkpoint path, so that a typo cannot)",
+                folder.display()
+            )));
+        }
+        Ok(Self::Local(path))
     }
 
     /// Where the plan of the checkpoint at this location is persisted: the same name plus
@@ -154,7 +175,6 @@ fn write_local(path: &Path, produce: impl FnOnce(&mut dyn Write) -> std::io::Res
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).map_err(io)?;
     let tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
     let mut out = std::io::BufWriter::new(tmp.as_file());
     produce(&mut out).and_then(|()| out.flush()).map_err(io)?;

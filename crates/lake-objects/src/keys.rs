@@ -86,15 +86,62 @@ pub fn parse_managed_folder(key: &str) -> Option<Ulid> {
     (ulid.to_string() == ulid_text).then_some(ulid)
 }
 
-/// True for the only keys GC ever deletes: managed objects (`objects/<ULID>/<name>`) and
-/// managed folders (`objects/<ULID>/`). Deleters refuse every other key, whatever a plan says.
-pub fn is_collectable(key: &str) -> bool {
-    parse_managed_key(key).is_some() || parse_managed_folder(key).is_some()
+/// A reference log of a table's journal, or a staged upload of one, as GC collects it when no
+/// journal entry names it (a write that never committed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalFileKey {
+    /// The write's ULID (the log's name).
+    pub write_id: Ulid,
+    /// How the file is staged, when it is not a finished log.
+    pub staged: Option<Staged>,
 }
 
-/// The upload start time of a collectable key (the time in its ULID, UTC).
+/// A reference log upload that never finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staged {
+    /// object_store's local staging file, `<log>#<digits>`.
+    LocalPart(String),
+    /// An incomplete S3 multipart upload of the log, named in a key as `<log>#upload=<id>`.
+    Upload(String),
+}
+
+/// Parses `key` as `tables/<table>.lance/_lake/object_ref_logs/<ULID>.arrows`, optionally
+/// followed by `#<digits>` (a local staged upload) or `#upload=<id>` (an S3 multipart upload).
+pub fn parse_journal_file(key: &str) -> Option<JournalFileKey> {
+    let rest = key.strip_prefix(crate::layout::TABLES_PREFIX)?.strip_prefix('/')?;
+    let (dataset, rest) = rest.split_once('/')?;
+    let table = dataset.strip_suffix(crate::layout::DATASET_SUFFIX)?;
+    crate::layout::validate_table_name(table).ok()?;
+    let file = rest.strip_prefix("_lake/object_ref_logs/")?;
+    let (name, staged) = match file.split_once('#') {
+        None => (file, None),
+        Some((name, suffix)) => match suffix.strip_prefix("upload=") {
+            Some(id) if !id.is_empty() && !id.contains('/') => (name, Some(Staged::Upload(id.to_string()))),
+            Some(_) => return None,
+            None if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) => {
+                (name, Some(Staged::LocalPart(suffix.to_string())))
+            }
+            None => return None,
+        },
+    };
+    let text = name.strip_suffix(".arrows")?;
+    let write_id = Ulid::from_string(text).ok().filter(|u| u.to_string() == text)?;
+    Some(JournalFileKey { write_id, staged })
+}
+
+/// True for the only keys GC ever deletes: managed objects (`objects/<ULID>/<name>`), managed
+/// folders (`objects/<ULID>/`) and reference logs of writes that never committed
+/// ([`parse_journal_file`]). Deleters refuse every other key, whatever a plan says.
+pub fn is_collectable(key: &str) -> bool {
+    parse_managed_key(key).is_some() || parse_managed_folder(key).is_some() || parse_journal_file(key).is_some()
+}
+
+/// The time a collectable key was minted (the time in its ULID, UTC).
 pub fn minted_at(key: &str) -> Option<DateTime<Utc>> {
-    let ulid = parse_managed_key(key).map(|k| k.ulid).or_else(|| parse_managed_folder(key))?;
+    let ulid = parse_managed_key(key)
+        .map(|k| k.ulid)
+        .or_else(|| parse_managed_folder(key))
+        .or_else(|| parse_journal_file(key).map(|f| f.write_id))?;
     DateTime::<Utc>::from_timestamp_millis(ulid.timestamp_ms() as i64)
 }
 
@@ -149,6 +196,20 @@ mod tests {
         }
         for bad in ["tables/t.lance/data/x.lance", "_lake/lake.json", "objects/", "objects/x/"] {
             assert!(!is_collectable(bad), "{bad}");
+        }
+        let log = format!("tables/t.lance/_lake/object_ref_logs/{ulid}.arrows");
+        for good in [log.clone(), format!("{log}#12"), format!("{log}#upload=abc.DEF-1")] {
+            assert!(is_collectable(&good) && minted_at(&good).is_some(), "{good}");
+        }
+        for bad in [
+            format!("tables/t.lance/_lake/object_refs/{ulid}.arrows"),
+            format!("tables/t/_lake/object_ref_logs/{ulid}.arrows"),
+            format!("tables/t.lance/_lake/object_ref_logs/{ulid}.arrows#"),
+            format!("tables/t.lance/_lake/object_ref_logs/{ulid}.arrows#x"),
+            format!("tables/t.lance/_lake/object_ref_logs/{ulid}.json"),
+            format!("tables/t.lance/_lake/object_ref_logs/x/{ulid}.arrows"),
+        ] {
+            assert!(!is_collectable(&bad), "{bad}");
         }
     }
 }

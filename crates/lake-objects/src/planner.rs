@@ -20,6 +20,10 @@
 //!    past `memory_budget` bytes: during the sweep, the live keys' merge and the candidates
 //!    each hold at most `memory_budget`.
 //!
+//! 5. GC's own garbage in the journals ([`Engine::unreferenced_journal_files`]): reference logs
+//!    (and staged uploads of them) that no journal entry names, minted and last written before
+//!    the cutoff, are candidates too, after the objects.
+//!
 //! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of
 //! [`prefetch_pages`] pages, an eighth of the memory budget): when the listing happens does not
 //! matter to safety, because only objects older than the cutoff can be candidates and they existed
@@ -88,6 +92,9 @@ pub struct PlanStats {
     pub foreign_entries: u64,
     /// Empty managed folders listed (candidates when old).
     pub empty_folders: u64,
+    /// Journal files no journal entry names, old enough to collect (reference logs of writes
+    /// that never committed, and staged uploads of them).
+    pub journal_garbage: u64,
     /// Managed keys skipped as live.
     pub live_objects: u64,
     /// Managed keys skipped as younger than the cutoff.
@@ -179,6 +186,15 @@ pub async fn plan(
                 }
             }
         }
+        // GC's own garbage in the journals: found while the journal is fresh in mind, planned
+        // after the objects (`tables/...` keys sort after `objects/...`).
+        let mut garbage = Vec::new();
+        if problems.is_empty() {
+            for location in &table_set.tables {
+                garbage.extend(engine.unreferenced_journal_files(location, cutoff.timestamp_millis()).await?);
+            }
+            garbage.sort_by(|a, b| a.key.cmp(&b.key));
+        }
         let journal_read = started.elapsed();
         basis.sort();
         problems.sort();
@@ -251,6 +267,17 @@ pub async fn plan(
             live_references = stats.live_references,
             "planned: lineage and live set read, then the sweep"
         );
+        if lineage_complete {
+            for file in garbage {
+                stats.journal_garbage += 1;
+                let last_modified = DateTime::<Utc>::from_timestamp_millis(file.last_modified_ms).unwrap_or(cutoff);
+                candidates.push(Candidate {
+                    uri: file.key,
+                    size: file.size,
+                    last_modified: format_time(last_modified),
+                })?;
+            }
+        }
         let (foreign_count, foreign, alias_problems) = aliases.finish();
         if !alias_problems.is_empty() {
             // A live reference that may name a listed object through a link: plan nothing.

@@ -10,7 +10,9 @@
 //! candidates) is revived, never deleted. [`Revalidation::refresh`] does the same again before
 //! every group of deletes, against the moment last checked, reading only the journal entries of
 //! versions committed since; a table whose listings did not change costs its listings only.
-//! Retries of failed deletes go through the same check as first attempts.
+//! Retries of failed deletes go through the same check as first attempts. A journal file (the
+//! reference log of a write that never committed) is deleted only while the engine still finds
+//! no journal entry naming it, asked again whenever its table's lineage changed.
 
 use crate::error::ObjectsError;
 use crate::keys::parse_managed_key;
@@ -35,6 +37,9 @@ pub(crate) struct Revalidation<'a> {
     tables: BTreeMap<String, Checked>,
     /// Managed keys minted before the cutoff that a version committed since the plan added.
     added: BTreeSet<String>,
+    /// Per table, the journal files no journal entry named when its lineage was last checked:
+    /// the only journal files apply may delete.
+    garbage: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl<'a> Revalidation<'a> {
@@ -51,7 +56,7 @@ impl<'a> Revalidation<'a> {
             })?
             .with_timezone(&Utc);
         let tables = plan.basis.iter().map(|b| (b.table.clone(), Checked { basis: b.basis(), stamp: None })).collect();
-        let mut revalidation = Self { engine, cutoff, tables, added: BTreeSet::new() };
+        let mut revalidation = Self { engine, cutoff, tables, added: BTreeSet::new(), garbage: BTreeMap::new() };
         revalidation.refresh().await?;
         Ok(revalidation)
     }
@@ -89,6 +94,8 @@ impl<'a> Revalidation<'a> {
                     continue;
                 }
             }
+            let garbage = self.engine.unreferenced_journal_files(location, self.cutoff.timestamp_millis()).await?;
+            self.garbage.insert(location.name.clone(), garbage.into_iter().map(|f| f.key).collect());
             checked.basis = LineageBasis::of(&stamp);
             checked.stamp = Some(stamp);
         }
@@ -106,6 +113,10 @@ impl<'a> Revalidation<'a> {
 
     /// True when a version committed since the plan references `key`: it must not be deleted.
     pub fn revives(&self, key: &str) -> bool {
+        if crate::keys::parse_journal_file(key).is_some() {
+            // A journal file may go only while no journal entry names it.
+            return !self.garbage.values().any(|files| files.contains(key));
+        }
         self.added.contains(key)
     }
 }

@@ -127,6 +127,7 @@ impl GcReport {
                 "unmanaged_keys": s.unmanaged_keys,
                 "foreign_entries": s.foreign_entries,
                 "empty_folders": s.empty_folders,
+                "journal_garbage": s.journal_garbage,
                 "live_objects": s.live_objects,
                 "young_objects": s.young_objects,
                 "spilled_runs": s.spilled_runs,

@@ -53,6 +53,16 @@ fn gc_refusals_delete_nothing() {
         "later than the store's now",
     );
     refused(&["gc", root, "--min-age", "4s", "--cutoff", "yesterday"], "not an RFC 3339 time");
+    // Checkpoint paths: an empty one, a folder, one in a folder that does not exist (a typo
+    // must not create folders).
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", ""], "is empty");
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", "  "], "is empty");
+    let folder = l._dir.path().to_str().unwrap().to_string();
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", &folder], "names a folder");
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", &format!("{folder}/new/")], "names a folder");
+    let typo = l._dir.path().join("chekpoints/c.json");
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", typo.to_str().unwrap()], "does not exist");
+    assert!(!l._dir.path().join("chekpoints").exists(), "no folder is created from a checkpoint path");
     let nolake = l._dir.path().join("nolake");
     refused(&["gc", nolake.to_str().unwrap(), "--min-age", "4s"], "no lake at");
     assert_eq!(object_files(std::path::Path::new(root)), before, "nothing deleted by any refusal");

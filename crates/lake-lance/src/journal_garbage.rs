@@ -1,0 +1,139 @@
+//! GC's own garbage in a table's journal: reference logs that no journal entry names.
+//!
+//! A streamed write finishes its reference log before the Lance commit and writes the sidecar
+//! head naming it after the commit. A write that fails deletes its log; a write killed before
+//! its commit leaves it, or on S3 an incomplete multipart upload of it, or locally object_store's
+//! staging file `<log>#<n>`. Such a file is garbage when no sidecar names its write and it was
+//! last written before the GC cutoff: a log is finished before its write's commit, which must
+//! land within the publication guard's margin (a fraction of `min_age`), so a log older than
+//! `min_age` whose write has not committed never will; one whose write did commit is named by
+//! a sidecar, or its version has none and the lineage is incomplete (GC plans nothing).
+//!
+//! The sidecars are read only when a file old enough is found (the common case costs one
+//! listing of the log folder). Any sidecar that mentions the write's id protects its log, even
+//! one that does not decode.
+
+use crate::engine::LanceEngine;
+use crate::error::LanceEngineError;
+use lake_engine::UnreferencedFile;
+use lake_objects::keys::parse_journal_file;
+use lake_objects::layout::{journal_prefix, reference_log_prefix};
+use std::collections::BTreeSet;
+
+/// A journal file old enough to be garbage, with its write's id.
+struct OldFile {
+    file: UnreferencedFile,
+    write_id: String,
+}
+
+impl LanceEngine {
+    /// See [`lake_engine::Engine::unreferenced_journal_files`].
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) async fn journal_garbage(
+        &self,
+        table: &str,
+        cutoff_ms: i64,
+    ) -> Result<Vec<UnreferencedFile>, LanceEngineError> {
+        let mut old = self.old_log_files(table, cutoff_ms).await?;
+        if old.is_empty() {
+            return Ok(Vec::new());
+        }
+        let named = self.named_write_ids(table).await?;
+        old.retain(|f| !named.contains(&f.write_id));
+        let mut files: Vec<UnreferencedFile> = old.into_iter().map(|f| f.file).collect();
+        files.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(files)
+    }
+
+    /// The files of `table`'s log folder (finished logs, local staging files, S3 multipart
+    /// uploads) minted and last written before `cutoff_ms`.
+    async fn old_log_files(&self, table: &str, cutoff_ms: i64) -> Result<Vec<OldFile>, LanceEngineError> {
+        let prefix = reference_log_prefix(table);
+        let mut found: Vec<(String, u64, i64)> = Vec::new();
+        match self.store().local_dir() {
+            Some(dir) => {
+                // object_store does not list its staging files: read the folder itself.
+                let folder = dir.join(&prefix);
+                let entries = match std::fs::read_dir(&folder) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => return Err(lake_objects::ObjectsError::storage(&prefix, e).into()),
+                };
+                for entry in entries {
+                    let entry = entry.map_err(|e| lake_objects::ObjectsError::storage(&prefix, e))?;
+                    let Ok(name) = entry.file_name().into_string() else { continue };
+                    let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
+                    if !meta.is_file() {
+                        continue;
+                    }
+                    let modified = meta.modified().map(chrono::DateTime::<chrono::Utc>::from);
+                    let ms = modified.map(|t| t.timestamp_millis()).unwrap_or(i64::MAX);
+                    found.push((format!("{prefix}/{name}"), meta.len(), ms));
+                }
+            }
+            None => {
+                for (key, meta) in self.store().list_all(&prefix).await? {
+                    found.push((key, meta.size, meta.last_modified.timestamp_millis()));
+                }
+                if let Some(requests) = self.store().s3_requests() {
+                    let full = self.store().path(&format!("{prefix}/")).to_string() + "/";
+                    let root = self.store().prefix().to_string();
+                    for upload in requests.list_multipart_uploads(&full).await? {
+                        let key = if root.is_empty() {
+                            upload.key.clone()
+                        } else {
+                            upload.key.strip_prefix(&format!("{root}/")).unwrap_or(&upload.key).to_string()
+                        };
+                        found.push((
+                            format!("{key}#upload={}", upload.upload_id),
+                            0,
+                            upload.initiated.timestamp_millis(),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(found
+            .into_iter()
+            .filter_map(|(key, size, last_modified_ms)| {
+                let parsed = parse_journal_file(&key)?;
+                let minted = i64::try_from(parsed.write_id.timestamp_ms()).unwrap_or(i64::MAX);
+                (minted < cutoff_ms && last_modified_ms < cutoff_ms).then(|| OldFile {
+                    write_id: parsed.write_id.to_string(),
+                    file: UnreferencedFile { key, size, last_modified_ms },
+                })
+            })
+            .collect())
+    }
+
+    /// The write ids any sidecar of `table` mentions (a format-3 head names its log by it).
+    async fn named_write_ids(&self, table: &str) -> Result<BTreeSet<String>, LanceEngineError> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            log: Option<Log>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Log {
+            write_id: Option<String>,
+        }
+        let mut named = BTreeSet::new();
+        for (key, _) in self.store().list_all(&journal_prefix(table)).await? {
+            let Some(bytes) = self.store().get(&key).await? else { continue };
+            match serde_json::from_slice::<Head>(&bytes) {
+                Ok(head) => named.extend(head.log.and_then(|l| l.write_id)),
+                // Undecodable: whatever ULIDs it mentions are protected.
+                Err(_) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    named.extend(
+                        text.split(|c: char| !c.is_ascii_alphanumeric())
+                            .filter(|w| w.len() == 26 && ulid::Ulid::from_string(w).is_ok())
+                            .map(str::to_string),
+                    );
+                }
+            }
+        }
+        Ok(named)
+    }
+}
