@@ -2,12 +2,14 @@
 //! (one test binary per crate: Lance links once).
 
 mod append;
+mod apply_doors;
 mod budget;
 mod crash;
 mod gc_scenario;
 mod guard;
 mod history;
 mod lineage;
+mod local_doors;
 mod replay_checkpoint;
 mod stress;
 mod support;

@@ -80,7 +80,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
     .await
     {
         Ok(r) => {
-            deleted.fetch_add(r.checkpoint.deleted, Ordering::Relaxed);
+            deleted.fetch_add(r.checkpoint.deleted + r.checkpoint.absent, Ordering::Relaxed);
         }
         Err(lake_objects::ObjectsError::LineageIncomplete { .. }) => {}
         Err(e) => panic!("apply: {e}"),
