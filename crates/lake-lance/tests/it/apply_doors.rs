@@ -46,7 +46,12 @@ async fn planned(n: usize) -> (TestLake, ManagedObject, Vec<ManagedObject>, GcPl
     (lake, live, orphans, plan)
 }
 
-async fn apply_with(lake: &TestLake, deleter: &dyn ObjectDeleter, ckpt: &Path, plan: Option<&GcPlan>) -> Result<ApplyReport, ObjectsError> {
+async fn apply_with(
+    lake: &TestLake,
+    deleter: &dyn ObjectDeleter,
+    ckpt: &Path,
+    plan: Option<&GcPlan>,
+) -> Result<ApplyReport, ObjectsError> {
     let options = ApplyOptions { page_size: 1, concurrency: 1, ..ApplyOptions::default() };
     apply(&lake.engine, deleter, &ckpt.into(), plan, &options).await
 }

@@ -106,7 +106,13 @@ async fn links_pipes_and_sockets_are_foreign_and_survive() {
     let (plan, report) = plan_and_apply(&lake).await;
     assert_eq!(plan.candidates.keys().unwrap(), vec![orphan.key.clone()]);
     assert_eq!(plan.foreign_count, 5, "{:?}", plan.foreign);
-    for (name, what) in [("data.lance", "symbolic link"), ("out", "symbolic link"), ("p.bin", "symbolic link"), ("pipe", "named pipe"), ("sock", "socket")] {
+    for (name, what) in [
+        ("data.lance", "symbolic link"),
+        ("out", "symbolic link"),
+        ("p.bin", "symbolic link"),
+        ("pipe", "named pipe"),
+        ("sock", "socket"),
+    ] {
         assert!(plan.foreign.contains(&format!("{folder}/{name}: {what}")), "{name}: {:?}", plan.foreign);
         assert!(std::fs::symlink_metadata(root.join(format!("{folder}/{name}"))).is_ok(), "{name} stays");
     }
@@ -181,7 +187,8 @@ async fn emptied_and_empty_folders_are_collected_safely() {
     let young_empty = format!("objects/{}/", ulid::Ulid::new());
     std::fs::create_dir_all(root.join(&young_empty)).unwrap();
     let plan = dry_run(&lake, cutoff, 2).await;
-    let mut want: Vec<String> = orphans.iter().map(|o| o.key.clone()).chain([old_empty.clone(), staging.clone()]).collect();
+    let mut want: Vec<String> =
+        orphans.iter().map(|o| o.key.clone()).chain([old_empty.clone(), staging.clone()]).collect();
     want.sort();
     assert_eq!(plan.candidates.keys().unwrap(), want);
     let dir = tempfile::tempdir().unwrap();
@@ -326,9 +333,14 @@ async fn a_journal_edited_in_place_is_refused() {
         assert!(lake.store.head(&a.key).await.unwrap().is_some());
         let dir = tempfile::tempdir().unwrap();
         let deleter = lake_objects::deleter::for_store(&lake.store);
-        let refused =
-            apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
-                .await;
+        let refused = apply(
+            &lake.engine,
+            &deleter,
+            &dir.path().join("c").as_path().into(),
+            Some(&plan),
+            &ApplyOptions::default(),
+        )
+        .await;
         assert!(refused.is_err(), "apply must refuse a plan on a tampered journal");
         assert!(lake.store.head(&a.key).await.unwrap().is_some());
         (plan, needle)
@@ -379,7 +391,8 @@ async fn a_journal_edited_in_place_is_refused() {
     // A head of the unsealed format an earlier build wrote.
     let (plan, needle) = tampered(|lake, _| {
         rewrite(root(lake).join(sidecar_key("t", 1)), |bytes| {
-            let text = String::from_utf8(bytes.clone()).unwrap().replacen("\"format_version\":3", "\"format_version\":2", 1);
+            let text =
+                String::from_utf8(bytes.clone()).unwrap().replacen("\"format_version\":3", "\"format_version\":2", 1);
             *bytes = text.into_bytes();
         });
         "earlier lake build".into()
