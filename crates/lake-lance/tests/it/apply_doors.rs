@@ -109,13 +109,19 @@ async fn a_dataset_restored_from_an_older_backup_stops_apply() {
     assert!(!fresh.lineage_complete && fresh.candidates.is_empty(), "{:?}", fresh.problems);
 }
 
+/// Work run by a deleter before one of its batches.
+type Hook<'a> = Option<(usize, Pin<Box<dyn Future<Output = ()> + Send + 'a>>)>;
+
+/// A way to break a lake's lineage after its plan, and what the refusal says.
+type Breakage = (&'static str, fn(&Path));
+
 /// A deleter that fails the given key on its first attempt (an undeletable file for one run),
 /// and runs `hook` before its `nth` batch.
 struct Flaky<'a> {
     inner: Box<dyn ObjectDeleter>,
     fail_once: Mutex<Option<String>>,
     batches: Mutex<usize>,
-    hook: Mutex<Option<(usize, Pin<Box<dyn Future<Output = ()> + Send + 'a>>)>>,
+    hook: Mutex<Hook<'a>>,
 }
 
 #[async_trait]
@@ -209,7 +215,7 @@ async fn a_version_journaled_during_apply_is_seen_before_the_next_group() {
 /// and a table dropped from the registry all stop apply with a named problem; nothing deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lineage_that_did_not_only_move_forward_stops_apply() {
-    let cases: [(&str, fn(&Path)); 3] = [
+    let cases: [Breakage; 3] = [
         ("changed since the plan", |root| {
             let key = root.join(lake_objects::layout::sidecar_key("t", 2));
             let bytes = std::fs::read(&key).unwrap();
