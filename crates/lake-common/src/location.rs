@@ -11,9 +11,10 @@
 //! reference column whether or not it is marked. Refused, never skipped (a skipped reference
 //! column would make its objects look unreferenced), each with a [`LocationError`]:
 //! - a marked field of another layout ([`LocationError::BadLayout`]);
-//! - an unmarked struct whose children are named `uri`, `sha256` and `size` but whose types
-//!   differ (what a round trip through Python objects makes: `binary` and `int64`), alone or in
-//!   a list ([`LocationError::LocationLike`]): lake cannot tell whether it references objects;
+//! - an unmarked struct with a `uri` child and a `sha256` or `size` child that is not exactly the
+//!   layout (what a round trip through Python objects makes: `binary` and `int64`; or the layout
+//!   with extra children), alone or in a list ([`LocationError::LocationLike`]): lake cannot
+//!   tell whether it references objects;
 //! - a DataLocation, marked or not, or a look-alike, anywhere below the top level (inside a
 //!   struct, a large or fixed-size list, a map, a list of lists) ([`LocationError::Nested`]);
 //! - a Lance blob v2 column (extension `lance.blob.v2`), whose values can name objects by URI
@@ -290,13 +291,14 @@ fn shape_of(dt: &DataType, strict: bool) -> Shape {
     Shape::Other
 }
 
-/// A struct whose children are named `uri`, `sha256` and `size` (in any order, of any types).
+/// A struct with a child named `uri` and one named `sha256` or `size` (in any order, of any
+/// types, with or without more children): it may hold references lake cannot read with
+/// certainty.
 fn looks_like_location(dt: &DataType) -> bool {
     match dt {
         DataType::Struct(fields) => {
-            let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
-            names.sort_unstable();
-            names == ["sha256", "size", "uri"]
+            let has = |name: &str| fields.iter().any(|f| f.name() == name);
+            has("uri") && (has("sha256") || has("size"))
         }
         _ => false,
     }
@@ -560,6 +562,22 @@ mod tests {
             (reordered, "LocationLike"),
             (struct_of(DataType::LargeUtf8, DataType::FixedSizeBinary(32), DataType::UInt64, false), "LocationLike"),
             (struct_of(DataType::Utf8View, DataType::FixedSizeBinary(32), DataType::UInt64, false), "LocationLike"),
+            (
+                DataType::Struct(Fields::from(vec![
+                    Field::new("uri", DataType::Utf8, false),
+                    Field::new("sha256", DataType::FixedSizeBinary(32), false),
+                    Field::new("size", DataType::UInt64, false),
+                    Field::new("mime", DataType::Utf8, true),
+                ])),
+                "LocationLike",
+            ),
+            (
+                DataType::Struct(Fields::from(vec![
+                    Field::new("uri", DataType::Utf8, false),
+                    Field::new("size", DataType::UInt64, false),
+                ])),
+                "LocationLike",
+            ),
             (DataType::List(item(python)), "LocationLike"),
             (DataType::LargeList(item(exact.clone())), "Nested"),
             (DataType::FixedSizeList(item(exact.clone()), 2), "Nested"),

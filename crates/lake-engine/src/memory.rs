@@ -144,6 +144,7 @@ impl MemoryEngine {
             retained: t.versions.keys().copied().collect(),
             registry_version: Some(t.latest),
             journal,
+            structure: Vec::new(),
         }
     }
 }

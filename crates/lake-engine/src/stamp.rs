@@ -11,7 +11,9 @@
 //! - a journal file at or below the plan's latest differs (rewritten, removed, or added late),
 //!   judged by the store's own metadata of every journal file (size, ETag, last-modified);
 //! - the registry pins a version above the dataset's latest (the table went backwards), or a
-//!   journal file exists for a version above the latest (also checked when planning).
+//!   journal file exists for a version above the latest (also checked when planning);
+//! - the table has rows the journal cannot cover: a branch, a base path outside the dataset,
+//!   a column lake cannot read (also checked when planning).
 //!
 //! A [`LineageStamp`] is read from listings only (versions, registry, journal folder), so apply
 //! can take one before every group of deletes; a [`LineageBasis`] is the part of it a plan
@@ -33,6 +35,10 @@ pub struct LineageStamp {
     /// Every journal file by version: an opaque identity from the store's metadata (for
     /// example `size:etag:last_modified`); equal identities mean an unchanged file.
     pub journal: BTreeMap<u64, String>,
+    /// Problems of the table's structure the listings show: rows the journal cannot cover (a
+    /// branch, a base path outside the dataset, a column lake cannot read). Apply stops on
+    /// them as planning does, also when they appear after the plan.
+    pub structure: Vec<LineageProblem>,
 }
 
 /// SHA-256 of the identities of the journal files at versions up to `upto`, hex.
@@ -46,10 +52,11 @@ fn journal_digest(journal: &BTreeMap<u64, String>, upto: u64) -> String {
 }
 
 impl LineageStamp {
-    /// Problems the stamp shows on its own: a registry pin above the latest version, and
-    /// journal files for versions above it (a dataset that went backwards under its journal).
+    /// Problems the stamp shows on its own: its structure's, a registry pin above the latest
+    /// version, and journal files for versions above it (a dataset that went backwards under
+    /// its journal).
     pub fn problems(&self, table: &str) -> Vec<LineageProblem> {
-        let mut problems = Vec::new();
+        let mut problems = self.structure.clone();
         if let Some(pinned) = self.registry_version.filter(|p| *p > self.latest_version) {
             problems.push(LineageProblem::RegistryAhead {
                 table: table.into(),
@@ -130,6 +137,7 @@ mod tests {
             retained: retained.to_vec(),
             registry_version: Some(latest),
             journal: journal.iter().map(|(v, s)| (*v, s.to_string())).collect(),
+            structure: Vec::new(),
         }
     }
 
@@ -149,6 +157,11 @@ mod tests {
         // A journal file rewritten (same version, other identity), or one left above the latest.
         let rewritten = stamp(3, &[1, 2, 3], &[(1, "a"), (2, "B"), (3, "c")]);
         assert!(matches!(basis.check_forward("t", &rewritten)[..], [LineageProblem::JournalRewritten { upto: 3, .. }]));
+        let branched = LineageStamp {
+            structure: vec![LineageProblem::Branch { table: "t".into(), branch: "dev".into() }],
+            ..then.clone()
+        };
+        assert!(matches!(basis.check_forward("t", &branched)[..], [LineageProblem::Branch { .. }]));
         let beyond = stamp(3, &[1, 2, 3], &[(1, "a"), (2, "b"), (3, "c"), (4, "x")]);
         assert!(matches!(
             basis.check_forward("t", &beyond)[..],

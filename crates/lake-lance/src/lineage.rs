@@ -33,10 +33,9 @@ const BRANCH_REFS: &str = "_refs/branches";
 /// The folder (under a dataset) where Lance 14 keeps each branch's own dataset.
 const BRANCH_TREE: &str = "tree";
 
-/// A table at one moment: the latest dataset, its stamp, and its journal listing (entries
+/// A table at one moment: its stamp (with its structural problems), and its journal listing (entries
 /// beyond the latest version of a concurrent commit left out).
 pub(crate) struct Observed {
-    pub ds: Dataset,
     pub stamp: LineageStamp,
     pub journal: JournalListing,
 }
@@ -77,8 +76,15 @@ impl LanceEngine {
                 journal.files.retain(|v, _| *v <= latest);
             }
         }
-        let stamp = LineageStamp { latest_version: latest, retained, registry_version, journal: journal.identities() };
-        Ok(Observed { ds, stamp, journal })
+        let structure = self.structure_problems(&ds, table).await?;
+        let stamp = LineageStamp {
+            latest_version: latest,
+            retained,
+            registry_version,
+            journal: journal.identities(),
+            structure,
+        };
+        Ok(Observed { stamp, journal })
     }
 
     /// The problems of `ds`'s structure (see the module documentation): branches, base paths
@@ -102,8 +108,12 @@ impl LanceEngine {
         }
         let (folders, files) = self.store().list_dir(&format!("{base}/{BRANCH_TREE}")).await?;
         for folder in folders {
-            let branch = folder.rsplit('/').next().unwrap_or(&folder).to_string();
-            if !problems.iter().any(|p| matches!(p, LineageProblem::Branch { branch: b, .. } if *b == branch)) {
+            // `tree/<a>` holds branch `a`, or `a/b` (a name with `/` is nested folders).
+            let branch = folder.trim_end_matches('/').rsplit('/').next().unwrap_or(&folder).to_string();
+            let documented = problems.iter().any(|p| {
+                matches!(p, LineageProblem::Branch { branch: b, .. } if *b == branch || b.starts_with(&format!("{branch}/")))
+            });
+            if !documented {
                 problems.push(LineageProblem::Branch { table: table.into(), branch });
             }
         }
@@ -138,7 +148,7 @@ impl LanceEngine {
         use_checkpoint: bool,
         mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
     ) -> Result<TableLineage, LanceEngineError> {
-        let Observed { ds, stamp, journal } = self.observe(table).await?;
+        let Observed { stamp, journal } = self.observe(table).await?;
         let (retained, latest) = (stamp.retained.clone(), stamp.latest_version);
         let oldest = retained.first().copied().unwrap_or(latest);
         let checkpoint = match use_checkpoint {
@@ -168,7 +178,6 @@ impl LanceEngine {
         let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
         problems.extend(chain_problems);
         problems.extend(stamp.problems(table));
-        problems.extend(self.structure_problems(&ds, table).await?);
         Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems, stamp })
     }
 }

@@ -400,7 +400,6 @@ async fn a_branch_folder_without_its_document_makes_lineage_incomplete() {
 /// registry did not change, so apply's revalidation (which compares only those) lets the
 /// candidate be deleted although a branch row now references it.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "library bug: apply revalidates only main's stamp (lake-objects revalidation.rs), a branch made after the plan goes unseen"]
 async fn a_branch_created_between_plan_and_apply_stops_apply() {
     let (lake, orphan, a) = lake_with_table().await;
     let cutoff = cutoff_now().await;
@@ -635,7 +634,6 @@ async fn a_blob_v2_column_is_refused_by_append_and_by_repair() {
 /// look-alike rule wants exactly the three names), so it is skipped: repair journals the
 /// version without `b`, the lineage is complete and `b` is planned and deleted.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "library gap: looks_like_location (lake-common location.rs) wants exactly uri/sha256/size; a 4th child is skipped"]
 async fn a_location_struct_with_an_extra_child_is_not_skipped() {
     let (lake, orphan, a) = lake_with_table().await;
     let b = lake.upload("b.bin", b"referenced by a location with a mime child").await;
