@@ -144,6 +144,11 @@ pub enum RefsCommand {
     Verify(VerifyArgs),
     /// Rebuild a version's missing journal entry as a snapshot from a scan of that version
     /// (for versions written around the engine, or by a writer that crashed after committing).
+    ///
+    /// Refused for a version whose columns lake cannot read with certainty (a DataLocation
+    /// look-alike, a nested DataLocation, a Lance blob column) or that reads files outside its
+    /// dataset folder. Repair has no publication guard: do not run it while a GC apply runs (a
+    /// version it journals during one group of deletes is seen only before the next group).
     Repair(RepairArgs),
 }
 
