@@ -206,9 +206,11 @@ fn canonical_scheme(scheme: &str) -> String {
     }
 }
 
-/// The host of `url` (as the `url` crate normalises it) with a non-default port.
+/// The host of `url` (as the `url` crate normalises it, without the trailing dot of a fully
+/// qualified DNS name) with a non-default port.
 fn authority_of(url: &Url) -> String {
     let host = url.host_str().unwrap_or("");
+    let host = host.strip_suffix('.').filter(|h| !h.is_empty()).unwrap_or(host);
     match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_string(),
@@ -417,6 +419,16 @@ pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedRe
         }
         if authority != root_authority && authority.eq_ignore_ascii_case(root_authority) {
             return Err(refuse("its bucket or host differs from the lake root's only in letter case"));
+        }
+        // A path-style bucket (or any leading folder of the root) differing only in case.
+        let folded = |a: &[String], b: &[String]| a.iter().zip(b).all(|(x, y)| x.eq_ignore_ascii_case(y));
+        if authority == root_authority
+            && segments.len() > root_segments.len()
+            && segments[..root_segments.len()] != root_segments[..]
+            && folded(&segments[..root_segments.len()], root_segments)
+            && scheme != "file"
+        {
+            return Err(refuse("its path to the lake root differs from the root's only in letter case"));
         }
         if authority == root_authority
             && segments.len() > root_segments.len()

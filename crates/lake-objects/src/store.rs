@@ -268,11 +268,33 @@ impl LakeStore {
     }
 
     /// Every object under the folder `prefix` (recursive, any order), keys relative to the root.
-    /// For small folders (registry, journal); the managed prefix is listed by an inventory.
+    /// For small folders (registry, journal); the managed prefix is listed by an inventory. On
+    /// S3 the keys are exact ([`crate::s3_requests`]): a folder marker keeps its trailing `/`
+    /// (object_store would drop it, and then name an object that does not exist); its
+    /// `ObjectMeta::location` cannot hold the slash, so use the key.
     ///
     /// # Errors
     /// [`ObjectsError::Storage`].
     pub async fn list_all(&self, prefix: &str) -> Result<Vec<(String, ObjectMeta)>, ObjectsError> {
+        if let Some(requests) = &self.s3_requests {
+            let root = self.prefix.to_string();
+            let full = |key: &str| if root.is_empty() { key.to_string() } else { format!("{root}/{key}") };
+            let folder = format!("{}/", full(prefix.trim_end_matches('/')));
+            let mut out = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = requests.list_objects_v2(&folder, after.as_deref(), 1000).await?;
+                after = page.objects.last().map(|o| o.key.clone());
+                for o in page.objects {
+                    let key = if root.is_empty() { o.key.clone() } else { o.key[root.len() + 1..].to_string() };
+                    let location = self.path(&key);
+                    out.push((key, ObjectMeta { location, last_modified: o.last_modified, size: o.size, e_tag: o.e_tag, version: None }));
+                }
+                if !page.truncated || after.is_none() {
+                    return Ok(out);
+                }
+            }
+        }
         let path = self.path(prefix);
         let metas: Vec<ObjectMeta> =
             self.store.list(Some(&path)).try_collect().await.map_err(|e| ObjectsError::storage(prefix, e))?;
@@ -324,7 +346,10 @@ pub(crate) mod s3 {
         let tail = if path.is_empty() { String::new() } else { format!("/{path}") };
         let bucket = uri.authority().to_string();
         let mut uri = uri.with_alias(&format!("{endpoint}/{bucket}{tail}")).map_err(bad)?;
-        if let Some((scheme, host)) = endpoint.split_once("://") {
+        // Virtual-hosted style needs a DNS name: an IP address (`127.0.0.1`, `[::1]`) takes
+        // path-style requests only.
+        let dns = url::Url::parse(endpoint).ok().is_some_and(|u| matches!(u.host(), Some(url::Host::Domain(_))));
+        if let (true, Some((scheme, host))) = (dns, endpoint.split_once("://")) {
             uri = uri.with_alias(&format!("{scheme}://{bucket}.{host}{tail}")).map_err(bad)?;
         }
         Ok(uri)
