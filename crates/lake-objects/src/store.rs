@@ -279,7 +279,12 @@ impl LakeStore {
         if let Some(requests) = &self.s3_requests {
             let root = self.prefix.to_string();
             let full = |key: &str| if root.is_empty() { key.to_string() } else { format!("{root}/{key}") };
-            let folder = format!("{}/", full(prefix.trim_end_matches('/')));
+            let prefix = prefix.trim_matches('/');
+            let folder = match (root.is_empty(), prefix.is_empty()) {
+                (true, true) => String::new(),
+                (false, true) => format!("{root}/"),
+                _ => format!("{}/", full(prefix)),
+            };
             let mut out = Vec::new();
             let mut after: Option<String> = None;
             loop {

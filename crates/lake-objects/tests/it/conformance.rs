@@ -118,6 +118,24 @@ pub async fn check_bulk_delete_with_missing_keys(store: &LakeStore, deleter: &dy
     assert!(again.iter().all(|o| matches!(o, DeleteOutcome::NotFound | DeleteOutcome::Absent)), "{again:?}");
 }
 
+/// `list_all` lists every key under a folder (recursively, exactly), and the whole root for "".
+pub async fn check_list_all(store: &LakeStore) {
+    for key in ["la/x", "la/y/z", "lb/w", "la-sibling/v"] {
+        store.put(key, b"x".to_vec()).await.unwrap();
+    }
+    let keys = |listed: Vec<(String, object_store::ObjectMeta)>| {
+        let mut k: Vec<String> = listed.into_iter().map(|(k, _)| k).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(store.list_all("la").await.unwrap()), vec!["la/x", "la/y/z"]);
+    assert_eq!(keys(store.list_all("la/").await.unwrap()), vec!["la/x", "la/y/z"]);
+    let all = keys(store.list_all("").await.unwrap());
+    for key in ["la/x", "la/y/z", "lb/w", "la-sibling/v"] {
+        assert!(all.contains(&key.to_string()), "{key} in {all:?}");
+    }
+}
+
 /// Create-only writes are atomic and report the existing bytes.
 pub async fn check_create_only(store: &LakeStore) {
     assert_eq!(store.put_create("_lake/test/doc", b"one".to_vec()).await.unwrap(), CreateOutcome::Created);
@@ -268,6 +286,7 @@ async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str)
     let store = open("delete");
     check_bulk_delete_with_missing_keys(&store, &lake_objects::deleter::for_store(&store)).await;
     check_create_only(&open("create")).await;
+    check_list_all(&open("list-all")).await;
     check_writer(&open("writer")).await;
     check_age_gate_and_key_grammar(&open("age")).await;
     check_apply_resumes(&open("resume"), checkpoint("resume.ckpt")).await;
