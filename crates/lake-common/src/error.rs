@@ -68,7 +68,7 @@ pub enum LocationError {
     #[error("column `{column}` is marked as a DataLocation but its type is {found}; expected Struct{{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}} (or a List of it), all children non-nullable")]
     BadLayout { column: String, found: String },
     /// An unmarked struct has the DataLocation's child names but not its layout.
-    #[error("column `{column}` looks like a DataLocation (a uri with a sha256 or size) but its type is {found}, not Struct{{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}}: lake cannot tell whether its rows reference managed objects. Cast it to the DataLocation layout (or rename its fields if it holds no references)")]
+    #[error("column `{column}` looks like a DataLocation (two of uri, sha256, size) but its type is {found}, not Struct{{uri: Utf8, sha256: FixedSizeBinary(32), size: UInt64}}: lake cannot tell whether its rows reference managed objects. Cast it to the DataLocation layout (or rename its fields if it holds no references)")]
     LocationLike { column: String, found: String },
     /// A DataLocation (or a look-alike) below the top level of the schema.
     #[error("column `{column}` ({found}) is a DataLocation nested inside another column; only top-level DataLocation or List<DataLocation> columns are supported, and lake cannot journal references it cannot reach")]

@@ -11,8 +11,8 @@
 //! reference column whether or not it is marked. Refused, never skipped (a skipped reference
 //! column would make its objects look unreferenced), each with a [`LocationError`]:
 //! - a marked field of another layout ([`LocationError::BadLayout`]);
-//! - an unmarked struct with a `uri` child and a `sha256` or `size` child that is not exactly the
-//!   layout (what a round trip through Python objects makes: `binary` and `int64`; or the layout
+//! - an unmarked struct with two of the children `uri`, `sha256`, `size` that is not exactly the
+//!   layout (a child renamed by `alter_columns`, say) (what a round trip through Python objects makes: `binary` and `int64`; or the layout
 //!   with extra children), alone or in a list ([`LocationError::LocationLike`]): lake cannot
 //!   tell whether it references objects;
 //! - a DataLocation, marked or not, or a look-alike, anywhere below the top level (inside a
@@ -291,14 +291,14 @@ fn shape_of(dt: &DataType, strict: bool) -> Shape {
     Shape::Other
 }
 
-/// A struct with a child named `uri` and one named `sha256` or `size` (in any order, of any
-/// types, with or without more children): it may hold references lake cannot read with
-/// certainty.
+/// A struct with two of the DataLocation's children (`uri`, `sha256`, `size`; in any order, of
+/// any types, with or without more children, or with the third renamed): it may hold references
+/// lake cannot read with certainty.
 fn looks_like_location(dt: &DataType) -> bool {
     match dt {
         DataType::Struct(fields) => {
             let has = |name: &str| fields.iter().any(|f| f.name() == name);
-            has("uri") && (has("sha256") || has("size"))
+            [has("uri"), has("sha256"), has("size")].iter().filter(|h| **h).count() >= 2
         }
         _ => false,
     }
@@ -574,6 +574,14 @@ mod tests {
             (
                 DataType::Struct(Fields::from(vec![
                     Field::new("uri", DataType::Utf8, false),
+                    Field::new("size", DataType::UInt64, false),
+                ])),
+                "LocationLike",
+            ),
+            (
+                DataType::Struct(Fields::from(vec![
+                    Field::new("url", DataType::Utf8, false),
+                    Field::new("sha256", DataType::FixedSizeBinary(32), false),
                     Field::new("size", DataType::UInt64, false),
                 ])),
                 "LocationLike",

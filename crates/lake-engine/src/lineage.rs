@@ -44,6 +44,9 @@ pub enum LineageProblem {
     /// A retained version reads files outside the dataset folder (a shallow clone, a base path
     /// added with `add_bases`): rows the journal of this table does not cover.
     ExternalBase { table: String, path: String },
+    /// A detached version (Lance `CommitBuilder::with_detached`): it can be checked out and
+    /// restored, and no version listing shows it.
+    Detached { table: String, version: u64 },
     /// The schema of a version has a column lake cannot read references from with certainty.
     UnreadableColumns { table: String, version: u64, reason: String },
 }
@@ -66,6 +69,7 @@ impl fmt::Display for LineageProblem {
             Self::Branch { table, branch } => write!(f, "table `{table}` has a Lance branch `{branch}` (made by another Lance client): its versions are not journaled and may reference objects; delete the branch, or move the table out of the lake"),
             Self::ExternalBase { table, path } => write!(f, "table `{table}` reads files from `{path}`, outside its dataset folder (a shallow clone or an added base path): lake cannot see the references there"),
             Self::UnreadableColumns { table, version, reason } => write!(f, "table `{table}` version {version}: {reason}"),
+            Self::Detached { table, version } => write!(f, "table `{table}` has a detached version {version} (made by another Lance client): it can be checked out and restored, and is not journaled; delete it from `_versions/`, or move the table out of the lake"),
         }
     }
 }

@@ -12,7 +12,11 @@
 //! - a Lance branch (`_refs/branches/*.json`, or a `tree/` folder a stopped `create_branch`
 //!   left): its versions are not journaled ([`LineageProblem::Branch`]);
 //! - a base path outside the dataset folder in the latest manifest (a shallow clone, or
-//!   `add_bases`) ([`LineageProblem::ExternalBase`]);
+//!   `add_bases`), or on a local root a symbolic link among the dataset's own folders
+//!   ([`LineageProblem::ExternalBase`]);
+//! - a detached version (`_versions/d<n>.manifest`, made with `CommitBuilder::with_detached`):
+//!   it can be checked out and restored but no version listing shows it
+//!   ([`LineageProblem::Detached`]);
 //! - a column of the latest schema that lake cannot read references from with certainty
 //!   (`lake_common::ReferenceColumns`) ([`LineageProblem::UnreadableColumns`]).
 
@@ -119,6 +123,39 @@ impl LanceEngine {
         }
         if !files.is_empty() {
             problems.push(LineageProblem::Branch { table: table.into(), branch: format!("{BRANCH_TREE}/ (files)") });
+        }
+        // Detached versions (`_versions/d<n>.manifest`, `CommitBuilder::with_detached`): checked
+        // out and restored like any version, listed by no `version_refs`.
+        let detached = ds.list_detached_manifests().await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "list detached versions",
+            source,
+        })?;
+        for d in detached {
+            problems.push(LineageProblem::Detached { table: table.into(), version: d.version });
+        }
+        // On a local root, a link in the dataset's own folders (its data moved under
+        // `objects/` and linked back, say) puts files the table needs where GC may delete them.
+        if let Some(dir) = self.store().local_dir() {
+            for folder in [dir.join(lake_objects::layout::TABLES_PREFIX), dir.join(&base)] {
+                if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink()) {
+                    problems.push(LineageProblem::ExternalBase {
+                        table: table.into(),
+                        path: format!("{} (a symbolic link)", folder.display()),
+                    });
+                }
+            }
+            if let Ok(entries) = std::fs::read_dir(dir.join(&base)) {
+                for entry in entries.flatten() {
+                    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                        let path = entry.path().display().to_string();
+                        problems.push(LineageProblem::ExternalBase {
+                            table: table.into(),
+                            path: format!("{path} (a symbolic link)"),
+                        });
+                    }
+                }
+            }
         }
         let mut bases: Vec<&str> = ds.manifest().base_paths.values().map(|b| b.path.as_str()).collect();
         bases.sort_unstable();

@@ -8,8 +8,10 @@
 //! 2. A complete checkpoint is reported as is: a second apply is a no-op.
 //! 3. Revalidate ([`crate::revalidation`]): check that every table only moved forward from the
 //!    plan's basis (else stop with a named problem) and read what its new versions added;
-//!    again before every later group of deletes. A candidate a new version references is
-//!    `revived`, never deleted, on a first attempt as on a retry.
+//!    again before every later group of deletes. Read the live keys of every table as the
+//!    journal shows them now (`crate::live_keys`), merged against the candidates in key order.
+//!    A candidate that is live now, or that a new version references, is `revived`, never
+//!    deleted, on a first attempt as on a retry.
 //! 4. Retry keys whose delete failed in an earlier run, then delete the remaining candidates
 //!    in bounded pages, up to `concurrency` pages in flight; after each group, save the
 //!    checkpoint (a small document: the plan is not rewritten). NotFound counts as done. Stop
@@ -22,6 +24,7 @@ use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation, LoadedCheckpoint};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::failpoint;
+use crate::live_keys::{live_now, LiveKeys};
 use crate::plan::GcPlan;
 use crate::revalidation::Revalidation;
 use lake_engine::Engine;
@@ -53,11 +56,20 @@ pub struct ApplyOptions {
     pub progress: Option<ProgressHook>,
     /// Delete pages in flight at once (>= 1); the checkpoint is saved after each group.
     pub concurrency: usize,
+    /// Bytes of live keys held in memory while apply checks candidates against them; past it
+    /// they spill to sorted runs in the temporary folder.
+    pub memory_budget: usize,
 }
 
 impl Default for ApplyOptions {
     fn default() -> Self {
-        Self { page_size: DEFAULT_PAGE_SIZE, max_pages: None, progress: None, concurrency: DEFAULT_CONCURRENCY }
+        Self {
+            page_size: DEFAULT_PAGE_SIZE,
+            max_pages: None,
+            progress: None,
+            concurrency: DEFAULT_CONCURRENCY,
+            memory_budget: crate::spill::DEFAULT_MEMORY_BUDGET / 2,
+        }
     }
 }
 
@@ -146,7 +158,12 @@ pub async fn apply_loaded(
     // The lineage now against the plan's basis; again before every later group of deletes.
     let mut lineage = Revalidation::start(engine, &plan).await?;
     let mut checked = true;
+    // Every key is also checked against the live keys as the journal shows them now, not only
+    // against what versions since the plan added: a plan document can be edited and its digest
+    // recomputed by anyone.
+    let mut live = live_now(engine, options.memory_budget).await?;
     let mut revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
+    cp.failed.sort();
 
     let page_size = options.page_size.clamp(1, DEFAULT_PAGE_SIZE);
     let mut pages = 0u64;
@@ -158,7 +175,7 @@ pub async fn apply_loaded(
         }
         let taken: Vec<String> = cp.failed.iter().take(page_size).cloned().collect();
         let mut still_failed: Vec<String> = cp.failed[taken.len()..].to_vec();
-        let batch = keep_unrevived(taken, &lineage, &mut revived, &mut cp);
+        let batch = keep_unrevived(taken, &lineage, &mut live, &mut revived, &mut cp)?;
         let outcomes = if batch.is_empty() { Vec::new() } else { deleter.delete_batch(&batch).await? };
         for (key, outcome) in batch.iter().zip(outcomes) {
             record(&mut cp, key, outcome, &mut still_failed);
@@ -206,7 +223,7 @@ pub async fn apply_loaded(
                 batch.push(candidate.uri);
                 index += 1;
             }
-            let batch = keep_unrevived(batch, &lineage, &mut revived, &mut cp);
+            let batch = keep_unrevived(batch, &lineage, &mut live, &mut revived, &mut cp)?;
             if !batch.is_empty() {
                 batches.push(batch);
             }
@@ -240,29 +257,30 @@ pub async fn apply_loaded(
     Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false })
 }
 
-/// The keys of `batch` that no version committed since the plan references; the others are
-/// recorded as revived (once) and never deleted.
+/// The keys of `batch` (ascending, and after every key asked before) that are not live now and
+/// that no version committed since the plan references; the others are recorded as revived
+/// (once) and never deleted.
 fn keep_unrevived(
     batch: Vec<String>,
     lineage: &Revalidation<'_>,
+    live: &mut LiveKeys,
     revived: &mut BTreeSet<String>,
     cp: &mut ApplyCheckpoint,
-) -> Vec<String> {
-    batch
-        .into_iter()
-        .filter(|key| {
-            if revived.contains(key) {
-                return false;
-            }
-            if lineage.revives(key) {
-                tracing::info!(key = %key, "candidate revived: a version newer than the plan references it");
-                revived.insert(key.clone());
-                cp.revived.push(key.clone());
-                return false;
-            }
-            true
-        })
-        .collect()
+) -> Result<Vec<String>, ObjectsError> {
+    let mut keep = Vec::with_capacity(batch.len());
+    for key in batch {
+        if revived.contains(&key) {
+            continue;
+        }
+        if live.is_live(&key)? || lineage.revives(&key) {
+            tracing::info!(key = %key, "candidate revived: a retained version references it now");
+            revived.insert(key.clone());
+            cp.revived.push(key);
+            continue;
+        }
+        keep.push(key);
+    }
+    Ok(keep)
 }
 
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {

@@ -79,6 +79,43 @@ impl CheckpointLocation {
         Ok(Self::Local(path))
     }
 
+    /// Refuses a checkpoint inside the lake `store`'s root: apply writes the checkpoint and its
+    /// plan document there, and must never write over anything of the lake.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Root`] naming the location.
+    pub fn check_outside(&self, store: &LakeStore) -> Result<(), ObjectsError> {
+        let refuse = || ObjectsError::Root {
+            root: format!("--checkpoint `{}`", self.display()),
+            message: format!(
+                "is inside the lake root {}; keep the checkpoint and its plan document outside the lake",
+                store.display_root()
+            ),
+        };
+        match (self, store.local_dir()) {
+            (Self::Local(path), Some(root)) => {
+                let folder = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                let resolved = folder.canonicalize().unwrap_or(folder);
+                if resolved.starts_with(root) {
+                    return Err(refuse());
+                }
+            }
+            (Self::Store { store: at, key, .. }, None) => {
+                let same_bucket = at.root().authority() == store.root().authority();
+                let full = at.path(key).to_string();
+                let root = store.prefix().to_string();
+                if same_bucket && (root.is_empty() || full.starts_with(&format!("{root}/"))) {
+                    return Err(refuse());
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Where the plan of the checkpoint at this location is persisted: the same name plus
     /// [`PLAN_SUFFIX`], in the same folder or store.
     pub fn plan_location(&self) -> Self {
@@ -330,6 +367,19 @@ impl ApplyCheckpoint {
     /// [`ObjectsError::Io`] or [`ObjectsError::Storage`].
     pub async fn persist_plan(plan: &GcPlan, location: &CheckpointLocation) -> Result<(), ObjectsError> {
         let at = location.plan_location();
+        // Something already there is replaced only if it is a plan document (one left by a crash
+        // before its checkpoint was written): never another file that happens to have the name.
+        if let Some(existing) = at.open().await? {
+            if GcPlan::read_document(existing, &at.display()).is_err() {
+                return Err(ObjectsError::Checkpoint {
+                    path: location.display(),
+                    message: format!(
+                        "{} already exists and is not a plan document; refusing to overwrite it. Choose another checkpoint path",
+                        at.display()
+                    ),
+                });
+            }
+        }
         at.write_streamed(|out| plan.write_document(out)).await
     }
 }

@@ -35,6 +35,7 @@ pub mod guard;
 pub mod inventory;
 pub mod keys;
 pub mod layout;
+mod live_keys;
 mod no_follow;
 pub mod plan;
 pub mod planner;

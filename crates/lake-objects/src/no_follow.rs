@@ -1,10 +1,11 @@
 //! File-system access under a local lake root that never goes through a symbolic link.
 //!
 //! A symbolic link anywhere under the root (`objects/<ULID>` pointing at a table's data folder,
-//! say) must never be listed through or deleted through, and nothing outside the root may ever
-//! be touched. Folders are opened with `openat2(RESOLVE_NO_SYMLINKS)` (Linux 5.6+: the kernel
-//! refuses a link in any component, atomically), or on older kernels component by component
-//! with `O_NOFOLLOW`; a file is removed with `unlinkat` relative to its folder's descriptor
+//! say) must never be listed through or deleted through, nor a mount point below `objects/` (a
+//! bind mount of a table's data, or of a folder outside the root), and nothing outside the root
+//! may ever be touched. Folders are opened with `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)`
+//! (Linux 5.6+: the kernel refuses a link or a mount crossing in any component, atomically), or
+//! on older kernels component by component with `O_NOFOLLOW` and a device check; a file is removed with `unlinkat` relative to its folder's descriptor
 //! after an `lstat` shows a regular file (`unlinkat` itself never follows a link: at worst a
 //! link swapped in at the last moment is removed, never its target). The root's own path is
 //! resolved when the lake is opened (`LakeStore::open`), so it holds no link either.
@@ -17,18 +18,36 @@ use std::path::Path;
 const FOLDER: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
 /// Opens the folder `key` (relative to the root, `/`-separated) without following a symbolic
-/// link in any of its components: `ELOOP`/`ENOTDIR` when one is a link, `ENOENT` when one is
+/// link in any of its components, and without crossing a mount point below its first
+/// component (`objects/` or `tables/` may be a volume of its own; nothing under them may be a
+/// mount, such as a bind mount of a table's data or of a folder outside the root): `ELOOP` or
+/// `ENOTDIR` when a component is a link, `EXDEV` when it crosses a mount, `ENOENT` when one is
 /// missing.
 pub(crate) fn open_folder(root: &Path, key: &str) -> Result<OwnedFd, Errno> {
-    let path = root.join(key);
-    match rustix::fs::openat2(rustix::fs::CWD, &path, FOLDER, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+    let key = key.trim_matches('/');
+    let root_fd = rustix::fs::openat(rustix::fs::CWD, root, FOLDER, Mode::empty())?;
+    let (first, rest) = key.split_once('/').unwrap_or((key, ""));
+    if first.is_empty() {
+        return Ok(root_fd);
+    }
+    let base = rustix::fs::openat(&root_fd, first, FOLDER | OFlags::NOFOLLOW, Mode::empty())?;
+    if rest.is_empty() {
+        return Ok(base);
+    }
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_XDEV | ResolveFlags::BENEATH;
+    match rustix::fs::openat2(&base, rest, FOLDER, Mode::empty(), resolve) {
         Err(Errno::NOSYS) | Err(Errno::PERM) => {}
         other => return other,
     }
-    // A kernel without openat2 (or a sandbox that forbids it): one component at a time.
-    let mut fd = rustix::fs::openat(rustix::fs::CWD, root, FOLDER, Mode::empty())?;
-    for part in key.split('/').filter(|p| !p.is_empty()) {
+    // A kernel without openat2 (or a sandbox that forbids it): one component at a time, on the
+    // base's device (a bind mount from the same device goes unseen here).
+    let device = rustix::fs::fstat(&base)?.st_dev;
+    let mut fd = base;
+    for part in rest.split('/').filter(|p| !p.is_empty()) {
         fd = rustix::fs::openat(&fd, part, FOLDER | OFlags::NOFOLLOW, Mode::empty())?;
+        if rustix::fs::fstat(&fd)?.st_dev != device {
+            return Err(Errno::XDEV);
+        }
     }
     Ok(fd)
 }

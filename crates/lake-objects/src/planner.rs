@@ -34,10 +34,11 @@ use crate::candidates::CandidateWriter;
 use crate::error::ObjectsError;
 use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
 use crate::keys::{first_key_at, minted_at};
+use crate::live_keys::push_live_keys;
 use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use crate::spill::SortedRuns;
 use chrono::{DateTime, SecondsFormat, Utc};
-use lake_engine::{Engine, EngineError, LineageBasis, PageRequest, RetainedRoots};
+use lake_engine::{Engine, LineageBasis};
 use std::time::Duration;
 
 /// Fewest inventory pages listed ahead of the sweep while the live set is read.
@@ -163,28 +164,10 @@ pub async fn plan(
             if !problems.is_empty() {
                 continue;
             }
-            let roots = RetainedRoots::new(lineage.retained.clone());
-            let mut request = PageRequest { after: None, limit: options.reference_page_size.max(1) };
-            loop {
-                let page = match engine.retained_object_references(location, &roots, &request).await {
-                    Ok(page) => page,
-                    Err(EngineError::Lineage { problems: found, .. }) => {
-                        problems.extend(found.iter().map(|p| p.to_string()));
-                        break;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                stats.live_references += page.identities.len() as u64;
-                for identity in page.identities {
-                    if !lake_common::is_external_identity(&identity.uri) {
-                        live_runs.push(identity.uri)?;
-                    }
-                }
-                match page.next {
-                    Some(next) => request.after = Some(next),
-                    None => break,
-                }
-            }
+            let page_size = options.reference_page_size;
+            let (read, found) = push_live_keys(engine, location, &lineage, page_size, &mut live_runs).await?;
+            stats.live_references += read;
+            problems.extend(found);
         }
         // GC's own garbage in the journals: found while the journal is fresh in mind, planned
         // after the objects (`tables/...` keys sort after `objects/...`).
@@ -209,6 +192,7 @@ pub async fn plan(
             'listing: while let Some(page) = futures::StreamExt::next(&mut receiver).await {
                 let page = page?;
                 stats.inventory_pages += 1;
+                aliases.links.extend(page.links);
                 for entry in page.entries {
                     stats.objects_listed += 1;
                     if entry.key >= stop_at && entry.key.starts_with("objects/") && minted_at(&entry.key).is_some() {
@@ -250,12 +234,13 @@ pub async fn plan(
                         last_modified: format_time(entry.last_modified),
                     })?;
                 }
-                if page.next.is_none() {
-                    // The whole prefix was listed: the live keys left name no listed object.
-                    while live_next.is_some() {
-                        aliases.check(live_next.as_deref());
-                        live_next = live.next_key()?;
-                    }
+            }
+            // The live keys after the last listed entry (young, or past the end of the prefix)
+            // name no listed object: with a link met anywhere, each is checked against it.
+            if !aliases.links.is_empty() {
+                while live_next.is_some() {
+                    aliases.check(live_next.as_deref());
+                    live_next = live.next_key()?;
                 }
             }
         }

@@ -293,7 +293,16 @@ impl LakeStore {
                 for o in page.objects {
                     let key = if root.is_empty() { o.key.clone() } else { o.key[root.len() + 1..].to_string() };
                     let location = self.path(&key);
-                    out.push((key, ObjectMeta { location, last_modified: o.last_modified, size: o.size, e_tag: o.e_tag, version: None }));
+                    out.push((
+                        key,
+                        ObjectMeta {
+                            location,
+                            last_modified: o.last_modified,
+                            size: o.size,
+                            e_tag: o.e_tag,
+                            version: None,
+                        },
+                    ));
                 }
                 if !page.truncated || after.is_none() {
                     return Ok(out);

@@ -183,7 +183,13 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         allow_below_policy: false,
         cutoff: None,
         checkpoint: None,
-        apply: ApplyOptions { page_size: 25, max_pages: None, progress: None, concurrency: 1 },
+        apply: ApplyOptions {
+            page_size: 25,
+            max_pages: None,
+            progress: None,
+            concurrency: 1,
+            ..ApplyOptions::default()
+        },
         list_page_size: 100,
         out: None,
         plan: None,

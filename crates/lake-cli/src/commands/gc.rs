@@ -351,6 +351,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
             max_pages: args.max_pages,
             progress: None,
             concurrency: args.delete_concurrency.max(1),
+            memory_budget: args.memory_budget_mib.saturating_mul(1024 * 1024) / 2,
         },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
@@ -391,6 +392,7 @@ pub async fn run_gc(
         None => latest_cutoff,
     };
     if let Some(path) = &req.checkpoint {
+        path.check_outside(store)?;
         if let Some(loaded) = ApplyCheckpoint::load(path).await? {
             let recorded = &loaded.plan;
             if recorded.min_age_seconds != req.min_age.as_secs() {

@@ -63,6 +63,9 @@ fn gc_refusals_delete_nothing() {
     let typo = l._dir.path().join("chekpoints/c.json");
     refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", typo.to_str().unwrap()], "does not exist");
     assert!(!l._dir.path().join("chekpoints").exists(), "no folder is created from a checkpoint path");
+    // Inside the lake: never (apply would write the checkpoint and its plan among the lake's files).
+    let inside = format!("{root}/objects/ckpt");
+    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", &inside], "inside the lake root");
     let nolake = l._dir.path().join("nolake");
     refused(&["gc", nolake.to_str().unwrap(), "--min-age", "4s"], "no lake at");
     assert_eq!(object_files(std::path::Path::new(root)), before, "nothing deleted by any refusal");

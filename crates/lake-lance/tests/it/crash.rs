@@ -92,7 +92,8 @@ async fn an_apply_crashed_at_any_point_resumes_to_the_same_final_state() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("c");
         let deleter = lake_objects::deleter::for_store(&lake.store);
-        let options = ApplyOptions { page_size: 2, max_pages: None, progress: None, concurrency: 2 };
+        let options =
+            ApplyOptions { page_size: 2, max_pages: None, progress: None, concurrency: 2, ..ApplyOptions::default() };
         let crashed =
             failpoint::scope(point, apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &options)).await;
         assert!(matches!(crashed, Err(ObjectsError::Injected(p)) if p == point), "{point}: {crashed:?}");

@@ -98,7 +98,7 @@ async fn scenario(lake: TestLake) {
         &deleter,
         &ckpt.as_path().into(),
         Some(&plan1),
-        &ApplyOptions { page_size: 1, max_pages: Some(1), progress: None, concurrency: 1 },
+        &ApplyOptions { page_size: 1, max_pages: Some(1), progress: None, concurrency: 1, ..ApplyOptions::default() },
     )
     .await
     .unwrap();
@@ -111,7 +111,7 @@ async fn scenario(lake: TestLake) {
         &deleter,
         &ckpt.as_path().into(),
         None,
-        &ApplyOptions { page_size: 1, max_pages: None, progress: None, concurrency: 3 },
+        &ApplyOptions { page_size: 1, max_pages: None, progress: None, concurrency: 3, ..ApplyOptions::default() },
     )
     .await
     .unwrap();
@@ -157,7 +157,7 @@ async fn apply_refuses_a_checkpoint_of_another_plan() {
         &deleter,
         &ckpt.as_path().into(),
         Some(&plan1),
-        &ApplyOptions { page_size: 1, max_pages: Some(0), progress: None, concurrency: 1 },
+        &ApplyOptions { page_size: 1, max_pages: Some(0), progress: None, concurrency: 1, ..ApplyOptions::default() },
     )
     .await
     .unwrap();

@@ -3,6 +3,7 @@
 
 mod append;
 mod apply_doors;
+mod attack;
 mod budget;
 mod crash;
 mod foreign_model;

@@ -75,7 +75,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
         &lake_objects::deleter::for_store(&lake.store),
         &ckpt,
         Some(&p),
-        &ApplyOptions { page_size: 10, max_pages: None, progress: None, concurrency: 4 },
+        &ApplyOptions { page_size: 10, max_pages: None, progress: None, concurrency: 4, ..ApplyOptions::default() },
     )
     .await
     {

@@ -192,6 +192,8 @@ struct Child {
     name: String,
     /// A file's metadata, when it was read with its folder.
     meta: Option<Meta>,
+    /// It is a symbolic link (known from the folder's entry type, at no cost).
+    link: bool,
 }
 
 /// A child taken from its folder's sorted children ahead of the walk.
@@ -236,6 +238,8 @@ struct Frame {
     readings: VecDeque<Option<Reading>>,
     /// The folder was read whole (no cursor) and has no children: listed as an empty folder.
     empty: bool,
+    /// Keys of the symbolic links its read found, whether or not the walk reaches them.
+    links: Vec<String>,
 }
 
 impl Frame {
@@ -251,6 +255,7 @@ impl Frame {
             batches: VecDeque::new(),
             readings: VecDeque::new(),
             empty: false,
+            links: Vec::new(),
         }
     }
 
@@ -271,6 +276,8 @@ impl Frame {
             Folder::Missing => Ok(()),
             Folder::Whole(mut children) => {
                 self.empty = children.is_empty() && self.cursor.is_none();
+                let key = &self.key;
+                self.links.extend(children.iter().filter(|c| c.link).map(|c| format!("{key}/{}", c.name)));
                 children.sort_unstable_by(|a, b| a.name.cmp(&b.name));
                 self.front = children.into();
                 self.fresh = true;
@@ -288,7 +295,10 @@ impl Frame {
         let mut memory = Vec::new();
         let mut runs: Option<SortedRuns> = None;
         for child in head.into_iter().map(|c| Ok(Some(c))).chain(read) {
-            let Some(Child { name, .. }) = child? else { continue };
+            let Some(Child { name, link, .. }) = child? else { continue };
+            if link {
+                self.links.push(format!("{}/{name}", self.key));
+            }
             if cursor.is_some_and(|c| name.as_str() <= c) {
                 continue;
             }
@@ -309,7 +319,7 @@ impl Frame {
             None => {
                 self.empty = memory.is_empty() && self.cursor.is_none();
                 memory.sort_unstable();
-                self.front = memory.into_iter().map(|name| Child { name, meta: None }).collect();
+                self.front = memory.into_iter().map(|name| Child { name, meta: None, link: false }).collect();
             }
         }
         Ok(())
@@ -322,7 +332,7 @@ impl Frame {
         }
         let Some(rest) = &mut self.rest else { return Ok(None) };
         match rest.next_key()? {
-            Some(name) => Ok(Some(Child { name, meta: None })),
+            Some(name) => Ok(Some(Child { name, meta: None, link: false })),
             None => {
                 self.rest = None; // removes the run files
                 Ok(None)
@@ -405,13 +415,17 @@ fn errno(key: &str, e: rustix::io::Errno) -> ObjectsError {
 
 impl Entries {
     /// Opens the folder `key` under `root` without following a symbolic link anywhere in
-    /// `key` (the root's own path is resolved when the lake is opened); `None` when it is gone,
-    /// not a folder, or reached through a symbolic link (swapped in since it was listed).
+    /// `key` (the root's own path is resolved when the lake is opened), nor a mount point below
+    /// `objects/`; `None` when it is gone, not a folder, reached through a symbolic link
+    /// (swapped in since it was listed), or a mount point (never listed through).
     fn open(root: &Path, key: &str) -> Result<Option<Self>, ObjectsError> {
         let fd = match crate::no_follow::open_folder(root, key) {
             Ok(fd) => fd,
             Err(e)
-                if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::NOTDIR || e == rustix::io::Errno::LOOP =>
+                if e == rustix::io::Errno::NOENT
+                    || e == rustix::io::Errno::NOTDIR
+                    || e == rustix::io::Errno::LOOP
+                    || e == rustix::io::Errno::XDEV =>
             {
                 return Ok(None)
             }
@@ -466,12 +480,20 @@ impl Entries {
         };
         if dir {
             name.push('/');
-            return Ok(Some(Child { name, meta: None }));
+            return Ok(Some(Child { name, meta: None, link: false }));
         }
         if is_staged_upload(&name) {
             return Ok(None);
         }
-        Ok(Some(Child { name, meta }))
+        let link = kind == FileType::Symlink
+            || meta.is_some_and(|m| m.kind == EntryKind::Foreign("symbolic link"))
+            || (kind == FileType::Unknown
+                && self
+                    .lstat(&name)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink));
+        Ok(Some(Child { name, meta, link }))
     }
 
     /// The metadata of the entry `name` itself (a symbolic link is not followed); `None` when
@@ -562,6 +584,8 @@ struct Walk {
     pending: Option<String>,
     /// The last key returned: a page asked for after it continues this walk.
     last: String,
+    /// Symbolic links the reads of this page found (see [`InventoryPage::links`]).
+    links: Vec<String>,
 }
 
 impl Walk {
@@ -590,7 +614,7 @@ impl Walk {
             Some((a, None)) if a > prefix.as_str() => {}
             _ => stack.push(Frame::new(OBJECTS_PREFIX.to_string(), None)),
         }
-        Self { root, stack, pending: None, last: String::new() }
+        Self { root, stack, pending: None, last: String::new(), links: Vec::new() }
     }
 
     /// The next page of at most `limit` entries, and the walk to continue it (`None` when the
@@ -618,9 +642,10 @@ impl Walk {
             (Some(_), Some(last)) => {
                 self.last = last.key.clone();
                 let next = Some(self.last.clone());
-                Ok((InventoryPage { entries, next }, Some(self)))
+                let links = std::mem::take(&mut self.links);
+                Ok((InventoryPage { entries, next, links }, Some(self)))
             }
-            _ => Ok((InventoryPage { entries, next: None }, None)),
+            _ => Ok((InventoryPage { entries, next: None, links: std::mem::take(&mut self.links) }, None)),
         }
     }
 
@@ -658,6 +683,7 @@ impl Walk {
         while let Some(frame) = self.stack.last_mut() {
             if !frame.read {
                 frame.read(&self.root, window)?;
+                self.links.append(&mut frame.links);
             }
             let Some((child, reading)) = frame.take(readers, ahead)? else {
                 // A folder with nothing in it is listed itself (`key/`), where its children
@@ -680,6 +706,7 @@ impl Walk {
             };
             let mut sub = Frame::new(key, None);
             sub.read_from(folder, window)?;
+            self.links.append(&mut sub.links);
             self.stack.push(sub);
         }
         Ok(None)

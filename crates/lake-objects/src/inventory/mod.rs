@@ -54,6 +54,10 @@ pub struct InventoryPage {
     pub entries: Vec<InventoryEntry>,
     /// Pass as `after` for the next page; `None` when the listing is exhausted.
     pub next: Option<String>,
+    /// Keys of symbolic links the listing found while reading this page, including ones past
+    /// its entries (a local walk reads a folder's entry types whole: `objects/` on its first
+    /// page): a live reference through one may name another object. Empty on S3.
+    pub links: Vec<String>,
 }
 
 /// A key-ordered, paginated listing of the managed prefix.

@@ -65,6 +65,6 @@ impl ObjectInventory for S3Inventory {
             ));
         }
         let next = if page.truncated { entries.last().map(|e| e.key.clone()) } else { None };
-        Ok(InventoryPage { entries, next })
+        Ok(InventoryPage { entries, next, links: Vec::new() })
     }
 }

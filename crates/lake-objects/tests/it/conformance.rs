@@ -231,7 +231,7 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
         &deleter,
         &checkpoint,
         Some(&p),
-        &ApplyOptions { page_size: 3, max_pages: Some(1), progress: None, concurrency: 1 },
+        &ApplyOptions { page_size: 3, max_pages: Some(1), progress: None, concurrency: 1, ..ApplyOptions::default() },
     )
     .await
     .unwrap();
@@ -255,7 +255,7 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
         &deleter,
         &checkpoint,
         None,
-        &ApplyOptions { page_size: 3, max_pages: None, progress: None, concurrency: 1 },
+        &ApplyOptions { page_size: 3, max_pages: None, progress: None, concurrency: 1, ..ApplyOptions::default() },
     )
     .await
     .unwrap();

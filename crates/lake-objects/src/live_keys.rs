@@ -1,0 +1,118 @@
+//! The live keys of the lake: every key inside the lake root that a retained version of a table
+//! references, read from the engine's journal replay into sorted runs (spilled past a memory
+//! budget) and merged in key order. Planning merges them against the inventory; apply against
+//! the candidates it is about to delete, so that a plan document edited after it was made
+//! (its digest is unkeyed: anyone can recompute it) can never make apply delete a live object.
+//!
+//! A live key inside the root that is not a managed object key (`objects/<ULID>/<name>`) is a
+//! named problem: it can only name an object through another route (a symbolic link at the root,
+//! say), which GC cannot follow to tell which object it reaches.
+
+use crate::error::ObjectsError;
+use crate::keys::parse_managed_key;
+use crate::spill::{MergedKeys, SortedRuns};
+use lake_common::is_external_identity;
+use lake_engine::{Engine, EngineError, PageRequest, RetainedRoots, TableLineage, TableLocation};
+
+/// Reads the live identities of `location` at `lineage`'s retained versions, in pages of
+/// `page_size`, and pushes the keys inside the lake root to `runs`. Returns the number of live
+/// identities read and the problems met (an incomplete journal, a key that is not managed).
+///
+/// # Errors
+/// Engine errors other than an incomplete lineage; a spill folder that fails.
+pub(crate) async fn push_live_keys(
+    engine: &dyn Engine,
+    location: &TableLocation,
+    lineage: &TableLineage,
+    page_size: usize,
+    runs: &mut SortedRuns,
+) -> Result<(u64, Vec<String>), ObjectsError> {
+    let roots = RetainedRoots::new(lineage.retained.clone());
+    let mut request = PageRequest { after: None, limit: page_size.max(1) };
+    let (mut read, mut problems) = (0u64, Vec::new());
+    loop {
+        let page = match engine.retained_object_references(location, &roots, &request).await {
+            Ok(page) => page,
+            Err(EngineError::Lineage { problems: found, .. }) => {
+                problems.extend(found.iter().map(|p| p.to_string()));
+                return Ok((read, problems));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        read += page.identities.len() as u64;
+        for identity in page.identities {
+            if is_external_identity(&identity.uri) {
+                continue;
+            }
+            if parse_managed_key(&identity.uri).is_none() && problems.len() < 100 {
+                problems.push(format!(
+                    "table `{}` references `{}`, inside the lake root but not a managed object key (objects/<ULID>/<name>): GC cannot tell which object it names (a route through a link?); write the object's own key",
+                    location.name, identity.uri
+                ));
+            }
+            runs.push(identity.uri)?;
+        }
+        match page.next {
+            Some(next) => request.after = Some(next),
+            None => return Ok((read, problems)),
+        }
+    }
+}
+
+/// The live keys of every registered table as the engine shows them now, for apply.
+///
+/// # Errors
+/// [`ObjectsError::LineageIncomplete`] when any table's lineage has problems; engine, storage
+/// and spill errors.
+pub(crate) async fn live_now(engine: &dyn Engine, budget: usize) -> Result<LiveKeys, ObjectsError> {
+    let tables = engine.tables().await?;
+    let mut problems: Vec<lake_engine::LineageProblem> = tables.problems.clone();
+    let mut messages = Vec::new();
+    let mut runs = SortedRuns::new(budget);
+    for location in &tables.tables {
+        let lineage = engine.lineage(location).await?;
+        if !lineage.problems.is_empty() {
+            problems.extend(lineage.problems);
+            continue;
+        }
+        let (_, found) = push_live_keys(engine, location, &lineage, 10_000, &mut runs).await?;
+        messages.extend(found);
+    }
+    if !problems.is_empty() {
+        return Err(ObjectsError::LineageIncomplete { problems });
+    }
+    if !messages.is_empty() {
+        return Err(ObjectsError::PlanIncomplete { problems: messages });
+    }
+    Ok(LiveKeys { keys: runs.finish()?, next: None, last: None, started: false })
+}
+
+/// Live keys read in ascending order, asked about in ascending order.
+pub(crate) struct LiveKeys {
+    keys: MergedKeys,
+    next: Option<String>,
+    last: Option<String>,
+    started: bool,
+}
+
+impl LiveKeys {
+    /// Whether `key` is live. Keys must be asked about in ascending order; one asked out of
+    /// order is taken for live (never deleted).
+    ///
+    /// # Errors
+    /// A spill file that cannot be read.
+    pub fn is_live(&mut self, key: &str) -> Result<bool, ObjectsError> {
+        if self.last.as_deref().is_some_and(|last| key < last) {
+            return Ok(true);
+        }
+        if !self.started {
+            self.next = self.keys.next_key()?;
+            self.started = true;
+        }
+        while self.next.as_deref().is_some_and(|n| n < key) {
+            self.next = self.keys.next_key()?;
+        }
+        self.last = Some(key.to_string());
+        Ok(self.next.as_deref() == Some(key))
+    }
+}
