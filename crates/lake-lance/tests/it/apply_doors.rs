@@ -4,7 +4,7 @@
 //! problem. Each test starts from an adversarial input of this kind.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, schema, TestLake};
+use crate::support::{batch, copy_tree, new_lake, reader, schema, TestLake};
 use async_trait::async_trait;
 use chrono::Utc;
 use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
@@ -54,18 +54,6 @@ async fn apply_with(
 ) -> Result<ApplyReport, ObjectsError> {
     let options = ApplyOptions { page_size: 1, concurrency: 1, ..ApplyOptions::default() };
     apply(&lake.engine, deleter, &ckpt.into(), plan, &options).await
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.unwrap();
-        let target = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 fn problems(err: ObjectsError) -> Vec<String> {

@@ -7,7 +7,7 @@
 //! every such object still exists.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, schema, TestLake};
+use crate::support::{batch, copy_tree, new_lake, reader, schema, TestLake};
 use arrow_array::{Array, RecordBatchIterator, StringArray, StructArray};
 use arrow_schema::{Field, Schema};
 use chrono::Utc;
@@ -17,7 +17,6 @@ use lake_objects::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,18 +93,6 @@ async fn repair_all(lake: &TestLake) {
     for v in lake.engine.versions("t").await.unwrap() {
         if !v.journaled {
             let _ = lake.engine.repair_refs("t", v.version).await;
-        }
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.unwrap();
-        let target = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
         }
     }
 }

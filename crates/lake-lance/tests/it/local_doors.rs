@@ -5,7 +5,7 @@
 //! a journal edited in place (sealed by digests).
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, schema, TestLake};
+use crate::support::{apply_fresh, batch, new_lake, reader, schema, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::DataLocationBuilder;
@@ -140,12 +140,7 @@ async fn a_link_swapped_in_after_the_plan_or_referenced_by_a_row_deletes_nothing
     std::fs::write(outside.path().join("x.bin"), b"precious").unwrap();
     std::fs::remove_dir_all(&folder).unwrap();
     std::os::unix::fs::symlink(outside.path(), &folder).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
-    let report =
-        apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
-            .await
-            .unwrap();
+    let report = apply_fresh(&lake, &plan, &ApplyOptions::default()).await.unwrap();
     assert_eq!((report.checkpoint.deleted, report.checkpoint.skipped.len()), (0, 1), "{:?}", report.checkpoint);
     assert!(report.checkpoint.complete, "a skipped key is not retried");
     assert_eq!(std::fs::read(outside.path().join("x.bin")).unwrap(), b"precious");
@@ -191,12 +186,7 @@ async fn emptied_and_empty_folders_are_collected_safely() {
         orphans.iter().map(|o| o.key.clone()).chain([old_empty.clone(), staging.clone()]).collect();
     want.sort();
     assert_eq!(plan.candidates.keys().unwrap(), want);
-    let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
-    let report =
-        apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
-            .await
-            .unwrap();
+    let report = apply_fresh(&lake, &plan, &ApplyOptions::default()).await.unwrap();
     assert!(report.checkpoint.complete);
     assert_eq!((report.checkpoint.deleted, report.checkpoint.skipped.len()), (3, 1), "{:?}", report.checkpoint);
     for o in &orphans {
@@ -244,12 +234,7 @@ async fn reference_logs_of_uncommitted_writes_are_collected() {
     assert!(keys.contains(&reference_log_key("t", &old)) && keys.contains(&staged_key), "{keys:?}");
     assert!(!keys.contains(&reference_log_key("t", &young)), "a young log is never planned");
     assert!(!keys.contains(&reference_log_key("t", &named)), "a log a sidecar names is never planned");
-    let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
-    let report =
-        apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
-            .await
-            .unwrap();
+    let report = apply_fresh(&lake, &plan, &ApplyOptions::default()).await.unwrap();
     assert!(report.checkpoint.complete);
     assert!(lake.store.head(&reference_log_key("t", &old)).await.unwrap().is_none());
     assert!(!root(&lake).join(&staged_key).exists());

@@ -93,3 +93,28 @@ pub fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
 pub fn reader(batches: Vec<RecordBatch>) -> Box<dyn RecordBatchReader + Send> {
     Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema()))
 }
+
+/// Applies `plan` with `options` and a checkpoint in a fresh temporary folder.
+pub async fn apply_fresh(
+    lake: &TestLake,
+    plan: &lake_objects::plan::GcPlan,
+    options: &lake_objects::apply::ApplyOptions,
+) -> Result<lake_objects::apply::ApplyReport, lake_objects::ObjectsError> {
+    let dir = tempfile::tempdir().unwrap();
+    let deleter = lake_objects::deleter::for_store(&lake.store);
+    lake_objects::apply::apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(plan), options)
+        .await
+}
+
+/// Copies the folder tree `from` into `to` (a backup, or its restore).
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.unwrap();
+        let target = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
