@@ -4,7 +4,6 @@
 use crate::error::EngineError;
 use crate::lineage::{LineageProblem, TableLineage};
 use crate::replay::Replay;
-use crate::{PageRequest, ReferencePage};
 use lake_common::{DecodeError, DeltaKind, ObjectIdentity, ObjectReferenceDelta};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,26 +50,6 @@ pub fn live_set_of(
         table: table.clone(),
         problems: vec![LineageProblem::Inconsistent { table, version: e.version(), reason: e.to_string() }],
     })
-}
-
-/// One bounded page of `set` after `page.after`.
-pub fn paginate(set: &BTreeSet<ObjectIdentity>, page: &PageRequest) -> ReferencePage {
-    let limit = page.limit.max(1);
-    let iter: Box<dyn Iterator<Item = &ObjectIdentity>> = match &page.after {
-        Some(after) => Box::new(set.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded))),
-        None => Box::new(set.iter()),
-    };
-    let mut identities: Vec<ObjectIdentity> = Vec::with_capacity(limit.min(1024));
-    let mut more = false;
-    for id in iter {
-        if identities.len() == limit {
-            more = true;
-            break;
-        }
-        identities.push(id.clone());
-    }
-    let next = if more { identities.last().cloned() } else { None };
-    ReferencePage { identities, next }
 }
 
 /// Identities added by versions in `(after, upto]` (all references of a snapshot).

@@ -1,7 +1,9 @@
 //! The engine seam of lake: what GC needs to know about tables, and nothing about Lance.
 //!
 //! - [`Engine`]: the trait every table engine implements (the Lance one lives in `lake-lance`).
-//!   It has no default methods: every backend must define its own fail-closed lineage.
+//!   It has no default methods: every backend must define its own fail-closed lineage. It holds
+//!   no state between calls: a table's state is a value it returns ([`TableSnapshot`]), whose
+//!   live identities are a stream ([`IdentityStream`]).
 //! - [`lineage`]: [`TableLineage`] and the named [`LineageProblem`]s that make GC refuse.
 //! - [`replay`]: journal replay: reference counts per version and the exact live set
 //!   (an object is live if its count is above zero in at least one retained version).
@@ -69,22 +71,31 @@ impl RetainedRoots {
     }
 }
 
-/// One page request of [`Engine::retained_object_references`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageRequest {
-    /// Return identities strictly greater than this one (`None`: from the start).
-    pub after: Option<ObjectIdentity>,
-    /// Maximum identities in the page (at least 1).
-    pub limit: usize,
+/// A table's state as one read of its lineage and journal saw it: what the planner and apply
+/// pass around instead of asking the engine again. Reading it is the work (the journal from the
+/// replay's start, held in sorted runs spilled past the engine's memory budget); its live
+/// identities are a stream read from it, once.
+pub trait TableSnapshot: Send + std::fmt::Debug {
+    /// The retained versions, the replay base and every problem of the table's journal.
+    fn lineage(&self) -> &TableLineage;
+
+    /// The identities referenced (count above zero) by at least one of `roots`, in ascending
+    /// order, computed from this snapshot's journal; consumes the snapshot.
+    ///
+    /// # Errors
+    /// [`EngineError::Lineage`] when the journal needed for `roots` is incomplete or
+    /// inconsistent (the caller must not treat that as "no references"); storage errors of a
+    /// spill folder.
+    fn live(self: Box<Self>, roots: &RetainedRoots) -> Result<Box<dyn IdentityStream>, EngineError>;
 }
 
-/// A bounded page of the live references of one table, in ascending identity order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReferencePage {
-    /// At most `limit` identities, strictly ascending.
-    pub identities: Vec<ObjectIdentity>,
-    /// The token for the next page (the last identity), or `None` when this was the last page.
-    pub next: Option<ObjectIdentity>,
+/// A stream of identities in strictly ascending order.
+pub trait IdentityStream: Send {
+    /// The next identity; `None` at the end.
+    ///
+    /// # Errors
+    /// [`EngineError::Lineage`] when the journal turns out inconsistent; storage errors.
+    fn next_identity(&mut self) -> Result<Option<ObjectIdentity>, EngineError>;
 }
 
 /// A file of a table's journal that no journal entry names: the reference log (or a staged
@@ -99,7 +110,8 @@ pub struct UnreferencedFile {
     pub last_modified_ms: i64,
 }
 
-/// The engine trait: tables, lineage and the references of retained versions.
+/// The engine trait: tables, their snapshots (lineage and live references), their stamps, and
+/// what versions added.
 ///
 /// Implementations must be deterministic (the same storage state gives the same answers) and
 /// fail closed: an unreadable journal is a [`LineageProblem`] or an [`EngineError`], never an
@@ -112,24 +124,13 @@ pub trait Engine: Send + Sync {
     /// [`EngineError::Storage`] when the registry cannot be read.
     async fn tables(&self) -> Result<TableSet, EngineError>;
 
-    /// The retained versions of `location` and every problem with its journal.
+    /// Reads `location`'s lineage and its journal into a [`TableSnapshot`]: the one read of a
+    /// table's journal a plan (or an apply's check of its candidates) makes.
     ///
     /// # Errors
-    /// [`EngineError::Storage`] / [`EngineError::Table`] when the table cannot be read at all.
-    async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError>;
-
-    /// The identities referenced (count above zero) by at least one of `roots`, as bounded,
-    /// deterministic pages in ascending identity order, computed from the journal.
-    ///
-    /// # Errors
-    /// [`EngineError::Lineage`] when the journal needed for `roots` is incomplete or
-    /// inconsistent; the caller must not treat that as "no references".
-    async fn retained_object_references(
-        &self,
-        location: &TableLocation,
-        roots: &RetainedRoots,
-        page: &PageRequest,
-    ) -> Result<ReferencePage, EngineError>;
+    /// [`EngineError::Storage`] / [`EngineError::Table`] when the table cannot be read at all
+    /// (problems with its journal are in the snapshot's lineage, not errors).
+    async fn snapshot(&self, location: &TableLocation) -> Result<Box<dyn TableSnapshot>, EngineError>;
 
     /// The lineage of `location` as its listings show it now (versions, registry pin, journal
     /// files), without reading any journal entry: what apply compares with a plan's basis before

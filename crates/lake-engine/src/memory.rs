@@ -5,10 +5,10 @@
 //! corrupt a sidecar) to exercise fail-closed paths.
 
 use crate::error::EngineError;
-use crate::journal::{added_between, live_set_of, paginate, Sidecars};
+use crate::journal::{added_between, live_set_of, Sidecars};
 use crate::lineage::{check_chain, TableLineage};
 use crate::stamp::LineageStamp;
-use crate::{Engine, PageRequest, ReferencePage, RetainedRoots, TableLocation, TableSet};
+use crate::{Engine, IdentityStream, RetainedRoots, TableLocation, TableSet, TableSnapshot};
 use async_trait::async_trait;
 use lake_common::{DecodeError, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -149,6 +149,33 @@ impl MemoryEngine {
     }
 }
 
+/// A snapshot of one in-memory table: its lineage and a copy of its journal.
+#[derive(Debug)]
+struct MemSnapshot {
+    lineage: TableLineage,
+    sidecars: Sidecars,
+}
+
+impl TableSnapshot for MemSnapshot {
+    fn lineage(&self) -> &TableLineage {
+        &self.lineage
+    }
+
+    fn live(self: Box<Self>, roots: &RetainedRoots) -> Result<Box<dyn IdentityStream>, EngineError> {
+        let live = live_set_of(&self.lineage, &self.sidecars, roots.versions())?;
+        Ok(Box::new(MemLive(live.into_iter())))
+    }
+}
+
+/// The live set of a [`MemSnapshot`], in order.
+struct MemLive(std::collections::btree_set::IntoIter<ObjectIdentity>);
+
+impl IdentityStream for MemLive {
+    fn next_identity(&mut self) -> Result<Option<ObjectIdentity>, EngineError> {
+        Ok(self.0.next())
+    }
+}
+
 #[async_trait]
 impl Engine for MemoryEngine {
     async fn tables(&self) -> Result<TableSet, EngineError> {
@@ -159,19 +186,9 @@ impl Engine for MemoryEngine {
         })
     }
 
-    async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError> {
-        Ok(self.lineage_of(&location.name)?.0)
-    }
-
-    async fn retained_object_references(
-        &self,
-        location: &TableLocation,
-        roots: &RetainedRoots,
-        page: &PageRequest,
-    ) -> Result<ReferencePage, EngineError> {
+    async fn snapshot(&self, location: &TableLocation) -> Result<Box<dyn TableSnapshot>, EngineError> {
         let (lineage, sidecars) = self.lineage_of(&location.name)?;
-        let live = live_set_of(&lineage, &sidecars, roots.versions())?;
-        Ok(paginate(&live, page))
+        Ok(Box::new(MemSnapshot { lineage, sidecars }))
     }
 
     async fn lineage_stamp(&self, location: &TableLocation) -> Result<LineageStamp, EngineError> {

@@ -7,7 +7,6 @@
 
 use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
-use crate::live::{JournalSnapshot, LiveCursor};
 use crate::scan::count_references;
 use crate::sidecar;
 use arrow_array::RecordBatchReader;
@@ -16,8 +15,8 @@ use chrono::{DateTime, Utc};
 use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::journal::{added_between, Sidecars};
 use lake_engine::{
-    Engine, EngineError, LineageProblem, LineageStamp, PageRequest, ReferencePage, RetainedRoots, TableLineage,
-    TableLocation, TableSet, UnreferencedFile,
+    Engine, EngineError, LineageProblem, LineageStamp, TableLineage, TableLocation, TableSet, TableSnapshot,
+    UnreferencedFile,
 };
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::failpoint;
@@ -31,7 +30,7 @@ use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
 use lance::Dataset;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A version committed through the engine.
@@ -86,13 +85,9 @@ pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewri
 pub struct LanceEngine {
     store: LakeStore,
     memory_budget: usize,
-    /// Sorted runs the journal replays of this engine spilled, in total.
+    /// Sorted runs the journal replays of this engine spilled, in total (a counter for
+    /// reports; no state a call depends on).
     journal_runs: std::sync::atomic::AtomicU64,
-    /// The live-reference listing in progress, continued by the next page.
-    live_cursor: Mutex<Option<LiveCursor>>,
-    /// The lineage and spilled journal the last [`Engine::lineage`] call read, kept for the
-    /// replay that follows it in planning, so the journal is read once per table and plan.
-    lineage_cache: Mutex<Option<JournalSnapshot>>,
 }
 
 impl std::fmt::Debug for LanceEngine {
@@ -108,8 +103,6 @@ impl LanceEngine {
             store,
             memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
             journal_runs: std::sync::atomic::AtomicU64::new(0),
-            live_cursor: Mutex::new(None),
-            lineage_cache: Mutex::new(None),
         }
     }
 
@@ -434,7 +427,8 @@ impl LanceEngine {
 
     /// Removes versions older than `older_than` (Lance version retention). Never the latest or
     /// tagged versions; Lance deletes the data files only those versions used. The journal
-    /// (`_lake/`) is not Lance's and stays.
+    /// (`_lake/`) is not Lance's and stays. When versions went, writes the reference checkpoint
+    /// at the new oldest retained version ([`LanceEngine::write_reference_checkpoint`]).
     ///
     /// # Errors
     /// Lance errors.
@@ -450,6 +444,13 @@ impl LanceEngine {
             .cleanup_old_versions(older, Some(false), Some(false))
             .await
             .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "cleanup", source })?;
+        // Versions went: the replay's base may have moved, and the reference checkpoint with it
+        // (an optimisation: a failure is logged, never fatal; GC never writes it).
+        if stats.old_versions > 0 {
+            if let Err(e) = self.write_reference_checkpoint(table).await {
+                tracing::warn!(table, "could not write the reference checkpoint: {e}");
+            }
+        }
         Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed })
     }
 
@@ -550,56 +551,10 @@ impl Engine for LanceEngine {
         Ok(TableSet { tables, problems })
     }
 
-    async fn lineage(&self, location: &TableLocation) -> Result<TableLineage, EngineError> {
+    async fn snapshot(&self, location: &TableLocation) -> Result<Box<dyn TableSnapshot>, EngineError> {
         let snapshot = self.lineage_and_journal(&location.name).await?;
-        let lineage = snapshot.lineage.clone();
-        *self.lineage_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot);
-        Ok(lineage)
-    }
-
-    async fn retained_object_references(
-        &self,
-        location: &TableLocation,
-        roots: &RetainedRoots,
-        page: &PageRequest,
-    ) -> Result<ReferencePage, EngineError> {
-        // A page that carries the last page's token continues its stream (one replay per table and
-        // listing); any other request starts a new one.
-        let continued = self
-            .live_cursor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .filter(|c| c.continues(&location.name, roots.versions(), page.after.as_ref()));
-        let mut cursor = match continued {
-            Some(cursor) => cursor,
-            None => {
-                // The snapshot `lineage` just read for these roots, if it is the last one read (the
-                // planner asks for lineage, then replays it: a version committed in between is
-                // younger than the cutoff, so replaying the earlier snapshot is exact). Taken, not
-                // copied: a later replay reads the journal again.
-                let cached = self
-                    .lineage_cache
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take()
-                    .filter(|s| s.lineage.table == location.name && s.lineage.retained == roots.versions());
-                let snapshot = match cached {
-                    Some(snapshot) => snapshot,
-                    None => self.lineage_and_journal(&location.name).await?,
-                };
-                self.count_spilled_runs(snapshot.journal.spilled_runs());
-                LiveCursor::start(snapshot, roots.versions(), page.after.as_ref())?
-            }
-        };
-        let (identities, more) = cursor.page(page.limit)?;
-        let next = if more { identities.last().cloned() } else { None };
-        if more {
-            *self.live_cursor.lock().unwrap_or_else(|p| p.into_inner()) = Some(cursor);
-        } else {
-            cursor.finish(self).await;
-        }
-        Ok(ReferencePage { identities, next })
+        self.count_spilled_runs(snapshot.journal.spilled_runs());
+        Ok(Box::new(snapshot))
     }
 
     async fn lineage_stamp(&self, location: &TableLocation) -> Result<LineageStamp, EngineError> {

@@ -1,43 +1,30 @@
-//! The live references of one table for planning, in bounded memory.
+//! A table's snapshot for planning, and the live references read from it in bounded memory.
 //!
-//! Lineage is read with the journal streamed, version by version, into a
-//! [`SpilledJournal`] (an external sort of journal events keyed by identity, spilled to the
-//! temporary folder past the engine's memory budget); only each version's kind is kept for the
-//! chain check. The live identities then come out of [`SpilledJournal::live`] ascending, and
-//! [`lake_engine::Engine::retained_object_references`] pages are cut from that stream by a
-//! [`LiveCursor`] that the next page continues: no table's references are ever all in memory.
+//! Lineage is read with the journal streamed, version by version, into a [`SpilledJournal`] (an
+//! external sort of journal events keyed by identity, spilled to the temporary folder past the
+//! engine's memory budget); only each version's kind is kept for the chain check. The snapshot
+//! ([`LanceSnapshot`]) is that value: the planner reads its lineage, then its live identities,
+//! which come out of [`SpilledJournal::live`] ascending, as a stream: no table's references are
+//! ever all in memory, and the engine keeps nothing between calls.
 //!
-//! When the table's oldest retained version is newer than the replay base, the same pass
-//! collects the counts at that version and, once the stream ends without error, writes the
-//! reference checkpoint there ([`crate::refs_checkpoint`]); those counts are held in memory
-//! (the checkpoint is one document), which happens only after version cleanup moved the base.
+//! The reference checkpoint (replay's shortcut past version 1, [`crate::refs_checkpoint`]) is
+//! written by version cleanup ([`LanceEngine::cleanup`]), the operation that moves the replay's
+//! base: never by a plan, so that a dry run changes nothing under the lake root.
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
 use crate::refs_checkpoint;
 use lake_common::ObjectIdentity;
-use lake_engine::{EngineError, LineageProblem, LiveIdentities, SpilledJournal, SpilledReplayError, TableLineage};
+use lake_engine::{
+    EngineError, IdentityStream, LineageProblem, LiveIdentities, RetainedRoots, SpilledJournal, SpilledReplayError,
+    TableLineage, TableSnapshot,
+};
 
 /// A table's lineage and its journal spilled for replay, as one read saw them.
 #[derive(Debug)]
-pub(crate) struct JournalSnapshot {
+pub(crate) struct LanceSnapshot {
     pub lineage: TableLineage,
     pub journal: SpilledJournal,
-}
-
-/// A live-reference listing in progress: the stream of one table's live identities for one
-/// set of retained versions, positioned after the last identity it returned.
-#[derive(Debug)]
-pub(crate) struct LiveCursor {
-    table: String,
-    roots: Vec<u64>,
-    stream: LiveIdentities,
-    /// The next live identity, read ahead (so a page knows whether another follows).
-    pending: Option<ObjectIdentity>,
-    /// The last identity returned: the `after` token the next page must carry.
-    last: Option<ObjectIdentity>,
-    /// The version whose counts become the reference checkpoint when the stream ends.
-    checkpoint_at: Option<u64>,
 }
 
 fn spill_error(table: &str, e: SpilledReplayError) -> EngineError {
@@ -54,68 +41,30 @@ fn spill_error(table: &str, e: SpilledReplayError) -> EngineError {
     }
 }
 
-impl LiveCursor {
-    /// Whether this cursor continues a listing of `table` at `roots` after `after`.
-    pub fn continues(&self, table: &str, roots: &[u64], after: Option<&ObjectIdentity>) -> bool {
-        after.is_some() && self.table == table && self.roots == roots && self.last.as_ref() == after
+impl TableSnapshot for LanceSnapshot {
+    fn lineage(&self) -> &TableLineage {
+        &self.lineage
     }
 
-    /// Starts the live-identity stream of `snapshot` at `roots`, positioned after `after`.
-    ///
-    /// # Errors
-    /// [`EngineError::Lineage`] when the lineage has problems or the journal does not replay;
-    /// [`EngineError::Storage`] when the spill folder fails.
-    pub fn start(
-        snapshot: JournalSnapshot,
-        roots: &[u64],
-        after: Option<&ObjectIdentity>,
-    ) -> Result<Self, EngineError> {
-        let JournalSnapshot { lineage, journal } = snapshot;
+    fn live(self: Box<Self>, roots: &RetainedRoots) -> Result<Box<dyn IdentityStream>, EngineError> {
+        let LanceSnapshot { lineage, journal } = *self;
         let table = lineage.table.clone();
         let base = lineage.complete_base()?;
-        let checkpoint_at = lineage.retained.first().copied().filter(|oldest| *oldest > base);
         let stream =
-            journal.live(base, lineage.latest_version, roots, checkpoint_at).map_err(|e| spill_error(&table, e))?;
-        let mut cursor = Self { table, roots: roots.to_vec(), stream, pending: None, last: None, checkpoint_at };
-        cursor.advance()?;
-        while let (Some(p), Some(a)) = (&cursor.pending, after) {
-            if p > a {
-                break;
-            }
-            cursor.advance()?;
-        }
-        Ok(cursor)
+            journal.live(base, lineage.latest_version, roots.versions(), None).map_err(|e| spill_error(&table, e))?;
+        Ok(Box::new(LanceLive { table, stream }))
     }
+}
 
-    fn advance(&mut self) -> Result<(), EngineError> {
-        self.pending = self.stream.next_live().map_err(|e| spill_error(&self.table, e))?;
-        Ok(())
-    }
+/// The live identities of a [`LanceSnapshot`], ascending.
+struct LanceLive {
+    table: String,
+    stream: LiveIdentities,
+}
 
-    /// Up to `limit` (at least 1) next live identities, and whether more follow.
-    ///
-    /// # Errors
-    /// As [`LiveCursor::start`].
-    pub fn page(&mut self, limit: usize) -> Result<(Vec<ObjectIdentity>, bool), EngineError> {
-        let mut identities = Vec::with_capacity(limit.clamp(1, 4096));
-        while identities.len() < limit.max(1) {
-            let Some(identity) = self.pending.take() else { break };
-            identities.push(identity);
-            self.advance()?;
-        }
-        self.last = identities.last().cloned();
-        Ok((identities, self.pending.is_some()))
-    }
-
-    /// Writes the reference checkpoint collected by an exhausted stream (an optimisation: a
-    /// failure is logged, never fatal).
-    pub async fn finish(self, engine: &LanceEngine) {
-        let (Some(version), Some(counts)) = (self.checkpoint_at, self.stream.counts_at()) else {
-            return;
-        };
-        if let Err(e) = refs_checkpoint::write(engine.store(), &self.table, version, counts).await {
-            tracing::warn!(table = %self.table, "could not write the reference checkpoint: {e}");
-        }
+impl IdentityStream for LanceLive {
+    fn next_identity(&mut self) -> Result<Option<ObjectIdentity>, EngineError> {
+        self.stream.next_live().map_err(|e| spill_error(&self.table, e))
     }
 }
 
@@ -126,7 +75,7 @@ impl LanceEngine {
     ///
     /// # Errors
     /// Storage and Lance errors, and a spill folder that cannot be written.
-    pub(crate) async fn lineage_and_journal(&self, table: &str) -> Result<JournalSnapshot, LanceEngineError> {
+    pub(crate) async fn lineage_and_journal(&self, table: &str) -> Result<LanceSnapshot, LanceEngineError> {
         let mut journal = SpilledJournal::new(self.memory_budget());
         let lineage = self
             .read_lineage(table, true, |_, entry| match entry {
@@ -138,6 +87,31 @@ impl LanceEngine {
                 Err(_) => Ok(()),
             })
             .await?;
-        Ok(JournalSnapshot { lineage, journal })
+        Ok(LanceSnapshot { lineage, journal })
+    }
+
+    /// Writes the reference checkpoint of `table` at its oldest retained version, when that is
+    /// newer than the replay's base (after version cleanup): the counts there, replayed from the
+    /// journal in bounded memory except for the checkpoint document itself. Returns the version
+    /// written at, or `None` when there was nothing to shorten (or the journal is incomplete).
+    ///
+    /// # Errors
+    /// Storage, Lance and spill errors; an inconsistent journal.
+    pub async fn write_reference_checkpoint(&self, table: &str) -> Result<Option<u64>, LanceEngineError> {
+        let LanceSnapshot { lineage, journal } = self.lineage_and_journal(table).await?;
+        if !lineage.is_complete() {
+            return Ok(None);
+        }
+        let Some(base) = lineage.replay_base else { return Ok(None) };
+        let Some(oldest) = lineage.retained.first().copied().filter(|oldest| *oldest > base) else {
+            return Ok(None);
+        };
+        let mut stream = journal
+            .live(base, lineage.latest_version, &lineage.retained, Some(oldest))
+            .map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?;
+        while stream.next_live().map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?.is_some() {}
+        let Some(counts) = stream.counts_at() else { return Ok(None) };
+        refs_checkpoint::write(self.store(), table, oldest, counts).await?;
+        Ok(Some(oldest))
     }
 }

@@ -12,50 +12,49 @@ use crate::error::ObjectsError;
 use crate::keys::parse_managed_key;
 use crate::spill::{MergedKeys, SortedRuns};
 use lake_common::is_external_identity;
-use lake_engine::{Engine, EngineError, PageRequest, RetainedRoots, TableLineage, TableLocation};
+use lake_engine::{Engine, EngineError, RetainedRoots, TableSnapshot};
 
-/// Reads the live identities of `location` at `lineage`'s retained versions, in pages of
-/// `page_size`, and pushes the keys inside the lake root to `runs`. Returns the number of live
-/// identities read and the problems met (an incomplete journal, a key that is not managed).
+/// Reads the live identities of `snapshot` at its retained versions and pushes the keys inside
+/// the lake root to `runs`. Returns the number of live identities read and the problems met (an
+/// inconsistent journal, a key inside the root that is not managed).
 ///
 /// # Errors
 /// Engine errors other than an incomplete lineage; a spill folder that fails.
-pub(crate) async fn push_live_keys(
-    engine: &dyn Engine,
-    location: &TableLocation,
-    lineage: &TableLineage,
-    page_size: usize,
+pub(crate) fn push_live_keys(
+    snapshot: Box<dyn TableSnapshot>,
     runs: &mut SortedRuns,
 ) -> Result<(u64, Vec<String>), ObjectsError> {
-    let roots = RetainedRoots::new(lineage.retained.clone());
-    let mut request = PageRequest { after: None, limit: page_size.max(1) };
+    let table = snapshot.lineage().table.clone();
+    let roots = RetainedRoots::new(snapshot.lineage().retained.clone());
     let (mut read, mut problems) = (0u64, Vec::new());
+    let mut stream = match snapshot.live(&roots) {
+        Ok(stream) => stream,
+        Err(EngineError::Lineage { problems: found, .. }) => {
+            return Ok((0, found.iter().map(|p| p.to_string()).collect()));
+        }
+        Err(e) => return Err(e.into()),
+    };
     loop {
-        let page = match engine.retained_object_references(location, &roots, &request).await {
-            Ok(page) => page,
+        let identity = match stream.next_identity() {
+            Ok(Some(identity)) => identity,
+            Ok(None) => return Ok((read, problems)),
             Err(EngineError::Lineage { problems: found, .. }) => {
                 problems.extend(found.iter().map(|p| p.to_string()));
                 return Ok((read, problems));
             }
             Err(e) => return Err(e.into()),
         };
-        read += page.identities.len() as u64;
-        for identity in page.identities {
-            if is_external_identity(&identity.uri) {
-                continue;
-            }
-            if parse_managed_key(&identity.uri).is_none() && problems.len() < 100 {
-                problems.push(format!(
-                    "table `{}` references `{}`, inside the lake root but not a managed object key (objects/<ULID>/<name>): GC cannot tell which object it names (a route through a link?); write the object's own key",
-                    location.name, identity.uri
-                ));
-            }
-            runs.push(identity.uri)?;
+        read += 1;
+        if is_external_identity(&identity.uri) {
+            continue;
         }
-        match page.next {
-            Some(next) => request.after = Some(next),
-            None => return Ok((read, problems)),
+        if parse_managed_key(&identity.uri).is_none() && problems.len() < 100 {
+            problems.push(format!(
+                "table `{table}` references `{}`, inside the lake root but not a managed object key (objects/<ULID>/<name>): GC cannot tell which object it names (a route through a link?); write the object's own key",
+                identity.uri
+            ));
         }
+        runs.push(identity.uri)?;
     }
 }
 
@@ -70,12 +69,12 @@ pub(crate) async fn live_now(engine: &dyn Engine, budget: usize) -> Result<LiveK
     let mut messages = Vec::new();
     let mut runs = SortedRuns::new(budget);
     for location in &tables.tables {
-        let lineage = engine.lineage(location).await?;
-        if !lineage.problems.is_empty() {
-            problems.extend(lineage.problems);
+        let snapshot = engine.snapshot(location).await?;
+        if !snapshot.lineage().problems.is_empty() {
+            problems.extend(snapshot.lineage().problems.clone());
             continue;
         }
-        let (_, found) = push_live_keys(engine, location, &lineage, 10_000, &mut runs).await?;
+        let (_, found) = push_live_keys(snapshot, &mut runs)?;
         messages.extend(found);
     }
     if !problems.is_empty() {

@@ -5,7 +5,8 @@
 //!    cutoff (the writer-side guard), so it cannot be a candidate.
 //! 2. Lineage of every registered table; any problem makes the plan incomplete, with no
 //!    candidates (apply refuses it; the dry run names every problem).
-//! 3. The live set: the union over tables of [`Engine::retained_object_references`] pages,
+//! 3. The live set: the union over tables of the live identities of each table's snapshot
+//!    ([`Engine::snapshot`], a stream read from the one read of its journal),
 //!    keeping the keys of references inside the lake root, as sorted runs that spill to local
 //!    disk past `memory_budget` bytes ([`crate::spill`]) and are merged in key order. Each table
 //!    is replayed right after its lineage is read (until a problem is found).
@@ -69,8 +70,6 @@ pub struct PlanOptions {
     pub cutoff: DateTime<Utc>,
     /// Inventory page size (objects per listing request).
     pub inventory_page_size: usize,
-    /// Live-reference page size (identities per engine page).
-    pub reference_page_size: usize,
     /// Bytes of live keys held in memory before they spill to a sorted run on local disk
     /// (about 24 bytes plus the key's length each).
     pub memory_budget: usize,
@@ -157,15 +156,15 @@ pub async fn plan(
         // written) makes the plan incomplete, like any problem.
         let mut live_runs = SortedRuns::new(options.memory_budget);
         for location in &table_set.tables {
-            let lineage = engine.lineage(location).await?;
+            let snapshot = engine.snapshot(location).await?;
+            let lineage = snapshot.lineage();
             stats.tables += 1;
             basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));
             problems.extend(lineage.problems.iter().map(|p| p.to_string()));
             if !problems.is_empty() {
                 continue;
             }
-            let page_size = options.reference_page_size;
-            let (read, found) = push_live_keys(engine, location, &lineage, page_size, &mut live_runs).await?;
+            let (read, found) = push_live_keys(snapshot, &mut live_runs)?;
             stats.live_references += read;
             problems.extend(found);
         }

@@ -467,7 +467,6 @@ pub async fn run_gc(
         min_age: req.min_age,
         cutoff,
         inventory_page_size: req.list_page_size,
-        reference_page_size: 10_000,
         memory_budget: req.memory_budget / 2,
     };
     let planning = std::time::Instant::now();

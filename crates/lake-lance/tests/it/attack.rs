@@ -223,7 +223,6 @@ async fn attack_objects_folder_is_a_link_outside_the_root() {
         min_age: Duration::from_secs(1),
         cutoff: Utc::now(),
         inventory_page_size: 10,
-        reference_page_size: 2,
         memory_budget: 3,
     };
     let planned =

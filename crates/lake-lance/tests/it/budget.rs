@@ -24,7 +24,6 @@ async fn plan_with(
         min_age: Duration::from_secs(1),
         cutoff,
         inventory_page_size: page,
-        reference_page_size: page,
         memory_budget: budget,
     };
     plan(engine, lake_objects::inventory::for_store(store).as_ref(), &options).await.unwrap()

@@ -26,7 +26,7 @@ async fn gc_after_crash(lake: &TestLake) -> BTreeSet<String> {
     if !plan.lineage_complete {
         assert!(plan.candidates.is_empty());
         for location in lake.engine.tables().await.unwrap().tables {
-            for problem in lake.engine.lineage(&location).await.unwrap().problems {
+            for problem in lake.engine.snapshot(&location).await.unwrap().lineage().clone().problems {
                 match problem {
                     lake_engine::LineageProblem::MissingSidecar { table, version } => {
                         lake.engine.repair_refs(&table, version).await.unwrap();

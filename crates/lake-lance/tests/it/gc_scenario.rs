@@ -15,7 +15,6 @@ pub async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize
         min_age: Duration::from_secs(1),
         cutoff,
         inventory_page_size: page,
-        reference_page_size: 2,
         memory_budget: 3,
     };
     plan(&lake.engine, lake_objects::inventory::for_store(&lake.store).as_ref(), &options).await.unwrap().0

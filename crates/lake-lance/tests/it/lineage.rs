@@ -33,7 +33,7 @@ async fn a_version_written_around_the_engine_blocks_apply() {
         plan.problems
     );
     let location = lake.engine.tables().await.unwrap().tables.remove(0);
-    let lineage = lake.engine.lineage(&location).await.unwrap();
+    let lineage = lake.engine.snapshot(&location).await.unwrap().lineage().clone();
     assert_eq!(lineage.problems, vec![LineageProblem::MissingSidecar { table: "t".into(), version: 2 }]);
 
     let before = lake.all_object_keys().await;

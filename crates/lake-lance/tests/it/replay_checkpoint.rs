@@ -23,7 +23,8 @@ async fn replay_starts_at_a_valid_checkpoint_and_never_trusts_a_bad_one() {
     let reference = dry_run(&lake, cutoff, 10).await;
     assert_eq!(reference.candidates.keys().unwrap().into_iter().collect::<Vec<_>>(), vec![a.key.clone()]);
 
-    // The plan wrote a checkpoint at the oldest retained version (4, the only one).
+    // Version cleanup wrote a checkpoint at the oldest retained version (4, the only one); a
+    // dry run never writes one.
     let key = checkpoint_key("t");
     let doc: serde_json::Value =
         serde_json::from_slice(&lake.store.get(&key).await.unwrap().expect("checkpoint written")).unwrap();
@@ -59,13 +60,17 @@ async fn replay_starts_at_a_valid_checkpoint_and_never_trusts_a_bad_one() {
     lake.store.put(&key, br#"{"format_version": 1"#.to_vec()).await.unwrap();
     assert!(!dry_run(&lake, cutoff, 10).await.lineage_complete);
 
-    // With the journal back, the bad checkpoint is ignored, the plan is right, and a new valid
-    // checkpoint replaces it.
+    // With the journal back, the bad checkpoint is ignored and the plan is right; a dry run
+    // leaves the bad checkpoint as it is, and writing the checkpoint again (what version cleanup
+    // does) replaces it.
     for (version, bytes) in saved {
         lake.store.put(&sidecar_key("t", version), bytes).await.unwrap();
     }
+    let bad = lake.store.get(&key).await.unwrap().unwrap();
     let rebuilt = dry_run(&lake, cutoff, 10).await;
     assert_eq!(objects(&rebuilt), objects(&reference));
+    assert_eq!(lake.store.get(&key).await.unwrap().unwrap(), bad, "a dry run writes no checkpoint");
+    assert_eq!(lake.engine.write_reference_checkpoint("t").await.unwrap(), Some(4));
     let doc2: serde_json::Value = serde_json::from_slice(&lake.store.get(&key).await.unwrap().unwrap()).unwrap();
     assert_eq!(doc2, doc, "the checkpoint was rebuilt identically");
 

@@ -448,7 +448,6 @@ async fn s3_folder_markers_beside_reference_logs_are_never_planned() {
         min_age: Duration::from_secs(1),
         cutoff: Utc::now(),
         inventory_page_size: 2,
-        reference_page_size: 2,
         memory_budget: 3,
     };
     let inventory = lake_objects::inventory::for_store(&lake.store);

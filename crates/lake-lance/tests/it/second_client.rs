@@ -95,7 +95,7 @@ async fn assert_nothing_live_is_planned(
 async fn lineage_problems(lake: &TestLake, table: &str) -> Vec<LineageProblem> {
     let tables = lake.engine.tables().await.unwrap();
     let location = tables.tables.iter().find(|l| l.name == table).expect("registered table");
-    lake.engine.lineage(location).await.unwrap().problems
+    lake.engine.snapshot(location).await.unwrap().lineage().clone().problems
 }
 
 /// A cutoff after every upload so far (objects are candidates only when older than it).

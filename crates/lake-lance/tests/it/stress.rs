@@ -60,7 +60,6 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
         min_age: MIN_AGE,
         cutoff,
         inventory_page_size: 50,
-        reference_page_size: 50,
         memory_budget: 3,
     };
     let inv = inventory::for_store(&lake.store);
@@ -115,7 +114,7 @@ async fn stress(lake: TestLake, seconds: u64) {
     // version), then collect once more.
     tokio::time::sleep(MIN_AGE + Duration::from_millis(1500)).await;
     for location in lake_engine::Engine::tables(&lake.engine).await.unwrap().tables {
-        for problem in lake_engine::Engine::lineage(&lake.engine, &location).await.unwrap().problems {
+        for problem in lake_engine::Engine::snapshot(&lake.engine, &location).await.unwrap().lineage().clone().problems {
             match problem {
                 lake_engine::LineageProblem::MissingSidecar { table, version } => {
                     lake.engine.repair_refs(&table, version).await.unwrap();

@@ -188,7 +188,6 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
             min_age: Duration::from_secs(1),
             cutoff,
             inventory_page_size: 2,
-            reference_page_size: 2,
             memory_budget: 3,
         };
         let engine = &engine;
@@ -219,7 +218,6 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
         min_age: Duration::from_secs(1),
         cutoff: clock.store_now + chrono::Duration::seconds(2),
         inventory_page_size: 3,
-        reference_page_size: 3,
         memory_budget: 3,
     };
     let inventory = inventory::for_store(store);
@@ -358,7 +356,6 @@ async fn s3_apply_deletes_in_bulk() {
         min_age: Duration::from_secs(1),
         cutoff: clock.store_now + chrono::Duration::seconds(2),
         inventory_page_size: 1000,
-        reference_page_size: 1000,
         memory_budget: 3,
     };
     let inventory = inventory::for_store(&store);

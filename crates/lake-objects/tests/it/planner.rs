@@ -29,7 +29,6 @@ async fn gc(f: &Fixture, engine: &MemoryEngine, cutoff: chrono::DateTime<Utc>, p
         min_age: Duration::from_secs(60),
         cutoff,
         inventory_page_size: pages,
-        reference_page_size: pages,
         memory_budget: 3,
     };
     plan(engine, &LocalInventory::new(f.store.clone()), &options).await.unwrap().0
@@ -169,7 +168,6 @@ async fn a_spilled_live_set_gives_the_same_plan_as_memory() {
             min_age: Duration::from_secs(60),
             cutoff,
             inventory_page_size: pages,
-            reference_page_size: pages,
             memory_budget: budget,
         };
         let engine = &engine;
