@@ -12,6 +12,7 @@ mod guard;
 mod history;
 mod lineage;
 mod local_doors;
+mod readme_example;
 mod replay_checkpoint;
 mod s3_doors;
 mod second_client;
