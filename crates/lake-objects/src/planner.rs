@@ -130,15 +130,12 @@ pub async fn plan(
     let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, ObjectsError>>(prefetch);
     let producer = async move {
         let mut sender = sender;
-        let mut after: Option<String> = None;
-        loop {
-            let page = inventory.list_page(after.as_deref(), page_size).await;
-            let next = page.as_ref().ok().and_then(|p| p.next.clone());
-            let stop = next.is_none();
-            if futures::SinkExt::send(&mut sender, page).await.is_err() || stop {
+        // The stream ends after its last page or its first error.
+        let mut pages = inventory.list_from(None, page_size);
+        while let Some(page) = futures::StreamExt::next(&mut pages).await {
+            if futures::SinkExt::send(&mut sender, page).await.is_err() {
                 break;
             }
-            after = next;
         }
     };
     let started = std::time::Instant::now();

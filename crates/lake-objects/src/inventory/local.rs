@@ -15,8 +15,8 @@
 //! Cost: a folder of N children costs one pass and O(N log N) comparisons, plus, past W, N names
 //! written to and read back from N / W run files once each; each file returned costs one `stat`.
 //! `objects/`, one sub-folder per object, is thus listed in O(N log N), where passes keeping W
-//! children each cost O(N² / W). The walk is cached between pages: a page that resumes after the
-//! `next` of the previous one continues it. Any other `after` starts a new walk, with one pass over
+//! children each cost O(N² / W). A stream ([`ObjectInventory::list_from`]) owns its walk and
+//! continues it from page to page. A stream from `after` starts a new walk, with one pass over
 //! each folder on the path to `after`, keeping only the children after it. A walk does not list
 //! children added to a folder after it read the folder (a later walk does).
 //!
@@ -54,8 +54,8 @@ use crate::error::ObjectsError;
 use crate::layout::OBJECTS_PREFIX;
 use crate::spill::{MergedKeys, SortedRuns};
 use crate::store::LakeStore;
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::stream::{BoxStream, StreamExt};
 use object_store::path::PathPart;
 use rustix::fs::{AtFlags, Dir, FileType};
 use std::collections::VecDeque;
@@ -86,31 +86,13 @@ pub const SMALL_FOLDER: usize = 64;
 /// (26-character ULID folders) per run.
 const SPILL_BUDGET_PER_CHILD: usize = 64;
 
-/// Inventory of the managed prefix of a local-folder store.
-///
-/// Holds the walk of the last page (at most one window per folder depth) so that the next page
-/// continues it; clones start without one.
+/// Inventory of the managed prefix of a local-folder store: its configuration only; each stream
+/// it returns holds its own walk (at most one window per folder depth).
+#[derive(Debug, Clone)]
 pub struct LocalInventory {
     store: LakeStore,
     window: usize,
     readers: usize,
-    cache: Mutex<Option<Walk>>,
-}
-
-impl std::fmt::Debug for LocalInventory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalInventory")
-            .field("store", &self.store)
-            .field("window", &self.window)
-            .field("readers", &self.readers)
-            .finish()
-    }
-}
-
-impl Clone for LocalInventory {
-    fn clone(&self) -> Self {
-        Self::with_window(self.store.clone(), self.window).with_readers(self.readers)
-    }
 }
 
 impl LocalInventory {
@@ -124,7 +106,7 @@ impl LocalInventory {
     /// in memory: memory grows with it, and a folder with more children is sorted in runs of
     /// `window` spilled to a temporary folder.
     pub fn with_window(store: LakeStore, window: usize) -> Self {
-        Self { store, window: window.max(1), readers: READERS, cache: Mutex::new(None) }
+        Self { store, window: window.max(1), readers: READERS }
     }
 
     /// The same inventory reading sub-folders on `readers` threads besides the walk (0: the walk
@@ -135,32 +117,38 @@ impl LocalInventory {
     }
 }
 
-#[async_trait]
 impl ObjectInventory for LocalInventory {
-    /// Costs one `stat` per object returned plus one pass over each folder the walk enters (and
-    /// one per folder on the path to `after` when `after` is not the `next` of the previous
-    /// page); a folder of more children than the window is sorted through run files.
-    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
-        let root = self.store.local_dir().map(Path::to_path_buf).ok_or_else(|| ObjectsError::Root {
-            root: self.store.display_root(),
-            message: "the local inventory needs a local-folder root".into(),
-        })?;
-        let cached = self.cache.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let walk = match (cached, after) {
-            (Some(walk), Some(a)) if walk.last == a => walk,
-            _ => Walk::start(root, after),
+    /// A walk from `after`, one page at a time (on a blocking thread when a Tokio runtime is
+    /// present). Costs one `stat` per object returned plus one pass over each folder the walk
+    /// enters and over each folder on the path to `after`; a folder of more children than the
+    /// window is sorted through run files.
+    fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>> {
+        let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
+            let error = ObjectsError::Root {
+                root: self.store.display_root(),
+                message: "the local inventory needs a local-folder root".into(),
+            };
+            return futures::stream::once(async move { Err(error) }).boxed();
         };
-        let limit = limit.max(1);
-        let (window, readers) = (self.window, self.readers);
-        let (page, walk) = if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::task::spawn_blocking(move || walk.page(limit, window, readers))
-                .await
-                .map_err(|e| ObjectsError::storage(OBJECTS_PREFIX, e))??
-        } else {
-            walk.page(limit, window, readers)?
-        };
-        *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = walk;
-        Ok(page)
+        let walk = Walk::start(root, after.as_deref());
+        let (limit, window, readers) = (page_size.max(1), self.window, self.readers);
+        // `None` once the walk is done or failed.
+        futures::stream::unfold(Some(walk), move |walk| async move {
+            let walk = walk?;
+            let read = if tokio::runtime::Handle::try_current().is_ok() {
+                tokio::task::spawn_blocking(move || walk.page(limit, window, readers))
+                    .await
+                    .unwrap_or_else(|e| Err(ObjectsError::storage(OBJECTS_PREFIX, e)))
+            } else {
+                walk.page(limit, window, readers)
+            };
+            match read {
+                Ok((page, walk)) => Some((Ok(page), walk)),
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+        .fuse()
+        .boxed()
     }
 }
 
@@ -575,15 +563,13 @@ fn read_small(root: &Path, key: &str, small: usize) -> Reading {
     Ok(Folder::Partial(children, entries))
 }
 
-/// A depth-first walk of the managed prefix, resumable after `last`.
+/// A depth-first walk of the managed prefix, one page at a time.
 struct Walk {
     root: PathBuf,
     /// Open folders, outermost first.
     stack: Vec<Frame>,
     /// The key of the first file of the next page, read ahead to tell whether one exists.
     pending: Option<String>,
-    /// The last key returned: a page asked for after it continues this walk.
-    last: String,
     /// Symbolic links the reads of this page found (see [`InventoryPage::links`]).
     links: Vec<String>,
 }
@@ -614,7 +600,7 @@ impl Walk {
             Some((a, None)) if a > prefix.as_str() => {}
             _ => stack.push(Frame::new(OBJECTS_PREFIX.to_string(), None)),
         }
-        Self { root, stack, pending: None, last: String::new(), links: Vec::new() }
+        Self { root, stack, pending: None, links: Vec::new() }
     }
 
     /// The next page of at most `limit` entries, and the walk to continue it (`None` when the
@@ -638,14 +624,13 @@ impl Walk {
         for frame in &mut self.stack {
             frame.rewind();
         }
+        let links = std::mem::take(&mut self.links);
         match (&self.pending, entries.last()) {
             (Some(_), Some(last)) => {
-                self.last = last.key.clone();
-                let next = Some(self.last.clone());
-                let links = std::mem::take(&mut self.links);
+                let next = Some(last.key.clone());
                 Ok((InventoryPage { entries, next, links }, Some(self)))
             }
-            _ => Ok((InventoryPage { entries, next: None, links: std::mem::take(&mut self.links) }, None)),
+            _ => Ok((InventoryPage { entries, next: None, links }, None)),
         }
     }
 

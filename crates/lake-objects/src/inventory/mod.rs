@@ -1,16 +1,21 @@
-//! Inventories: paginated listings of the managed prefix in ascending key order.
+//! Inventories: listings of the managed prefix in ascending key order, as a stream of pages.
 //!
 //! One small trait, [`ObjectInventory`], and one module per backend. Key order is what lets the
 //! planner merge the inventory against the sorted live set and stop at the first key younger
 //! than the cutoff. Keys are relative to the lake root and compared as UTF-8 bytes (the order of
 //! S3 ListObjectsV2).
+//!
+//! A listing is a stream from a start key, like object_store's `list_with_offset`: the stream
+//! owns its position (a local root's folder walk, an S3 listing's next `start-after` key) and
+//! the inventory keeps none, so two streams of one inventory never meet and a new stream always
+//! starts a new listing.
 
 pub mod local;
 pub mod s3;
 
 use crate::error::ObjectsError;
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
 
 /// What a listed entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +55,11 @@ impl InventoryEntry {
 /// One page of a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InventoryPage {
-    /// At most `limit` entries, keys strictly ascending and greater than the `after` asked for.
+    /// At most `page_size` entries, keys strictly ascending and greater than the keys of the
+    /// stream's earlier pages and than its start key.
     pub entries: Vec<InventoryEntry>,
-    /// Pass as `after` for the next page; `None` when the listing is exhausted.
+    /// The key of the page's last entry when more may follow: the stream's next page lists the
+    /// keys after it (and a new stream started from it lists them too); `None` on the last page.
     pub next: Option<String>,
     /// Keys of symbolic links the listing found while reading this page, including ones past
     /// its entries (a local walk reads a folder's entry types whole: `objects/` on its first
@@ -60,16 +67,21 @@ pub struct InventoryPage {
     pub links: Vec<String>,
 }
 
-/// A key-ordered, paginated listing of the managed prefix.
-#[async_trait]
+/// A key-ordered listing of the managed prefix, in pages.
 pub trait ObjectInventory: Send + Sync {
-    /// Lists up to `limit` (>= 1) objects under the managed prefix whose keys are strictly
-    /// greater than `after`, in ascending byte order of key.
+    /// The entries under the managed prefix whose keys are strictly greater than `after` (all of
+    /// them when `None`), in ascending byte order of key, as a stream of pages of up to
+    /// `page_size` (>= 1; 0 counts as 1) entries. Nothing is read before the stream is polled;
+    /// each page is read when it is asked for, continuing the stream's own listing.
+    ///
+    /// The stream ends after the page whose `next` is `None`, or after its first error, and
+    /// yields nothing when polled again.
     ///
     /// # Errors
-    /// [`ObjectsError::Storage`] when listing fails (GC then aborts; it never treats a failed
-    /// listing as an empty one).
-    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError>;
+    /// An [`ObjectsError::Storage`] item (or [`ObjectsError::Root`] for a root of the wrong
+    /// kind) when listing fails; GC then aborts: it never treats a failed listing as an empty
+    /// one.
+    fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>>;
 }
 
 /// The inventory of `store`'s managed prefix: S3 ListObjectsV2 pages for `s3://` roots, a sorted

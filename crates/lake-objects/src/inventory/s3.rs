@@ -1,7 +1,8 @@
 //! The inventory of an `s3://` lake: one ListObjectsV2 request per page.
 //!
 //! S3 returns keys in ascending UTF-8 byte order, `max-keys` bounds the page, and `start-after`
-//! resumes after a key, so a page needs no state beyond the last key. Requests go through
+//! resumes after a key, so a stream's position is the last key it listed: its next page is the
+//! request that starts after it. Requests go through
 //! [`crate::s3_requests`], not object_store's listing: object_store parses every key with
 //! `Path::parse`, which drops a trailing `/`, so a folder marker (`objects/<ULID>/x/`, made by
 //! the S3 console, Hadoop s3a or sync tools) would list as the object `objects/<ULID>/x` and
@@ -12,7 +13,7 @@ use super::{EntryKind, InventoryEntry, InventoryPage, ObjectInventory};
 use crate::error::ObjectsError;
 use crate::layout::OBJECTS_PREFIX;
 use crate::store::LakeStore;
-use async_trait::async_trait;
+use futures::stream::{BoxStream, StreamExt};
 
 /// Inventory of `objects/` in an S3 lake.
 #[derive(Debug, Clone)]
@@ -35,11 +36,9 @@ impl S3Inventory {
             format!("{prefix}/{key}")
         }
     }
-}
 
-#[async_trait]
-impl ObjectInventory for S3Inventory {
-    async fn list_page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
+    /// The page of up to `limit` keys after `after`: one request.
+    async fn page(&self, after: Option<&str>, limit: usize) -> Result<InventoryPage, ObjectsError> {
         let requests = self.store.s3_requests().ok_or_else(|| ObjectsError::Root {
             root: self.store.display_root(),
             message: "the S3 inventory needs an s3:// root".into(),
@@ -48,7 +47,7 @@ impl ObjectInventory for S3Inventory {
         let prefix = format!("{}/", self.full_key(OBJECTS_PREFIX));
         let root_prefix = self.full_key("");
         let start_after = after.map(|a| self.full_key(a));
-        let page = requests.list_objects_v2(&prefix, start_after.as_deref(), limit.clamp(1, 1000)).await?;
+        let page = requests.list_objects_v2(&prefix, start_after.as_deref(), limit).await?;
         let mut entries = Vec::with_capacity(page.objects.len());
         for o in page.objects {
             // `list_objects_v2` refuses keys outside the prefix; the root's prefix is in it.
@@ -66,5 +65,25 @@ impl ObjectInventory for S3Inventory {
         }
         let next = if page.truncated { entries.last().map(|e| e.key.clone()) } else { None };
         Ok(InventoryPage { entries, next, links: Vec::new() })
+    }
+}
+
+impl ObjectInventory for S3Inventory {
+    /// One ListObjectsV2 request per page, each starting after the last key of the one before.
+    fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>> {
+        let limit = page_size.clamp(1, 1000);
+        // `None` once the listing is exhausted or failed.
+        futures::stream::unfold(Some(after), move |after| async move {
+            let after = after?;
+            match self.page(after.as_deref(), limit).await {
+                Ok(page) => {
+                    let next = page.next.clone().map(Some);
+                    Some((Ok(page), next))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+        .fuse()
+        .boxed()
     }
 }

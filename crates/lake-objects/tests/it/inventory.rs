@@ -1,13 +1,16 @@
 //! The local inventory against object_store's own full listing of the same folder tree and a
-//! plain sorted walk of it: any `after`, any page size, any window (the children of a folder held
-//! in memory; bigger folders are sorted through run files), with and without readers ahead,
-//! folders that change between pages, and names object_store refuses. Unlike object_store, the
-//! inventory follows no symbolic link (each is listed as a foreign entry) and lists empty folders.
+//! plain sorted walk of it: streams from any `after`, any page size, any window (the children of
+//! a folder held in memory; bigger folders are sorted through run files), with and without
+//! readers ahead, streams of one inventory interleaved, folders that change between pages, and
+//! names object_store refuses. Unlike object_store, the inventory follows no symbolic link (each
+//! is listed as a foreign entry) and lists empty folders.
 
+use futures::stream::{BoxStream, StreamExt};
 use lake_objects::inventory::local::{LocalInventory, SMALL_FOLDER, WINDOW};
-use lake_objects::inventory::{InventoryEntry, ObjectInventory};
+use lake_objects::inventory::{InventoryEntry, InventoryPage, ObjectInventory};
 use lake_objects::keys::mint_key;
 use lake_objects::LakeStore;
+use lake_objects::ObjectsError;
 use proptest::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -111,23 +114,51 @@ fn oracle(store: &LakeStore) -> Vec<InventoryEntry> {
     all
 }
 
-/// Pages from `after` until the end (or `max_pages`), checking each page's shape.
-fn pages(inv: &LocalInventory, mut after: Option<String>, limit: usize, max_pages: usize) -> Vec<InventoryEntry> {
+type Pages<'a> = BoxStream<'a, Result<InventoryPage, ObjectsError>>;
+
+/// The next page of `pages`, checking its shape (pages of `limit`): `None` when the stream has
+/// ended.
+async fn next_page(pages: &mut Pages<'_>, limit: usize) -> Option<InventoryPage> {
+    let page = pages.next().await?.unwrap();
+    assert!(page.entries.len() <= limit.max(1));
+    if page.next.is_some() {
+        assert_eq!(page.entries.len(), limit.max(1), "a page short of the limit ends the listing");
+        assert_eq!(page.next.as_ref(), page.entries.last().map(|e| &e.key));
+    } else {
+        assert!(pages.next().await.is_none(), "the stream ends after the page whose `next` is `None`");
+    }
+    Some(page)
+}
+
+/// The entries of the rest of `pages` (pages of `limit`), checking each page's shape and that the
+/// stream ends with the page whose `next` is `None`.
+async fn collect(mut pages: Pages<'_>, limit: usize) -> Vec<InventoryEntry> {
     let mut got = Vec::new();
-    for _ in 0..max_pages {
-        let page = futures::executor::block_on(inv.list_page(after.as_deref(), limit)).unwrap();
-        assert!(page.entries.len() <= limit.max(1));
-        if page.next.is_some() {
-            assert_eq!(page.entries.len(), limit.max(1), "a page short of the limit ends the listing");
-            assert_eq!(page.next.as_ref(), page.entries.last().map(|e| &e.key));
-        }
+    loop {
+        let page = next_page(&mut pages, limit).await.expect("a page whose `next` is `None` ends the stream");
         got.extend(page.entries);
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
+        if page.next.is_none() {
+            assert!(pages.next().await.is_none(), "an ended stream stays ended");
+            return got;
         }
     }
+}
+
+/// The entries of the first `k` pages of `limit` of a stream from `after` (all of them when the
+/// stream has fewer).
+async fn first_pages(inv: &LocalInventory, after: Option<String>, limit: usize, k: usize) -> Vec<InventoryEntry> {
+    let mut pages = inv.list_from(after, limit);
+    let mut got = Vec::new();
+    for _ in 0..k {
+        let Some(page) = next_page(&mut pages, limit).await else { break };
+        got.extend(page.entries);
+    }
     got
+}
+
+/// Every entry of a stream from the start (the walk on this thread: no Tokio runtime).
+fn all_pages(inv: &LocalInventory, limit: usize) -> Vec<InventoryEntry> {
+    futures::executor::block_on(collect(inv.list_from(None, limit), limit))
 }
 
 /// The expected entries strictly after `after`.
@@ -171,7 +202,7 @@ fn pages_concatenate_to_the_full_sorted_listing() {
         for limit in [1, 7, 1000] {
             for readers in [0, 2] {
                 let inv = LocalInventory::with_window(lake.store.clone(), window).with_readers(readers);
-                let got = pages(&inv, None, limit, usize::MAX);
+                let got = all_pages(&inv, limit);
                 assert_eq!(got, lake.all, "window {window}, limit {limit}, readers {readers}");
             }
         }
@@ -202,8 +233,8 @@ fn probe() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// From any `after`, a few pages of any size are exactly the sorted listing after it; the
-    /// inventory is reused across cases, so cached walks meet unrelated `after` values too.
+    /// From any `after`, the first few pages of any size of a stream are exactly the sorted
+    /// listing after it; the inventories are reused across cases, and hold no walk between them.
     #[test]
     fn any_after_any_limit(after_key in probe(), limit in prop_oneof![1usize..9, Just(1000)], window in 0usize..3) {
         static INVENTORIES: OnceLock<Vec<LocalInventory>> = OnceLock::new();
@@ -214,7 +245,7 @@ proptest! {
                 .collect()
         });
         let expected: Vec<InventoryEntry> = after(&lake().all, Some(&after_key)).take(3 * limit).cloned().collect();
-        let got = pages(&inventories[window], Some(after_key.clone()), limit, 3);
+        let got = futures::executor::block_on(first_pages(&inventories[window], Some(after_key.clone()), limit, 3));
         prop_assert_eq!(got, expected);
     }
 }
@@ -247,7 +278,7 @@ fn spilled_folders_list_like_a_plain_sorted_walk() {
         for readers in [0, 1, 3] {
             for limit in [1, 5, 1000] {
                 let inv = LocalInventory::with_window(store.clone(), window).with_readers(readers);
-                let got = pages(&inv, None, limit, usize::MAX);
+                let got = all_pages(&inv, limit);
                 assert_eq!(got, all, "window {window}, readers {readers}, limit {limit}");
             }
         }
@@ -259,7 +290,7 @@ fn pages_resume_after_any_key_across_run_boundaries() {
     let dir = tempfile::tempdir().unwrap();
     let store = straddling(dir.path());
     let all = oracle(&store);
-    // Every key and every folder of one, each starting a new walk (that drops the cached one).
+    // Every key and every folder of one, each the start of a new stream (a new walk).
     let mut probes: Vec<String> = Vec::new();
     for e in &all {
         probes.push(e.key.clone());
@@ -271,7 +302,34 @@ fn pages_resume_after_any_key_across_run_boundaries() {
     let inv = LocalInventory::with_window(store.clone(), 16);
     for after_key in &probes {
         let expected: Vec<InventoryEntry> = after(&all, Some(after_key)).take(6).cloned().collect();
-        assert_eq!(pages(&inv, Some(after_key.clone()), 3, 2), expected, "after {after_key}");
+        let got = futures::executor::block_on(first_pages(&inv, Some(after_key.clone()), 3, 2));
+        assert_eq!(got, expected, "after {after_key}");
+    }
+}
+
+#[test]
+fn streams_of_one_inventory_keep_their_own_walks() {
+    let lake = lake();
+    for readers in [0, 2] {
+        let inv = LocalInventory::with_window(lake.store.clone(), 5).with_readers(readers);
+        // Page by page in turn: a stream from the start, one from a key, and one from the start
+        // again, each continuing its own walk whatever the others read in between.
+        let starts = [None, Some(lake.all[1000].key.clone()), None];
+        let mut streams: Vec<Pages<'_>> = starts.iter().map(|a| inv.list_from(a.clone(), 7)).collect();
+        let mut got = vec![Vec::new(); streams.len()];
+        let mut open = vec![true; streams.len()];
+        while open.contains(&true) {
+            for (i, stream) in streams.iter_mut().enumerate() {
+                match open[i].then(|| futures::executor::block_on(next_page(stream, 7))).flatten() {
+                    Some(page) => got[i].extend(page.entries),
+                    None => open[i] = false,
+                }
+            }
+        }
+        for (start, got) in starts.iter().zip(&got) {
+            let expected: Vec<InventoryEntry> = after(&lake.all, start.as_deref()).cloned().collect();
+            assert_eq!(got, &expected, "from {start:?}, readers {readers}");
+        }
     }
 }
 
@@ -281,7 +339,8 @@ async fn folders_changing_between_pages() {
     let store = build(dir.path(), 60);
     let before = oracle(&store);
     let inv = LocalInventory::with_window(store.clone(), 4);
-    let first = inv.list_page(None, 7).await.unwrap();
+    let mut stream = inv.list_from(None, 7);
+    let first = next_page(&mut stream, 7).await.unwrap();
     let last = first.next.clone().unwrap();
     // The folder being walked (it holds the read-ahead key), a folder still ahead (read ahead by
     // the first page, which does not keep what it did not return), and the contents of another:
@@ -307,24 +366,32 @@ async fn folders_changing_between_pages() {
     write(dir.path(), &format!("{}/new", ahead[5]), 1);
     write(dir.path(), "objects/zz/new", 1);
     let now = oracle(&store);
-    let rest = pages(&inv, Some(last.clone()), 7, usize::MAX);
+    // The stream continues its walk: `objects/` as its first page read it.
+    let rest = collect(stream, 7).await;
     let expected: Vec<InventoryEntry> =
         after(&now, Some(&last)).filter(|e| e.key != "objects/zz/new").cloned().collect();
     assert_eq!(rest, expected);
     assert!(rest.iter().any(|e| e.key == format!("{}/new", ahead[5])));
     assert_eq!(first.entries, before[..7]);
-    // A new walk reads `objects/` again.
-    let again = pages(&inv, Some("objects/x y".into()), 7, usize::MAX);
-    assert_eq!(again, after(&now, Some("objects/x y")).cloned().collect::<Vec<_>>());
-    assert!(again.iter().any(|e| e.key == "objects/zz/new"));
+    // A new stream is a new walk, which reads `objects/` again: from the key the first stream
+    // continued after, or from any other.
+    for start in [last.as_str(), "objects/x y"] {
+        let again = collect(inv.list_from(Some(start.into()), 7), 7).await;
+        assert_eq!(again, after(&now, Some(start)).cloned().collect::<Vec<_>>(), "from {start}");
+        assert!(again.iter().any(|e| e.key == "objects/zz/new"), "from {start}");
+    }
 
-    // The whole prefix gone between pages: the next page is empty, not an error.
-    let page = inv.list_page(None, 3).await.unwrap();
+    // The whole prefix gone between pages: the next page is empty and the last, not an error.
+    let mut stream = inv.list_from(None, 3);
+    let page = next_page(&mut stream, 3).await.unwrap();
+    assert!(page.next.is_some());
     std::fs::remove_dir_all(dir.path().join("objects")).unwrap();
-    let next = inv.list_page(page.next.as_deref(), 3).await.unwrap();
+    let next = next_page(&mut stream, 3).await.unwrap();
     assert_eq!((next.entries.len(), next.next), (0, None));
-    let fresh = LocalInventory::new(store.clone()).list_page(None, 3).await.unwrap();
-    assert_eq!((fresh.entries.len(), fresh.next), (0, None));
+    let fresh = LocalInventory::new(store.clone());
+    let mut stream = fresh.list_from(None, 3);
+    let page = next_page(&mut stream, 3).await.unwrap();
+    assert_eq!((page.entries.len(), page.next), (0, None));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -337,11 +404,14 @@ async fn names_object_store_refuses_fail_the_listing() {
         let folder = dir.path().join("objects/01J00000000000000000000000");
         std::fs::write(folder.join(std::ffi::OsStr::from_bytes(name)), b"x").unwrap();
         let inv = LocalInventory::new(store.clone());
-        let err = inv.list_page(None, 1000).await.unwrap_err();
+        let mut stream = inv.list_from(None, 1000);
+        let err = stream.next().await.unwrap().unwrap_err();
         assert!(matches!(err, lake_objects::ObjectsError::Storage { .. }), "{err}");
+        assert!(stream.next().await.is_none(), "the stream ends after its error");
         assert!(store.list_dir("objects/01J00000000000000000000000").await.is_err(), "object_store refuses it too");
         // Folders never listed do not matter: keys after the bad folder list fine.
-        let page = inv.list_page(Some("objects/01J00000000000000000000001"), 1000).await.unwrap();
+        let page =
+            inv.list_from(Some("objects/01J00000000000000000000001".into()), 1000).next().await.unwrap().unwrap();
         assert!(!page.entries.is_empty());
 
         // In the last folder, which a reader reads when a page reaches that far: the listing
@@ -353,16 +423,18 @@ async fn names_object_store_refuses_fail_the_listing() {
             let mut listed = Vec::new();
             for readers in [0, 1, 3] {
                 let inv = LocalInventory::with_window(store.clone(), 4).with_readers(readers);
-                let (mut keys, mut after) = (Vec::new(), None::<String>);
+                let mut stream = inv.list_from(None, limit);
+                let mut keys = Vec::new();
                 let err = loop {
-                    match inv.list_page(after.as_deref(), limit).await {
+                    match stream.next().await.expect("the listing fails before its end") {
                         Ok(page) => {
+                            assert!(page.next.is_some(), "the listing fails before its end");
                             keys.extend(page.entries.into_iter().map(|e| e.key));
-                            after = Some(page.next.expect("the listing fails before its end"));
                         }
                         Err(err) => break err,
                     }
                 };
+                assert!(stream.next().await.is_none(), "the stream ends after its error");
                 assert!(matches!(err, lake_objects::ObjectsError::Storage { .. }), "{err}");
                 assert!(keys.iter().all(|k| k.as_str() < "objects/\u{65e5}/"), "{keys:?}");
                 assert_eq!(keys.len() > 20, limit == 3);
