@@ -4,6 +4,7 @@
 //!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
 //!   journal).
 //! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
+//! - [`ingest`]: folder ingest (walk, streamed uploads, one append of a row per file).
 //! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
 //! - `lineage`: a table's lineage, stamp and structural problems (branches, base paths).
 //! - `live`: the live references of a table for planning, streamed in bounded memory.
@@ -19,6 +20,7 @@
 pub mod engine;
 pub mod error;
 pub mod history;
+pub mod ingest;
 mod journal_garbage;
 pub mod journaling;
 mod lineage;

@@ -2,8 +2,9 @@
 
 use crate::cli::DemoArgs;
 use crate::commands::gc::{run_gc, GcReport, GcRequest};
-use crate::commands::ingest::ingest_dir;
+use crate::commands::ingest;
 use crate::error::CliError;
+use lake_lance::ingest::ingest_dir_with;
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngine;
 use lake_objects::apply::ApplyOptions;
@@ -135,9 +136,9 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let (descriptor, _) = LakeDescriptor::create(&store, MIN_AGE).await?;
     println!("1. init       lake at {root} (GC policy floor {})", humantime::format_duration(MIN_AGE));
     let engine = LanceEngine::new(store.clone());
-    let (v1, bytes1) = ingest_dir(&engine, TABLE, &stage1).await?;
+    let (v1, bytes1) = ingest_dir_with(&engine, TABLE, &stage1, &ingest::options(&stage1, false)).await?;
     println!("2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}", v1.rows, v1.version);
-    let (v2, bytes2) = ingest_dir(&engine, TABLE, &stage2).await?;
+    let (v2, bytes2) = ingest_dir_with(&engine, TABLE, &stage2, &ingest::options(&stage2, false)).await?;
     println!("3. ingest     {} files, {bytes2} bytes -> version {}", v2.rows, v2.version);
 
     // Delete the episode whose size is closest to a quarter of the files: enough to orphan a

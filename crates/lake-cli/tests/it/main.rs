@@ -1,8 +1,6 @@
 //! Tests of the `lake` binary: the operator's contract (one test binary per crate).
 
-mod bench;
 mod ingest;
-mod memory;
 mod refusals;
 mod s3;
 mod workflow;

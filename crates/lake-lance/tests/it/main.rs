@@ -10,6 +10,7 @@ mod foreign_model;
 mod gc_scenario;
 mod guard;
 mod history;
+mod ingest;
 mod lineage;
 mod local_doors;
 mod readme_example;

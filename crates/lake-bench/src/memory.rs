@@ -1,14 +1,17 @@
 //! Memory figures of the two commands that once held one entry per file or reference:
 //! `ingest_peak_rss_growth_10x` (`lake ingest` of N vs 10N tiny files) and
 //! `verify_peak_rss_growth_10x` (`lake refs verify` of a lake of R vs 10R references, same memory
-//! budget). Each measurement is a child process running the command in-process (`VmHWM`).
+//! budget). Each measurement is a child process running what the command runs, through the
+//! same library calls (`lake_lance::ingest`, `LanceEngine::verify_refs`), in-process (`VmHWM`).
 
-use crate::cli::{IngestArgs, RefsCommand, TableArgs, VerifyArgs};
 use crate::lakes::{new_lake, Rows};
 use crate::rss::child_peak;
 use crate::{median, Args};
 use futures::StreamExt;
+use lake_lance::LanceEngine;
+use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::keys::mint_key;
+use lake_objects::LakeStore;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -38,28 +41,36 @@ fn write_source(dir: &Path, files: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// The child side of `ingest`: `lake ingest ROOT --table files DIR --json` in this process.
-pub async fn ingest_once(root: &str, dir: &Path) -> Result<(), String> {
-    let args = IngestArgs {
-        table: TableArgs { root: root.to_string(), table: "files".into(), json: true },
-        dir: dir.to_path_buf(),
-        overwrite: false,
-    };
-    crate::commands::ingest::run(&args).await.map_err(|e| e.to_string())
+/// The existing lake at `root` (its descriptor checked, as `lake` opens a lake) and its engine.
+async fn open_lake(root: &str) -> Result<LanceEngine, String> {
+    let store = LakeStore::open(root).map_err(|e| e.to_string())?;
+    LakeDescriptor::load(&store).await.map_err(|e| e.to_string())?;
+    Ok(LanceEngine::new(store))
 }
 
-/// The child side of `verify`: `lake refs verify ROOT --memory-budget-mib MIB --json` in this
-/// process.
+/// The child side of `ingest`: what `lake ingest ROOT --table files DIR` runs, in this process.
+pub async fn ingest_once(root: &str, dir: &Path) -> Result<(), String> {
+    let engine = open_lake(root).await?;
+    lake_lance::ingest::ingest_dir(&engine, "files", dir).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The child side of `verify`: what `lake refs verify ROOT --memory-budget-mib MIB` runs, in
+/// this process; fails when the journal does not match the tables.
 pub async fn verify_once(root: &str, budget_mib: usize) -> Result<(), String> {
-    let args = VerifyArgs { root: root.to_string(), table: None, memory_budget_mib: budget_mib, json: true };
-    crate::commands::refs::run(&RefsCommand::Verify(args)).await.map_err(|e| e.to_string())
+    let engine = open_lake(root).await?.with_memory_budget(budget_mib.saturating_mul(1024 * 1024));
+    let report = engine.verify_refs(&[]).await.map_err(|e| e.to_string())?;
+    if !report.is_ok() {
+        return Err(format!("the journal of {root} does not match the tables: {report:?}"));
+    }
+    Ok(())
 }
 
 /// The baseline of `ingest`: a plain Lance write (no lake) of `rows` rows of the ingested table's
 /// schema, like the rows of [`write_source`]'s files, generated batch by batch as the ingest
 /// hands them to its append.
 pub async fn plain_append_once(rows: usize) -> Result<(), String> {
-    use crate::commands::ingest::{file_rows_batch, file_table_schema, FileRow, BATCH_ROWS};
+    use lake_lance::ingest::{file_rows_batch, file_table_schema, FileRow, BATCH_ROWS};
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let uri = dir.path().join("plain.lance").display().to_string();
     let now = chrono::Utc::now();

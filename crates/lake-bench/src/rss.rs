@@ -15,15 +15,32 @@ pub fn peak_rss_kib() -> u64 {
 
 /// Runs `lake-bench --child STEP` with `extra` arguments and returns the child's peak RSS (KiB).
 pub fn child_peak(step: &str, extra: &[String]) -> Result<u64, String> {
+    let value = child_value(step, extra, &[], "peak_rss_kib")?;
+    value.parse().map_err(|_| format!("child {step} printed no peak_rss_kib: {value}"))
+}
+
+/// Runs `lake-bench --child STEP` with `extra` arguments, each `(NAME, value)` of `env` set in
+/// its environment (`None`: removed from it), and returns the value of the child's `KEY: value`
+/// line.
+pub fn child_value(step: &str, extra: &[String], env: &[(&str, Option<&str>)], key: &str) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe).arg("--child").arg(step).args(extra).output().map_err(|e| e.to_string())?;
+    let mut command = Command::new(exe);
+    command.arg("--child").arg(step).args(extra);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let out = command.output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!("child {step} failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let text = String::from_utf8_lossy(&out.stdout);
+    let prefix = format!("{key}: ");
     text.lines()
-        .find_map(|l| l.strip_prefix("peak_rss_kib: ").and_then(|v| v.trim().parse().ok()))
-        .ok_or_else(|| format!("child {step} printed no peak_rss_kib: {text}"))
+        .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
+        .ok_or_else(|| format!("child {step} printed no {key}: {text}"))
 }
 
 /// The child side: one measured step, then its peak RSS.
@@ -52,6 +69,11 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
         "verify" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
             crate::memory::verify_once(root, args.memory_budget_kib.div_ceil(1024).max(1)).await?;
+        }
+        "delete" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            let took = crate::s3::apply_once(root, args.delete_objects).await?;
+            println!("apply_nanos: {}", took.as_nanos());
         }
         "list" => {
             let root = args.root.as_deref().ok_or("--root is required")?;

@@ -1,6 +1,9 @@
 //! `bulk_delete_speedup` on LocalStack: an apply with one DELETE per object (object_store's
-//! `aws_disable_bulk_delete`) vs bulk DeleteObjects, same server, same number of objects.
+//! `aws_disable_bulk_delete`) vs bulk DeleteObjects, same server, same number of objects. Each
+//! apply runs in a child process, whose environment (`AWS_DISABLE_BULK_DELETE`, read when the
+//! child opens its S3 store) chooses the side; the child times the apply alone.
 
+use crate::rss::child_value;
 use crate::{median, median_ratio, seconds, Args};
 use lake_engine::memory::MemoryEngine;
 use lake_objects::apply::{apply, ApplyOptions};
@@ -34,7 +37,6 @@ async fn apply_all(store: &LakeStore, n: usize) -> Result<Duration, String> {
         min_age: Duration::from_secs(1),
         cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
         inventory_page_size: 1000,
-        reference_page_size: 1000,
         memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
     };
     let inv = inventory::for_store(store);
@@ -60,23 +62,35 @@ async fn apply_all(store: &LakeStore, n: usize) -> Result<Duration, String> {
     Ok(t)
 }
 
+/// The child side of `delete`: fills the lake store at `root` with `n` fresh objects, plans them
+/// all and applies the plan; returns the apply's wall time.
+pub async fn apply_once(root: &str, n: usize) -> Result<Duration, String> {
+    let store = LakeStore::open(root).map_err(|e| e.to_string())?;
+    apply_all(&store, n).await
+}
+
+/// One `delete` child at `root` with `n` objects: one DELETE request per object when `single`,
+/// else bulk DeleteObjects. Returns the child's apply time.
+fn apply_in_child(root: &str, n: usize, single: bool) -> Result<Duration, String> {
+    let extra = ["--root".to_string(), root.to_string(), "--delete-objects".into(), n.to_string()];
+    let env = [("AWS_DISABLE_BULK_DELETE", single.then_some("true"))];
+    let nanos = child_value("delete", &extra, &env, "apply_nanos")?;
+    nanos.parse().map(Duration::from_nanos).map_err(|e| format!("child delete printed apply_nanos {nanos}: {e}"))
+}
+
 /// Prints `bulk_delete_speedup`, or why it was skipped.
 pub async fn bulk_delete(args: &Args) -> Result<(), String> {
     let Ok(bucket) = std::env::var("LAKE_TEST_S3_BUCKET") else {
-        println!("# bulk_delete_speedup skipped: no LocalStack (run: scripts/localstack.sh run -- cargo run --release -p lake-cli --bin lake-bench)");
+        println!("# bulk_delete_speedup skipped: no LocalStack (run: scripts/localstack.sh run -- cargo run --release -p lake-bench)");
         return Ok(());
     };
     let run = ulid::Ulid::new().to_string().to_lowercase();
-    let bulk = LakeStore::open(&format!("s3://{bucket}/bench-{run}/bulk")).map_err(|e| e.to_string())?;
-    // The same server without bulk deletes: object_store sends one DELETE per key.
-    std::env::set_var("AWS_DISABLE_BULK_DELETE", "true");
-    let single = LakeStore::open(&format!("s3://{bucket}/bench-{run}/single"));
-    std::env::remove_var("AWS_DISABLE_BULK_DELETE");
-    let single = single.map_err(|e| e.to_string())?;
+    let (bulk, single) = (format!("s3://{bucket}/bench-{run}/bulk"), format!("s3://{bucket}/bench-{run}/single"));
     let (mut b, mut s) = (Vec::new(), Vec::new());
     for _ in 0..args.repeat.max(1) {
-        s.push(apply_all(&single, args.delete_objects).await?);
-        b.push(apply_all(&bulk, args.delete_objects).await?);
+        // The same server without bulk deletes: object_store sends one DELETE per key.
+        s.push(apply_in_child(&single, args.delete_objects, true)?);
+        b.push(apply_in_child(&bulk, args.delete_objects, false)?);
     }
     println!("# delete samples (s): one request per object [{}], bulk [{}]", seconds(&s), seconds(&b));
     let speedup = median_ratio(&s, &b);

@@ -1,23 +1,11 @@
 //! `lake-bench`: side-by-side benchmarks of lake's cost targets (issue 6), on synthetic lakes it
-//! builds itself. Run `cargo run --release -p lake-cli --bin lake-bench`; sizes are flags.
+//! builds itself. Run `cargo run --release -p lake-bench`; sizes are flags.
 //! Prints one `name: value` line per figure; `#` lines describe the setup. Each ratio compares two
 //! measurements taken in the same run, back to back and alternating; a ratio is the median of the
 //! `--repeat` per-pair ratios (these machines are shared and noisy). Peak memory is measured in child processes (`VmHWM`).
 
 mod append;
-// The `lake` commands, so that a child step runs `lake ingest` or `lake refs verify` itself.
-#[allow(dead_code)]
-#[path = "../cli.rs"]
-mod cli;
-#[allow(dead_code)]
-#[path = "../commands/mod.rs"]
-mod commands;
-#[allow(dead_code)]
-#[path = "../error.rs"]
-mod error;
 mod lakes;
-#[path = "../logging.rs"]
-mod logging;
 mod memory;
 mod plan;
 mod rss;
@@ -118,10 +106,22 @@ pub fn median<T: Ord + Copy + Default>(mut samples: Vec<T>) -> T {
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
 
+/// Structured logs on stderr, filtered by `LAKE_LOG` as `lake`'s are (tracing's env-filter
+/// syntax; default `warn`): `LAKE_LOG=lake_lance=debug` shows each append's phases (data files,
+/// commit, journal), `LAKE_LOG=lake_objects=debug` those of each plan.
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 fn main() {
     let args = Args::parse();
-    // `LAKE_LOG=lake_lance=debug` shows each append's phases (data files, commit, journal).
-    logging::init();
+    init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
         match args.child.as_deref() {

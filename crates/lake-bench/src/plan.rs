@@ -23,7 +23,6 @@ fn options(store: &LakeStore, budget_kib: usize) -> PlanOptions {
         min_age: Duration::from_secs(1),
         cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
         inventory_page_size: 1000,
-        reference_page_size: 10_000,
         memory_budget: half_budget(budget_kib),
     }
 }
@@ -59,18 +58,14 @@ pub async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
     }
     // The same sweep as the planner, over the scanned live set (an empty journal engine).
     let inv = inventory::for_store(&store);
-    let mut after: Option<String> = None;
+    let mut pages = inv.list_from(None, 1000);
     let mut candidates = 0;
-    loop {
-        let page = inv.list_page(after.as_deref(), 1000).await.map_err(|e| e.to_string())?;
+    while let Some(page) = futures::StreamExt::next(&mut pages).await {
+        let page = page.map_err(|e| e.to_string())?;
         for e in &page.entries {
             if parse_managed_key(&e.key).is_some() && !live.contains(&e.key) {
                 candidates += 1;
             }
-        }
-        match page.next {
-            Some(n) => after = Some(n),
-            None => break,
         }
     }
     Ok((started.elapsed(), candidates))
@@ -81,14 +76,9 @@ pub async fn list_once(root: &str) -> Result<(Duration, usize), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let inv = inventory::for_store(&store);
     let started = Instant::now();
-    let (mut after, mut n) = (None::<String>, 0);
-    loop {
-        let page = inv.list_page(after.as_deref(), 1000).await.map_err(|e| e.to_string())?;
-        n += page.entries.len();
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
+    let (mut pages, mut n) = (inv.list_from(None, 1000), 0);
+    while let Some(page) = futures::StreamExt::next(&mut pages).await {
+        n += page.map_err(|e| e.to_string())?.entries.len();
     }
     Ok((started.elapsed(), n))
 }
