@@ -1,4 +1,8 @@
 //! Typed errors of the domain rules. Each names what was wrong and what to do.
+//!
+//! All of them are permanent: they judge bytes, schemas and URIs already in hand, so the same
+//! input fails the same way again. Each says so through `is_transient` (always false), like the
+//! error types of the crates above, which a caller asks whether retrying can help.
 
 use thiserror::Error;
 
@@ -109,4 +113,25 @@ pub enum UriError {
     BadRoot { root: String, reason: String },
     #[error("uri `{uri}` is refused because lake cannot tell which object it names: {reason}; write the key relative to the lake root (objects/<ULID>/<name>)")]
     Ambiguous { uri: String, reason: String },
+}
+
+impl DecodeError {
+    /// Whether retrying can help: never. The input itself is wrong; see the module documentation.
+    pub const fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+impl LocationError {
+    /// Whether retrying can help: never. The input itself is wrong; see the module documentation.
+    pub const fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+impl UriError {
+    /// Whether retrying can help: never. The input itself is wrong; see the module documentation.
+    pub const fn is_transient(&self) -> bool {
+        false
+    }
 }

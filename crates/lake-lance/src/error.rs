@@ -2,10 +2,26 @@
 
 use lake_common::LocationError;
 use lake_engine::EngineError;
+use lake_objects::error::is_transient_error;
 use lake_objects::ObjectsError;
+use std::error::Error as StdError;
 use thiserror::Error;
 
 /// Errors of the Lance engine. Each names the table and what to do.
+///
+/// # Transient or permanent
+///
+/// [`LanceEngineError::is_transient`] says whether retrying the same operation can help:
+/// - [`LanceEngineError::Lance`]: as [`lance_is_transient`] classifies the `lance::Error`:
+///   Lance's own timeouts, retryable commit conflicts, write contention and backpressure, and
+///   I/O failures whose store error is transient (throttling, timeouts, dropped connections:
+///   see [`lake_objects::error::is_transient_error`]).
+/// - [`LanceEngineError::Objects`]: as [`ObjectsError::is_transient`].
+/// - [`LanceEngineError::ConcurrentCreate`]: transient (the retry appends to the table the other
+///   writer created).
+/// - Everything else is permanent: invalid references, a missing table, a journal conflict, a
+///   guard refusal, bad input. So is a [`LanceEngineError::SidecarWrite`]: the version is
+///   committed, and retrying the write would commit another one; `lake refs repair` is the fix.
 #[derive(Debug, Error)]
 pub enum LanceEngineError {
     /// Lance refused or failed.
@@ -21,8 +37,8 @@ pub enum LanceEngineError {
     #[error("table `{table}` does not exist in this lake (no dataset at {uri}); ingest into it first")]
     NoSuchTable { table: String, uri: String },
     /// The sidecar of a committed version could not be written; the registry was not advanced.
-    #[error("table `{table}` version {version} was committed but its reference sidecar could not be written ({message}); GC refuses to apply until `lake refs repair` rebuilds it")]
-    SidecarWrite { table: String, version: u64, message: String },
+    #[error("table `{table}` version {version} was committed but its reference sidecar could not be written ({source}); GC refuses to apply until `lake refs repair` rebuilds it")]
+    SidecarWrite { table: String, version: u64, source: ObjectsError },
     /// The reference log of a streamed write could not be written; nothing was committed.
     #[error("table `{table}`: the write's reference log could not be written, nothing was committed: {message}")]
     JournalLog { table: String, message: String },
@@ -40,19 +56,199 @@ pub enum LanceEngineError {
     InvalidInput(String),
 }
 
+impl LanceEngineError {
+    /// Whether retrying the failed operation can help (the rule is on [`LanceEngineError`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LanceEngineError::Lance { source, .. } => lance_is_transient(source),
+            LanceEngineError::Objects(e) => e.is_transient(),
+            LanceEngineError::ConcurrentCreate { .. } => true,
+            LanceEngineError::Location { .. }
+            | LanceEngineError::NoSuchTable { .. }
+            | LanceEngineError::SidecarWrite { .. }
+            | LanceEngineError::JournalLog { .. }
+            | LanceEngineError::SidecarConflict { .. }
+            | LanceEngineError::Guard { .. }
+            | LanceEngineError::InvalidInput(_) => false,
+        }
+    }
+}
+
+/// Whether retrying can help with a Lance error:
+/// - transient: `Timeout`, `RetryableCommitConflict`, `TooMuchWriteContention`, `Backpressure`
+///   (Lance's own "try again" errors);
+/// - `IO`, `Wrapped`, `External` and `Namespace`: as the error they carry (an `object_store`
+///   error, an I/O error, or lake's own error handed to Lance by a reader), judged by
+///   [`lake_objects::error::is_transient_error`]; except a commit whose outcome is unknown, which
+///   is permanent (a blind retry could commit twice: read the table first);
+/// - every other variant (not found, corrupt file, schema mismatch, a plain commit conflict,
+///   invalid input, ...) is permanent.
+pub fn lance_is_transient(e: &lance::Error) -> bool {
+    use lance::Error as L;
+    if e.is_commit_status_unknown() {
+        return false;
+    }
+    match e.find_root() {
+        L::Timeout { .. }
+        | L::RetryableCommitConflict { .. }
+        | L::TooMuchWriteContention { .. }
+        | L::Backpressure { .. } => true,
+        L::IO { source, .. } | L::External { source } | L::Namespace { source, .. } => {
+            cause_is_transient(source.as_ref())
+        }
+        L::Wrapped { error, .. } => cause_is_transient(error.as_ref()),
+        _ => false,
+    }
+}
+
+/// As [`is_transient_error`], seeing lake-lance's own error types too.
+fn cause_is_transient(e: &(dyn StdError + 'static)) -> bool {
+    if let Some(e) = e.downcast_ref::<LanceEngineError>() {
+        return e.is_transient();
+    }
+    if let Some(e) = e.downcast_ref::<lance::Error>() {
+        return lance_is_transient(e);
+    }
+    is_transient_error(e)
+}
+
+/// The engine's error as an [`EngineError`]: a storage failure stays [`EngineError::Storage`]
+/// (with the store's error as its source), a missing table [`EngineError::Table`], an error the
+/// engine ([`lake_objects`]) already produced stays itself, input refused stays
+/// [`EngineError::InvalidInput`]; every other error is kept whole as the source of an
+/// [`EngineError::Backend`] (downcast it to [`LanceEngineError`]). The verdict of
+/// [`LanceEngineError::is_transient`] goes with it.
 impl From<LanceEngineError> for EngineError {
     fn from(e: LanceEngineError) -> Self {
+        let transient = e.is_transient();
         match e {
-            LanceEngineError::Objects(ObjectsError::Storage { path, message }) => {
-                EngineError::Storage { path, message }
+            LanceEngineError::Objects(ObjectsError::Storage { path, source }) => {
+                EngineError::Storage { path, source, transient }
             }
-            LanceEngineError::Lance { table, action, source } => {
-                EngineError::Table { table, message: format!("Lance {action}: {source}") }
-            }
+            LanceEngineError::Objects(ObjectsError::Engine(inner)) => inner,
             LanceEngineError::NoSuchTable { table, uri } => {
                 EngineError::Table { table, message: format!("no dataset at {uri}") }
             }
-            other => EngineError::InvalidInput(other.to_string()),
+            LanceEngineError::InvalidInput(message) => EngineError::InvalidInput(message),
+            other => EngineError::Backend { source: Box::new(other), transient },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+
+    fn lance(source: lance::Error) -> LanceEngineError {
+        LanceEngineError::Lance { table: "t".into(), action: "append", source }
+    }
+
+    fn io(kind: ErrorKind) -> std::io::Error {
+        std::io::Error::new(kind, format!("{kind:?}"))
+    }
+
+    fn http(kind: object_store::client::HttpErrorKind) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(object_store::client::HttpError::new(kind, io(ErrorKind::Other))),
+        }
+    }
+
+    #[test]
+    fn lance_errors_by_class() {
+        use object_store::client::HttpErrorKind;
+        let transient = [
+            lance::Error::timeout("commit"),
+            lance::Error::too_much_write_contention("10 writers"),
+            lance::Error::backpressure("flush queue full"),
+            lance::Error::retryable_commit_conflict_source(3, "raced".into()),
+            // A store error through Lance's `From<object_store::Error>` (an `IO` error).
+            lance::Error::from(http(HttpErrorKind::Timeout)),
+            lance::Error::from(http(HttpErrorKind::Connect)),
+            lance::Error::from(io(ErrorKind::ConnectionReset)),
+            // Lake's own error handed to Lance by a reader.
+            lance::Error::external(Box::new(ObjectsError::storage("k", io(ErrorKind::TimedOut)))),
+        ];
+        for e in transient {
+            let text = e.to_string();
+            assert!(lance(e).is_transient(), "{text}");
+        }
+        let permanent = [
+            lance::Error::invalid_input("bad"),
+            lance::Error::not_found("tables/t.lance"),
+            lance::Error::corrupt_file("f".into(), "bad magic"),
+            lance::Error::schema_mismatch("column a"),
+            lance::Error::commit_conflict_source(3, "conflict".into()),
+            lance::Error::commit_status_unknown_source(3, Box::new(io(ErrorKind::TimedOut))),
+            lance::Error::from(object_store::Error::PermissionDenied { path: "k".into(), source: "403".into() }),
+            lance::Error::from(http(HttpErrorKind::Decode)),
+            lance::Error::from(io(ErrorKind::NotFound)),
+            lance::Error::io("plain message"),
+            lance::Error::external(Box::new(ObjectsError::Policy("no".into()))),
+        ];
+        for e in permanent {
+            let text = e.to_string();
+            assert!(!lance(e).is_transient(), "{text}");
+        }
+    }
+
+    #[test]
+    fn lake_lance_errors_by_class() {
+        assert!(LanceEngineError::ConcurrentCreate { table: "t".into() }.is_transient());
+        assert!(LanceEngineError::Objects(ObjectsError::storage("k", io(ErrorKind::ConnectionReset))).is_transient());
+        let permanent = [
+            LanceEngineError::Location {
+                table: "t".into(),
+                source: LocationError::MissingColumn { column: "c".into() },
+            },
+            LanceEngineError::Objects(ObjectsError::Policy("below the floor".into())),
+            LanceEngineError::NoSuchTable { table: "t".into(), uri: "u".into() },
+            LanceEngineError::SidecarWrite {
+                table: "t".into(),
+                version: 2,
+                source: ObjectsError::storage("k", io(ErrorKind::TimedOut)),
+            },
+            LanceEngineError::JournalLog { table: "t".into(), message: "m".into() },
+            LanceEngineError::SidecarConflict { table: "t".into(), version: 2 },
+            LanceEngineError::InvalidInput("bad".into()),
+        ];
+        for e in permanent {
+            assert!(!e.is_transient(), "{e}");
+        }
+    }
+
+    #[test]
+    fn engine_errors_keep_the_source_and_the_verdict() {
+        use std::error::Error as _;
+        // Storage: the store's error is the source; the message is as before.
+        let e: EngineError = LanceEngineError::Objects(ObjectsError::storage("k", io(ErrorKind::TimedOut))).into();
+        assert!(matches!(e, EngineError::Storage { .. }));
+        assert!(e.is_transient());
+        assert_eq!(e.to_string(), "storage error at k: TimedOut");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+
+        // Lance: the LanceEngineError is the source, whole (its lance::Error below it).
+        let e: EngineError = lance(lance::Error::timeout("slow")).into();
+        assert!(e.is_transient());
+        let source = e.source().and_then(|s| s.downcast_ref::<LanceEngineError>()).expect("the engine's error is kept");
+        assert!(matches!(source, LanceEngineError::Lance { .. }));
+        assert!(source.source().is_some_and(|s| s.is::<lance::Error>()));
+        assert!(e.to_string().starts_with("table `t`: Lance append failed: "), "{e}");
+
+        let e: EngineError = LanceEngineError::SidecarConflict { table: "t".into(), version: 2 }.into();
+        assert!(!e.is_transient());
+        assert_eq!(e.to_string(), LanceEngineError::SidecarConflict { table: "t".into(), version: 2 }.to_string());
+        let e: EngineError = LanceEngineError::ConcurrentCreate { table: "t".into() }.into();
+        assert!(e.is_transient());
+
+        // An engine error that went through lake-objects is itself again.
+        let lineage = EngineError::Lineage { table: "t".into(), problems: Vec::new() };
+        let e: EngineError = LanceEngineError::Objects(ObjectsError::Engine(lineage)).into();
+        assert!(matches!(e, EngineError::Lineage { .. }));
+
+        let e: EngineError = LanceEngineError::InvalidInput("bad".into()).into();
+        assert!(matches!(&e, EngineError::InvalidInput(m) if m == "bad"));
+        assert!(!e.is_transient());
     }
 }

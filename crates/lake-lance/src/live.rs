@@ -37,7 +37,10 @@ fn spill_error(table: &str, e: SpilledReplayError) -> EngineError {
                 reason: e.to_string(),
             }],
         },
-        SpilledReplayError::Spill(e) => EngineError::Storage { path: e.path, message: e.source.to_string() },
+        SpilledReplayError::Spill(e) => {
+            let transient = lake_objects::error::is_transient_error(&e.source);
+            EngineError::Storage { path: e.path, source: Box::new(e.source), transient }
+        }
     }
 }
 

@@ -38,7 +38,7 @@ async fn create(store: &LakeStore, table: &str, version: u64, bytes: Vec<u8>) ->
         Ok(CreateOutcome::Created) => Ok(()),
         Ok(CreateOutcome::Exists(existing)) if existing == bytes => Ok(()),
         Ok(CreateOutcome::Exists(_)) => Err(LanceEngineError::SidecarConflict { table: table.into(), version }),
-        Err(e) => Err(LanceEngineError::SidecarWrite { table: table.into(), version, message: e.to_string() }),
+        Err(e) => Err(LanceEngineError::SidecarWrite { table: table.into(), version, source: e }),
     }
 }
 

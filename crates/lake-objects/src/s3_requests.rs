@@ -159,6 +159,7 @@ impl S3Requests {
         max_keys: usize,
     ) -> Result<RawListPage, ObjectsError> {
         let fail = |m: String| self.error("ListObjectsV2", prefix, m);
+        let failed = |f: Failure| self.failed("ListObjectsV2", prefix, f);
         if !(1..=1000).contains(&max_keys) {
             return Err(fail(format!("max-keys must be 1 to 1000, not {max_keys}")));
         }
@@ -167,7 +168,7 @@ impl S3Requests {
         if let Some(after) = start_after {
             query.push(("start-after", after));
         }
-        let body = self.send("GET", None, &query).await.map_err(|f| fail(f.message))?;
+        let body = self.send("GET", None, &query).await.map_err(failed)?;
         let result: ListBucketResult = parse_xml(&body).map_err(fail)?;
         let url_encoded = url_encoding(result.encoding_type.as_deref()).map_err(fail)?;
         let mut objects = Vec::with_capacity(result.contents.len());
@@ -204,6 +205,7 @@ impl S3Requests {
     /// upload is outside `prefix`, or a truncated page does not advance the markers.
     pub async fn list_multipart_uploads(&self, prefix: &str) -> Result<Vec<MultipartUpload>, ObjectsError> {
         let fail = |m: String| self.error("ListMultipartUploads", prefix, m);
+        let failed = |f: Failure| self.failed("ListMultipartUploads", prefix, f);
         let mut uploads = Vec::new();
         let mut markers: Option<(String, String)> = None;
         loop {
@@ -211,7 +213,7 @@ impl S3Requests {
             if let Some((key, id)) = &markers {
                 query.extend([("key-marker", key.as_str()), ("upload-id-marker", id.as_str())]);
             }
-            let body = self.send("GET", None, &query).await.map_err(|f| fail(f.message))?;
+            let body = self.send("GET", None, &query).await.map_err(failed)?;
             let page: ListMultipartUploadsResult = parse_xml(&body).map_err(fail)?;
             let url_encoded = url_encoding(page.encoding_type.as_deref()).map_err(fail)?;
             for u in page.upload {
@@ -245,12 +247,22 @@ impl S3Requests {
         match self.send("DELETE", Some(key), &[("uploadId", upload_id)]).await {
             Ok(_) => Ok(()),
             Err(f) if f.status == Some(404) && f.code.as_deref() == Some("NoSuchUpload") => Ok(()),
-            Err(f) => Err(self.error("AbortMultipartUpload", key, format!("upload `{upload_id}`: {}", f.message))),
+            Err(mut f) => {
+                f.message = format!("upload `{upload_id}`: {}", f.message);
+                Err(self.failed("AbortMultipartUpload", key, f))
+            }
         }
     }
 
     fn error(&self, operation: &str, key: &str, message: String) -> ObjectsError {
         ObjectsError::storage(format!("s3://{}/{key}", self.bucket), format!("{operation}: {message}"))
+    }
+
+    /// A failed request as a storage error: the [`Failure`] is its source (and says whether
+    /// retrying can help).
+    fn failed(&self, operation: &str, key: &str, mut failure: Failure) -> ObjectsError {
+        failure.message = format!("{operation}: {}", failure.message);
+        ObjectsError::storage(format!("s3://{}/{key}", self.bucket), failure)
     }
 
     /// Sends a request with an empty body to the bucket (or to `key` in it), retrying transient
@@ -331,16 +343,31 @@ impl S3Requests {
     }
 }
 
-/// A failed attempt: retried when `transient`.
+/// A failed attempt: retried when `transient`. The source of the [`ObjectsError::Storage`] a
+/// request that failed for good returns ([`ObjectsError::is_transient`] reads `transient`).
 #[derive(Debug)]
-struct Failure {
-    transient: bool,
+pub(crate) struct Failure {
+    pub(crate) transient: bool,
     status: Option<u16>,
     code: Option<String>,
     message: String,
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
 impl Failure {
+    /// A failure of class `transient` (tests of the error classification).
+    #[cfg(test)]
+    pub(crate) fn for_test(transient: bool, message: &str) -> Self {
+        Self { transient, status: None, code: None, message: message.into() }
+    }
+
     fn permanent(message: String) -> Self {
         Self { transient: false, status: None, code: None, message }
     }
