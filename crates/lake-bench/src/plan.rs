@@ -7,7 +7,7 @@ use crate::{median, median_ratio, seconds, Args};
 use lake_engine::Engine;
 use lake_objects::inventory;
 use lake_objects::keys::parse_managed_key;
-use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_objects::LakeStore;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

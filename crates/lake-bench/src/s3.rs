@@ -6,12 +6,13 @@
 use crate::rss::child_value;
 use crate::{median, median_ratio, seconds, Args};
 use lake_engine::memory::MemoryEngine;
-use lake_objects::apply::{apply, ApplyOptions};
+use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::deleter::s3::StoreDeleter;
 use lake_objects::inventory;
 use lake_objects::keys::mint_key;
-use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::unchecked::apply_unchecked as apply;
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_objects::LakeStore;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::time::{Duration, Instant};

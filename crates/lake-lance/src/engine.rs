@@ -101,7 +101,7 @@ impl LanceEngine {
     pub fn new(store: LakeStore) -> Self {
         Self {
             store,
-            memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
+            memory_budget: lake_objects::spill::share(lake_objects::spill::DEFAULT_MEMORY_BUDGET).0,
             journal_runs: std::sync::atomic::AtomicU64::new(0),
         }
     }

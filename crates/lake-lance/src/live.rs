@@ -112,7 +112,11 @@ impl LanceEngine {
         let mut stream = journal
             .live(base, lineage.latest_version, &lineage.retained, Some(oldest))
             .map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?;
-        while stream.next_live().map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?.is_some() {}
+        while stream
+            .next_live()
+            .map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?
+            .is_some()
+        {}
         let Some(counts) = stream.counts_at() else { return Ok(None) };
         refs_checkpoint::write(self.store(), table, oldest, counts).await?;
         Ok(Some(oldest))

@@ -53,7 +53,7 @@ pub async fn check_retained_objects(engine: &LanceEngine) -> Result<RetainedObje
     }
     let store = engine.store();
     for id in identities {
-        if id.uri.contains("://") {
+        if lake_common::is_external_identity(&id.uri) {
             report.external_references += 1;
             continue;
         }

@@ -486,7 +486,7 @@ impl LanceEngine {
                         continue;
                     }
                     last = Some(identity.clone());
-                    if identity.uri.contains("://") {
+                    if lake_common::is_external_identity(&identity.uri) {
                         continue;
                     }
                     return Some(Ok(identity));

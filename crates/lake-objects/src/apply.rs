@@ -68,7 +68,7 @@ impl Default for ApplyOptions {
             max_pages: None,
             progress: None,
             concurrency: DEFAULT_CONCURRENCY,
-            memory_budget: crate::spill::DEFAULT_MEMORY_BUDGET / 2,
+            memory_budget: crate::spill::share(crate::spill::DEFAULT_MEMORY_BUDGET).1,
         }
     }
 }
@@ -86,30 +86,16 @@ pub struct ApplyReport {
     pub was_complete: bool,
 }
 
-/// Applies `plan` (or resumes the apply recorded at `checkpoint_path`). See the module docs.
+/// Applies `plan`, or resumes the apply recorded at `checkpoint_path`, whose checkpoint the
+/// caller loaded ([`ApplyCheckpoint::load`]; `None` when there is none), so that a caller that
+/// inspects it first ([`crate::collector::GarbageCollector`] checks its plan's lake, horizon and
+/// cutoff) reads the checkpoint and its plan once. See the module documentation.
 ///
 /// # Errors
 /// [`ObjectsError::Checkpoint`] for a checkpoint bound to another plan or edited;
 /// [`ObjectsError::LineageIncomplete`] when the plan or the current journal is incomplete;
 /// engine and storage errors. Progress made before an error is in the checkpoint.
-pub async fn apply(
-    engine: &dyn Engine,
-    deleter: &dyn ObjectDeleter,
-    checkpoint_path: &CheckpointLocation,
-    plan: Option<&GcPlan>,
-    options: &ApplyOptions,
-) -> Result<ApplyReport, ObjectsError> {
-    let loaded = ApplyCheckpoint::load(checkpoint_path).await?;
-    apply_loaded(engine, deleter, checkpoint_path, loaded, plan, options).await
-}
-
-/// [`apply`] with the checkpoint at `checkpoint_path` already loaded by the caller
-/// ([`ApplyCheckpoint::load`]; `None` when there is none), so that a caller that inspects it
-/// first (the CLI checks its root and horizon) reads the checkpoint and its plan once.
-///
-/// # Errors
-/// As [`apply`].
-pub async fn apply_loaded(
+pub(crate) async fn apply_loaded(
     engine: &dyn Engine,
     deleter: &dyn ObjectDeleter,
     checkpoint_path: &CheckpointLocation,

@@ -25,6 +25,59 @@ impl ClockReading {
     }
 }
 
+/// "Now" by the store's clock and by this host's: what [`crate::collector::GarbageCollector`]
+/// judges age by. Production reads the store ([`ProbeClock`]); a test of an age gate injects a
+/// fixed reading ([`FixedClock`]) instead of sleeping.
+#[async_trait::async_trait]
+pub trait StoreClock: Send + Sync {
+    /// Reads both clocks.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] when the store cannot be read.
+    async fn read(&self, store: &LakeStore) -> Result<ClockReading, ObjectsError>;
+}
+
+/// The store's clock, read with a probe object ([`read_store_clock`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProbeClock;
+
+#[async_trait::async_trait]
+impl StoreClock for ProbeClock {
+    async fn read(&self, store: &LakeStore) -> Result<ClockReading, ObjectsError> {
+        let reading = read_store_clock(store).await?;
+        #[cfg(feature = "test-clock")]
+        let reading = shifted_for_tests(reading);
+        Ok(reading)
+    }
+}
+
+/// Test builds of the `lake` binary only (the `test-clock` feature): both clocks moved forward by the duration in
+/// `LAKE_UNCHECKED_CLOCK_SHIFT` (humantime, e.g. `5s`), so that tests of the `lake` binary need
+/// not sleep for objects to grow old. Compiled out of every other build.
+#[cfg(feature = "test-clock")]
+fn shifted_for_tests(reading: ClockReading) -> ClockReading {
+    let shift = std::env::var("LAKE_UNCHECKED_CLOCK_SHIFT")
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .and_then(|d| chrono::Duration::from_std(d).ok());
+    match shift {
+        Some(d) => ClockReading { store_now: reading.store_now + d, local_now: reading.local_now + d },
+        None => reading,
+    }
+}
+
+/// A fixed reading: both clocks at `at` (UTC). For tests only (see
+/// [`crate::collector::GarbageCollector::with_unchecked_clock`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub DateTime<Utc>);
+
+#[async_trait::async_trait]
+impl StoreClock for FixedClock {
+    async fn read(&self, _store: &LakeStore) -> Result<ClockReading, ObjectsError> {
+        Ok(ClockReading { store_now: self.0, local_now: self.0 })
+    }
+}
+
 /// Reads the store's clock with a probe object.
 ///
 /// # Errors

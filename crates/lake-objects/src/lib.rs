@@ -1,6 +1,9 @@
 //! Objects and garbage collection of lake. This crate plans over journals (through the
 //! [`lake_engine::Engine`] trait) and inventories; it knows nothing of Lance.
 //!
+//! The entry to garbage collection is [`collector::GarbageCollector`]: it enforces the horizon,
+//! the store's clock and the binding of plans and checkpoints for every caller.
+//!
 //! Where each rule lives:
 //! - [`store`]: opening a lake root (`file://`, a local path, `s3://`) as an object store.
 //! - [`layout`]: the keys of a lake (`_lake/`, `tables/`, `objects/`) and table-name rules.
@@ -27,6 +30,7 @@ pub mod apply;
 pub mod candidates;
 pub mod checkpoint;
 pub mod clock;
+pub mod collector;
 pub mod deleter;
 pub mod descriptor;
 pub mod error;
@@ -45,6 +49,52 @@ pub mod s3_requests;
 pub mod spill;
 pub mod store;
 pub mod writer;
+
+/// GC without [`collector::GarbageCollector`]'s checks, for tests and benchmarks that need an
+/// exact cutoff. **Unsafe**: a cutoff later than the store's clock minus `min_age` plans (and
+/// applies) objects a writer may still publish, and nothing binds a plan to its lake or horizon.
+/// Compiled only with the `unchecked` feature, which only test and benchmark builds enable; no
+/// CLI flag reaches it.
+#[cfg(feature = "unchecked")]
+pub mod unchecked {
+    use crate::apply::{ApplyOptions, ApplyReport};
+    use crate::checkpoint::CheckpointLocation;
+    use crate::deleter::ObjectDeleter;
+    use crate::inventory::ObjectInventory;
+    use crate::plan::GcPlan;
+    pub use crate::planner::PlanOptions;
+    use crate::planner::PlanStats;
+    use crate::ObjectsError;
+    use lake_engine::Engine;
+
+    /// Plans at `options.cutoff`, whatever it is (see the module documentation).
+    ///
+    /// # Errors
+    /// As [`crate::collector::GarbageCollector::plan`], without its policy and clock checks.
+    pub async fn plan_with_unchecked_cutoff(
+        engine: &dyn Engine,
+        inventory: &dyn ObjectInventory,
+        options: &PlanOptions,
+    ) -> Result<(GcPlan, PlanStats), ObjectsError> {
+        crate::planner::plan(engine, inventory, options).await
+    }
+
+    /// Applies `plan` (or resumes the apply at `checkpoint`) without checking that it belongs to
+    /// the lake or horizon (apply's own revalidation still runs).
+    ///
+    /// # Errors
+    /// As [`crate::collector::GarbageCollector::apply`], without its binding checks.
+    pub async fn apply_unchecked(
+        engine: &dyn Engine,
+        deleter: &dyn ObjectDeleter,
+        checkpoint: &CheckpointLocation,
+        plan: Option<&GcPlan>,
+        options: &ApplyOptions,
+    ) -> Result<ApplyReport, ObjectsError> {
+        let loaded = crate::checkpoint::ApplyCheckpoint::load(checkpoint).await?;
+        crate::apply::apply_loaded(engine, deleter, checkpoint, loaded, plan, options).await
+    }
+}
 
 pub use error::ObjectsError;
 pub use store::LakeStore;

@@ -59,7 +59,7 @@ pub fn prefetch_pages(memory_budget: usize, page_size: usize) -> usize {
         .clamp(MIN_PREFETCH_PAGES, MAX_PREFETCH_PAGES)
 }
 
-/// What to plan.
+/// What to plan (inside the crate: callers go through [`crate::collector::GarbageCollector`]).
 #[derive(Debug, Clone)]
 pub struct PlanOptions {
     /// The normalised lake root (recorded in the plan).
@@ -113,7 +113,7 @@ pub fn format_time(t: DateTime<Utc>) -> String {
 /// # Errors
 /// [`ObjectsError::Engine`] or [`ObjectsError::Storage`] when the journal or the listing
 /// cannot be read; nothing is planned from a partial read.
-pub async fn plan(
+pub(crate) async fn plan(
     engine: &dyn Engine,
     inventory: &dyn ObjectInventory,
     options: &PlanOptions,

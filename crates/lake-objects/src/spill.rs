@@ -8,8 +8,16 @@ use crate::error::ObjectsError;
 use lake_engine::spill::Merged;
 
 /// Default memory budget of planning, in bytes (256 MiB): the sorted-run buffers of the live
-/// set and of the table being replayed share it (see `PlanOptions::memory_budget`).
+/// set and of the table being replayed share it ([`share`]).
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 * 1024 * 1024;
+
+/// How one memory budget of GC (`--memory-budget-mib`, in bytes) is shared, the one place the
+/// split is decided: half for the engine's replay of the table being read (its journal events),
+/// half for GC's own sorted runs (the live keys, then the candidates and the keys apply checks).
+/// Returns `(engine, gc)` in bytes.
+pub fn share(total: usize) -> (usize, usize) {
+    (total / 2, total / 2)
+}
 
 /// A key set built from unsorted inserts, spilled in sorted runs past a budget.
 #[derive(Debug)]

@@ -133,7 +133,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
 
     let root = lake_dir.display().to_string();
     let store = LakeStore::open(&root)?;
-    let (descriptor, _) = LakeDescriptor::create(&store, MIN_AGE).await?;
+    LakeDescriptor::create(&store, MIN_AGE).await?;
     println!("1. init       lake at {root} (GC policy floor {})", humantime::format_duration(MIN_AGE));
     let engine = LanceEngine::new(store.clone());
     let (v1, bytes1) = ingest_dir_with(&engine, TABLE, &stage1, &ingest::options(&stage1, false)).await?;
@@ -195,9 +195,10 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         out: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),
-        memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
+        memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET,
     };
-    let dry = run_gc(&store, &descriptor, &engine, &dry_req).await?;
+    let collector = lake_objects::collector::GarbageCollector::open(store.clone(), &engine).await?;
+    let dry = run_gc(&collector, &dry_req).await?;
     println!(
         "9. gc dry run  cutoff {}: {} candidates, {} bytes, digest {}",
         dry.plan.cutoff,
@@ -222,7 +223,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         checkpoint: Some(lake_objects::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
         ..dry_req
     };
-    let applied: GcReport = run_gc(&store, &descriptor, &engine, &apply_req).await?;
+    let applied: GcReport = run_gc(&collector, &apply_req).await?;
     let a = applied.apply.as_ref().map(|a| a.checkpoint.clone());
     if applied.plan.digest() != dry.plan.digest() {
         failures.push("the apply's plan differs from the dry run's at the same cutoff".into());

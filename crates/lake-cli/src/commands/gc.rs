@@ -4,15 +4,14 @@ use crate::cli::GcArgs;
 use crate::commands::open_lake;
 use crate::error::{parse_duration, CliError};
 use chrono::{DateTime, Utc};
-use lake_lance::LanceEngine;
-use lake_objects::apply::{apply, apply_loaded, ApplyOptions, ApplyReport};
-use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
-use lake_objects::clock::{gc_cutoff, read_store_clock, ClockReading};
+use lake_objects::apply::{ApplyOptions, ApplyReport};
+use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::clock::ClockReading;
+use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
 use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::inventory;
 use lake_objects::plan::GcPlan;
-use lake_objects::planner::{format_time, plan, PlanOptions, PlanStats};
-use lake_objects::LakeStore;
+use lake_objects::planner::{format_time, PlanStats};
+use lake_objects::spill::share;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -351,7 +350,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
             max_pages: args.max_pages,
             progress: None,
             concurrency: args.delete_concurrency.max(1),
-            memory_budget: args.memory_budget_mib.saturating_mul(1024 * 1024) / 2,
+            memory_budget: share(args.memory_budget_mib.saturating_mul(1024 * 1024)).1,
         },
         list_page_size: args.list_page_size,
         out: args.out.clone(),
@@ -361,116 +360,52 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     })
 }
 
-/// Runs GC on an opened lake.
+/// Runs GC on an opened lake: flags in, [`GarbageCollector`] calls, a report out. Every rule
+/// (horizon, policy floor, store clock, plan and checkpoint binding) is the collector's.
 ///
 /// # Errors
-/// [`CliError::Refused`] for policy refusals; planning and apply errors.
-pub async fn run_gc(
-    store: &LakeStore,
-    descriptor: &LakeDescriptor,
-    engine: &LanceEngine,
-    req: &GcRequest,
-) -> Result<GcReport, CliError> {
-    if req.min_age < descriptor.min_age() && !req.allow_below_policy {
-        return Err(CliError::Refused(format!(
-            "--min-age {} is below this lake's policy floor of {}; nothing was deleted. Use a larger --min-age, or add --allow-below-policy if you are sure no writer is still publishing objects that old",
-            humantime::format_duration(req.min_age),
-            humantime::format_duration(descriptor.min_age())
-        )));
-    }
-    let clock = read_store_clock(store).await?;
-    let latest_cutoff = gc_cutoff(&clock, req.min_age, req.max_clock_skew)?;
-    let cutoff = match req.cutoff {
-        Some(c) if c > latest_cutoff => {
-            return Err(CliError::Refused(format!(
-                "--cutoff {} is later than the store's now minus --min-age ({}); objects that young may still be published. Nothing was deleted",
-                format_time(c),
-                format_time(latest_cutoff)
-            )))
-        }
-        Some(c) => c,
-        None => latest_cutoff,
+/// Planning and apply errors, including the collector's policy refusals.
+pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result<GcReport, CliError> {
+    let horizon = Horizon {
+        min_age: req.min_age,
+        allow_below_policy: req.allow_below_policy,
+        max_clock_skew: req.max_clock_skew,
+        earlier_cutoff: req.cutoff,
     };
+    let policy = collector.policy().clone();
+    let report = |plan, stats, clock, apply, resumed, plan_seconds, apply_seconds| GcReport {
+        plan,
+        stats,
+        clock,
+        policy: policy.clone(),
+        apply,
+        resumed,
+        plan_seconds,
+        apply_seconds,
+    };
+    // The reading reported with a resumed or saved plan; the collector checks its own.
+    let (_, clock) = collector.cutoff(&horizon).await?;
     if let Some(path) = &req.checkpoint {
-        path.check_outside(store)?;
-        if let Some(loaded) = ApplyCheckpoint::load(path).await? {
-            let recorded = &loaded.plan;
-            if recorded.min_age_seconds != req.min_age.as_secs() {
-                return Err(CliError::Refused(format!(
-                    "checkpoint {} records a plan made with --min-age {}s, not {}s; resume with the same --min-age, or use a new checkpoint path for a new plan",
-                    path.display(),
-                    recorded.min_age_seconds,
-                    req.min_age.as_secs()
-                )));
-            }
-            if recorded.root != store.root().to_string() {
-                return Err(CliError::Refused(format!(
-                    "checkpoint {} belongs to lake {}, not {}",
-                    path.display(),
-                    recorded.root,
-                    store.root()
-                )));
-            }
-            let deleter = lake_objects::deleter::for_store(store);
-            let started = std::time::Instant::now();
-            let report = apply_loaded(engine, &deleter, path, Some(loaded), None, &req.apply).await?;
-            return Ok(GcReport {
-                plan: report.plan.clone(),
-                stats: None,
-                clock,
-                policy: descriptor.clone(),
-                apply: Some(report),
-                resumed: true,
-                plan_seconds: 0.0,
-                apply_seconds: started.elapsed().as_secs_f64(),
-            });
+        let started = std::time::Instant::now();
+        if let Some(done) = collector.resume(&horizon, path, &req.apply).await? {
+            let seconds = started.elapsed().as_secs_f64();
+            return Ok(report(done.plan.clone(), None, clock, Some(done), true, 0.0, seconds));
         }
     }
     if let Some(file) = &req.plan {
         let shown = file.display().to_string();
         let reader = std::fs::File::open(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
         let saved = GcPlan::read_document(std::io::BufReader::new(reader), &shown)?;
-        if saved.root != store.root().to_string() {
-            return Err(CliError::Refused(format!(
-                "plan {shown} is for lake {}, not {}; nothing was deleted",
-                saved.root,
-                store.root()
-            )));
-        }
-        if saved.min_age_seconds != req.min_age.as_secs() {
-            return Err(CliError::Refused(format!(
-                "plan {shown} was made with --min-age {}s, not {}s; pass the same --min-age; nothing was deleted",
-                saved.min_age_seconds,
-                req.min_age.as_secs()
-            )));
-        }
         let Some(path) = &req.checkpoint else {
             return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
         };
-        let deleter = lake_objects::deleter::for_store(store);
         let started = std::time::Instant::now();
-        let report = apply(engine, &deleter, path, Some(&saved), &req.apply).await?;
-        return Ok(GcReport {
-            plan: saved,
-            stats: None,
-            clock,
-            policy: descriptor.clone(),
-            apply: Some(report),
-            resumed: false,
-            plan_seconds: 0.0,
-            apply_seconds: started.elapsed().as_secs_f64(),
-        });
+        let done = collector.apply(&saved, &horizon, path, &req.apply).await?;
+        return Ok(report(saved, None, clock, Some(done), false, 0.0, started.elapsed().as_secs_f64()));
     }
-    let inventory = inventory::for_store(store);
-    let options = PlanOptions {
-        root: store.root().to_string(),
-        min_age: req.min_age,
-        cutoff,
-        inventory_page_size: req.list_page_size,
-        memory_budget: req.memory_budget / 2,
-    };
+    let settings = PlanSettings { inventory_page_size: req.list_page_size, memory_budget: share(req.memory_budget).1 };
     let planning = std::time::Instant::now();
-    let (gc_plan, stats) = plan(engine, inventory.as_ref(), &options).await?;
+    let Planned { plan: gc_plan, stats, clock } = collector.plan(&horizon, &settings).await?;
     let plan_seconds = planning.elapsed().as_secs_f64();
     if let Some(out) = &req.out {
         // Streamed: a spilled candidate list goes from its temporary file to the document.
@@ -481,23 +416,11 @@ pub async fn run_gc(
     }
     let applying = std::time::Instant::now();
     let apply_report = match &req.checkpoint {
-        Some(path) => {
-            let deleter = lake_objects::deleter::for_store(store);
-            Some(apply(engine, &deleter, path, Some(&gc_plan), &req.apply).await?)
-        }
+        Some(path) => Some(collector.apply(&gc_plan, &horizon, path, &req.apply).await?),
         None => None,
     };
     let apply_seconds = if apply_report.is_some() { applying.elapsed().as_secs_f64() } else { 0.0 };
-    Ok(GcReport {
-        plan: gc_plan,
-        stats: Some(stats),
-        clock,
-        policy: descriptor.clone(),
-        apply: apply_report,
-        resumed: false,
-        plan_seconds,
-        apply_seconds,
-    })
+    Ok(report(gc_plan, Some(stats), clock, apply_report, false, plan_seconds, apply_seconds))
 }
 
 /// Runs `lake gc`.
@@ -506,8 +429,9 @@ pub async fn run_gc(
 /// As [`run_gc`]; [`CliError::Exit`] for exit codes 3 and 4 after printing the report.
 pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     let mut req = request_from_args(args)?;
-    let (store, descriptor, engine) = open_lake(&args.root).await?;
-    let engine = engine.with_memory_budget(req.memory_budget / 2);
+    let (store, _, engine) = open_lake(&args.root).await?;
+    let engine = engine.with_memory_budget(share(req.memory_budget).0);
+    let collector = GarbageCollector::open(store, &engine).await?;
     // Progress on stderr when it is a terminal (indicatif draws nothing otherwise).
     let bar = indicatif::ProgressBar::new_spinner().with_message("planning: reading lineage and listing objects");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -522,7 +446,7 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
         }
         hook_bar.set_position(done);
     })));
-    let report = run_gc(&store, &descriptor, &engine, &req).await;
+    let report = run_gc(&collector, &req).await;
     bar.finish_and_clear();
     let report = report?;
     if let Some(path) = &args.metrics_file {

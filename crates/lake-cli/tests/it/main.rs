@@ -8,9 +8,29 @@ mod workflow;
 use std::path::Path;
 use std::process::{Command, Output};
 
+thread_local! {
+    /// How far this test moved the store's clock forward (test builds of `lake` read
+    /// `LAKE_UNCHECKED_CLOCK_SHIFT`; see `lake_objects::clock`). Each test runs on its own thread.
+    static CLOCK_SHIFT: std::cell::Cell<std::time::Duration> = const { std::cell::Cell::new(std::time::Duration::ZERO) };
+}
+
+/// Moves the store's clock as `lake gc` sees it forward by `by`, instead of sleeping: objects
+/// uploaded so far are that much older for every later command of this test.
+pub fn advance_clock(by: std::time::Duration) {
+    CLOCK_SHIFT.with(|c| c.set(c.get() + by));
+}
+
+/// The `lake` binary, with this test's clock shift ([`advance_clock`]).
+pub fn lake_command() -> Command {
+    let shift = CLOCK_SHIFT.with(|c| c.get());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lake"));
+    command.env("LAKE_UNCHECKED_CLOCK_SHIFT", format!("{}ms", shift.as_millis()));
+    command
+}
+
 /// Runs `lake ARGS` and returns its output.
 pub fn lake(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lake")).args(args).output().expect("run lake")
+    lake_command().args(args).output().expect("run lake")
 }
 
 pub fn stdout(o: &Output) -> String {

@@ -18,7 +18,7 @@ fn lake_with_orphan() -> Lake {
     ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
     ok(&["delete", &root, "--table", "t", "--where", "episode = 'ep1'"]);
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
-    std::thread::sleep(Duration::from_millis(4200));
+    crate::advance_clock(Duration::from_millis(4200));
     Lake { _dir: dir, root }
 }
 
@@ -133,7 +133,7 @@ fn a_saved_plan_is_applied_only_if_unedited() {
     );
     refused(
         &["gc", root, "--min-age", "5s", "--apply", "--checkpoint", ckpt_s, "--plan", plan_s],
-        "was made with --min-age 4s",
+        "was made with min_age 4s",
     );
     assert_eq!(object_files(std::path::Path::new(root)), before);
     refused(&["gc", root, "--min-age", "4s", "--max-clock-skew", "soon"], "is not a duration");

@@ -3,7 +3,7 @@
 
 use crate::{lake, ok, stderr, write_files};
 use lake_objects::LakeStore;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn json(s: &str) -> serde_json::Value {
@@ -33,7 +33,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s"]);
     // Old enough for --min-age 10s (the policy floor: the guard gives the 125-file ingest 7.5s and
     // its commit a 2.5s deadline, room enough on a loaded machine).
-    std::thread::sleep(Duration::from_millis(10500));
+    crate::advance_clock(Duration::from_millis(10500));
 
     let dry = json(&ok(&["gc", &root, "--min-age", "10s", "--json"]));
     assert_eq!(dry["lineage_complete"], true, "{dry}");
@@ -43,7 +43,7 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
         dry["candidates"].as_array().unwrap().iter().map(|c| c["uri"].as_str().unwrap().to_string()).collect();
 
     let ckpt = dir.path().join("gc.ckpt");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lake"))
+    let mut child = crate::lake_command()
         .args([
             "gc",
             &root,

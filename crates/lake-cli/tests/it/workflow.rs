@@ -28,7 +28,7 @@ fn operator_walkthrough() {
     let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'Asia'", "--json"]));
     assert_eq!((d["rows_deleted"].as_u64(), d["references_removed"].as_u64()), (Some(3), Some(3)));
     ok(&["compact", &root, "--table", "episodes"]);
-    std::thread::sleep(Duration::from_millis(4200));
+    crate::advance_clock(Duration::from_millis(4200));
     let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(dry["candidate_count"], 0, "old versions still reference Asia: {dry}");
     let c = json(&ok(&["cleanup", &root, "--table", "episodes", "--older-than", "0s", "--json"]));
@@ -151,7 +151,7 @@ fn history_and_journal_commands() {
     let fixed = json(&ok(&["refs", "repair", &root, "--table", "t", "--version", "2", "--json"]));
     assert_eq!((fixed["kind"].as_str(), fixed["references"].as_u64()), (Some("snapshot"), Some(1)));
     ok(&["refs", "verify", &root, "--table", "t"]);
-    std::thread::sleep(Duration::from_millis(4100));
+    crate::advance_clock(Duration::from_millis(4100));
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
     let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     // Version 3 (the restore of 1) references a and b; c went with version 2. Version 2's

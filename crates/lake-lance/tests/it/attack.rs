@@ -6,8 +6,9 @@ use crate::support::{batch, new_lake, reader, schema, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::DataLocationBuilder;
-use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
+use lake_objects::apply::{ApplyOptions, ApplyReport};
 use lake_objects::plan::GcPlan;
+use lake_objects::unchecked::apply_unchecked as apply;
 use lake_objects::writer::ManagedObject;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -218,16 +219,19 @@ async fn attack_objects_folder_is_a_link_outside_the_root() {
     let _ = std::fs::remove_dir_all(root.join("objects"));
     std::os::unix::fs::symlink(outside.path(), root.join("objects")).unwrap();
     tokio::time::sleep(Duration::from_millis(15)).await;
-    let options = lake_objects::planner::PlanOptions {
+    let options = lake_objects::unchecked::PlanOptions {
         root: lake.store.root().to_string(),
         min_age: Duration::from_secs(1),
         cutoff: Utc::now(),
         inventory_page_size: 10,
         memory_budget: 3,
     };
-    let planned =
-        lake_objects::planner::plan(&lake.engine, lake_objects::inventory::for_store(&lake.store).as_ref(), &options)
-            .await;
+    let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(
+        &lake.engine,
+        lake_objects::inventory::for_store(&lake.store).as_ref(),
+        &options,
+    )
+    .await;
     eprintln!(
         "objects/ as a link: {:?}",
         planned.as_ref().map(|(p, _)| (&p.foreign, p.lineage_complete)).map_err(|e| e.to_string())

@@ -8,7 +8,8 @@ use lake_engine::Engine;
 use lake_lance::LanceEngine;
 use lake_objects::keys::parse_managed_key;
 use lake_objects::plan::GcPlan;
-use lake_objects::planner::{plan, PlanOptions, PlanStats};
+use lake_objects::planner::PlanStats;
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use std::collections::BTreeSet;
 use std::time::Duration;
 

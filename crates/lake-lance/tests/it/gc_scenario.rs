@@ -3,9 +3,10 @@
 use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
 use chrono::Utc;
 use lake_lance::verify::check_retained_objects;
-use lake_objects::apply::{apply, ApplyOptions};
+use lake_objects::apply::ApplyOptions;
 use lake_objects::plan::GcPlan;
-use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::unchecked::apply_unchecked as apply;
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -57,9 +57,15 @@ async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
     assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<Vec<_>>(), vec![old.key.clone()]);
     let ckpt = dir.path().join("c");
     let deleter = lake_objects::deleter::for_store(&lake.store);
-    lake_objects::apply::apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &Default::default())
-        .await
-        .unwrap();
+    lake_objects::unchecked::apply_unchecked(
+        &lake.engine,
+        &deleter,
+        &ckpt.as_path().into(),
+        Some(&plan),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     assert!(lake.store.head(&young.key).await.unwrap().is_some(), "the young object survives");
     assert!(lake.store.head(&old.key).await.unwrap().is_none());
 }

@@ -6,6 +6,7 @@ mod apply_doors;
 mod attack;
 mod budget;
 mod crash;
+mod dry_run;
 mod foreign_model;
 mod gc_scenario;
 mod guard;

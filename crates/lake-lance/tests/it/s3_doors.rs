@@ -9,12 +9,13 @@ use crate::support::{batch, new_s3_lake, reader, schema, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::{DataLocationBuilder, SidecarDocument};
-use lake_objects::apply::{apply, ApplyOptions, ApplyReport};
+use lake_objects::apply::{ApplyOptions, ApplyReport};
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::deleter::DeleteOutcome;
 use lake_objects::layout::{reference_log_key, reference_log_prefix, sidecar_key};
 use lake_objects::plan::GcPlan;
 use lake_objects::s3_requests::RawListPage;
+use lake_objects::unchecked::apply_unchecked as apply;
 use lake_objects::writer::ManagedObject;
 use object_store::aws::{AmazonS3, AwsAuthorizer};
 use object_store::client::{ClientOptions, HttpConnector, HttpRequest, HttpRequestBody, ReqwestConnector};
@@ -443,7 +444,7 @@ async fn s3_folder_markers_beside_reference_logs_are_never_planned() {
         put_raw(&lake, m, b"").await;
     }
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let options = lake_objects::planner::PlanOptions {
+    let options = lake_objects::unchecked::PlanOptions {
         root: lake.store.root().to_string(),
         min_age: Duration::from_secs(1),
         cutoff: Utc::now(),
@@ -451,7 +452,7 @@ async fn s3_folder_markers_beside_reference_logs_are_never_planned() {
         memory_budget: 3,
     };
     let inventory = lake_objects::inventory::for_store(&lake.store);
-    let planned = lake_objects::planner::plan(&lake.engine, inventory.as_ref(), &options).await;
+    let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(&lake.engine, inventory.as_ref(), &options).await;
     let plan = match planned {
         Ok((plan, _)) => plan,
         Err(e) => panic!("a folder marker beside a reference log must not stop planning: {e}"),

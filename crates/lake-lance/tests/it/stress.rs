@@ -6,11 +6,12 @@
 use crate::support::{batch, new_lake_with_policy, reader, TestLake};
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngineError;
-use lake_objects::apply::{apply, ApplyOptions};
+use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::clock::{gc_cutoff, read_store_clock};
 use lake_objects::inventory;
-use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::unchecked::apply_unchecked as apply;
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,7 +115,8 @@ async fn stress(lake: TestLake, seconds: u64) {
     // version), then collect once more.
     tokio::time::sleep(MIN_AGE + Duration::from_millis(1500)).await;
     for location in lake_engine::Engine::tables(&lake.engine).await.unwrap().tables {
-        for problem in lake_engine::Engine::snapshot(&lake.engine, &location).await.unwrap().lineage().clone().problems {
+        for problem in lake_engine::Engine::snapshot(&lake.engine, &location).await.unwrap().lineage().clone().problems
+        {
             match problem {
                 lake_engine::LineageProblem::MissingSidecar { table, version } => {
                     lake.engine.repair_refs(&table, version).await.unwrap();

@@ -102,8 +102,14 @@ pub async fn apply_fresh(
 ) -> Result<lake_objects::apply::ApplyReport, lake_objects::ObjectsError> {
     let dir = tempfile::tempdir().unwrap();
     let deleter = lake_objects::deleter::for_store(&lake.store);
-    lake_objects::apply::apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(plan), options)
-        .await
+    lake_objects::unchecked::apply_unchecked(
+        &lake.engine,
+        &deleter,
+        &dir.path().join("c").as_path().into(),
+        Some(plan),
+        options,
+    )
+    .await
 }
 
 /// Copies the folder tree `from` into `to` (a backup, or its restore).

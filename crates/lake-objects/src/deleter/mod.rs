@@ -52,6 +52,13 @@ impl<T: ObjectDeleter + ?Sized> ObjectDeleter for Box<T> {
     }
 }
 
+#[async_trait]
+impl<T: ObjectDeleter + ?Sized> ObjectDeleter for &T {
+    async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError> {
+        (**self).delete_batch(keys).await
+    }
+}
+
 /// The deleter of `store`'s managed prefix: bulk `DeleteObjects` for `s3://` roots, no-follow
 /// removals for local roots.
 pub fn for_store(store: &crate::LakeStore) -> Box<dyn ObjectDeleter> {

@@ -7,14 +7,15 @@
 use chrono::Utc;
 use futures::StreamExt;
 use lake_engine::memory::MemoryEngine;
-use lake_objects::apply::{apply, ApplyOptions};
+use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::clock::read_store_clock;
 use lake_objects::deleter::{DeleteOutcome, ObjectDeleter};
 use lake_objects::inventory::{self, ObjectInventory};
 use lake_objects::keys::mint_key;
-use lake_objects::planner::{plan, PlanOptions};
 use lake_objects::store::CreateOutcome;
+use lake_objects::unchecked::apply_unchecked as apply;
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_objects::writer::ManagedObjectWriter;
 use lake_objects::LakeStore;
 use sha2::Digest;

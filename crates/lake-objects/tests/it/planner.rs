@@ -5,7 +5,7 @@ use lake_common::{DecodeError, ObjectIdentity};
 use lake_engine::memory::MemoryEngine;
 use lake_objects::inventory::local::LocalInventory;
 use lake_objects::plan::GcPlan;
-use lake_objects::planner::{plan, PlanOptions};
+use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
 use lake_objects::LakeStore;
 use std::collections::BTreeSet;

@@ -1,0 +1,131 @@
+//! The library, not the CLI, refuses unsafe GC: a horizon below the policy or below 1 s, a
+//! cutoff past the store's clock minus `min_age`, a clock skew past the bound, and a plan or
+//! checkpoint that is not bound to this lake and horizon, each with a typed error and nothing
+//! deleted.
+
+use chrono::{DateTime, Utc};
+use lake_engine::memory::MemoryEngine;
+use lake_objects::apply::ApplyOptions;
+use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::clock::{ClockReading, FixedClock, StoreClock};
+use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::inventory;
+use lake_objects::unchecked::{plan_with_unchecked_cutoff, PlanOptions};
+use lake_objects::writer::ManagedObjectWriter;
+use lake_objects::{LakeStore, ObjectsError};
+use std::time::Duration;
+
+struct Lake {
+    dir: tempfile::TempDir,
+    store: LakeStore,
+    orphan: String,
+}
+
+/// A lake with a policy floor of one hour and one unreferenced object.
+async fn lake() -> Lake {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
+    LakeDescriptor::create(&store, Duration::from_secs(3600)).await.unwrap();
+    let orphan = ManagedObjectWriter::new(store.clone()).upload("o.bin", &b"o"[..]).await.unwrap().key;
+    Lake { dir, store, orphan }
+}
+
+fn policy(err: ObjectsError, needle: &str) {
+    match err {
+        ObjectsError::Policy(m) => assert!(m.contains(needle), "{m}"),
+        other => panic!("expected a policy refusal ({needle}), got {other}"),
+    }
+}
+
+/// A clock two hours after the object's upload: old enough for a one-hour horizon.
+fn later() -> FixedClock {
+    FixedClock(Utc::now() + chrono::Duration::hours(2))
+}
+
+struct Skewed(DateTime<Utc>);
+
+#[async_trait::async_trait]
+impl StoreClock for Skewed {
+    async fn read(&self, _: &LakeStore) -> Result<ClockReading, ObjectsError> {
+        Ok(ClockReading { store_now: self.0, local_now: self.0 + chrono::Duration::hours(1) })
+    }
+}
+
+#[tokio::test]
+async fn unsafe_horizons_and_cutoffs_are_refused_by_the_library() {
+    let l = lake().await;
+    let engine = MemoryEngine::new();
+    let gc = GarbageCollector::open(l.store.clone(), &engine).await.unwrap().with_unchecked_clock(later());
+    let settings = PlanSettings::default();
+    policy(
+        gc.plan(&Horizon::new(Duration::from_secs(60)), &settings).await.unwrap_err(),
+        "below this lake's policy floor",
+    );
+    policy(gc.plan(&Horizon::new(Duration::from_millis(500)), &settings).await.unwrap_err(), "at least 1s");
+    let future = Horizon {
+        earlier_cutoff: Some(Utc::now() + chrono::Duration::hours(3)),
+        ..Horizon::new(Duration::from_secs(3600))
+    };
+    policy(gc.plan(&future, &settings).await.unwrap_err(), "later than the store's now minus min_age");
+    let skewed =
+        GarbageCollector::open(l.store.clone(), &engine).await.unwrap().with_unchecked_clock(Skewed(Utc::now()));
+    policy(
+        skewed.plan(&Horizon::new(Duration::from_secs(3600)), &settings).await.unwrap_err(),
+        "differs from the store's",
+    );
+    // Below the policy only when asked explicitly; then the (old) orphan is planned.
+    let below = Horizon { allow_below_policy: true, ..Horizon::new(Duration::from_secs(60)) };
+    let planned = gc.plan(&below, &settings).await.unwrap();
+    assert_eq!(planned.plan.candidates.keys().unwrap(), vec![l.orphan.clone()]);
+    // The real store clock: the object is seconds old, nothing is planned at a one-hour horizon.
+    let real = GarbageCollector::open(l.store.clone(), &engine).await.unwrap();
+    assert!(real.plan(&Horizon::new(Duration::from_secs(3600)), &settings).await.unwrap().plan.candidates.is_empty());
+    assert!(l.store.head(&l.orphan).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn only_a_plan_bound_to_this_lake_horizon_and_clock_is_applied() {
+    let l = lake().await;
+    let engine = MemoryEngine::new();
+    let gc = GarbageCollector::open(l.store.clone(), &engine).await.unwrap().with_unchecked_clock(later());
+    let horizon = Horizon::new(Duration::from_secs(3600));
+    let plan = gc.plan(&horizon, &PlanSettings::default()).await.unwrap().plan;
+    let ckpt = |name: &str| CheckpointLocation::parse(l.dir.path().join(name).to_str().unwrap()).unwrap();
+    let options = ApplyOptions::default();
+
+    // Another horizon than the plan's.
+    let other = Horizon::new(Duration::from_secs(7200));
+    policy(gc.apply(&plan, &other, &ckpt("a"), &options).await.unwrap_err(), "was made with min_age 3600s");
+    // A plan of another lake.
+    let elsewhere = lake().await;
+    let foreign = GarbageCollector::open(elsewhere.store.clone(), &engine).await.unwrap().with_unchecked_clock(later());
+    policy(foreign.apply(&plan, &horizon, &ckpt("b"), &options).await.unwrap_err(), "belongs to lake");
+    // A plan made at a cutoff the store's clock does not allow now (here: by the real clock).
+    let real = GarbageCollector::open(l.store.clone(), &engine).await.unwrap();
+    policy(
+        real.apply(&plan, &horizon, &ckpt("c"), &options).await.unwrap_err(),
+        "later than the store's now minus min_age",
+    );
+    let options_unchecked = PlanOptions {
+        root: l.store.root().to_string(),
+        min_age: Duration::from_secs(3600),
+        cutoff: Utc::now() + chrono::Duration::minutes(5),
+        inventory_page_size: 100,
+        memory_budget: 1 << 20,
+    };
+    let (too_late, _) =
+        plan_with_unchecked_cutoff(&engine, inventory::for_store(&l.store).as_ref(), &options_unchecked).await.unwrap();
+    policy(real.apply(&too_late, &horizon, &ckpt("d"), &options).await.unwrap_err(), "later than the store's now");
+    // A checkpoint inside the lake root.
+    let inside = CheckpointLocation::parse(l.dir.path().join("lake/gc.ckpt").to_str().unwrap()).unwrap();
+    assert!(matches!(gc.apply(&plan, &horizon, &inside, &options).await.unwrap_err(), ObjectsError::Root { .. }));
+    assert!(l.store.head(&l.orphan).await.unwrap().is_some(), "nothing deleted by any refusal");
+
+    // The bound plan is applied; resuming its checkpoint from another lake is refused.
+    let done = gc.apply(&plan, &horizon, &ckpt("e"), &options).await.unwrap();
+    assert!(done.checkpoint.complete && done.checkpoint.deleted == 1);
+    policy(foreign.resume(&horizon, &ckpt("e"), &options).await.unwrap_err(), "belongs to lake");
+    assert!(gc.resume(&horizon, &ckpt("e"), &options).await.unwrap().unwrap().was_complete);
+    assert!(gc.resume(&horizon, &ckpt("none"), &options).await.unwrap().is_none());
+}
