@@ -1,4 +1,4 @@
-//! `lake-bench`: side-by-side benchmarks of lake's cost targets (issue 6), on synthetic lakes it
+//! `lake-bench`: side-by-side benchmarks of lake's cost targets (README, "Benchmarks"), on synthetic lakes it
 //! builds itself. Run `cargo run --release -p lake-bench`; sizes are flags.
 //! Prints one `name: value` line per figure; `#` lines describe the setup. Each ratio compares two
 //! measurements taken in the same run, back to back and alternating; a ratio is the median of the
@@ -106,17 +106,12 @@ pub fn median<T: Ord + Copy + Default>(mut samples: Vec<T>) -> T {
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
 
-/// Structured logs on stderr, filtered by `LAKE_LOG` as `lake`'s are (tracing's env-filter
-/// syntax; default `warn`): `LAKE_LOG=lake_lance=debug` shows each append's phases (data files,
-/// commit, journal), `LAKE_LOG=lake_objects=debug` those of each plan.
+/// Structured logs on stderr, filtered by `LAKE_LOG` in tracing's env-filter syntax (errors only
+/// when unset, so the figures on stdout stand alone): `LAKE_LOG=lake_lance=debug` shows each
+/// append's phases (data files, commit, journal), `LAKE_LOG=lake_objects=debug` those of each plan.
 fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::from_env("LAKE_LOG");
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 fn main() {

@@ -18,13 +18,8 @@ fn half_budget(budget_kib: usize) -> usize {
 }
 
 fn options(store: &LakeStore, budget_kib: usize) -> PlanOptions {
-    PlanOptions {
-        root: store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
-        inventory_page_size: 1000,
-        memory_budget: half_budget(budget_kib),
-    }
+    PlanOptions::new(store.root(), Duration::from_secs(1), chrono::Utc::now() + chrono::Duration::seconds(5))
+        .memory_budget(half_budget(budget_kib))
 }
 
 /// Plans by journal once with a memory budget of `budget_kib` KiB; returns (wall time,

@@ -33,13 +33,8 @@ async fn fill(store: &LakeStore, n: usize) -> Result<(), String> {
 async fn apply_all(store: &LakeStore, n: usize) -> Result<Duration, String> {
     fill(store, n).await?;
     let engine = MemoryEngine::new();
-    let options = PlanOptions {
-        root: store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff: chrono::Utc::now() + chrono::Duration::seconds(5),
-        inventory_page_size: 1000,
-        memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET / 2,
-    };
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), chrono::Utc::now() + chrono::Duration::seconds(5));
     let inv = inventory::for_store(store);
     let (p, _) = plan(&engine, inv.as_ref(), &options).await.map_err(|e| e.to_string())?;
     if p.candidates.len() != n {

@@ -1,4 +1,4 @@
-//! Structured logs on stderr for `lake` (`lake-bench` sets up the same), filtered by `LAKE_LOG`
+//! Structured logs on stderr for `lake`, filtered by `LAKE_LOG`
 //! (tracing's env-filter syntax, e.g. `info` or `lake_lance=debug`; default `warn`).
 
 /// Installs the stderr subscriber.

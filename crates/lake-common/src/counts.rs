@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// canonical order. Memory is O(distinct identities), never O(rows).
 ///
 /// Counts, not sets, are what make the journal exact: two rows may reference one object, so
-/// deleting one of them must not make the object look unreferenced (brief section 4).
+/// deleting one of them must not make the object look unreferenced (docs/journal-format.md, "Why counts").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReferenceCounts {
     counts: BTreeMap<ObjectIdentity, u64>,

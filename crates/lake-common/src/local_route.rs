@@ -62,7 +62,7 @@ pub(crate) fn resolve_local_route(root: &LocalFolderId, segments: &[String]) -> 
             Err(e) => return Err(e),
         }
     };
-    let objects = identity(&root.path.join("objects"))?;
+    let objects = identity(&root.path.join(crate::MANAGED_PREFIX))?;
     // Walk up from the resolved path: a textual match after resolution (a symbolic link), or a
     // folder with the root's or `objects/`'s identity (a bind mount).
     loop {
@@ -90,7 +90,7 @@ pub(crate) fn resolve_local_route(root: &LocalFolderId, segments: &[String]) -> 
             return Ok((!key.is_empty()).then(|| key.join("/")));
         }
         if here.is_some() && here == objects {
-            let key: Vec<String> = std::iter::once("objects".to_string()).chain(tail()?).collect();
+            let key: Vec<String> = std::iter::once(crate::MANAGED_PREFIX.to_string()).chain(tail()?).collect();
             return Ok(Some(key.join("/")));
         }
         let Some(name) = resolved.file_name().map(ToOwned::to_owned) else { return Ok(None) };

@@ -19,6 +19,9 @@
 //!   struct, a large or fixed-size list, a map, a list of lists) ([`LocationError::Nested`]);
 //! - a Lance blob v2 column (extension `lance.blob.v2`), whose values can name objects by URI
 //!   outside any DataLocation ([`LocationError::Unsupported`]).
+//!
+//! (Longer than most modules: the layout rules and the batch readers they guard belong
+//! together, and its unit tests are a third of it.)
 
 use crate::counts::ReferenceCounts;
 use crate::error::LocationError;

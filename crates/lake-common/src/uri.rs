@@ -30,6 +30,9 @@
 //! A sibling prefix that shares the root's first letters (`s3://b/lake-old/...` for root
 //! `s3://b/lake`) is external: containment is decided per path segment, never per character
 //! (the delta-rs `_dates_backup` bug).
+//!
+//! (Longer than most modules because of its unit tests; routes through the file system and
+//! Amazon S3 endpoints are their own modules, `local_route` and `s3_url`.)
 
 use crate::error::UriError;
 use crate::local_route::{resolve_local_route, LocalFolderId};

@@ -1,6 +1,6 @@
 //! Journal replay: reference counts per version and the exact live set.
 //!
-//! The liveness rule (docs/liveness.md): an object is live if its reference count is above zero
+//! The liveness rule (docs/journal-format.md, "Replay and liveness"): an object is live if its reference count is above zero
 //! in at least one retained version. Replay walks the journal in version order from a base (a
 //! snapshot or version 1) and tracks, for each identity, the interval of versions `[since,
 //! until)` in which its count stays positive; the identity is live when a retained version falls

@@ -11,7 +11,7 @@
 //!    its count changes only at its own events and drops to zero at every snapshot that does not
 //!    list it (a snapshot replaces the whole state). That gives the identity's intervals of
 //!    versions `[since, until)` with a positive count, and it is live when a retained version
-//!    falls in one of them: the rule of `docs/liveness.md`, identical to the in-memory replay
+//!    falls in one of them: the rule of `docs/journal-format.md` ("Replay and liveness"), identical to the in-memory replay
 //!    (a property test compares the two on random journals).
 //!
 //! The live identities come out ascending, as a stream ([`LiveIdentities`]), so pages are cut
@@ -22,6 +22,10 @@
 //! count below zero is an error for that identity when the stream reaches it (the in-memory
 //! replay reports the earliest version; this one the first identity in order): either way the
 //! journal is inconsistent and lineage incomplete.
+//!
+//! (Longer than most modules: the event encoding, the per-identity replay and the two streams
+//! read from it (live identities, counts at retained versions) are one algorithm; its property
+//! tests against the in-memory replay are a third of it.)
 
 use crate::replay::ReplayError;
 use crate::spill::{read_exact_or_end, Merged, SortedRuns, SpillError, SpillRecord};

@@ -1,9 +1,14 @@
 //! [`LanceEngine`]: journaled table operations over Lance 14 datasets.
 //!
-//! Every operation that produces a Lance version follows the same protocol (brief section 5):
+//! Every operation that produces a Lance version follows the same protocol (docs/architecture.md,
+//! "The write protocol"):
 //! commit the Lance version, write its sidecar create-only, then advance the table registry.
 //! If the sidecar cannot be written the call fails and the registry is not advanced; GC then
 //! finds the version without a journal and refuses until it is repaired.
+//!
+//! (Longer than most modules: every version-producing operation of the engine follows the one
+//! commit protocol above and shares its helpers; lineage, live references, history, ingest and
+//! verification live in their own modules.)
 
 use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};

@@ -8,7 +8,7 @@
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
-use lake_engine::{EngineError, LineageProblem, Replay};
+use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
 
 /// Prefix of the temporary tags that protect a restore's source version.
 pub const RESTORE_TAG_PREFIX: &str = "lake-restore-";
@@ -21,37 +21,20 @@ impl LanceEngine {
     /// reach `version` (a missing or undecodable sidecar at or below it).
     pub async fn journal_counts_at(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
         let (lineage, sidecars) = self.lineage_and_sidecars(table).await?;
-        // The newest base (snapshot or version 1) at or below `version`, and a full chain to it.
-        let mut base = None;
-        for v in (1..=version).rev() {
-            match sidecars.get(&v) {
-                Some(Ok(d)) if d.kind == lake_common::DeltaKind::Snapshot || v == 1 => {
-                    base = Some(v);
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
-                    return Err(lineage_error(
-                        table,
-                        LineageProblem::UndecodableSidecar { table: table.into(), version: v, reason: e.to_string() },
-                    ))
-                }
-                None => {
-                    return Err(lineage_error(
-                        table,
-                        LineageProblem::MissingSidecar { table: table.into(), version: v },
-                    ))
-                }
-            }
-        }
-        let base =
-            base.ok_or_else(|| LanceEngineError::InvalidInput(format!("table `{table}` has no version {version}")))?;
         if version > lineage.latest_version {
             return Err(LanceEngineError::InvalidInput(format!(
                 "table `{table}` has no version {version} (latest is {})",
                 lineage.latest_version
             )));
         }
+        // The replay's base for `version` alone, and a full chain to it: the one search of
+        // `lake_engine::check_chain`, as for every other replay.
+        let (base, problems) = check_chain(table, &[version], version, &sidecars);
+        if let Some(problem) = problems.into_iter().next() {
+            return Err(lineage_error(table, problem));
+        }
+        let base =
+            base.ok_or_else(|| LanceEngineError::InvalidInput(format!("table `{table}` has no version {version}")))?;
         let mut replay = Replay::new(&[]);
         for v in base..=version {
             if let Some(Ok(d)) = sidecars.get(&v) {

@@ -24,6 +24,9 @@
 //! lists at most [`MAX_LISTED`] count mismatches, missing objects and size differences each,
 //! with exact totals. Not bounded here: one journal entry is decoded whole (a format-2 version's
 //! reference log is folded into counts in memory).
+//!
+//! (Longer than most modules: the three external sorts and their record types belong to the one
+//! merge they feed; split, none of them reads on its own.)
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;

@@ -228,13 +228,7 @@ impl<'e> GarbageCollector<'e> {
     /// partial read).
     pub async fn plan(&self, horizon: &Horizon, settings: &PlanSettings) -> Result<Planned, ObjectsError> {
         let (cutoff, clock) = self.cutoff(horizon).await?;
-        let options = PlanOptions {
-            root: self.store.root().to_string(),
-            min_age: horizon.min_age,
-            cutoff,
-            inventory_page_size: settings.inventory_page_size,
-            memory_budget: settings.memory_budget,
-        };
+        let options = PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings);
         let (plan, stats) = plan(self.engine, self.inventory.as_ref(), &options).await?;
         Ok(Planned { plan, stats, clock })
     }

@@ -20,7 +20,7 @@ pub const CLOCK_PREFIX: &str = "_lake/clock";
 /// Folder of the Lance datasets.
 pub const TABLES_PREFIX: &str = "tables";
 /// Folder of managed objects (no trailing slash).
-pub const OBJECTS_PREFIX: &str = "objects";
+pub const OBJECTS_PREFIX: &str = lake_common::MANAGED_PREFIX;
 /// Suffix of a dataset folder.
 pub const DATASET_SUFFIX: &str = ".lance";
 

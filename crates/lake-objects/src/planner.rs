@@ -35,6 +35,7 @@ use crate::candidates::CandidateWriter;
 use crate::error::ObjectsError;
 use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
 use crate::keys::{first_key_at, minted_at};
+use crate::layout::OBJECTS_PREFIX;
 use crate::live_keys::push_live_keys;
 use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use crate::spill::SortedRuns;
@@ -73,6 +74,37 @@ pub struct PlanOptions {
     /// Bytes of live keys held in memory before they spill to a sorted run on local disk
     /// (about 24 bytes plus the key's length each).
     pub memory_budget: usize,
+}
+
+impl PlanOptions {
+    /// A plan of the lake at `root` with horizon `min_age` and cutoff `cutoff`, listing and
+    /// holding memory as [`crate::collector::PlanSettings::default`] does (1000 keys a page,
+    /// half the default memory budget).
+    pub fn new(root: &lake_common::uri::LakeRootUri, min_age: Duration, cutoff: DateTime<Utc>) -> Self {
+        let settings = crate::collector::PlanSettings::default();
+        Self {
+            root: root.to_string(),
+            min_age,
+            cutoff,
+            inventory_page_size: settings.inventory_page_size,
+            memory_budget: settings.memory_budget,
+        }
+    }
+
+    /// The same options with `settings`' page size and memory budget.
+    pub fn with_settings(self, settings: &crate::collector::PlanSettings) -> Self {
+        Self { inventory_page_size: settings.inventory_page_size, memory_budget: settings.memory_budget, ..self }
+    }
+
+    /// The same options listing `keys` objects per request (1 to 1000 on S3).
+    pub fn page_size(self, keys: usize) -> Self {
+        Self { inventory_page_size: keys, ..self }
+    }
+
+    /// The same options holding `bytes` of live keys before they spill.
+    pub fn memory_budget(self, bytes: usize) -> Self {
+        Self { memory_budget: bytes, ..self }
+    }
 }
 
 /// Counters of one planning run.
@@ -191,7 +223,10 @@ pub(crate) async fn plan(
                 aliases.links.extend(page.links);
                 for entry in page.entries {
                     stats.objects_listed += 1;
-                    if entry.key >= stop_at && entry.key.starts_with("objects/") && minted_at(&entry.key).is_some() {
+                    if entry.key >= stop_at
+                        && entry.key.strip_prefix(OBJECTS_PREFIX).is_some_and(|k| k.starts_with('/'))
+                        && minted_at(&entry.key).is_some()
+                    {
                         // Time-ordered keys: everything from here on was minted after the cutoff.
                         stats.young_objects += 1;
                         break 'listing;

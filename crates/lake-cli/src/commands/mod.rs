@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod gc;
+pub mod gc_report;
 pub mod history;
 pub mod ingest;
 pub mod init;

@@ -1,9 +1,8 @@
-//! `lake ingest` streams its uploads into one append: the table it produces (rows in path order,
-//! one reference per file, one version), and failures that commit nothing.
+//! `lake ingest` streams its uploads into one append: what it reports, the objects and the one
+//! version it produces, and failures that commit nothing (the rows themselves are checked by
+//! `lake_lance::ingest`'s tests).
 
 use crate::{lake, object_files, ok, stderr, write_files};
-use arrow_array::{Array, StringArray, StructArray, UInt64Array};
-use futures::TryStreamExt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Command;
@@ -12,47 +11,18 @@ fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
 
-/// Writes `n` files under `dir` (three episode folders and a few files at the top) and returns
-/// `(path, content)` in walk order (sorted by path).
+/// Writes `n` small files of distinct content under `dir`, in two episode folders, and returns
+/// `(path, content)`.
 fn source(dir: &Path, n: usize) -> Vec<(String, String)> {
-    let mut files: Vec<(String, String)> = (0..n)
-        .map(|i| {
-            let path = if i % 50 == 7 { format!("top{i:05}.txt") } else { format!("ep{}/f{i:05}.bin", i % 3) };
-            (path, format!("file {i} {}", "x".repeat(i % 13)))
-        })
-        .collect();
+    let files: Vec<(String, String)> =
+        (0..n).map(|i| (format!("ep{}/f{i:05}.bin", i % 2), format!("file {i}"))).collect();
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
     write_files(dir, &refs);
-    files.sort();
     files
 }
 
-/// Every row of table `table` at its latest version: (episode, path, uri, size).
-async fn table_rows(root: &str, table: &str) -> (u64, Vec<(String, String, String, u64)>) {
-    let ds = lance::Dataset::open(&format!("{root}/tables/{table}.lance")).await.unwrap();
-    let batches: Vec<_> = ds.scan().try_into_stream().await.unwrap().try_collect().await.unwrap();
-    let mut rows = Vec::new();
-    for b in batches {
-        let text = |name: &str| b.column_by_name(name).unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
-        let (episodes, paths) = (text("episode"), text("path"));
-        let files = b.column_by_name("file").unwrap().as_any().downcast_ref::<StructArray>().unwrap().clone();
-        let uris = files.column(0).as_any().downcast_ref::<StringArray>().unwrap();
-        let sizes = files.column(2).as_any().downcast_ref::<UInt64Array>().unwrap();
-        assert_eq!(files.null_count(), 0);
-        for i in 0..b.num_rows() {
-            rows.push((
-                episodes.value(i).to_string(),
-                paths.value(i).to_string(),
-                uris.value(i).to_string(),
-                sizes.value(i),
-            ));
-        }
-    }
-    (ds.version().version, rows)
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_streamed_ingest_gives_the_same_table_in_one_version() {
+#[test]
+fn a_streamed_ingest_gives_the_same_objects_in_one_version() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake").display().to_string();
     let src = dir.path().join("src");
@@ -66,18 +36,20 @@ async fn a_streamed_ingest_gives_the_same_table_in_one_version() {
     assert_eq!(out["references_added"], files.len());
     assert_eq!(out["bytes"], bytes);
 
-    let (version, rows) = table_rows(&root, "files").await;
-    assert_eq!(version, 1);
-    assert_eq!(rows.len(), files.len());
-    for ((episode, path, uri, size), (want_path, content)) in rows.iter().zip(&files) {
-        assert_eq!(path, want_path, "rows are in path order");
-        let want_episode = want_path.split_once('/').map(|(e, _)| e).unwrap_or("");
-        assert_eq!(episode, want_episode);
-        let name = want_path.rsplit('/').next().unwrap();
-        assert!(uri.starts_with("objects/") && uri.ends_with(&format!("/{name}")), "{uri}");
-        assert_eq!(*size, content.len() as u64);
-        assert_eq!(std::fs::read_to_string(Path::new(&root).join(uri)).unwrap(), *content);
-    }
+    // Each file became one object named after it, holding its bytes (the rows' order and
+    // columns are checked by lake_lance's own ingest tests).
+    let mut stored: Vec<(String, String)> = object_files(Path::new(&root))
+        .iter()
+        .map(|rel| {
+            let name = rel.rsplit('/').next().unwrap().to_string();
+            (name, std::fs::read_to_string(Path::new(&root).join(rel)).unwrap())
+        })
+        .collect();
+    let mut want: Vec<(String, String)> =
+        files.iter().map(|(p, c)| (p.rsplit('/').next().unwrap().to_string(), c.clone())).collect();
+    stored.sort();
+    want.sort();
+    assert_eq!(stored, want);
     assert_eq!(object_files(Path::new(&root)).len(), files.len());
     let versions = json(&ok(&["versions", &root, "--table", "files", "--json"]));
     assert_eq!(versions["versions"].as_array().map(Vec::len), Some(1));
@@ -90,13 +62,11 @@ async fn a_streamed_ingest_gives_the_same_table_in_one_version() {
     let replaced = source(&small, 3);
     let out = json(&ok(&["ingest", &root, "--table", "files", small.to_str().unwrap(), "--overwrite", "--json"]));
     assert_eq!((out["version"].as_u64(), out["rows"].as_u64()), (Some(2), Some(3)));
-    let (version, rows) = table_rows(&root, "files").await;
-    assert_eq!(version, 2);
-    assert_eq!(
-        rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
-        replaced.into_iter().map(|f| f.0).collect::<Vec<_>>()
-    );
-    ok(&["refs", "verify", &root]);
+    assert_eq!(out["references_added"].as_u64(), Some(replaced.len() as u64));
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    // Both retained versions are scanned: 1300 references in the first, 3 in the overwrite.
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert_eq!((verify["versions_scanned"].as_u64(), verify["references_scanned"].as_u64()), (Some(2), Some(1303)));
 }
 
 #[test]

@@ -219,13 +219,9 @@ async fn attack_objects_folder_is_a_link_outside_the_root() {
     let _ = std::fs::remove_dir_all(root.join("objects"));
     std::os::unix::fs::symlink(outside.path(), root.join("objects")).unwrap();
     tokio::time::sleep(Duration::from_millis(15)).await;
-    let options = lake_objects::unchecked::PlanOptions {
-        root: lake.store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff: Utc::now(),
-        inventory_page_size: 10,
-        memory_budget: 3,
-    };
+    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), Duration::from_secs(1), Utc::now())
+        .page_size(10)
+        .memory_budget(3);
     let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(
         &lake.engine,
         lake_objects::inventory::for_store(&lake.store).as_ref(),

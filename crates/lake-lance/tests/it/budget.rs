@@ -20,13 +20,7 @@ async fn plan_with(
     budget: usize,
     page: usize,
 ) -> (GcPlan, PlanStats) {
-    let options = PlanOptions {
-        root: store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff,
-        inventory_page_size: page,
-        memory_budget: budget,
-    };
+    let options = PlanOptions::new(store.root(), Duration::from_secs(1), cutoff).page_size(page).memory_budget(budget);
     plan(engine, lake_objects::inventory::for_store(store).as_ref(), &options).await.unwrap()
 }
 

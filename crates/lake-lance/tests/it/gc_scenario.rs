@@ -1,4 +1,4 @@
-//! The first issue's end-to-end GC scenario on a real local lake.
+//! The end-to-end GC scenario (orphans, shared objects, cleanup, resumable apply) on a real lake.
 
 use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
 use chrono::Utc;
@@ -11,13 +11,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 pub async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize) -> GcPlan {
-    let options = PlanOptions {
-        root: lake.store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff,
-        inventory_page_size: page,
-        memory_budget: 3,
-    };
+    let options = PlanOptions::new(lake.store.root(), Duration::from_secs(1), cutoff).page_size(page).memory_budget(3);
     plan(&lake.engine, lake_objects::inventory::for_store(&lake.store).as_ref(), &options).await.unwrap().0
 }
 
@@ -36,7 +30,7 @@ async fn s3_gc_deletes_exactly_the_old_orphans_and_resumes() {
     scenario(new_s3_lake("gc-scenario").await).await;
 }
 
-/// The first issue's scenario on any lake root.
+/// The scenario on any lake root.
 async fn scenario(lake: TestLake) {
     let a1 = lake.upload("a1.bin", b"episode A, file 1").await;
     let a2 = lake.upload("a2.bin", b"episode A, file 2").await;

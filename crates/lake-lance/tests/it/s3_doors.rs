@@ -444,13 +444,9 @@ async fn s3_folder_markers_beside_reference_logs_are_never_planned() {
         put_raw(&lake, m, b"").await;
     }
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let options = lake_objects::unchecked::PlanOptions {
-        root: lake.store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff: Utc::now(),
-        inventory_page_size: 2,
-        memory_budget: 3,
-    };
+    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), Duration::from_secs(1), Utc::now())
+        .page_size(2)
+        .memory_budget(3);
     let inventory = lake_objects::inventory::for_store(&lake.store);
     let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(&lake.engine, inventory.as_ref(), &options).await;
     let plan = match planned {

@@ -628,7 +628,7 @@ async fn a_blob_v2_column_is_refused_by_append_and_by_repair() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Probes past the brief.
+// Probes beyond the first adversarial run's inputs.
 
 /// A struct with the DataLocation's three children of the exact types and one more child (a
 /// client that added `mime` to each location) is neither the layout nor a look-alike (the

@@ -56,13 +56,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
     lake.engine.cleanup("t", Duration::from_secs(1)).await.unwrap();
     let clock = read_store_clock(&lake.store).await.unwrap();
     let cutoff = gc_cutoff(&clock, MIN_AGE, Duration::from_secs(60)).unwrap();
-    let options = PlanOptions {
-        root: lake.store.root().to_string(),
-        min_age: MIN_AGE,
-        cutoff,
-        inventory_page_size: 50,
-        memory_budget: 3,
-    };
+    let options = PlanOptions::new(lake.store.root(), MIN_AGE, cutoff).page_size(50).memory_budget(3);
     let inv = inventory::for_store(&lake.store);
     let (p, _) = plan(&lake.engine, inv.as_ref(), &options).await.unwrap();
     if !p.lineage_complete {

@@ -48,6 +48,9 @@
 //! with no entries is listed itself, as `key/` ([`EntryKind::EmptyFolder`]). Folders are read with `getdents64` on a descriptor (rustix's
 //! `Dir`) and files stat'ed relative to it: per object, one `openat`, two `getdents64` (the
 //! second finds the end), one `fstatat` and one `close`.
+//!
+//! (Longer than most modules: the walk, its readers and its external sort of big folders are one
+//! algorithm whose invariants (key order, one pass per folder, bounded memory) span all of them.)
 
 use super::{EntryKind, InventoryEntry, InventoryPage, ObjectInventory};
 use crate::error::ObjectsError;

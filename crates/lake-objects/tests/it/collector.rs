@@ -107,13 +107,10 @@ async fn only_a_plan_bound_to_this_lake_horizon_and_clock_is_applied() {
         real.apply(&plan, &horizon, &ckpt("c"), &options).await.unwrap_err(),
         "later than the store's now minus min_age",
     );
-    let options_unchecked = PlanOptions {
-        root: l.store.root().to_string(),
-        min_age: Duration::from_secs(3600),
-        cutoff: Utc::now() + chrono::Duration::minutes(5),
-        inventory_page_size: 100,
-        memory_budget: 1 << 20,
-    };
+    let options_unchecked =
+        PlanOptions::new(l.store.root(), Duration::from_secs(3600), Utc::now() + chrono::Duration::minutes(5))
+            .page_size(100)
+            .memory_budget(1 << 20);
     let (too_late, _) =
         plan_with_unchecked_cutoff(&engine, inventory::for_store(&l.store).as_ref(), &options_unchecked).await.unwrap();
     policy(real.apply(&too_late, &horizon, &ckpt("d"), &options).await.unwrap_err(), "later than the store's now");

@@ -190,13 +190,7 @@ pub async fn check_age_gate_and_key_grammar(store: &LakeStore) {
     let engine = MemoryEngine::new();
     let inventory = inventory::for_store(store);
     let plan_at = |cutoff| {
-        let options = PlanOptions {
-            root: store.root().to_string(),
-            min_age: Duration::from_secs(1),
-            cutoff,
-            inventory_page_size: 2,
-            memory_budget: 3,
-        };
+        let options = PlanOptions::new(store.root(), Duration::from_secs(1), cutoff).page_size(2).memory_budget(3);
         let engine = &engine;
         let inventory = inventory.as_ref();
         async move { plan(engine, inventory, &options).await.unwrap().0 }
@@ -220,13 +214,10 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     }
     let clock = read_store_clock(store).await.unwrap();
     let engine = MemoryEngine::new();
-    let options = PlanOptions {
-        root: store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff: clock.store_now + chrono::Duration::seconds(2),
-        inventory_page_size: 3,
-        memory_budget: 3,
-    };
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2))
+            .page_size(3)
+            .memory_budget(3);
     let inventory = inventory::for_store(store);
     let (p, _) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
@@ -358,13 +349,10 @@ async fn s3_apply_deletes_in_bulk() {
     let count = || std::fs::read_to_string(&log).unwrap().lines().filter(|l| l.contains("s3.DeleteObjects")).count();
     let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
-    let options = PlanOptions {
-        root: store.root().to_string(),
-        min_age: Duration::from_secs(1),
-        cutoff: clock.store_now + chrono::Duration::seconds(2),
-        inventory_page_size: 1000,
-        memory_budget: 3,
-    };
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2))
+            .page_size(1000)
+            .memory_budget(3);
     let inventory = inventory::for_store(&store);
     let (p, stats) = plan(&engine, inventory.as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), n);

@@ -24,13 +24,7 @@ fn fixture() -> Fixture {
 }
 
 async fn gc(f: &Fixture, engine: &MemoryEngine, cutoff: chrono::DateTime<Utc>, pages: usize) -> GcPlan {
-    let options = PlanOptions {
-        root: f.store.root().to_string(),
-        min_age: Duration::from_secs(60),
-        cutoff,
-        inventory_page_size: pages,
-        memory_budget: 3,
-    };
+    let options = PlanOptions::new(f.store.root(), Duration::from_secs(60), cutoff).page_size(pages).memory_budget(3);
     plan(engine, &LocalInventory::new(f.store.clone()), &options).await.unwrap().0
 }
 
@@ -163,13 +157,8 @@ async fn a_spilled_live_set_gives_the_same_plan_as_memory() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     let cutoff = Utc::now();
     let run = |budget: usize, pages: usize| {
-        let options = PlanOptions {
-            root: f.store.root().to_string(),
-            min_age: Duration::from_secs(60),
-            cutoff,
-            inventory_page_size: pages,
-            memory_budget: budget,
-        };
+        let options =
+            PlanOptions::new(f.store.root(), Duration::from_secs(60), cutoff).page_size(pages).memory_budget(budget);
         let engine = &engine;
         let store = f.store.clone();
         async move { plan(engine, &LocalInventory::new(store), &options).await.unwrap() }

@@ -1,0 +1,268 @@
+//! The report of one `lake gc` run in its three forms: human-readable text, the `--json` object
+//! (its candidate array streamed from the plan's list), and Prometheus text metrics.
+
+use lake_objects::apply::ApplyReport;
+use lake_objects::clock::ClockReading;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::plan::GcPlan;
+use lake_objects::planner::{format_time, PlanStats};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// What a GC run did.
+#[derive(Debug, Clone)]
+pub struct GcReport {
+    /// The plan made or resumed.
+    pub plan: GcPlan,
+    /// Planning counters (absent when resuming a recorded plan).
+    pub stats: Option<PlanStats>,
+    /// The clock reading the cutoff came from.
+    pub clock: ClockReading,
+    /// The lake's policy floor.
+    pub policy: LakeDescriptor,
+    /// Apply outcome, when applying.
+    pub apply: Option<ApplyReport>,
+    /// True when the plan came from an existing checkpoint.
+    pub resumed: bool,
+    /// Wall time of planning, seconds (0 when resuming or applying a saved plan).
+    pub plan_seconds: f64,
+    /// Wall time of the apply, seconds (0 for a dry run).
+    pub apply_seconds: f64,
+}
+
+/// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
+/// candidate array streamed from its list (a spilled list is read once, never loaded whole).
+/// Keys are in ascending order, as in every other `--json` object.
+pub struct JsonReport<'a>(pub &'a GcReport);
+
+impl serde::Serialize for JsonReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = match self.0.to_json() {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let mut map = serializer.serialize_map(Some(fields.len() + 1))?;
+        let mut candidates = Some(&self.0.plan.candidates);
+        for (key, value) in &fields {
+            if key.as_str() > "candidates" {
+                if let Some(list) = candidates.take() {
+                    map.serialize_entry("candidates", list)?;
+                }
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if let Some(list) = candidates {
+            map.serialize_entry("candidates", list)?;
+        }
+        map.end()
+    }
+}
+
+impl GcReport {
+    /// The `--json` object without its `candidates` array (see [`JsonReport`], which adds it
+    /// streamed).
+    pub fn to_json(&self) -> Value {
+        let p = &self.plan;
+        let mut v = json!({
+            "digest": p.digest(),
+            "root": p.root,
+            "cutoff": p.cutoff,
+            "min_age_seconds": p.min_age_seconds,
+            "policy_min_age_seconds": self.policy.gc.min_age_seconds,
+            "store_now": format_time(self.clock.store_now),
+            "clock_skew_ms": self.clock.skew_ms(),
+            "lineage_complete": p.lineage_complete,
+            "problems": p.problems,
+            "foreign_count": p.foreign_count,
+            "foreign": p.foreign,
+            "basis": p.basis,
+            "candidate_count": p.candidates.len(),
+            "candidate_bytes": p.candidate_bytes(),
+            "resumed": self.resumed,
+            "plan_seconds": self.plan_seconds,
+            "apply_seconds": self.apply_seconds,
+        });
+        if let Some(s) = &self.stats {
+            v["metrics"] = json!({
+                "tables": s.tables,
+                "live_references": s.live_references,
+                "objects_listed": s.objects_listed,
+                "inventory_pages": s.inventory_pages,
+                "unmanaged_keys": s.unmanaged_keys,
+                "foreign_entries": s.foreign_entries,
+                "empty_folders": s.empty_folders,
+                "journal_garbage": s.journal_garbage,
+                "live_objects": s.live_objects,
+                "young_objects": s.young_objects,
+                "spilled_runs": s.spilled_runs,
+            });
+        }
+        if let Some(a) = &self.apply {
+            let c = &a.checkpoint;
+            v["deleted"] = json!(c.deleted);
+            v["already_gone"] = json!(c.already_gone);
+            v["absent"] = json!(c.absent);
+            v["skipped"] = json!(c.skipped.len());
+            v["skipped_keys"] = json!(c.skipped);
+            v["failed"] = json!(c.failed.len());
+            v["failed_keys"] = json!(c.failed);
+            v["revived"] = json!(c.revived.len());
+            v["revived_keys"] = json!(c.revived);
+            v["complete"] = json!(c.complete);
+            v["delete_pages"] = json!(a.pages);
+            v["already_complete"] = json!(a.was_complete);
+        }
+        v
+    }
+
+    /// The metrics summary in the Prometheus text exposition format (for a node exporter's
+    /// textfile collector): one gauge per figure, labelled with the lake root.
+    pub fn to_prometheus(&self) -> String {
+        let root = self.plan.root.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut figures: Vec<(&str, &str, f64)> = vec![
+            ("lake_gc_candidates", "Objects the plan would delete.", self.plan.candidates.len() as f64),
+            ("lake_gc_candidate_bytes", "Bytes of the candidates.", self.plan.candidate_bytes() as f64),
+            (
+                "lake_gc_lineage_complete",
+                "1 when every table's journal is complete.",
+                f64::from(u8::from(self.plan.lineage_complete)),
+            ),
+            (
+                "lake_gc_foreign_entries",
+                "Entries under objects/ that are no objects (links, devices, folder markers).",
+                self.plan.foreign_count as f64,
+            ),
+            (
+                "lake_gc_clock_skew_seconds",
+                "Local clock minus the store's clock.",
+                self.clock.skew_ms() as f64 / 1000.0,
+            ),
+            ("lake_gc_plan_seconds", "Wall time of planning.", self.plan_seconds),
+            ("lake_gc_apply_seconds", "Wall time of the apply.", self.apply_seconds),
+        ];
+        if let Some(s) = &self.stats {
+            figures.push((
+                "lake_gc_objects_listed",
+                "Objects listed under the managed prefix.",
+                s.objects_listed as f64,
+            ));
+            figures.push((
+                "lake_gc_live_references",
+                "Live references read from the journal.",
+                s.live_references as f64,
+            ));
+            figures.push(("lake_gc_inventory_pages", "Listing requests.", s.inventory_pages as f64));
+        }
+        if let Some(a) = &self.apply {
+            let c = &a.checkpoint;
+            figures.push(("lake_gc_deleted", "Objects deleted.", c.deleted as f64));
+            figures.push(("lake_gc_already_gone", "Candidates already gone.", c.already_gone as f64));
+            figures.push((
+                "lake_gc_absent",
+                "Candidates the store confirms gone without saying whether this apply removed them (S3).",
+                c.absent as f64,
+            ));
+            figures.push((
+                "lake_gc_skipped",
+                "Candidates left alone (no longer a regular file).",
+                c.skipped.len() as f64,
+            ));
+            figures.push(("lake_gc_failed", "Deletes that failed and stay pending.", c.failed.len() as f64));
+            figures.push((
+                "lake_gc_revived",
+                "Candidates dropped because a newer version references them.",
+                c.revived.len() as f64,
+            ));
+            figures.push(("lake_gc_delete_requests", "Delete pages sent in this run.", a.pages as f64));
+            figures.push(("lake_gc_complete", "1 when the apply is complete.", f64::from(u8::from(c.complete))));
+        }
+        let mut out = String::new();
+        for (name, help, value) in figures {
+            out += &format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{root=\"{root}\"}} {value}\n");
+        }
+        out
+    }
+
+    /// Human-readable lines.
+    pub fn to_text(&self) -> String {
+        let p = &self.plan;
+        let mut out = String::new();
+        let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
+        out += &format!("lake gc {mode}\n");
+        out += &format!("  root:        {}\n", p.root);
+        out += &format!(
+            "  policy:      min_age {} (lake floor {})\n",
+            humantime::format_duration(Duration::from_secs(p.min_age_seconds)),
+            humantime::format_duration(self.policy.min_age())
+        );
+        out += &format!(
+            "  store clock: {} (local clock {:+} ms)\n",
+            format_time(self.clock.store_now),
+            self.clock.skew_ms()
+        );
+        out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
+        out += &format!("  plan digest: {}\n", p.digest());
+        for b in &p.basis {
+            out += &format!("  table `{}` at version {}\n", b.table, b.version);
+        }
+        if !p.lineage_complete {
+            out += "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
+            for problem in &p.problems {
+                out += &format!("    - {problem}\n");
+            }
+        }
+        if p.foreign_count > 0 {
+            out += &format!(
+                "  foreign:     {} entries under objects/ are no objects; never followed, planned or deleted:\n",
+                p.foreign_count
+            );
+            for f in &p.foreign {
+                out += &format!("    {f}\n");
+            }
+        }
+        out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
+        match p.candidates.first(50) {
+            Ok(first) => {
+                for c in first {
+                    out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
+                }
+            }
+            Err(e) => out += &format!("    (cannot read the candidate list: {e})\n"),
+        }
+        if p.candidates.len() > 50 {
+            out += &format!("    ... {} more (use --json or --out for the full list)\n", p.candidates.len() - 50);
+        }
+        if let Some(a) = &self.apply {
+            let c = &a.checkpoint;
+            if a.was_complete {
+                out += "  apply: already complete; nothing to do\n";
+            }
+            out += &format!(
+                "  deleted {}, already gone {}, gone (store does not say which run removed them) {}, revived {}, skipped {}, failed {} ({} delete requests this run)\n",
+                c.deleted,
+                c.already_gone,
+                c.absent,
+                c.revived.len(),
+                c.skipped.len(),
+                c.failed.len(),
+                a.pages
+            );
+            for s in c.skipped.iter().take(20) {
+                out += &format!("    skipped {s}\n");
+            }
+            out += if c.complete { "  complete\n" } else { "  NOT complete: run the same command again to resume\n" };
+        }
+        out
+    }
+
+    /// Exit code: 0 done; 3 dry run on incomplete lineage; 4 apply with work left.
+    pub fn exit_code(&self) -> u8 {
+        match &self.apply {
+            Some(a) if !a.checkpoint.complete => 4,
+            Some(_) => 0,
+            None if !self.plan.lineage_complete => 3,
+            None => 0,
+        }
+    }
+}
