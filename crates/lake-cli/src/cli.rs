@@ -38,6 +38,17 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Delete the rows matching a Lance SQL predicate; their references are journaled as removed.
     Delete(DeleteArgs),
+    /// Set columns of the rows matching a Lance SQL predicate (every row without --where).
+    ///
+    /// Each --set is COLUMN=EXPRESSION, a Lance SQL expression over the row before the update
+    /// (`label='cat'`, `file=NULL`, `thumb=image`). Setting a reference column journals the
+    /// references it removed and added; an object newly referenced must pass the publication
+    /// guard. A concurrent write that conflicts makes the update fail with nothing committed.
+    Update(UpdateArgs),
+    /// Build, drop or list the indexes of a table (content-preserving versions: empty journal
+    /// entries; an index built by another Lance client needs no repair either).
+    #[command(subcommand)]
+    Index(IndexCommand),
     /// Restore an older version's content as a new latest version (journaled as a snapshot).
     Restore(RestoreArgs),
     /// Tag a version (tagged versions are retained: cleanup skips them and GC keeps their
@@ -186,6 +197,55 @@ pub struct DeleteArgs {
     /// Lance SQL filter selecting the rows to delete, e.g. "episode = 'Asia'".
     #[arg(long = "where", value_name = "PREDICATE")]
     pub predicate: String,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// COLUMN=EXPRESSION (repeatable), e.g. --set "label='cat'" --set "file=NULL".
+    #[arg(long = "set", value_name = "COLUMN=EXPR", required = true)]
+    pub assignments: Vec<String>,
+    /// Lance SQL filter selecting the rows to update, e.g. "episode = 'Asia'".
+    #[arg(long = "where", value_name = "PREDICATE")]
+    pub predicate: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IndexCommand {
+    /// Build an index on one column (Lance's default parameters for its kind).
+    Create(IndexCreateArgs),
+    /// Remove an index by name.
+    Drop(IndexDropArgs),
+    /// List a table's indexes.
+    List(TableArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IndexCreateArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The column to index.
+    #[arg(long)]
+    pub column: String,
+    /// btree, bitmap, label_list, ngram, zonemap, bloomfilter or inverted (full-text search).
+    #[arg(long, default_value = "btree")]
+    pub kind: String,
+    /// The index's name (default: Lance's `<column>_idx`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Replace an index of the same name.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexDropArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The index's name (`lake index list` shows them).
+    #[arg(long)]
+    pub name: String,
 }
 
 #[derive(Debug, Args)]

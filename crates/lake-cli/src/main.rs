@@ -24,6 +24,8 @@ fn main() -> ExitCode {
             Command::Init(a) => commands::init::run(a).await,
             Command::Ingest(a) => commands::ingest::run(a).await,
             Command::Delete(a) => commands::tables::delete(a).await,
+            Command::Update(a) => commands::operations::update(a).await,
+            Command::Index(c) => commands::operations::index(c).await,
             Command::Restore(a) => commands::history::restore(a).await,
             Command::Tag(a) => commands::history::tag(a).await,
             Command::Refs(c) => commands::refs::run(c).await,

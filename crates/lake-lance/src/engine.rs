@@ -78,10 +78,6 @@ pub struct VersionInfo {
     pub journaled: bool,
 }
 
-/// Lance operations that never change which objects rows reference (their journal entry is an
-/// empty delta): fragment id reservation, compaction rewrites, index creation, config changes.
-pub const CONTENT_PRESERVING_OPERATIONS: [&str; 4] = ["ReserveFragments", "Rewrite", "CreateIndex", "UpdateConfig"];
-
 /// The Lance engine of one lake.
 ///
 /// Planning memory: the journal of the table being replayed is held in sorted-run buffers of at
@@ -197,7 +193,7 @@ impl LanceEngine {
     }
 
     /// Writes empty deltas for the versions in `(after, upto]` that have no sidecar and whose
-    /// Lance transaction is content-preserving ([`CONTENT_PRESERVING_OPERATIONS`]). Versions of
+    /// Lance transaction is content-preserving ([`crate::foreign::preserves_content`]). Versions of
     /// other kinds are left to the writer that made them (a concurrent append journals its own).
     /// `upto` itself must end up journaled.
     ///
@@ -222,13 +218,18 @@ impl LanceEngine {
                 action: "read transaction",
                 source,
             })?;
-            let name = tx.as_ref().map(|t| t.operation.name().to_string()).unwrap_or_default();
-            if CONTENT_PRESERVING_OPERATIONS.contains(&name.as_str()) {
-                sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v)).await?;
-            } else if v == upto {
-                return Err(LanceEngineError::InvalidInput(format!(
-                    "table `{table}` version {v} is a `{name}` operation, not content-preserving; refusing to journal it as empty"
-                )));
+            let judged = match &tx {
+                Some(tx) => crate::foreign::preserves_content(&tx.operation),
+                None => Err("its transaction is missing".to_string()),
+            };
+            match judged {
+                Ok(()) => sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v)).await?,
+                Err(why) if v == upto => {
+                    return Err(LanceEngineError::InvalidInput(format!(
+                        "table `{table}` version {v} is not content-preserving ({why}); refusing to journal it as empty"
+                    )))
+                }
+                Err(_) => {}
             }
         }
         Ok(())
@@ -418,16 +419,33 @@ impl LanceEngine {
         }
         // Lance's compaction commits a ReserveFragments version before its Rewrite; journal
         // every content-preserving version it produced.
-        self.journal_content_preserving(&ds, table, before, version).await?;
+        self.publish_content_preserving(&ds, table, before).await.map(Some)
+    }
+
+    /// The tail of a content-preserving operation that moved `ds`'s table from `before` to
+    /// `ds`'s version: journals every content-preserving version in between as an empty delta
+    /// (a concurrent writer's version is left to it), then advances the registry.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] when the latest version is not content-preserving;
+    /// sidecar and registry errors.
+    pub(crate) async fn publish_content_preserving(
+        &self,
+        ds: &Dataset,
+        table: &str,
+        before: u64,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        let version = ds.version().version;
+        self.journal_content_preserving(ds, table, before, version).await?;
         registry::advance(&self.store, table, version).await?;
-        Ok(Some(CommitOutcome {
+        Ok(CommitOutcome {
             table: table.into(),
             version,
             rows: 0,
             references_added: 0,
             references_removed: 0,
-            rebased: rebased(&ds, version).await,
-        }))
+            rebased: rebased(ds, version).await,
+        })
     }
 
     /// Removes versions older than `older_than` (Lance version retention). Never the latest or
@@ -443,6 +461,9 @@ impl LanceEngine {
         older_than: std::time::Duration,
     ) -> Result<CleanupOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
+        // Lance removes the transactions of the versions it cleans up, and with them the proof
+        // that a version without a sidecar is content-preserving: write those entries first.
+        crate::foreign::materialize_implied(self.store(), &ds, table).await?;
         let older = chrono::Duration::from_std(older_than)
             .map_err(|_| LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large")))?;
         let stats = ds
@@ -574,7 +595,9 @@ impl Engine for LanceEngine {
     ) -> Result<Vec<ObjectIdentity>, EngineError> {
         // Only the entries in the range are read.
         let table = &location.name;
-        let listing = sidecar::list(self.store(), table).await?;
+        let mut listing = sidecar::list(self.store(), table).await?;
+        let ds = self.open(table).await?;
+        crate::foreign::imply_entries(&ds, &mut listing, after.saturating_add(1)..=upto).await;
         let mut entries = Sidecars::new();
         sidecar::visit_listed(self.store(), table, &listing, after.saturating_add(1)..=upto, |v, entry| {
             entries.insert(v, entry);

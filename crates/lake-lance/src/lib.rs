@@ -3,7 +3,10 @@
 //! - [`engine`]: [`LanceEngine`], table operations (append, delete, compact, cleanup, versions)
 //!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
 //!   journal).
+//! - [`foreign`]: versions whose Lance transaction proves them content-preserving (implied
+//!   empty journal entries, no repair needed).
 //! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
+//! - [`index`]: index creation and removal (content-preserving versions).
 //! - [`ingest`]: folder ingest (walk, streamed uploads, one append of a row per file).
 //! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
 //! - `lineage`: a table's lineage, stamp and structural problems (branches, base paths).
@@ -13,13 +16,16 @@
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
+//! - [`update`]: `UPDATE ... SET ... WHERE` journaled as a delta of the reference columns set.
 //! - [`verify`]: read back every object a retained version references (SHA-256 and size).
 //! - [`verify_refs`]: `lake refs verify` in bounded memory (journal vs full scans, object HEADs).
 //! - [`error`]: the engine's typed errors, [`LanceEngineError`].
 
 pub mod engine;
 pub mod error;
+pub mod foreign;
 pub mod history;
+pub mod index;
 pub mod ingest;
 mod journal_garbage;
 pub mod journaling;
@@ -29,6 +35,7 @@ pub mod refs;
 pub mod refs_checkpoint;
 pub mod scan;
 pub mod sidecar;
+pub mod update;
 pub mod verify;
 pub mod verify_refs;
 

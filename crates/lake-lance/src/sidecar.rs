@@ -133,20 +133,22 @@ pub struct JournalListing {
     pub files: BTreeMap<u64, (String, object_store::ObjectMeta)>,
     /// File names that are not `<version>.json`, as [`LineageProblem::VersionMismatch`].
     pub problems: Vec<LineageProblem>,
+    /// Versions without a sidecar whose Lance transaction is content-preserving, by version:
+    /// the operation's name (`crate::foreign`). Read as empty deltas.
+    pub implied: BTreeMap<u64, &'static str>,
 }
 
 impl JournalListing {
-    /// The identity of every sidecar file (size, ETag and last-modified from the store), for a
-    /// [`lake_engine::LineageStamp`].
+    /// The identity of every sidecar file (size, ETag and last-modified from the store), and
+    /// `implied:<operation>` for an implied entry, for a [`lake_engine::LineageStamp`].
     pub fn identities(&self) -> BTreeMap<u64, String> {
-        self.files
-            .iter()
-            .map(|(v, (_, m))| {
-                let identity =
-                    format!("{}:{}:{}", m.size, m.e_tag.as_deref().unwrap_or(""), m.last_modified.timestamp_micros());
-                (*v, identity)
-            })
-            .collect()
+        let files = self.files.iter().map(|(v, (_, m))| {
+            let identity =
+                format!("{}:{}:{}", m.size, m.e_tag.as_deref().unwrap_or(""), m.last_modified.timestamp_micros());
+            (*v, identity)
+        });
+        let implied = self.implied.iter().map(|(v, operation)| (*v, format!("implied:{operation}")));
+        files.chain(implied).collect()
     }
 }
 
@@ -195,7 +197,8 @@ pub async fn visit_from(
     Ok(listing.problems)
 }
 
-/// As [`visit_from`] for the sidecars of `listing` whose versions are in `versions`.
+/// As [`visit_from`] for the entries of `listing` whose versions are in `versions`: its sidecars,
+/// and its implied entries as empty deltas, merged in version order.
 ///
 /// # Errors
 /// Storage errors, and whatever `visit` returns.
@@ -208,9 +211,11 @@ pub async fn visit_listed(
 ) -> Result<(), LanceEngineError> {
     use futures::StreamExt;
     let mut wanted: Vec<(u64, String)> = Vec::new();
-    for (v, (key, _)) in listing.files.range(versions) {
+    for (v, (key, _)) in listing.files.range(versions.clone()) {
         wanted.push((*v, key.clone()));
     }
+    let implied: Vec<u64> = listing.implied.range(versions).map(|(v, _)| *v).collect();
+    let mut implied = implied.into_iter().peekable();
     let read = |(version, key): (u64, String)| async move {
         let bytes = store
             .get(&key)
@@ -221,7 +226,13 @@ pub async fn visit_listed(
     let mut decoded = futures::stream::iter(wanted).map(read).buffered(READ_AHEAD);
     while let Some(entry) = decoded.next().await {
         let (version, entry) = entry?;
+        while let Some(v) = implied.next_if(|v| *v < version) {
+            visit(v, Ok(ObjectReferenceDelta::empty(table, v)))?;
+        }
         visit(version, entry)?;
+    }
+    for v in implied {
+        visit(v, Ok(ObjectReferenceDelta::empty(table, v)))?;
     }
     Ok(())
 }

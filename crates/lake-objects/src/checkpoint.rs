@@ -92,17 +92,21 @@ impl CheckpointLocation {
                 store.display_root()
             ),
         };
+        // The folder a local file lands in, with links and `..` resolved.
+        let inside_local = |path: &std::path::Path, root: &std::path::Path| {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            folder.canonicalize().unwrap_or(folder).starts_with(root)
+        };
         match (self, store.local_dir()) {
-            (Self::Local(path), Some(root)) => {
-                let folder = match path.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
-                let resolved = folder.canonicalize().unwrap_or(folder);
-                if resolved.starts_with(root) {
-                    return Err(refuse());
-                }
-            }
+            (Self::Local(path), Some(root)) if inside_local(path, root) => return Err(refuse()),
+            // A store checkpoint on a local store (built by hand): where its file lands.
+            (Self::Store { store: at, key, .. }, Some(root)) => match at.local_dir() {
+                Some(dir) if !inside_local(&dir.join(key), root) => {}
+                _ => return Err(refuse()),
+            },
             (Self::Store { store: at, key, .. }, None) => {
                 let same_bucket = at.root().authority() == store.root().authority();
                 let full = at.path(key).to_string();

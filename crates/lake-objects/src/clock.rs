@@ -84,12 +84,18 @@ impl StoreClock for FixedClock {
 /// [`ObjectsError::Storage`] when the probe cannot be written or read.
 pub async fn read_store_clock(store: &LakeStore) -> Result<ClockReading, ObjectsError> {
     let key = format!("{CLOCK_PREFIX}/{}", ulid::Ulid::new());
+    let probe_folder = store.local_dir().map(|dir| dir.join(CLOCK_PREFIX)).filter(|folder| !folder.exists());
     let local_before = Utc::now();
     store.put(&key, b"clock probe".to_vec()).await?;
     let local_after = Utc::now();
     let meta =
         store.head(&key).await?.ok_or_else(|| ObjectsError::storage(&key, "clock probe vanished after writing"))?;
     store.delete(&key).await?;
+    // On a local store, a probe folder this probe created is removed again when empty (a
+    // concurrent probe's file keeps it), so that a dry run leaves the tree as it found it.
+    if let Some(folder) = probe_folder {
+        let _ = std::fs::remove_dir(folder);
+    }
     let local_now = local_before + (local_after - local_before) / 2;
     Ok(ClockReading { store_now: meta.last_modified, local_now })
 }
@@ -119,7 +125,12 @@ pub fn gc_cutoff(
     }
     let min_age =
         chrono::Duration::from_std(min_age).map_err(|_| ObjectsError::Policy("--min-age is too large".into()))?;
-    Ok(reading.store_now - min_age)
+    reading.store_now.checked_sub_signed(min_age).ok_or_else(|| {
+        ObjectsError::Policy(format!(
+            "--min-age {} reaches before the earliest time this build can represent; use a shorter horizon",
+            humantime::format_duration(std::time::Duration::from_secs(min_age.num_seconds().unsigned_abs()))
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod gc_report;
 pub mod history;
 pub mod ingest;
 pub mod init;
+pub mod operations;
 pub mod refs;
 pub mod tables;
 

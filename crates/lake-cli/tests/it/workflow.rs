@@ -28,6 +28,31 @@ fn operator_walkthrough() {
     let d = json(&ok(&["delete", &root, "--table", "episodes", "--where", "episode = 'Asia'", "--json"]));
     assert_eq!((d["rows_deleted"].as_u64(), d["references_removed"].as_u64()), (Some(3), Some(3)));
     ok(&["compact", &root, "--table", "episodes"]);
+    // An update of a column that holds no reference, and an index built, listed and dropped:
+    // journaled versions that move no reference.
+    let u = json(&ok(&[
+        "update",
+        &root,
+        "--table",
+        "episodes",
+        "--set",
+        "path=upper(path)",
+        "--where",
+        "episode <> 'Africa'",
+        "--json",
+    ]));
+    assert_eq!(
+        (u["rows_updated"].as_u64(), u["references_added"].as_u64(), u["references_removed"].as_u64()),
+        (Some(2), Some(0), Some(0))
+    );
+    ok(&["index", "create", &root, "--table", "episodes", "--column", "episode", "--kind", "bitmap"]);
+    let listed = json(&ok(&["index", "list", &root, "--table", "episodes", "--json"]));
+    assert_eq!(listed["indexes"][0]["columns"][0], "episode", "{listed}");
+    let name = listed["indexes"][0]["name"].as_str().unwrap().to_string();
+    ok(&["index", "drop", &root, "--table", "episodes", "--name", &name]);
+    let bad = crate::lake(&["update", &root, "--table", "episodes", "--set", "path"]);
+    assert_eq!(bad.status.code(), Some(1), "{}", crate::stderr(&bad));
+    assert!(crate::stderr(&bad).contains("COLUMN=EXPRESSION"), "{}", crate::stderr(&bad));
     crate::advance_clock(Duration::from_millis(4200));
     let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(dry["candidate_count"], 0, "old versions still reference Asia: {dry}");
@@ -115,7 +140,7 @@ fn operator_walkthrough() {
 #[test]
 fn help_teaches_the_commands() {
     let help = ok(&["--help"]);
-    for cmd in ["init", "ingest", "delete", "compact", "cleanup", "versions", "gc", "demo"] {
+    for cmd in ["init", "ingest", "delete", "update", "index", "compact", "cleanup", "versions", "gc", "demo"] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
     let gc = ok(&["gc", "--help"]);

@@ -14,6 +14,7 @@ mod history;
 mod ingest;
 mod lineage;
 mod local_doors;
+mod operations;
 mod readme_example;
 mod replay_checkpoint;
 mod s3_doors;

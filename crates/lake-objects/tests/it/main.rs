@@ -4,6 +4,7 @@
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
 //! `inventory` checks the local inventory against object_store's full listing.
 
+mod attack_api;
 mod collector;
 mod conformance;
 mod documents;

@@ -1,0 +1,83 @@
+//! `lake update` and `lake index create|drop|list`: the table operations beyond append and
+//! delete, each journaled by the engine.
+
+use crate::cli::{IndexCommand, UpdateArgs};
+use crate::commands::{open_lake, print_json};
+use crate::error::CliError;
+use lake_lance::index::IndexKind;
+use lake_lance::update::Assignment;
+use serde_json::json;
+
+/// Runs `lake update`.
+///
+/// # Errors
+/// Usage errors for a malformed --set; engine errors (an invalid expression or predicate, the
+/// guard's refusal, a conflicting concurrent write).
+pub async fn update(args: &UpdateArgs) -> Result<(), CliError> {
+    let assignments = args
+        .assignments
+        .iter()
+        .map(|a| a.parse::<Assignment>().map_err(|e| CliError::Usage(format!("--set: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (_, _, engine) = open_lake(&args.table.root).await?;
+    let outcome = engine.update(&args.table.table, &assignments, args.predicate.as_deref()).await?;
+    let table = &args.table.table;
+    match (outcome, args.table.json) {
+        (Some(o), true) => print_json(&json!({
+            "table": o.table, "version": o.version, "rows_updated": o.rows,
+            "references_added": o.references_added, "references_removed": o.references_removed,
+        })),
+        (None, true) => print_json(
+            &json!({"table": table, "version": null, "rows_updated": 0, "references_added": 0, "references_removed": 0}),
+        ),
+        (Some(o), false) => println!(
+            "updated {} rows of `{}` as version {} ({} references added, {} removed)",
+            o.rows, o.table, o.version, o.references_added, o.references_removed
+        ),
+        (None, false) => println!("no rows of `{table}` matched; no new version"),
+    }
+    Ok(())
+}
+
+/// Runs `lake index create|drop|list`.
+///
+/// # Errors
+/// Usage errors for an unknown kind; engine errors (an unknown column or index name, a column
+/// type the kind does not support).
+pub async fn index(command: &IndexCommand) -> Result<(), CliError> {
+    match command {
+        IndexCommand::Create(a) => {
+            let kind: IndexKind = a.kind.parse().map_err(|e| CliError::Usage(format!("--kind: {e}")))?;
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            let o = engine.create_index(&a.table.table, &a.column, kind, a.name.as_deref(), a.replace).await?;
+            if a.table.json {
+                print_json(&json!({"table": o.table, "version": o.version, "column": a.column, "kind": kind.name()}));
+            } else {
+                println!("built a {} index on `{}` of `{}` as version {}", kind.name(), a.column, o.table, o.version);
+            }
+        }
+        IndexCommand::Drop(a) => {
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            let o = engine.drop_index(&a.table.table, &a.name).await?;
+            if a.table.json {
+                print_json(&json!({"table": o.table, "version": o.version, "dropped": a.name}));
+            } else {
+                println!("dropped index `{}` of `{}` as version {}", a.name, o.table, o.version);
+            }
+        }
+        IndexCommand::List(a) => {
+            let (_, _, engine) = open_lake(&a.root).await?;
+            let indexes = engine.indexes(&a.table).await?;
+            if a.json {
+                print_json(&json!({"table": a.table, "indexes": indexes}));
+            } else if indexes.is_empty() {
+                println!("`{}` has no index", a.table);
+            } else {
+                for i in indexes {
+                    println!("{}\t{}\t{}", i.name, i.kind, i.columns.join(","));
+                }
+            }
+        }
+    }
+    Ok(())
+}

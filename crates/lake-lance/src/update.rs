@@ -1,0 +1,206 @@
+//! Update through the engine: `UPDATE table SET col = expr, ... WHERE predicate`, journaled as a
+//! delta of the reference columns it sets.
+//!
+//! Before Lance commits, the engine reads the rows the predicate matches at the version the
+//! update reads (one `Dataset` value for both, so both see the same rows): the references the set
+//! columns hold now (removed) and the ones their expressions give (added, cast to the column's
+//! type as Lance's update casts them). Every added managed object that the matched rows did not
+//! already reference passes the publication guard. The update then runs with no conflict retry:
+//! a retry would re-evaluate the rows against a newer version than the one counted, so a
+//! conflicting concurrent write fails the update (nothing committed) instead. A compatible
+//! concurrent commit (an append) is rebased by Lance without re-evaluating the rows, so the
+//! counted delta stays exact. If Lance reports a different number of updated rows than were
+//! counted, the version is left without a journal entry (GC refuses until `lake refs repair`)
+//! and the call fails: never a guessed delta.
+
+use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::error::LanceEngineError;
+use crate::scan::{count_references, reference_columns};
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use chrono::Utc;
+use futures::TryStreamExt;
+use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts};
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
+use lance::dataset::UpdateBuilder;
+use lance::Dataset;
+use std::sync::Arc;
+
+/// One assignment of an update: a top-level column and a Lance SQL expression over the row as it
+/// was before the update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// The column set.
+    pub column: String,
+    /// Its new value, as a Lance SQL expression (`NULL`, `other_column`, a literal, ...).
+    pub expression: String,
+}
+
+impl std::str::FromStr for Assignment {
+    type Err = LanceEngineError;
+
+    /// Parses `COLUMN=EXPRESSION` (the first `=` separates them).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] without an `=` or with an empty column or expression.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once('=') {
+            Some((column, expression)) if !column.trim().is_empty() && !expression.trim().is_empty() => {
+                Ok(Assignment { column: column.trim().to_string(), expression: expression.trim().to_string() })
+            }
+            _ => Err(LanceEngineError::InvalidInput(format!(
+                "`{s}` is not an assignment; write COLUMN=EXPRESSION, e.g. `label='cat'` or `file=NULL`"
+            ))),
+        }
+    }
+}
+
+impl LanceEngine {
+    /// Sets `assignments` on the rows of `table` matching `predicate` (Lance SQL; every row when
+    /// `None`) as one new version (see the module documentation). Returns `None` when no row
+    /// matched (no new version).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] for no assignment, or a column assigned twice;
+    /// [`LanceEngineError::Location`] when an expression gives a reference column a value that is
+    /// not a valid DataLocation; [`LanceEngineError::Guard`] when a newly referenced managed
+    /// object is too old to publish; Lance errors (an unknown column, an invalid expression, a
+    /// conflicting concurrent write); sidecar and registry errors. On any error before the Lance
+    /// commit nothing is committed.
+    pub async fn update(
+        &self,
+        table: &str,
+        assignments: &[Assignment],
+        predicate: Option<&str>,
+    ) -> Result<Option<CommitOutcome>, LanceEngineError> {
+        if assignments.is_empty() {
+            return Err(LanceEngineError::InvalidInput("an update needs at least one COLUMN=EXPRESSION".into()));
+        }
+        for (i, a) in assignments.iter().enumerate() {
+            if assignments[..i].iter().any(|b| b.column == a.column) {
+                return Err(LanceEngineError::InvalidInput(format!("column `{}` is assigned twice", a.column)));
+            }
+        }
+        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
+        let ds = self.open(table).await?;
+        let before = ds.version().version;
+        let lance_err =
+            |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+
+        let matched = ds.count_rows(predicate.map(str::to_string)).await.map_err(lance_err("count rows"))? as u64;
+        if matched == 0 {
+            return Ok(None);
+        }
+        let (removed, added) = self.counted_changes(&ds, table, assignments, predicate).await?;
+        // Objects the matched rows already referenced (in any reference column) stay live through
+        // the update; only the others are new to these rows and must pass the guard.
+        let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
+        let fresh: Vec<&ObjectIdentity> =
+            added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).collect();
+        guard.check(fresh, Utc::now()).map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+
+        let mut builder = UpdateBuilder::new(Arc::new(ds));
+        if let Some(p) = predicate {
+            builder = builder.update_where(p).map_err(lance_err("update"))?;
+        }
+        for a in assignments {
+            builder = builder.set(&a.column, &a.expression).map_err(lance_err("update"))?;
+        }
+        let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
+        let result = job.execute().await.map_err(lance_err("update"))?;
+        let version = result.new_dataset.version().version;
+        if result.rows_updated != matched {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` version {version}: Lance updated {} rows where {matched} were counted at version {before}; the version is left without a journal entry (GC refuses until `lake refs repair --table {table} --version {version}`)",
+                result.rows_updated
+            )));
+        }
+        let delta = ObjectReferenceDelta::delta(table, version, &added, &removed);
+        let references_added = delta.added.iter().map(|r| r.count).sum();
+        let references_removed = delta.removed.iter().map(|r| r.count).sum();
+        self.publish(delta).await?;
+        Ok(Some(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: matched,
+            references_added,
+            references_removed,
+            rebased: rebased(&result.new_dataset, version).await,
+        }))
+    }
+
+    /// The references the assigned reference columns of the matched rows hold now (removed) and
+    /// will hold (added). Empty counts when no reference column is assigned.
+    async fn counted_changes(
+        &self,
+        ds: &Dataset,
+        table: &str,
+        assignments: &[Assignment],
+        predicate: Option<&str>,
+    ) -> Result<(ReferenceCounts, ReferenceCounts), LanceEngineError> {
+        let all = reference_columns(ds, table)?;
+        let stored = Schema::from(ds.schema());
+        let names = all.names();
+        let assigned: Vec<&Assignment> = assignments.iter().filter(|a| names.contains(&a.column)).collect();
+        if assigned.is_empty() {
+            return Ok((ReferenceCounts::new(), ReferenceCounts::new()));
+        }
+        let location_err = |source| LanceEngineError::Location { table: table.into(), source };
+        let fields: Vec<_> = assigned.iter().filter_map(|a| stored.field_with_name(&a.column).ok().cloned()).collect();
+        let subset = Arc::new(Schema::new(fields));
+        let columns = ReferenceColumns::from_stored_schema(&subset).map_err(location_err)?;
+        let before: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.column.as_str())).collect();
+        let after: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.expression.as_str())).collect();
+        let removed = self.count_projected(ds, table, &columns, &subset, &before, predicate).await?;
+        let added = self.count_projected(ds, table, &columns, &subset, &after, predicate).await?;
+        Ok((removed, added))
+    }
+
+    /// Counts the references of `columns` in the rows matching `predicate`, each column computed
+    /// by its expression and cast to its type in `schema`.
+    async fn count_projected(
+        &self,
+        ds: &Dataset,
+        table: &str,
+        columns: &ReferenceColumns,
+        schema: &Arc<Schema>,
+        projection: &[(&str, &str)],
+        predicate: Option<&str>,
+    ) -> Result<ReferenceCounts, LanceEngineError> {
+        let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "update", source };
+        // Lance refuses a scan of literals only: one stored column rides along (ignored below).
+        let anchor = columns.names().into_iter().next().unwrap_or_default();
+        let mut with_anchor: Vec<(&str, &str)> = projection.to_vec();
+        with_anchor.push(("_lake_anchor", anchor.as_str()));
+        let mut scanner = ds.scan();
+        scanner.project_with_transform(&with_anchor).map_err(lance_err)?;
+        if let Some(p) = predicate {
+            scanner.filter(p).map_err(lance_err)?;
+        }
+        let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+        let mut counts = ReferenceCounts::new();
+        while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+            let cast = schema
+                .fields()
+                .iter()
+                .zip(batch.columns())
+                .map(|(field, column)| arrow_cast::cast(column, field.data_type()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| {
+                    LanceEngineError::InvalidInput(format!(
+                        "table `{table}`: an assigned expression does not give its reference column's type: {e}"
+                    ))
+                })?;
+            let batch = RecordBatch::try_new(schema.clone(), cast).map_err(|e| {
+                LanceEngineError::InvalidInput(format!(
+                    "table `{table}`: the assigned values do not fit the columns: {e}"
+                ))
+            })?;
+            columns
+                .visit(&batch, self.store().root(), |id| counts.add(id, 1))
+                .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        }
+        Ok(counts)
+    }
+}
