@@ -118,6 +118,11 @@ pub struct UnreferencedFile {
 /// empty answer.
 #[async_trait]
 pub trait Engine: Send + Sync {
+    /// The normalised root of the lake whose tables this engine reads (the string form of
+    /// `lake_common::LakeRootUri`), or `None` for an engine bound to no store (a test double).
+    /// A garbage collector refuses an engine bound to another lake than its store's.
+    fn lake_root(&self) -> Option<String>;
+
     /// Every registered table, plus problems such as unregistered datasets.
     ///
     /// # Errors

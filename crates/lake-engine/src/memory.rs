@@ -178,6 +178,10 @@ impl IdentityStream for MemLive {
 
 #[async_trait]
 impl Engine for MemoryEngine {
+    fn lake_root(&self) -> Option<String> {
+        None
+    }
+
     async fn tables(&self) -> Result<TableSet, EngineError> {
         let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         Ok(TableSet {

@@ -561,6 +561,10 @@ pub(crate) fn fmt_time(t: DateTime<Utc>) -> String {
 
 #[async_trait]
 impl Engine for LanceEngine {
+    fn lake_root(&self) -> Option<String> {
+        Some(self.store.root().to_string())
+    }
+
     async fn tables(&self) -> Result<TableSet, EngineError> {
         let names = registry::tables(&self.store).await.map_err(LanceEngineError::from)?;
         let known: BTreeSet<&str> = names.iter().map(String::as_str).collect();

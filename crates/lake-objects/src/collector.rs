@@ -138,8 +138,19 @@ impl<'e> GarbageCollector<'e> {
     /// and deleter, the store's clock.
     ///
     /// # Errors
-    /// [`ObjectsError::NotALake`] without a lake descriptor; storage errors.
+    /// [`ObjectsError::Root`] when `engine` is bound to another lake; [`ObjectsError::NotALake`]
+    /// without a lake descriptor; storage errors.
     pub async fn open(store: LakeStore, engine: &'e dyn Engine) -> Result<Self, ObjectsError> {
+        if let Some(engine_root) = engine.lake_root() {
+            if engine_root != store.root().to_string() {
+                return Err(ObjectsError::Root {
+                    root: store.display_root(),
+                    message: format!(
+                        "the engine reads the tables of another lake ({engine_root}); open the engine on the same store as the collector"
+                    ),
+                });
+            }
+        }
         let policy = LakeDescriptor::load(&store).await?;
         Ok(Self {
             inventory: crate::inventory::for_store(&store),

@@ -369,3 +369,19 @@ async fn attack_table_data_folder_linked_into_objects() {
         applied.map(|r| r.checkpoint.deleted)
     );
 }
+
+/// A collector opened with the engine of another lake would plan against that lake's journal
+/// (nothing live here) and delete this lake's live objects: refused when opened.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_with_the_engine_of_another_lake_is_refused() {
+    use lake_objects::collector::GarbageCollector;
+    let lake = new_lake().await;
+    let other = new_lake().await;
+    let a = lake.upload("a.bin", b"live in this lake").await;
+    lake.engine.append("t", reader(vec![batch(&[("e", Some(&a))])])).await.unwrap();
+    let err = GarbageCollector::open(lake.store.clone(), &other.engine).await.err().expect("refused");
+    assert!(matches!(err, lake_objects::ObjectsError::Root { .. }), "{err}");
+    assert!(err.to_string().contains("another lake"), "{err}");
+    assert!(GarbageCollector::open(lake.store.clone(), &lake.engine).await.is_ok());
+    assert!(lake.store.head(&a.key).await.unwrap().is_some());
+}
