@@ -36,6 +36,13 @@ pub enum Command {
     /// uri, sha256, size). All rows land in one new table version. Creates the table on first
     /// use.
     Ingest(IngestArgs),
+    /// Upload every regular file under DIR and upsert one row per file keyed on --on columns.
+    ///
+    /// The rows are those of `lake ingest`. A file whose key (`--on path`, say) matches a row
+    /// replaces it: the row's old object is no longer referenced by the new version (an orphan
+    /// once older versions are cleaned up); other files are inserted. Creates the table on first
+    /// use. One new version, journaled as a delta.
+    Upsert(UpsertArgs),
     /// Delete the rows matching a Lance SQL predicate; their references are journaled as removed.
     Delete(DeleteArgs),
     /// Set columns of the rows matching a Lance SQL predicate (every row without --where).
@@ -118,6 +125,17 @@ pub struct IngestArgs {
     /// Replace the table's content instead of appending (journaled as a snapshot).
     #[arg(long)]
     pub overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpsertArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// Key column (repeatable): `episode`, `path`.
+    #[arg(long, required = true, value_name = "COLUMN")]
+    pub on: Vec<String>,
+    /// Folder whose regular files (recursively) are upserted.
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

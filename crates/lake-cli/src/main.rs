@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Init(a) => commands::init::run(a).await,
             Command::Ingest(a) => commands::ingest::run(a).await,
+            Command::Upsert(a) => commands::ingest::upsert(a).await,
             Command::Delete(a) => commands::tables::delete(a).await,
             Command::Update(a) => commands::operations::update(a).await,
             Command::Index(c) => commands::operations::index(c).await,

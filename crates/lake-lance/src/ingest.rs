@@ -120,19 +120,25 @@ impl UploadProgress for () {}
 pub struct IngestOptions {
     /// Replace the table's content (journaled as a snapshot) instead of appending.
     pub overwrite: bool,
+    /// Upsert keyed on these columns (`path`, say) instead of appending: a file whose key
+    /// matches a row replaces it ([`LanceEngine::upsert`]). Empty: append. Not with `overwrite`.
+    pub upsert_on: Vec<String>,
     /// Told of every upload; `()` (nothing) by default.
     pub progress: Arc<dyn UploadProgress>,
 }
 
 impl Default for IngestOptions {
     fn default() -> Self {
-        Self { overwrite: false, progress: Arc::new(()) }
+        Self { overwrite: false, upsert_on: Vec::new(), progress: Arc::new(()) }
     }
 }
 
 impl std::fmt::Debug for IngestOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngestOptions").field("overwrite", &self.overwrite).finish_non_exhaustive()
+        f.debug_struct("IngestOptions")
+            .field("overwrite", &self.overwrite)
+            .field("upsert_on", &self.upsert_on)
+            .finish_non_exhaustive()
     }
 }
 
@@ -296,7 +302,7 @@ pub async fn ingest_dir(engine: &LanceEngine, table: &str, dir: &Path) -> Result
 }
 
 /// As [`ingest_dir`], replacing the table's content (a snapshot) when `options.overwrite` is
-/// set, and telling `options.progress` of every upload. Returns the committed version and the
+/// set, upserting keyed on `options.upsert_on` when it is not empty, and telling `options.progress` of every upload. Returns the committed version and the
 /// bytes uploaded.
 ///
 /// The uploads stream into the append (see the module documentation); a folder without a
@@ -361,8 +367,12 @@ pub async fn ingest_dir_with(
         }
     };
     let batches = Box::new(UploadedBatches::new(first, receiver));
-    let appended =
-        if options.overwrite { engine.overwrite(table, batches).await } else { engine.append(table, batches).await };
+    let appended = match (options.overwrite, options.upsert_on.is_empty()) {
+        (false, true) => engine.append(table, batches).await,
+        (true, true) => engine.overwrite(table, batches).await,
+        (false, false) => engine.upsert(table, &options.upsert_on, batches).await,
+        (true, false) => Err(LanceEngineError::InvalidInput("an ingest either overwrites or upserts, not both".into())),
+    };
     match appended {
         Ok(outcome) => {
             let summary = producer.await.map_err(|e| IngestError::Stream(format!("the upload task failed: {e}")))?;

@@ -252,9 +252,10 @@ impl Job {
 /// big-endian integers (no `memcmp` call per row) and a key is parsed only when it would become
 /// the new oldest: no allocation per row.
 #[derive(Default)]
-struct OldestKey {
+pub(crate) struct OldestKey {
     rank: Option<(u128, u128)>,
-    identity: Option<ObjectIdentity>,
+    /// The oldest managed identity offered so far.
+    pub(crate) identity: Option<ObjectIdentity>,
 }
 
 /// The byte order of a 26-character ULID as two integers: bytes 0..16 and 16..26, big-endian.
@@ -288,7 +289,7 @@ impl OldestKey {
         true
     }
 
-    fn offer(&mut self, uri: &str, sha256: &[u8; 32], size: u64) {
+    pub(crate) fn offer(&mut self, uri: &str, sha256: &[u8; 32], size: u64) {
         if let Some(rank) = self.older_rank(uri) {
             self.take(rank, uri, sha256, size);
         }
@@ -296,7 +297,10 @@ impl OldestKey {
 
     /// The rank of `uri`'s ULID segment when it sorts before the oldest so far.
     fn older_rank(&self, uri: &str) -> Option<(u128, u128)> {
-        let segment = uri.strip_prefix("objects/").and_then(|rest| rest.as_bytes().first_chunk::<26>())?;
+        let segment = uri
+            .strip_prefix(lake_common::MANAGED_PREFIX)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .and_then(|rest| rest.as_bytes().first_chunk::<26>())?;
         let rank = ulid_rank(segment);
         self.rank.is_none_or(|current| rank < current).then_some(rank)
     }

@@ -17,6 +17,8 @@
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
 //! - [`update`]: `UPDATE ... SET ... WHERE` journaled as a delta of the reference columns set.
+//! - [`upsert`]: merge insert keyed on columns, journaled from the two manifests.
+//! - `version_diff`: a version's journal entry from the fragments that differ from the previous version's.
 //! - [`verify`]: read back every object a retained version references (SHA-256 and size).
 //! - [`verify_refs`]: `lake refs verify` in bounded memory (journal vs full scans, object HEADs).
 //! - [`error`]: the engine's typed errors, [`LanceEngineError`].
@@ -36,8 +38,10 @@ pub mod refs_checkpoint;
 pub mod scan;
 pub mod sidecar;
 pub mod update;
+pub mod upsert;
 pub mod verify;
 pub mod verify_refs;
+mod version_diff;
 
 pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
 pub use error::LanceEngineError;

@@ -1,7 +1,7 @@
 //! `lake ingest ROOT --table NAME DIR`: the flags and the output over [`lake_lance::ingest`]
 //! (walk, streamed uploads, one append), with a spinner on stderr while the files upload.
 
-use crate::cli::IngestArgs;
+use crate::cli::{IngestArgs, TableArgs, UpsertArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
 use lake_lance::ingest::{ingest_dir_with, FileRow, IngestError, IngestOptions, UploadProgress};
@@ -23,14 +23,14 @@ impl UploadProgress for Spinner {
     }
 }
 
-/// Ingest options for `dir` that draw the spinner (`lake ingest`, `lake demo`).
+/// Ingest options for `dir` that draw the spinner (`lake ingest`, `lake upsert`, `lake demo`).
 pub fn options(dir: &Path, overwrite: bool) -> IngestOptions {
     let bar = indicatif::ProgressBar::new_spinner().with_message(format!("uploading {}", dir.display()));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} files, {bytes_per_sec}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
-    IngestOptions { overwrite, progress: Arc::new(Spinner(bar)) }
+    IngestOptions { overwrite, progress: Arc::new(Spinner(bar)), ..IngestOptions::default() }
 }
 
 /// The library's refusals are usage errors, its walk errors I/O errors, as before the ingest
@@ -52,17 +52,31 @@ impl From<IngestError> for CliError {
 /// # Errors
 /// As [`lake_lance::ingest::ingest_dir_with`].
 pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
-    let (_, _, engine) = open_lake(&args.table.root).await?;
-    let (outcome, bytes) =
-        ingest_dir_with(&engine, &args.table.table, &args.dir, &options(&args.dir, args.overwrite)).await?;
-    if args.table.json {
-        print_json(
-            &json!({"table": outcome.table, "version": outcome.version, "rows": outcome.rows, "bytes": bytes, "references_added": outcome.references_added}),
-        );
+    report(&args.table, &args.dir, options(&args.dir, args.overwrite)).await
+}
+
+/// Runs `lake upsert`.
+///
+/// # Errors
+/// As [`lake_lance::ingest::ingest_dir_with`] with an upsert.
+pub async fn upsert(args: &UpsertArgs) -> Result<(), CliError> {
+    let options = IngestOptions { upsert_on: args.on.clone(), ..options(&args.dir, false) };
+    report(&args.table, &args.dir, options).await
+}
+
+/// Ingests `dir` into `table.table` with `options` and prints what it did.
+async fn report(table: &TableArgs, dir: &Path, options: IngestOptions) -> Result<(), CliError> {
+    let (_, _, engine) = open_lake(&table.root).await?;
+    let (outcome, bytes) = ingest_dir_with(&engine, &table.table, dir, &options).await?;
+    if table.json {
+        print_json(&json!({
+            "table": outcome.table, "version": outcome.version, "rows": outcome.rows, "bytes": bytes,
+            "references_added": outcome.references_added, "references_removed": outcome.references_removed,
+        }));
     } else {
         println!(
-            "ingested {} files ({bytes} bytes) into table `{}` as version {}",
-            outcome.rows, outcome.table, outcome.version
+            "ingested {} files ({bytes} bytes) into table `{}` as version {} ({} references added, {} removed)",
+            outcome.rows, outcome.table, outcome.version, outcome.references_added, outcome.references_removed
         );
     }
     Ok(())

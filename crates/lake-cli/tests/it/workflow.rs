@@ -137,10 +137,45 @@ fn operator_walkthrough() {
     assert!(text.contains("candidates:  0 objects"), "{text}");
 }
 
+/// `lake upsert --on path`: a file whose path matches a row replaces it (its old object loses
+/// its reference), others are inserted; one journaled version.
+#[test]
+fn upsert_replaces_rows_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    write_files(&first, &[("e1/a.bin", "a, first take"), ("e1/b.bin", "b")]);
+    write_files(&second, &[("e1/a.bin", "a, second take"), ("e2/c.bin", "c")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["upsert", &root, "--table", "files", "--on", "path", first.to_str().unwrap()]);
+    let out = json(&ok(&["upsert", &root, "--table", "files", "--on", "path", second.to_str().unwrap(), "--json"]));
+    assert_eq!(
+        (
+            out["version"].as_u64(),
+            out["rows"].as_u64(),
+            out["references_added"].as_u64(),
+            out["references_removed"].as_u64()
+        ),
+        (Some(2), Some(2), Some(2), Some(1)),
+        "{out}"
+    );
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+    ok(&["cleanup", &root, "--table", "files", "--older-than", "0s"]);
+    crate::advance_clock(Duration::from_millis(4200));
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!((dry["candidate_count"].as_u64(), dry["lineage_complete"].as_bool()), (Some(1), Some(true)), "{dry}");
+    assert_eq!(dry["candidate_bytes"], "a, first take".len(), "only the replaced take is an orphan: {dry}");
+    let bad = crate::lake(&["upsert", &root, "--table", "files", second.to_str().unwrap()]);
+    assert_ne!(bad.status.code(), Some(0), "--on is required");
+}
+
 #[test]
 fn help_teaches_the_commands() {
     let help = ok(&["--help"]);
-    for cmd in ["init", "ingest", "delete", "update", "index", "compact", "cleanup", "versions", "gc", "demo"] {
+    for cmd in ["init", "ingest", "upsert", "delete", "update", "index", "compact", "cleanup", "versions", "gc", "demo"]
+    {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
     let gc = ok(&["gc", "--help"]);

@@ -83,7 +83,7 @@ async fn a_streamed_ingest_gives_one_version_in_path_order() {
     // More than one batch of rows (1024), so the append reads several batches while uploads run.
     let files = source(src.path(), 1300);
     let recorded = Arc::new(Recorded::default());
-    let options = IngestOptions { overwrite: false, progress: recorded.clone() };
+    let options = IngestOptions { progress: recorded.clone(), ..IngestOptions::default() };
     let (outcome, bytes) = ingest_dir_with(&lake.engine, "files", src.path(), &options).await.unwrap();
     assert_eq!((outcome.version, outcome.rows, outcome.references_added), (1, 1300, 1300));
     assert_eq!(bytes, files.iter().map(|(_, c)| c.len() as u64).sum::<u64>());
@@ -140,7 +140,7 @@ async fn an_ingest_that_fails_midway_commits_nothing() {
     source(&big, 1100);
     std::fs::write(big.join(std::ffi::OsStr::from_bytes(b"zz\xff.bin")), "not UTF-8").unwrap();
     let recorded = Arc::new(Recorded::default());
-    let options = IngestOptions { overwrite: false, progress: recorded.clone() };
+    let options = IngestOptions { progress: recorded.clone(), ..IngestOptions::default() };
     let e = ingest_dir_with(&lake.engine, "t", &big, &options).await.unwrap_err();
     assert!(
         matches!(&e, IngestError::Walk { .. }) && e.to_string().contains("path is not UTF-8"),

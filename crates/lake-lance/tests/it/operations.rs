@@ -212,3 +212,58 @@ async fn content_preserving_versions_of_another_lance_client_need_no_repair() {
     let (complete, candidates, _) = planned(&lake).await;
     assert!(!complete && candidates.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upsert_replaces_rows_by_key_and_journals_both_sides() {
+    let (lake, a, b) = lake_with_rows().await;
+    let c = lake.upload("c.bin", b"object c replaces a").await;
+    let d = lake.upload("d.bin", b"object d, a new episode").await;
+    let on = vec!["episode".to_string()];
+
+    let out = lake.engine.upsert("t", &on, reader(vec![batch(&[("e1", Some(&c)), ("e4", Some(&d))])])).await.unwrap();
+    assert_eq!((out.version, out.rows, out.references_added, out.references_removed), (2, 2, 2, 1));
+    assert_journal_matches_scans(&lake).await;
+    // An upsert that changes nothing a reference holds: the same rows again.
+    let out = lake.engine.upsert("t", &on, reader(vec![batch(&[("e1", Some(&c))])])).await.unwrap();
+    assert_eq!((out.references_added, out.references_removed), (0, 0));
+    // A row that loses its reference.
+    let out = lake.engine.upsert("t", &on, reader(vec![batch(&[("e2", None)])])).await.unwrap();
+    assert_eq!((out.references_added, out.references_removed), (0, 1));
+    assert_journal_matches_scans(&lake).await;
+
+    lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    let (complete, candidates, problems) = planned(&lake).await;
+    assert!(complete, "{problems:?}");
+    assert!(candidates.contains(&a.key) && candidates.contains(&b.key), "{candidates:?}");
+    assert!(!candidates.contains(&c.key) && !candidates.contains(&d.key), "{candidates:?}");
+
+    // Into a table that does not exist yet: created (an append).
+    let out = lake.engine.upsert("fresh", &on, reader(vec![batch(&[("e1", Some(&c))])])).await.unwrap();
+    assert_eq!((out.version, out.references_added), (1, 1));
+    // No key: refused before anything is written.
+    let err = lake.engine.upsert("t", &[], reader(vec![batch(&[("e1", Some(&c))])])).await.unwrap_err();
+    assert!(matches!(err, LanceEngineError::InvalidInput(_)), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upsert_of_a_stale_object_is_refused_by_the_guard_and_commits_nothing() {
+    let (lake, _, _) = lake_with_rows().await;
+    let stale = ManagedObject {
+        key: format!(
+            "objects/{}/old.bin",
+            ulid::Ulid::from_datetime(std::time::SystemTime::now() - Duration::from_secs(2 * 86400))
+        ),
+        sha256: <sha2::Sha256 as sha2::Digest>::digest(b"old").into(),
+        size: 3,
+        last_modified: Utc::now(),
+    };
+    lake.store.put(&stale.key, b"old".to_vec()).await.unwrap();
+    let on = vec!["episode".to_string()];
+    let err = lake.engine.upsert("t", &on, reader(vec![batch(&[("e1", Some(&stale))])])).await.unwrap_err();
+    assert!(
+        matches!(&err, LanceEngineError::Guard { source: GuardError::TooOld { uri, .. }, .. } if *uri == stale.key),
+        "{err}"
+    );
+    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was committed");
+    assert_journal_matches_scans(&lake).await;
+}

@@ -1,0 +1,131 @@
+//! Upsert (Lance's merge insert) through the engine: rows of a source stream replace the rows of
+//! the table with the same key, and rows with a new key are inserted, as one version.
+//!
+//! The source streams through a [`GuardedReader`] that validates its reference columns and keeps
+//! the oldest managed key; Lance writes the new fragments without committing
+//! (`MergeInsertJob::execute_uncommitted`); the publication guard checks that key; the commit
+//! follows within the guard's margin. The journal entry is computed from the two manifests
+//! (`crate::version_diff`): removed = the replaced rows' references, added = the written rows',
+//! exact whatever Lance did with duplicate keys or a rebase onto a concurrent commit.
+
+use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::error::LanceEngineError;
+use crate::journaling::OldestKey;
+use crate::version_diff::diff_entry;
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
+use chrono::Utc;
+use lake_common::{LakeRootUri, ReferenceColumns};
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
+use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A source stream that validates the references of every batch as it passes and keeps the
+/// oldest managed key (shared with the caller through [`GuardedReader::oldest`]).
+struct GuardedReader {
+    inner: Box<dyn RecordBatchReader + Send>,
+    columns: ReferenceColumns,
+    root: LakeRootUri,
+    oldest: Arc<Mutex<OldestKey>>,
+}
+
+impl Iterator for GuardedReader {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = match self.inner.next()? {
+            Ok(batch) => batch,
+            Err(e) => return Some(Err(e)),
+        };
+        let Ok(mut oldest) = self.oldest.lock() else {
+            return Some(Err(ArrowError::ExternalError("the guard's state is poisoned".into())));
+        };
+        if let Err(e) = self.columns.visit_borrowed(&batch, &self.root, |uri, sha, size| oldest.offer(uri, sha, size)) {
+            return Some(Err(ArrowError::ExternalError(Box::new(e))));
+        }
+        Some(Ok(batch))
+    }
+}
+
+impl RecordBatchReader for GuardedReader {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}
+
+impl LanceEngine {
+    /// Upserts `batches` into `table` keyed on the columns `on`: a source row whose key matches
+    /// a row of the table replaces it (its old references are removed), any other source row is
+    /// inserted. Creates the table (an append) when it does not exist. One new version, journaled
+    /// as a delta (see the module documentation).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] without key columns; [`LanceEngineError::Location`]
+    /// for an invalid DataLocation column or value; [`LanceEngineError::Guard`] when a referenced
+    /// managed object is too old to publish; Lance errors (a key column missing from the source
+    /// or the table, a schema that does not match, a conflicting concurrent write); sidecar and
+    /// registry errors. Nothing is committed on an error before the Lance commit.
+    pub async fn upsert(
+        &self,
+        table: &str,
+        on: &[String],
+        batches: Box<dyn RecordBatchReader + Send>,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        if on.is_empty() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "an upsert into `{table}` needs at least one key column (`on`)"
+            )));
+        }
+        if !self.table_exists(table).await? {
+            return self.append(table, batches).await;
+        }
+        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
+        let ds = Arc::new(self.open(table).await?);
+        let lance_err =
+            |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+        let columns = ReferenceColumns::from_schema(&batches.schema())
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        let oldest = Arc::new(Mutex::new(OldestKey::default()));
+        let source: Box<dyn RecordBatchReader + Send> = Box::new(GuardedReader {
+            inner: batches,
+            columns,
+            root: self.store().root().clone(),
+            oldest: oldest.clone(),
+        });
+        let job = MergeInsertBuilder::try_new(ds.clone(), on.to_vec())
+            .map_err(lance_err("upsert"))?
+            .when_matched(WhenMatched::UpdateAll)
+            .when_not_matched(WhenNotMatched::InsertAll)
+            .conflict_retries(0)
+            .try_build()
+            .map_err(lance_err("upsert"))?;
+        let uncommitted = job.execute_uncommitted(source).await.map_err(lance_err("upsert"))?;
+        let oldest = oldest.lock().map(|o| o.identity.clone()).unwrap_or(None);
+        // The guard, right before the commit; the commit must land within the margin.
+        guard
+            .check(oldest.iter(), Utc::now())
+            .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+        let committed = CommitBuilder::new(ds)
+            .with_skip_auto_cleanup(true)
+            .with_timeout(Some(guard.margin().max(Duration::from_millis(1))))
+            .execute(uncommitted.transaction)
+            .await
+            .map_err(lance_err("commit"))?;
+        let version = committed.version().version;
+        let delta = diff_entry(&committed, table, self.store().root()).await?;
+        let references_added = delta.added.iter().map(|r| r.count).sum();
+        let references_removed = delta.removed.iter().map(|r| r.count).sum();
+        self.publish(delta).await?;
+        let stats = uncommitted.stats;
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: stats.num_inserted_rows + stats.num_updated_rows,
+            references_added,
+            references_removed,
+            rebased: rebased(&committed, version).await,
+        })
+    }
+}
