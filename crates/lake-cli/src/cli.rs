@@ -56,6 +56,10 @@ pub enum Command {
     /// entries; an index built by another Lance client needs no repair either).
     #[command(subcommand)]
     Index(IndexCommand),
+    /// Add a reference column from files, drop columns, rename a column (schema evolution:
+    /// dropping a reference column removes its references, renaming keeps them).
+    #[command(subcommand)]
+    Columns(ColumnsCommand),
     /// Restore an older version's content as a new latest version (journaled as a snapshot).
     Restore(RestoreArgs),
     /// Tag a version (tagged versions are retained: cleanup skips them and GC keeps their
@@ -227,6 +231,50 @@ pub struct UpdateArgs {
     /// Lance SQL filter selecting the rows to update, e.g. "episode = 'Asia'".
     #[arg(long = "where", value_name = "PREDICATE")]
     pub predicate: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ColumnsCommand {
+    /// Upload every regular file under DIR and add it, as a new reference column NAME, to the
+    /// row whose `path` is the file's path below DIR (a table made by `lake ingest`); rows
+    /// without a file get a null.
+    AddFiles(AddFilesArgs),
+    /// Drop columns (a reference column's objects lose those references).
+    Drop(DropColumnsArgs),
+    /// Rename a column (a reference column keeps its references).
+    Rename(RenameColumnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AddFilesArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The new column's name.
+    #[arg(long)]
+    pub name: String,
+    /// Folder whose files are matched to rows by path.
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DropColumnsArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// A column to drop (repeatable).
+    #[arg(long = "column", required = true)]
+    pub columns: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RenameColumnArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The column's name now.
+    #[arg(long)]
+    pub from: String,
+    /// Its new name.
+    #[arg(long)]
+    pub to: String,
 }
 
 #[derive(Debug, Subcommand)]

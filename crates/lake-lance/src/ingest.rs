@@ -118,27 +118,44 @@ impl UploadProgress for () {}
 /// How [`ingest_dir_with`] writes, and whom it tells of its uploads.
 #[derive(Clone)]
 pub struct IngestOptions {
-    /// Replace the table's content (journaled as a snapshot) instead of appending.
-    pub overwrite: bool,
-    /// Upsert keyed on these columns (`path`, say) instead of appending: a file whose key
-    /// matches a row replaces it ([`LanceEngine::upsert`]). Empty: append. Not with `overwrite`.
-    pub upsert_on: Vec<String>,
+    /// What the files' rows do to the table.
+    pub mode: IngestMode,
     /// Told of every upload; `()` (nothing) by default.
     pub progress: Arc<dyn UploadProgress>,
 }
 
+/// What an ingest does with the rows of its files (`episode`, `path`, `file`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum IngestMode {
+    /// Append them ([`LanceEngine::append`]; creates the table).
+    #[default]
+    Append,
+    /// Replace the table's content with them, journaled as a snapshot ([`LanceEngine::overwrite`]).
+    Overwrite,
+    /// Upsert them keyed on these columns (`path`, say): a file whose key matches a row replaces
+    /// it ([`LanceEngine::upsert`]).
+    Upsert {
+        /// Key columns.
+        on: Vec<String>,
+    },
+    /// Add the files as a new reference column named `column` to the rows whose `path` matches
+    /// a file's path below the folder ([`LanceEngine::add_columns`]); rows without a file get a
+    /// null.
+    AddColumn {
+        /// The new column's name.
+        column: String,
+    },
+}
+
 impl Default for IngestOptions {
     fn default() -> Self {
-        Self { overwrite: false, upsert_on: Vec::new(), progress: Arc::new(()) }
+        Self { mode: IngestMode::Append, progress: Arc::new(()) }
     }
 }
 
 impl std::fmt::Debug for IngestOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngestOptions")
-            .field("overwrite", &self.overwrite)
-            .field("upsert_on", &self.upsert_on)
-            .finish_non_exhaustive()
+        f.debug_struct("IngestOptions").field("mode", &self.mode).finish_non_exhaustive()
     }
 }
 
@@ -301,8 +318,7 @@ pub async fn ingest_dir(engine: &LanceEngine, table: &str, dir: &Path) -> Result
     ingest_dir_with(engine, table, dir, &IngestOptions::default()).await
 }
 
-/// As [`ingest_dir`], replacing the table's content (a snapshot) when `options.overwrite` is
-/// set, upserting keyed on `options.upsert_on` when it is not empty, and telling `options.progress` of every upload. Returns the committed version and the
+/// As [`ingest_dir`] in `options.mode` (append, overwrite, upsert or a new column), telling `options.progress` of every upload. Returns the committed version and the
 /// bytes uploaded.
 ///
 /// The uploads stream into the append (see the module documentation); a folder without a
@@ -367,11 +383,14 @@ pub async fn ingest_dir_with(
         }
     };
     let batches = Box::new(UploadedBatches::new(first, receiver));
-    let appended = match (options.overwrite, options.upsert_on.is_empty()) {
-        (false, true) => engine.append(table, batches).await,
-        (true, true) => engine.overwrite(table, batches).await,
-        (false, false) => engine.upsert(table, &options.upsert_on, batches).await,
-        (true, false) => Err(LanceEngineError::InvalidInput("an ingest either overwrites or upserts, not both".into())),
+    let appended = match &options.mode {
+        IngestMode::Append => engine.append(table, batches).await,
+        IngestMode::Overwrite => engine.overwrite(table, batches).await,
+        IngestMode::Upsert { on } => engine.upsert(table, on, batches).await,
+        IngestMode::AddColumn { column } => match PathAndFile::new(batches, column) {
+            Ok(reader) => engine.add_columns(table, "path", Box::new(reader)).await,
+            Err(e) => Err(e),
+        },
     };
     match appended {
         Ok(outcome) => {
@@ -387,5 +406,49 @@ pub async fn ingest_dir_with(
             producer.abort();
             Err(e.into())
         }
+    }
+}
+
+/// The rows of an ingest as `(path, <column>)`: the key and the file under a new name, for
+/// [`IngestMode::AddColumn`]. The DataLocation field keeps its marker and becomes nullable
+/// (rows without a file get a null).
+struct PathAndFile {
+    inner: Box<dyn RecordBatchReader + Send>,
+    schema: SchemaRef,
+}
+
+impl PathAndFile {
+    fn new(inner: Box<dyn RecordBatchReader + Send>, column: &str) -> Result<Self, LanceEngineError> {
+        if column == "path" || column == "episode" {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "the new column cannot be named `{column}`: ingested rows already have it"
+            )));
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("path", DataType::Utf8, false),
+            lake_common::data_location_field(column, true),
+        ]));
+        Ok(Self { inner, schema })
+    }
+}
+
+impl Iterator for PathAndFile {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = match self.inner.next()? {
+            Ok(batch) => batch,
+            Err(e) => return Some(Err(e)),
+        };
+        let (Some(path), Some(file)) = (batch.column_by_name("path"), batch.column_by_name("file")) else {
+            return Some(Err(ArrowError::SchemaError("an ingest batch without `path` or `file`".into())));
+        };
+        Some(RecordBatch::try_new(self.schema.clone(), vec![path.clone(), file.clone()]))
+    }
+}
+
+impl RecordBatchReader for PathAndFile {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
     }
 }

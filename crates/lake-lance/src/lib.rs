@@ -1,5 +1,7 @@
 //! The Lance engine of lake: every version-producing operation journals its references.
 //!
+//! - [`columns`]: schema evolution (add columns from a stream, drop, rename), journaled from
+//!   the two manifests.
 //! - [`engine`]: [`LanceEngine`], table operations (append, delete, compact, cleanup, versions)
 //!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
 //!   journal).
@@ -23,6 +25,7 @@
 //! - [`verify_refs`]: `lake refs verify` in bounded memory (journal vs full scans, object HEADs).
 //! - [`error`]: the engine's typed errors, [`LanceEngineError`].
 
+pub mod columns;
 pub mod engine;
 pub mod error;
 pub mod foreign;

@@ -23,24 +23,57 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A source stream that validates the references of every batch as it passes and keeps the
-/// oldest managed key (shared with the caller through [`GuardedReader::oldest`]).
-struct GuardedReader {
+/// oldest managed key (shared with the caller). With `guard_at_end`, the stream checks the
+/// publication guard on that key when the source ends and fails (Lance then aborts, nothing
+/// committed) when it is too old: for Lance operations that commit as soon as they have read
+/// their source (`Dataset::merge`).
+pub(crate) struct GuardedReader {
     inner: Box<dyn RecordBatchReader + Send>,
     columns: ReferenceColumns,
     root: LakeRootUri,
     oldest: Arc<Mutex<OldestKey>>,
+    guard_at_end: Option<PublicationGuard>,
+}
+
+impl GuardedReader {
+    /// Wraps `inner`, whose schema's reference columns are validated now.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Location`] for an invalid DataLocation column.
+    pub(crate) fn new(
+        table: &str,
+        inner: Box<dyn RecordBatchReader + Send>,
+        root: &LakeRootUri,
+        guard_at_end: Option<PublicationGuard>,
+    ) -> Result<Self, LanceEngineError> {
+        let columns = ReferenceColumns::from_schema(&inner.schema())
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        Ok(Self { inner, columns, root: root.clone(), oldest: Arc::default(), guard_at_end })
+    }
+
+    /// The oldest managed identity seen so far (shared: read it after the source is consumed).
+    pub(crate) fn oldest(&self) -> Arc<Mutex<OldestKey>> {
+        self.oldest.clone()
+    }
 }
 
 impl Iterator for GuardedReader {
     type Item = Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let batch = match self.inner.next()? {
-            Ok(batch) => batch,
-            Err(e) => return Some(Err(e)),
-        };
         let Ok(mut oldest) = self.oldest.lock() else {
             return Some(Err(ArrowError::ExternalError("the guard's state is poisoned".into())));
+        };
+        let batch = match self.inner.next() {
+            Some(Ok(batch)) => batch,
+            Some(Err(e)) => return Some(Err(e)),
+            None => {
+                let guard = self.guard_at_end.take()?;
+                return guard
+                    .check(oldest.identity.iter(), Utc::now())
+                    .err()
+                    .map(|e| Err(ArrowError::ExternalError(Box::new(e))));
+            }
         };
         if let Err(e) = self.columns.visit_borrowed(&batch, &self.root, |uri, sha, size| oldest.offer(uri, sha, size)) {
             return Some(Err(ArrowError::ExternalError(Box::new(e))));
@@ -85,15 +118,9 @@ impl LanceEngine {
         let ds = Arc::new(self.open(table).await?);
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
-        let columns = ReferenceColumns::from_schema(&batches.schema())
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
-        let oldest = Arc::new(Mutex::new(OldestKey::default()));
-        let source: Box<dyn RecordBatchReader + Send> = Box::new(GuardedReader {
-            inner: batches,
-            columns,
-            root: self.store().root().clone(),
-            oldest: oldest.clone(),
-        });
+        let reader = GuardedReader::new(table, batches, self.store().root(), None)?;
+        let oldest = reader.oldest();
+        let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let job = MergeInsertBuilder::try_new(ds.clone(), on.to_vec())
             .map_err(lance_err("upsert"))?
             .when_matched(WhenMatched::UpdateAll)
@@ -114,10 +141,9 @@ impl LanceEngine {
             .await
             .map_err(lance_err("commit"))?;
         let version = committed.version().version;
-        let delta = diff_entry(&committed, table, self.store().root()).await?;
-        let references_added = delta.added.iter().map(|r| r.count).sum();
-        let references_removed = delta.removed.iter().map(|r| r.count).sum();
-        self.publish(delta).await?;
+        let diff = diff_entry(&committed, table, self.store().root()).await?;
+        let (references_added, references_removed) = (diff.added, diff.removed);
+        self.publish(diff.entry).await?;
         let stats = uncommitted.stats;
         Ok(CommitOutcome {
             table: table.into(),

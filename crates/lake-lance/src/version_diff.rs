@@ -17,7 +17,18 @@ use lance::table::format::Fragment;
 use lance::Dataset;
 use std::collections::BTreeMap;
 
-/// The journal entry of `ds`'s checked-out version `v` (`v >= 2`) relative to `v - 1`.
+/// A version's journal entry and the net number of references it added and removed.
+pub(crate) struct VersionEntry {
+    /// The entry to publish.
+    pub entry: ObjectReferenceDelta,
+    /// References added, net of removals (sum of counts).
+    pub added: u64,
+    /// References removed, net of additions (sum of counts).
+    pub removed: u64,
+}
+
+/// The journal entry of `ds`'s checked-out version `v` relative to `v - 1` (a snapshot for
+/// version 1).
 ///
 /// # Errors
 /// Lance errors (version `v - 1` no longer exists); invalid references.
@@ -25,17 +36,23 @@ pub(crate) async fn diff_entry(
     ds: &Dataset,
     table: &str,
     root: &LakeRootUri,
-) -> Result<ObjectReferenceDelta, LanceEngineError> {
+) -> Result<VersionEntry, LanceEngineError> {
     let version = ds.version().version;
     let lance_err =
         |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
     if version < 2 {
-        return Ok(ObjectReferenceDelta::snapshot(table, version, &count_references(ds, table, root, None).await?));
+        let counts = count_references(ds, table, root, None).await?;
+        let added = counts.total();
+        return Ok(VersionEntry { entry: ObjectReferenceDelta::snapshot(table, version, &counts), added, removed: 0 });
     }
     let previous = ds.checkout_version(version - 1).await.map_err(lance_err("open the previous version"))?;
     let (before_columns, after_columns) = (reference_columns(&previous, table)?, reference_columns(ds, table)?);
     if before_columns.columns() != after_columns.columns() {
-        return Ok(ObjectReferenceDelta::snapshot(table, version, &count_references(ds, table, root, None).await?));
+        let now = count_references(ds, table, root, None).await?;
+        let then = count_references(&previous, table, root, None).await?;
+        let net = ObjectReferenceDelta::delta(table, version, &now, &then);
+        let (added, removed) = (sum(&net.added), sum(&net.removed));
+        return Ok(VersionEntry { entry: ObjectReferenceDelta::snapshot(table, version, &now), added, removed });
     }
     let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
     let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
@@ -44,7 +61,13 @@ pub(crate) async fn diff_entry(
     };
     let removed = count_in_fragments(&previous, table, root, changed(&before, &after)).await?;
     let added = count_in_fragments(ds, table, root, changed(&after, &before)).await?;
-    Ok(ObjectReferenceDelta::delta(table, version, &added, &removed))
+    let entry = ObjectReferenceDelta::delta(table, version, &added, &removed);
+    let (added, removed) = (sum(&entry.added), sum(&entry.removed));
+    Ok(VersionEntry { entry, added, removed })
+}
+
+fn sum(counts: &[lake_common::ReferenceCount]) -> u64 {
+    counts.iter().map(|r| r.count).sum()
 }
 
 /// The references in `fragments` of `ds` (at its checked-out version).

@@ -136,9 +136,13 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     LakeDescriptor::create(&store, MIN_AGE).await?;
     println!("1. init       lake at {root} (GC policy floor {})", humantime::format_duration(MIN_AGE));
     let engine = LanceEngine::new(store.clone());
-    let (v1, bytes1) = ingest_dir_with(&engine, TABLE, &stage1, &ingest::options(&stage1, false)).await?;
+    let (v1, bytes1) =
+        ingest_dir_with(&engine, TABLE, &stage1, &ingest::options(&stage1, lake_lance::ingest::IngestMode::Append))
+            .await?;
     println!("2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}", v1.rows, v1.version);
-    let (v2, bytes2) = ingest_dir_with(&engine, TABLE, &stage2, &ingest::options(&stage2, false)).await?;
+    let (v2, bytes2) =
+        ingest_dir_with(&engine, TABLE, &stage2, &ingest::options(&stage2, lake_lance::ingest::IngestMode::Append))
+            .await?;
     println!("3. ingest     {} files, {bytes2} bytes -> version {}", v2.rows, v2.version);
 
     // Delete the episode whose size is closest to a quarter of the files: enough to orphan a

@@ -4,7 +4,7 @@
 use crate::cli::{IngestArgs, TableArgs, UpsertArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
-use lake_lance::ingest::{ingest_dir_with, FileRow, IngestError, IngestOptions, UploadProgress};
+use lake_lance::ingest::{ingest_dir_with, FileRow, IngestError, IngestMode, IngestOptions, UploadProgress};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,13 +24,13 @@ impl UploadProgress for Spinner {
 }
 
 /// Ingest options for `dir` that draw the spinner (`lake ingest`, `lake upsert`, `lake demo`).
-pub fn options(dir: &Path, overwrite: bool) -> IngestOptions {
+pub fn options(dir: &Path, mode: IngestMode) -> IngestOptions {
     let bar = indicatif::ProgressBar::new_spinner().with_message(format!("uploading {}", dir.display()));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} files, {bytes_per_sec}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
-    IngestOptions { overwrite, progress: Arc::new(Spinner(bar)), ..IngestOptions::default() }
+    IngestOptions { mode, progress: Arc::new(Spinner(bar)) }
 }
 
 /// The library's refusals are usage errors, its walk errors I/O errors, as before the ingest
@@ -52,7 +52,8 @@ impl From<IngestError> for CliError {
 /// # Errors
 /// As [`lake_lance::ingest::ingest_dir_with`].
 pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
-    report(&args.table, &args.dir, options(&args.dir, args.overwrite)).await
+    let mode = if args.overwrite { IngestMode::Overwrite } else { IngestMode::Append };
+    report(&args.table, &args.dir, options(&args.dir, mode)).await
 }
 
 /// Runs `lake upsert`.
@@ -60,8 +61,7 @@ pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
 /// # Errors
 /// As [`lake_lance::ingest::ingest_dir_with`] with an upsert.
 pub async fn upsert(args: &UpsertArgs) -> Result<(), CliError> {
-    let options = IngestOptions { upsert_on: args.on.clone(), ..options(&args.dir, false) };
-    report(&args.table, &args.dir, options).await
+    report(&args.table, &args.dir, options(&args.dir, IngestMode::Upsert { on: args.on.clone() })).await
 }
 
 /// Ingests `dir` into `table.table` with `options` and prints what it did.

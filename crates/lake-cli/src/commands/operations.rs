@@ -1,7 +1,7 @@
-//! `lake update` and `lake index create|drop|list`: the table operations beyond append and
-//! delete, each journaled by the engine.
+//! `lake update`, `lake index create|drop|list` and `lake columns add-files|drop|rename`: the
+//! table operations beyond append and delete, each journaled by the engine.
 
-use crate::cli::{IndexCommand, UpdateArgs};
+use crate::cli::{ColumnsCommand, IndexCommand, UpdateArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
 use lake_lance::index::IndexKind;
@@ -78,6 +78,45 @@ pub async fn index(command: &IndexCommand) -> Result<(), CliError> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Runs `lake columns add-files|drop|rename`.
+///
+/// # Errors
+/// As `lake ingest` for add-files; engine errors (an unknown column, a name in use).
+pub async fn columns(command: &ColumnsCommand) -> Result<(), CliError> {
+    let (table, outcome, what) = match command {
+        ColumnsCommand::AddFiles(a) => {
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            let mode = lake_lance::ingest::IngestMode::AddColumn { column: a.name.clone() };
+            let options = crate::commands::ingest::options(&a.dir, mode);
+            let (o, _) = lake_lance::ingest::ingest_dir_with(&engine, &a.table.table, &a.dir, &options).await?;
+            (&a.table, o, format!("added column `{}`", a.name))
+        }
+        ColumnsCommand::Drop(a) => {
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            let names: Vec<&str> = a.columns.iter().map(String::as_str).collect();
+            let o = engine.drop_columns(&a.table.table, &names).await?;
+            (&a.table, o, format!("dropped {}", a.columns.join(", ")))
+        }
+        ColumnsCommand::Rename(a) => {
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            let o = engine.rename_column(&a.table.table, &a.from, &a.to).await?;
+            (&a.table, o, format!("renamed `{}` to `{}`", a.from, a.to))
+        }
+    };
+    if table.json {
+        print_json(&json!({
+            "table": outcome.table, "version": outcome.version,
+            "references_added": outcome.references_added, "references_removed": outcome.references_removed,
+        }));
+    } else {
+        println!(
+            "{what} in `{}` as version {} ({} references added, {} removed)",
+            outcome.table, outcome.version, outcome.references_added, outcome.references_removed
+        );
     }
     Ok(())
 }

@@ -171,11 +171,51 @@ fn upsert_replaces_rows_by_key() {
     assert_ne!(bad.status.code(), Some(0), "--on is required");
 }
 
+/// `lake columns add-files|rename|drop`: a thumbnail column from files matched by path, renamed,
+/// then the original file column dropped (its objects become orphans after cleanup).
+#[test]
+fn columns_evolve_and_the_journal_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let files = dir.path().join("files");
+    let thumbs = dir.path().join("thumbs");
+    write_files(&files, &[("e1/a.bin", "a"), ("e1/b.bin", "b"), ("e2/c.bin", "c")]);
+    write_files(&thumbs, &[("e1/a.bin", "thumb of a"), ("e2/c.bin", "thumb of c")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "files", files.to_str().unwrap()]);
+    let out = json(&ok(&[
+        "columns",
+        "add-files",
+        &root,
+        "--table",
+        "files",
+        "--name",
+        "thumb",
+        thumbs.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!((out["version"].as_u64(), out["references_added"].as_u64()), (Some(2), Some(2)), "{out}");
+    let out =
+        json(&ok(&["columns", "rename", &root, "--table", "files", "--from", "thumb", "--to", "preview", "--json"]));
+    assert_eq!((out["references_added"].as_u64(), out["references_removed"].as_u64()), (Some(0), Some(0)), "{out}");
+    let out = json(&ok(&["columns", "drop", &root, "--table", "files", "--column", "file", "--json"]));
+    assert_eq!((out["references_added"].as_u64(), out["references_removed"].as_u64()), (Some(0), Some(3)), "{out}");
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+    ok(&["cleanup", &root, "--table", "files", "--older-than", "0s"]);
+    crate::advance_clock(Duration::from_millis(4200));
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!((dry["candidate_count"].as_u64(), dry["lineage_complete"].as_bool()), (Some(3), Some(true)), "{dry}");
+    assert_eq!(dry["candidate_bytes"], 3, "the three dropped files, not the previews: {dry}");
+}
+
 #[test]
 fn help_teaches_the_commands() {
     let help = ok(&["--help"]);
-    for cmd in ["init", "ingest", "upsert", "delete", "update", "index", "compact", "cleanup", "versions", "gc", "demo"]
-    {
+    for cmd in [
+        "init", "ingest", "upsert", "delete", "update", "index", "columns", "compact", "cleanup", "versions", "gc",
+        "demo",
+    ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
     let gc = ok(&["gc", "--help"]);

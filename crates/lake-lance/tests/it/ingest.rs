@@ -6,7 +6,9 @@
 use crate::support::new_lake;
 use arrow_array::{Array, StringArray, StructArray, UInt64Array};
 use futures::TryStreamExt;
-use lake_lance::ingest::{ingest_dir, ingest_dir_with, FileRow, IngestError, IngestOptions, UploadProgress};
+use lake_lance::ingest::{
+    ingest_dir, ingest_dir_with, FileRow, IngestError, IngestMode, IngestOptions, UploadProgress,
+};
 use lake_lance::LanceEngine;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -110,7 +112,7 @@ async fn a_streamed_ingest_gives_one_version_in_path_order() {
     // Overwrite streams the same way: one more version holding only the new content.
     let small = tempfile::tempdir().unwrap();
     let replaced = source(small.path(), 3);
-    let options = IngestOptions { overwrite: true, ..IngestOptions::default() };
+    let options = IngestOptions { mode: IngestMode::Overwrite, ..IngestOptions::default() };
     let (outcome, _) = ingest_dir_with(&lake.engine, "files", small.path(), &options).await.unwrap();
     assert_eq!((outcome.version, outcome.rows), (2, 3));
     let (version, rows) = table_rows(&lake.engine, "files").await;

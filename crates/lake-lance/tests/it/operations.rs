@@ -267,3 +267,73 @@ async fn an_upsert_of_a_stale_object_is_refused_by_the_guard_and_commits_nothing
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was committed");
     assert_journal_matches_scans(&lake).await;
 }
+
+/// `(episode, <column>)` rows: a key and a DataLocation column named `column`.
+fn keyed_locations(
+    column: &str,
+    rows: &[(&str, Option<&ManagedObject>)],
+) -> Box<dyn arrow_array::RecordBatchReader + Send> {
+    use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let mut files = lake_common::DataLocationBuilder::new();
+    for (_, o) in rows {
+        match o {
+            Some(o) => files.append(&o.key, o.sha256, o.size),
+            None => files.append_null(),
+        }
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("episode", DataType::Utf8, false),
+        lake_common::data_location_field(column, true),
+    ]));
+    let episodes = StringArray::from_iter_values(rows.iter().map(|(e, _)| *e));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(episodes), Arc::new(files.finish())]).unwrap();
+    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reference_columns_added_renamed_and_dropped_are_journaled() {
+    let (lake, a, b) = lake_with_rows().await;
+    let t1 = lake.upload("t1.png", b"thumbnail of e1").await;
+    let t3 = lake.upload("t3.png", b"thumbnail of e3").await;
+
+    // A new reference column joined on the episode (e2 gets no thumbnail).
+    let out = lake
+        .engine
+        .add_columns("t", "episode", keyed_locations("thumb", &[("e1", Some(&t1)), ("e3", Some(&t3))]))
+        .await
+        .unwrap();
+    assert_eq!((out.version, out.references_added, out.references_removed), (2, 2, 0));
+    assert_journal_matches_scans(&lake).await;
+    // Renaming a reference column keeps its references.
+    let out = lake.engine.rename_column("t", "thumb", "image").await.unwrap();
+    assert_eq!((out.references_added, out.references_removed), (0, 0));
+    // Dropping one removes them.
+    let out = lake.engine.drop_columns("t", &["file"]).await.unwrap();
+    assert_eq!((out.references_added, out.references_removed), (0, 2));
+    assert_journal_matches_scans(&lake).await;
+
+    lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    let (complete, candidates, problems) = planned(&lake).await;
+    assert!(complete, "{problems:?}");
+    assert!(candidates.contains(&a.key) && candidates.contains(&b.key), "{candidates:?}");
+    assert!(!candidates.contains(&t1.key) && !candidates.contains(&t3.key), "{candidates:?}");
+
+    // A stale object in an added column: the guard refuses when the source ends; nothing committed.
+    let stale = ManagedObject {
+        key: format!(
+            "objects/{}/old.png",
+            ulid::Ulid::from_datetime(std::time::SystemTime::now() - Duration::from_secs(2 * 86400))
+        ),
+        sha256: <sha2::Sha256 as sha2::Digest>::digest(b"old").into(),
+        size: 3,
+        last_modified: Utc::now(),
+    };
+    lake.store.put(&stale.key, b"old".to_vec()).await.unwrap();
+    let before = lake.engine.versions("t").await.unwrap().len();
+    let err =
+        lake.engine.add_columns("t", "episode", keyed_locations("mask", &[("e1", Some(&stale))])).await.unwrap_err();
+    assert!(matches!(&err, LanceEngineError::Guard { .. }), "{err}");
+    assert_eq!(lake.engine.versions("t").await.unwrap().len(), before, "nothing was committed");
+    assert_journal_matches_scans(&lake).await;
+}

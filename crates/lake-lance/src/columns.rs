@@ -1,0 +1,97 @@
+//! Schema evolution through the engine: add columns from an Arrow stream joined on a key, drop
+//! columns, rename a column. Each commits one Lance version (`Merge` or `Project`), journaled
+//! from the two manifests (`crate::version_diff`): when the set of reference columns changes
+//! (a reference column added, dropped or renamed) the entry is a snapshot of the new version,
+//! otherwise a delta of the rewritten fragments (nothing moves for a column that holds no
+//! reference).
+//!
+//! Adding columns streams the source through the reference validation and keeps its oldest
+//! managed key; Lance's `Dataset::merge` commits as soon as it has read the source, so the
+//! publication guard is checked when the source ends, and a refusal fails the stream (Lance
+//! aborts, nothing committed).
+
+use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::error::LanceEngineError;
+use crate::upsert::GuardedReader;
+use crate::version_diff::diff_entry;
+use arrow_array::RecordBatchReader;
+use chrono::Utc;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
+use lance::dataset::ColumnAlteration;
+use lance::Dataset;
+
+impl LanceEngine {
+    /// Adds the columns of `batches` (every column but `on`) to `table`, joined on the key
+    /// column `on` (present in both; a row of the table without a match gets nulls, so the new
+    /// columns must be nullable). A DataLocation column among them becomes a reference column.
+    /// One new version (see the module documentation).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Location`] for an invalid DataLocation column or value;
+    /// [`LanceEngineError::Guard`] when a referenced managed object is too old to publish; Lance
+    /// errors (no such key column, a column that already exists); sidecar and registry errors.
+    pub async fn add_columns(
+        &self,
+        table: &str,
+        on: &str,
+        batches: Box<dyn RecordBatchReader + Send>,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
+        let mut ds = self.open(table).await?;
+        let reader = GuardedReader::new(table, batches, self.store().root(), Some(guard.clone()))?;
+        let oldest = reader.oldest();
+        if let Err(source) = ds.merge(reader, on, on).await {
+            // The guard's refusal travels through Lance as a stream error: name it.
+            let oldest = oldest.lock().ok().and_then(|o| o.identity.clone());
+            if let Err(refusal) = guard.check(oldest.iter(), Utc::now()) {
+                return Err(LanceEngineError::Guard { table: table.into(), source: refusal });
+            }
+            return Err(LanceEngineError::Lance { table: table.into(), action: "add columns", source });
+        }
+        self.publish_diff(&ds, table).await
+    }
+
+    /// Drops `columns` from `table` (a reference column's references are removed). Lance's drop
+    /// is metadata-only: the data stays in the files until compaction rewrites them.
+    ///
+    /// # Errors
+    /// Lance errors (an unknown column, every column); sidecar and registry errors.
+    pub async fn drop_columns(&self, table: &str, columns: &[&str]) -> Result<CommitOutcome, LanceEngineError> {
+        let mut ds = self.open(table).await?;
+        ds.drop_columns(columns).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "drop columns",
+            source,
+        })?;
+        self.publish_diff(&ds, table).await
+    }
+
+    /// Renames column `from` of `table` to `to` (a reference column keeps its references).
+    ///
+    /// # Errors
+    /// Lance errors (an unknown column, a name in use); sidecar and registry errors.
+    pub async fn rename_column(&self, table: &str, from: &str, to: &str) -> Result<CommitOutcome, LanceEngineError> {
+        let mut ds = self.open(table).await?;
+        ds.alter_columns(&[ColumnAlteration::new(from.to_string()).rename(to.to_string())])
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "rename column", source })?;
+        self.publish_diff(&ds, table).await
+    }
+
+    /// Journals `ds`'s version from the two manifests and advances the registry.
+    async fn publish_diff(&self, ds: &Dataset, table: &str) -> Result<CommitOutcome, LanceEngineError> {
+        let version = ds.version().version;
+        let diff = diff_entry(ds, table, self.store().root()).await?;
+        let (references_added, references_removed) = (diff.added, diff.removed);
+        self.publish(diff.entry).await?;
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: 0,
+            references_added,
+            references_removed,
+            rebased: rebased(ds, version).await,
+        })
+    }
+}
