@@ -39,7 +39,7 @@ impl LanceEngine {
     ) -> Result<CommitOutcome, LanceEngineError> {
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let mut ds = self.open(table).await?;
-        let reader = GuardedReader::new(table, batches, self.store().root(), Some(guard.clone()))?;
+        let reader = GuardedReader::new(table, batches, self.store().root(), Some(guard))?;
         let oldest = reader.oldest();
         if let Err(source) = ds.merge(reader, on, on).await {
             // The guard's refusal travels through Lance as a stream error: name it.
