@@ -10,6 +10,7 @@ mod memory;
 mod plan;
 mod rss;
 mod s3;
+mod upsert;
 
 use clap::Parser;
 
@@ -40,6 +41,9 @@ pub struct Args {
     /// verified with `--memory-budget-kib` (rounded up to MiB).
     #[arg(long, default_value_t = 100_000)]
     pub verify_references: usize,
+    /// Rows of the table and of each upsert in `upsert_time_ratio` (half replace, half new).
+    #[arg(long, default_value_t = 100_000)]
+    pub upsert_rows: usize,
     /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
     #[arg(long, default_value_t = 2_000)]
     pub delete_objects: usize,
@@ -52,7 +56,8 @@ pub struct Args {
     /// Run only these groups of figures (comma-separated): append (throughput and peak RSS),
     /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack), and
     /// plan-s3 (the speedup on LocalStack S3, about 4 minutes here: only when named), and
-    /// memory (peak RSS of `lake ingest` and `lake refs verify` at 1x and 10x: only when named).
+    /// memory (peak RSS of `lake ingest` and `lake refs verify` at 1x and 10x: only when named),
+    /// and upsert (an engine upsert vs plain Lance's merge insert: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
@@ -82,6 +87,9 @@ pub enum Group {
     /// `--ingest-files` vs ten times as many files, and of `lake refs verify` of a lake of
     /// `--verify-references` vs ten times as many (not run by default: several minutes).
     Memory,
+    /// `upsert_time_ratio`: an upsert of `--upsert-rows` rows through the engine vs plain
+    /// Lance's merge insert (not run by default).
+    Upsert,
 }
 
 /// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
@@ -152,6 +160,9 @@ async fn run(args: &Args) -> Result<(), String> {
     }
     if args.only.contains(&Group::Memory) {
         memory::figures(args).await?;
+    }
+    if args.only.contains(&Group::Upsert) {
+        upsert::time_ratio(args).await?;
     }
     if !wanted(Group::Delete) {
     } else if args.skip_s3 {

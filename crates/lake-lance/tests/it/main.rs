@@ -15,6 +15,7 @@ mod ingest;
 mod lineage;
 mod local_doors;
 mod operations;
+mod operations_model;
 mod readme_example;
 mod replay_checkpoint;
 mod s3_doors;
