@@ -56,9 +56,13 @@ impl LanceEngine {
     /// is metadata-only: the data stays in the files until compaction rewrites them.
     ///
     /// # Errors
-    /// Lance errors (an unknown column, every column); sidecar and registry errors.
+    /// [`LanceEngineError::InvalidInput`] for a column that is not top-level; Lance errors
+    /// (every column); sidecar and registry errors.
     pub async fn drop_columns(&self, table: &str, columns: &[&str]) -> Result<CommitOutcome, LanceEngineError> {
         let mut ds = self.open(table).await?;
+        for column in columns {
+            top_level(&ds, table, column)?;
+        }
         ds.drop_columns(columns).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action: "drop columns",
@@ -70,9 +74,16 @@ impl LanceEngine {
     /// Renames column `from` of `table` to `to` (a reference column keeps its references).
     ///
     /// # Errors
-    /// Lance errors (an unknown column, a name in use); sidecar and registry errors.
+    /// [`LanceEngineError::InvalidInput`] for a `from` that is not a top-level column or a `to`
+    /// with a `.` or in use; Lance, sidecar and registry errors.
     pub async fn rename_column(&self, table: &str, from: &str, to: &str) -> Result<CommitOutcome, LanceEngineError> {
         let mut ds = self.open(table).await?;
+        top_level(&ds, table, from)?;
+        if to.is_empty() || to.contains('.') || ds.schema().field(to).is_some() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}`: cannot rename `{from}` to `{to}`: the new name must be a top-level name (no `.`) not in use"
+            )));
+        }
         ds.alter_columns(&[ColumnAlteration::new(from.to_string()).rename(to.to_string())])
             .await
             .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "rename column", source })?;
@@ -80,6 +91,9 @@ impl LanceEngine {
     }
 
     /// Journals `ds`'s version from the two manifests and advances the registry.
+    ///
+    /// # Errors
+    /// Lance, scan, sidecar and registry errors.
     async fn publish_diff(&self, ds: &Dataset, table: &str) -> Result<CommitOutcome, LanceEngineError> {
         let version = ds.version().version;
         let diff = diff_entry(ds, table, self.store().root()).await?;
@@ -94,4 +108,15 @@ impl LanceEngine {
             rebased: rebased(ds, version).await,
         })
     }
+}
+
+/// Refuses `column` unless it is a top-level column of `ds`: a child of a struct (`file.uri`)
+/// dropped or renamed would turn a reference column into a look-alike after Lance committed.
+fn top_level(ds: &Dataset, table: &str, column: &str) -> Result<(), LanceEngineError> {
+    if ds.schema().fields.iter().any(|f| f.name == column) {
+        return Ok(());
+    }
+    Err(LanceEngineError::InvalidInput(format!(
+        "table `{table}` has no top-level column `{column}`; columns inside a struct (`a.b`) are not dropped or renamed here"
+    )))
 }

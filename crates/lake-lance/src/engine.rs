@@ -370,15 +370,14 @@ impl LanceEngine {
     }
 
     /// Deletes the rows of `table` matching `predicate` (Lance SQL), journaling the references of
-    /// the deleted rows with their counts. Returns `None` when no row matched (no new version).
+    /// the deleted rows with their counts, computed from the fragments the delete changed
+    /// (`crate::version_diff`). Returns `None` when no row matched (no new version).
     ///
     /// # Errors
     /// Lance errors (including an invalid predicate), sidecar and registry errors.
     pub async fn delete(&self, table: &str, predicate: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
         let mut ds = self.open(table).await?;
         let before = ds.version().version;
-        // Counted on the same read version the delete evaluates its predicate against.
-        let removed = count_references(&ds, table, self.store.root(), Some(predicate)).await?;
         let result = ds.delete(predicate).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action: "delete",
@@ -388,14 +387,17 @@ impl LanceEngine {
         if version == before {
             return Ok(None);
         }
-        let delta = ObjectReferenceDelta::delta(table, version, &ReferenceCounts::new(), &removed);
-        self.publish(delta).await?;
+        // From the two manifests, not from a count taken before: a predicate need not evaluate
+        // the same way twice (`random()`), and Lance may rebase the delete.
+        let diff = crate::version_diff::diff_entry(&result.new_dataset, table, self.store.root()).await?;
+        let references_removed = diff.removed;
+        self.publish(diff.entry).await?;
         Ok(Some(CommitOutcome {
             table: table.into(),
             version,
             rows: result.num_deleted_rows,
             references_added: 0,
-            references_removed: removed.total(),
+            references_removed,
             rebased: rebased(&result.new_dataset, version).await,
         }))
     }
@@ -601,7 +603,8 @@ impl Engine for LanceEngine {
         let table = &location.name;
         let mut listing = sidecar::list(self.store(), table).await?;
         let ds = self.open(table).await?;
-        crate::foreign::imply_entries(&ds, &mut listing, after.saturating_add(1)..=upto).await;
+        crate::foreign::imply_entries(&ds, table, self.store().root(), &mut listing, after.saturating_add(1)..=upto)
+            .await;
         let mut entries = Sidecars::new();
         sidecar::visit_listed(self.store(), table, &listing, after.saturating_add(1)..=upto, |v, entry| {
             entries.insert(v, entry);

@@ -13,11 +13,15 @@
 //! that prove them. A version whose transaction cannot be read (cleaned up by another client,
 //! unreadable, another operation) stays a problem.
 //!
-//! The rule trusts a transaction's operation to describe the commit, as Lance's own conflict
-//! resolution does; a client that forges a transaction whose files contradict it is outside
-//! what the journal can see (as a forged sidecar is; `lake refs verify` compares with scans).
+//! The transaction's word is not taken alone: the version's manifest is compared with the
+//! previous version's (the same reference columns; the same fragments, or for a rewrite,
+//! rewritten fragments whose references net to nothing), so a transaction forged to look like
+//! compaction or an index build while it changes rows is not implied.
 
+use crate::scan::reference_columns;
 use crate::sidecar::JournalListing;
+use crate::version_diff::diff_entry;
+use lake_common::LakeRootUri;
 use lance::dataset::transaction::Operation;
 use lance::table::format::Fragment;
 use lance::Dataset;
@@ -83,24 +87,74 @@ fn live_rows(fragments: &[Fragment]) -> Option<usize> {
 }
 
 /// The operation of version `version` of `ds`'s table when it is content-preserving; `None` when
-/// it is not, or when its transaction cannot be read (a cleaned-up version, an unreadable
-/// file): the version then stays a lineage problem.
-pub(crate) async fn content_preserving_operation(ds: &Dataset, version: u64) -> Option<&'static str> {
+/// it is not, or when it cannot be proven (see [`proven_against_previous`]).
+pub(crate) async fn content_preserving_operation(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+    version: u64,
+) -> Option<&'static str> {
     let tx = ds.read_transaction_by_version(version).await.ok().flatten()?;
     preserves_content(&tx.operation).ok()?;
+    if !proven_against_previous(ds, table, root, version, &tx.operation).await {
+        return None;
+    }
     CONTENT_PRESERVING.iter().map(|(name, _)| *name).find(|name| *name == tx.operation.name())
+}
+
+/// Whether version `version` holds the references of version `version - 1`, checked on the two
+/// manifests rather than trusted from the transaction (a client can commit a transaction whose
+/// files contradict its operation): the same reference columns, and
+/// - for a `Rewrite`, the references of the fragments that differ between the two versions net
+///   to nothing (`crate::version_diff`: a scan of the rewritten fragments' reference columns);
+/// - for the others, exactly the same fragments (data files and deletion files).
+///
+/// False when either version cannot be read (version `version - 1` cleaned up, say).
+async fn proven_against_previous(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+    version: u64,
+    operation: &Operation,
+) -> bool {
+    if version < 2 {
+        return false;
+    }
+    let (Ok(at), Ok(previous)) = (ds.checkout_version(version).await, ds.checkout_version(version - 1).await) else {
+        return false;
+    };
+    let same_columns = match (reference_columns(&at, table), reference_columns(&previous, table)) {
+        (Ok(a), Ok(b)) => a.columns() == b.columns(),
+        _ => false,
+    };
+    if !same_columns {
+        return false;
+    }
+    match operation {
+        Operation::Rewrite { .. } => match diff_entry(&at, table, root).await {
+            Ok(diff) => diff.entry.added.is_empty() && diff.entry.removed.is_empty(),
+            Err(_) => false,
+        },
+        _ => at.manifest().fragments == previous.manifest().fragments,
+    }
 }
 
 /// Records in `listing` an implied empty entry for every version in `versions` that has no
 /// sidecar and is content-preserving (see the module documentation). One transaction read per
 /// version without a sidecar; versions with one are not read. A transaction that cannot be read
 /// implies nothing (the version stays a problem: a refusal, never a deletion).
-pub(crate) async fn imply_entries(ds: &Dataset, listing: &mut JournalListing, versions: std::ops::RangeInclusive<u64>) {
+pub(crate) async fn imply_entries(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+    listing: &mut JournalListing,
+    versions: std::ops::RangeInclusive<u64>,
+) {
     for version in versions {
         if listing.files.contains_key(&version) {
             continue;
         }
-        if let Some(operation) = content_preserving_operation(ds, version).await {
+        if let Some(operation) = content_preserving_operation(ds, table, root, version).await {
             listing.implied.insert(version, operation);
         }
     }
@@ -124,7 +178,7 @@ pub(crate) async fn materialize_implied(
         source,
     })?;
     let oldest = versions.iter().map(|v| v.version).min().unwrap_or(ds.version().version);
-    imply_entries(ds, &mut listing, oldest..=ds.version().version).await;
+    imply_entries(ds, table, store.root(), &mut listing, oldest..=ds.version().version).await;
     for version in listing.implied.keys() {
         crate::sidecar::write(store, &lake_common::ObjectReferenceDelta::empty(table, *version)).await?;
     }

@@ -83,7 +83,7 @@ impl LanceEngine {
         // Versions from the oldest retained on without a sidecar: another client's (or an
         // interrupted) content-preserving commit is an implied empty entry.
         let oldest = retained.first().copied().unwrap_or(latest);
-        crate::foreign::imply_entries(&ds, &mut journal, oldest..=latest).await;
+        crate::foreign::imply_entries(&ds, table, self.store().root(), &mut journal, oldest..=latest).await;
         let structure = self.structure_problems(&ds, table).await?;
         let stamp = LineageStamp {
             latest_version: latest,

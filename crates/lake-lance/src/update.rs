@@ -1,17 +1,16 @@
-//! Update through the engine: `UPDATE table SET col = expr, ... WHERE predicate`, journaled as a
-//! delta of the reference columns it sets.
+//! Update through the engine: `UPDATE table SET col = expr, ... WHERE predicate`.
 //!
 //! Before Lance commits, the engine reads the rows the predicate matches at the version the
-//! update reads (one `Dataset` value for both, so both see the same rows): the references the set
-//! columns hold now (removed) and the ones their expressions give (added, cast to the column's
-//! type as Lance's update casts them). Every added managed object that the matched rows did not
-//! already reference passes the publication guard. The update then runs with no conflict retry:
-//! a retry would re-evaluate the rows against a newer version than the one counted, so a
-//! conflicting concurrent write fails the update (nothing committed) instead. A compatible
-//! concurrent commit (an append) is rebased by Lance without re-evaluating the rows, so the
-//! counted delta stays exact. If Lance reports a different number of updated rows than were
-//! counted, the version is left without a journal entry (GC refuses until `lake refs repair`)
-//! and the call fails: never a guessed delta.
+//! update reads: the references the assigned reference columns will hold (their expressions,
+//! cast to the column's type as Lance's update casts them). Every managed object among them that
+//! the matched rows did not already reference passes the publication guard. The update then runs
+//! with no conflict retry (a retry would evaluate against a newer version than the one checked).
+//!
+//! The journal entry is computed after the commit from the two manifests
+//! (`crate::version_diff`), never from the check: an expression or predicate need not evaluate
+//! the same way twice (`random()`), so only what Lance wrote is journaled. If the committed
+//! version references an object the check did not see, the entry is still written (the journal
+//! stays exact, so GC keeps the object) and the call fails with the guard's error.
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
@@ -20,7 +19,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 use chrono::Utc;
 use futures::TryStreamExt;
-use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts};
+use lake_common::{ObjectIdentity, ReferenceColumns, ReferenceCounts};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
 use lance::dataset::UpdateBuilder;
@@ -88,11 +87,11 @@ impl LanceEngine {
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
 
-        let matched = ds.count_rows(predicate.map(str::to_string)).await.map_err(lance_err("count rows"))? as u64;
+        let matched = ds.count_rows(predicate.map(str::to_string)).await.map_err(lance_err("count rows"))?;
         if matched == 0 {
             return Ok(None);
         }
-        let (removed, added) = self.counted_changes(&ds, table, assignments, predicate).await?;
+        let (_, added) = self.counted_changes(&ds, table, assignments, predicate).await?;
         // Objects the matched rows already referenced (in any reference column) stay live through
         // the update; only the others are new to these rows and must pass the guard.
         let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
@@ -110,20 +109,27 @@ impl LanceEngine {
         let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
         let result = job.execute().await.map_err(lance_err("update"))?;
         let version = result.new_dataset.version().version;
-        if result.rows_updated != matched {
-            return Err(LanceEngineError::InvalidInput(format!(
-                "table `{table}` version {version}: Lance updated {} rows where {matched} were counted at version {before}; the version is left without a journal entry (GC refuses until `lake refs repair --table {table} --version {version}`)",
-                result.rows_updated
-            )));
+        if version == before {
+            return Ok(None);
         }
-        let delta = ObjectReferenceDelta::delta(table, version, &added, &removed);
-        let references_added = delta.added.iter().map(|r| r.count).sum();
-        let references_removed = delta.removed.iter().map(|r| r.count).sum();
-        self.publish(delta).await?;
+        let diff = crate::version_diff::diff_entry(&result.new_dataset, table, self.store().root()).await?;
+        // What the commit added that the check did not see (a nondeterministic expression).
+        let unseen: Vec<ObjectIdentity> = diff
+            .entry
+            .added
+            .iter()
+            .map(|r| r.identity.clone())
+            .filter(|id| added.get(id) == 0 && before_all.get(id) == 0)
+            .collect();
+        let (references_added, references_removed) = (diff.added, diff.removed);
+        self.publish(diff.entry).await?;
+        guard
+            .check(unseen.iter(), Utc::now())
+            .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
         Ok(Some(CommitOutcome {
             table: table.into(),
             version,
-            rows: matched,
+            rows: result.rows_updated,
             references_added,
             references_removed,
             rebased: rebased(&result.new_dataset, version).await,

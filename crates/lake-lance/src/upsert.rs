@@ -128,7 +128,9 @@ impl LanceEngine {
             .conflict_retries(0)
             .try_build()
             .map_err(lance_err("upsert"))?;
+        let started = std::time::Instant::now();
         let uncommitted = job.execute_uncommitted(source).await.map_err(lance_err("upsert"))?;
+        let data_written = started.elapsed();
         let oldest = oldest.lock().map(|o| o.identity.clone()).unwrap_or(None);
         // The guard, right before the commit; the commit must land within the margin.
         guard
@@ -141,9 +143,22 @@ impl LanceEngine {
             .await
             .map_err(lance_err("commit"))?;
         let version = committed.version().version;
+        let committed_at = started.elapsed();
         let diff = diff_entry(&committed, table, self.store().root()).await?;
+        let diffed_at = started.elapsed();
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry).await?;
+        tracing::debug!(
+            table,
+            version,
+            references_added,
+            references_removed,
+            data_files_s = data_written.as_secs_f64(),
+            commit_s = (committed_at - data_written).as_secs_f64(),
+            diff_s = (diffed_at - committed_at).as_secs_f64(),
+            publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
+            "upsert committed and journaled"
+        );
         let stats = uncommitted.stats;
         Ok(CommitOutcome {
             table: table.into(),

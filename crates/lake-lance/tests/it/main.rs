@@ -4,6 +4,7 @@
 mod append;
 mod apply_doors;
 mod attack;
+mod attack_operations;
 mod budget;
 mod crash;
 mod dry_run;
@@ -16,6 +17,7 @@ mod lineage;
 mod local_doors;
 mod operations;
 mod operations_model;
+
 mod readme_example;
 mod replay_checkpoint;
 mod s3_doors;
