@@ -29,9 +29,24 @@ pub async fn count_references(
     root: &LakeRootUri,
     filter: Option<&str>,
 ) -> Result<ReferenceCounts, LanceEngineError> {
+    count_scanned(ds, table, root, filter, None).await
+}
+
+/// As [`count_references`], restricted to `fragments` of `ds` when given (deletion vectors
+/// applied as `ds`'s manifest has them).
+///
+/// # Errors
+/// As [`count_references`].
+pub(crate) async fn count_scanned(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+    filter: Option<&str>,
+    fragments: Option<Vec<lance::table::format::Fragment>>,
+) -> Result<ReferenceCounts, LanceEngineError> {
     let columns = reference_columns(ds, table)?;
     let mut counts = ReferenceCounts::new();
-    if columns.is_empty() {
+    if columns.is_empty() || fragments.as_ref().is_some_and(Vec::is_empty) {
         return Ok(counts);
     }
     let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "scan", source };
@@ -39,6 +54,9 @@ pub async fn count_references(
     scanner.project(&columns.names()).map_err(lance_err)?;
     if let Some(f) = filter {
         scanner.filter(f).map_err(lance_err)?;
+    }
+    if let Some(fragments) = fragments {
+        scanner.with_fragments(fragments);
     }
     let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
     while let Some(batch) = stream.try_next().await.map_err(lance_err)? {

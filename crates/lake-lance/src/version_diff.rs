@@ -10,9 +10,8 @@
 //! columns. Cost: a scan of the reference columns of the changed fragments, twice.
 
 use crate::error::LanceEngineError;
-use crate::scan::{count_references, reference_columns};
-use futures::TryStreamExt;
-use lake_common::{LakeRootUri, ObjectReferenceDelta, ReferenceCounts};
+use crate::scan::{count_references, count_scanned, reference_columns};
+use lake_common::{LakeRootUri, ObjectReferenceDelta};
 use lance::table::format::Fragment;
 use lance::Dataset;
 use std::collections::BTreeMap;
@@ -59,8 +58,8 @@ pub(crate) async fn diff_entry(
     let changed = |of: &BTreeMap<u64, &Fragment>, other: &BTreeMap<u64, &Fragment>| -> Vec<Fragment> {
         of.iter().filter(|(id, f)| other.get(id) != Some(f)).map(|(_, f)| (*f).clone()).collect()
     };
-    let removed = count_in_fragments(&previous, table, root, changed(&before, &after)).await?;
-    let added = count_in_fragments(ds, table, root, changed(&after, &before)).await?;
+    let removed = count_scanned(&previous, table, root, None, Some(changed(&before, &after))).await?;
+    let added = count_scanned(ds, table, root, None, Some(changed(&after, &before))).await?;
     let entry = ObjectReferenceDelta::delta(table, version, &added, &removed);
     let (added, removed) = (sum(&entry.added), sum(&entry.removed));
     Ok(VersionEntry { entry, added, removed })
@@ -68,29 +67,4 @@ pub(crate) async fn diff_entry(
 
 fn sum(counts: &[lake_common::ReferenceCount]) -> u64 {
     counts.iter().map(|r| r.count).sum()
-}
-
-/// The references in `fragments` of `ds` (at its checked-out version).
-async fn count_in_fragments(
-    ds: &Dataset,
-    table: &str,
-    root: &LakeRootUri,
-    fragments: Vec<Fragment>,
-) -> Result<ReferenceCounts, LanceEngineError> {
-    let columns = reference_columns(ds, table)?;
-    let mut counts = ReferenceCounts::new();
-    if columns.is_empty() || fragments.is_empty() {
-        return Ok(counts);
-    }
-    let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "scan", source };
-    let mut scanner = ds.scan();
-    scanner.project(&columns.names()).map_err(lance_err)?;
-    scanner.with_fragments(fragments);
-    let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
-    while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
-        columns
-            .visit(&batch, root, |id| counts.add(id, 1))
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
-    }
-    Ok(counts)
 }

@@ -4,7 +4,7 @@
 //! equals the scans (`verify_refs`). A failing test is a successful attack.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, TestLake};
+use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
 use chrono::Utc;
 use lake_lance::update::Assignment;
 use lake_objects::writer::ManagedObject;
@@ -236,28 +236,6 @@ async fn upsert_with_duplicate_keys_in_the_source() {
     );
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     assert_safe(&lake, "t", "upsert duplicate keys").await;
-}
-
-fn keyed_locations(
-    column: &str,
-    rows: &[(&str, Option<&ManagedObject>)],
-) -> Box<dyn arrow_array::RecordBatchReader + Send> {
-    use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
-    use arrow_schema::{DataType, Field, Schema};
-    let mut files = lake_common::DataLocationBuilder::new();
-    for (_, o) in rows {
-        match o {
-            Some(o) => files.append(&o.key, o.sha256, o.size),
-            None => files.append_null(),
-        }
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("episode", DataType::Utf8, false),
-        lake_common::data_location_field(column, true),
-    ]));
-    let episodes = StringArray::from_iter_values(rows.iter().map(|(e, _)| *e));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(episodes), Arc::new(files.finish())]).unwrap();
-    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,7 +5,7 @@
 //! exactly the objects no retained version references.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, TestLake};
+use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
 use chrono::{DateTime, Utc};
 use lake_engine::{Engine, LineageProblem};
 use lake_lance::index::IndexKind;
@@ -266,29 +266,6 @@ async fn an_upsert_of_a_stale_object_is_refused_by_the_guard_and_commits_nothing
     );
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was committed");
     assert_journal_matches_scans(&lake).await;
-}
-
-/// `(episode, <column>)` rows: a key and a DataLocation column named `column`.
-fn keyed_locations(
-    column: &str,
-    rows: &[(&str, Option<&ManagedObject>)],
-) -> Box<dyn arrow_array::RecordBatchReader + Send> {
-    use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
-    use arrow_schema::{DataType, Field, Schema};
-    let mut files = lake_common::DataLocationBuilder::new();
-    for (_, o) in rows {
-        match o {
-            Some(o) => files.append(&o.key, o.sha256, o.size),
-            None => files.append_null(),
-        }
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("episode", DataType::Utf8, false),
-        lake_common::data_location_field(column, true),
-    ]));
-    let episodes = StringArray::from_iter_values(rows.iter().map(|(e, _)| *e));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(episodes), Arc::new(files.finish())]).unwrap();
-    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,7 +9,7 @@
 //! - after an apply, every referenced object still exists.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, TestLake};
+use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
 use arrow_array::{Array, StringArray, StructArray};
 use chrono::Utc;
 use futures::TryStreamExt;
@@ -57,24 +57,6 @@ async fn referenced(lake: &TestLake) -> BTreeSet<String> {
 async fn stored_objects(lake: &TestLake) -> BTreeSet<String> {
     let listed = lake.store.list_all("objects/").await.unwrap();
     listed.into_iter().map(|(k, _)| k).filter(|k| !k.ends_with('/')).collect()
-}
-
-/// `(episode, thumb)` rows for `add_columns`, the thumbnails being DataLocations.
-fn thumbs(rows: &[(&str, &ManagedObject)]) -> Box<dyn arrow_array::RecordBatchReader + Send> {
-    use arrow_array::{RecordBatch, RecordBatchIterator};
-    use arrow_schema::{DataType, Field, Schema};
-    use std::sync::Arc;
-    let mut b = lake_common::DataLocationBuilder::new();
-    for (_, o) in rows {
-        b.append(&o.key, o.sha256, o.size);
-    }
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("episode", DataType::Utf8, false),
-        lake_common::data_location_field("thumb", true),
-    ]));
-    let episodes = StringArray::from_iter_values(rows.iter().map(|(e, _)| *e));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(episodes), Arc::new(b.finish())]).unwrap();
-    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -154,7 +136,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 5 => match &thumb_column {
                     None => lake
                         .engine
-                        .add_columns("t", "episode", thumbs(&[(e_ref, &y)]))
+                        .add_columns("t", "episode", keyed_locations("thumb", &[(e_ref, Some(&y))]))
                         .await
                         .map(|_| ())
                         .map_err(|e| e.to_string()),

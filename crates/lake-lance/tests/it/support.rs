@@ -124,3 +124,22 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// `(episode, <column>)` rows: a key and a nullable DataLocation column named `column` (for
+/// `add_columns`); `None` is a null.
+pub fn keyed_locations(column: &str, rows: &[(&str, Option<&ManagedObject>)]) -> Box<dyn RecordBatchReader + Send> {
+    let mut files = DataLocationBuilder::new();
+    for (_, o) in rows {
+        match o {
+            Some(o) => files.append(&o.key, o.sha256, o.size),
+            None => files.append_null(),
+        }
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("episode", DataType::Utf8, false),
+        lake_common::data_location_field(column, true),
+    ]));
+    let episodes = StringArray::from_iter_values(rows.iter().map(|(e, _)| *e));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(episodes), Arc::new(files.finish())]).unwrap();
+    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
+}
