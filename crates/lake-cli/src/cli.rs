@@ -60,6 +60,10 @@ pub enum Command {
     /// dropping a reference column removes its references, renaming keeps them).
     #[command(subcommand)]
     Columns(ColumnsCommand),
+    /// Create, delete or list a table's branches. A branch `b` of table `t` is written to and read
+    /// as table `t@b` by every other command; its retained versions keep their objects alive.
+    #[command(subcommand)]
+    Branch(BranchCommand),
     /// Restore an older version's content as a new latest version (journaled as a snapshot).
     Restore(RestoreArgs),
     /// Tag a version (tagged versions are retained: cleanup skips them and GC keeps their
@@ -275,6 +279,37 @@ pub struct RenameColumnArgs {
     /// Its new name.
     #[arg(long)]
     pub to: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BranchCommand {
+    /// Create branch NAME of a table from a version or tag of its main line.
+    Create(BranchCreateArgs),
+    /// Delete branch NAME (objects only its versions referenced become orphans).
+    Delete(BranchNameArgs),
+    /// List the branches lake journals.
+    List(TableArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BranchCreateArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The branch's name (1-64 of A-Z a-z 0-9 _ -).
+    #[arg(long)]
+    pub name: String,
+    /// A version number or a tag of the main line.
+    #[arg(long, value_name = "VERSION|TAG")]
+    pub from: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BranchNameArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// The branch's name.
+    #[arg(long)]
+    pub name: String,
 }
 
 #[derive(Debug, Subcommand)]

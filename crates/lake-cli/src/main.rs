@@ -28,6 +28,7 @@ fn main() -> ExitCode {
             Command::Update(a) => commands::operations::update(a).await,
             Command::Index(c) => commands::operations::index(c).await,
             Command::Columns(c) => commands::operations::columns(c).await,
+            Command::Branch(c) => commands::operations::branch(c).await,
             Command::Restore(a) => commands::history::restore(a).await,
             Command::Tag(a) => commands::history::tag(a).await,
             Command::Refs(c) => commands::refs::run(c).await,

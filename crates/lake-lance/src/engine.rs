@@ -269,10 +269,16 @@ impl LanceEngine {
         overwrite: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
+        let exists = self.table_exists(table).await?;
+        if !exists && lake_objects::layout::split_lineage(table).1.is_some() {
+            // A branch is made by `create_branch` (its first version is the source's), never by
+            // a write; nothing is written for it here.
+            return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
+        }
         let descriptor = LakeDescriptor::load(&self.store).await?;
         let guard = PublicationGuard::from_policy(&descriptor);
         let (reader, worker) = JournalingReader::new(batches, &self.store, table)?;
-        let mode = match (self.table_exists(table).await?, overwrite) {
+        let mode = match (exists, overwrite) {
             (false, _) => WriteMode::Create,
             (true, false) => WriteMode::Append,
             (true, true) => WriteMode::Overwrite,

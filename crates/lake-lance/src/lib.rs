@@ -1,5 +1,7 @@
 //! The Lance engine of lake: every version-producing operation journals its references.
 //!
+//! - [`branch`]: Lance branches as lineages of their own (`table@branch`), journaled and
+//!   registered like tables.
 //! - [`columns`]: schema evolution (add columns from a stream, drop, rename), journaled from
 //!   the two manifests.
 //! - [`engine`]: [`LanceEngine`], table operations (append, delete, compact, cleanup, versions)
@@ -25,6 +27,7 @@
 //! - [`verify_refs`]: `lake refs verify` in bounded memory (journal vs full scans, object HEADs).
 //! - [`error`]: the engine's typed errors, [`LanceEngineError`].
 
+pub mod branch;
 pub mod columns;
 pub mod engine;
 pub mod error;

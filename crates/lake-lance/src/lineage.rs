@@ -9,7 +9,8 @@
 //!
 //! Besides the journal's own gaps and decode errors, the dataset's structure is checked: rows
 //! the journal of this table cannot cover are a named problem, never skipped:
-//! - a Lance branch (`_refs/branches/*.json`, or a `tree/` folder a stopped `create_branch`
+//! - a Lance branch the engine does not journal (made by another client: `_refs/branches/*.json`
+//!   not registered as `table@branch`, or a `tree/` folder a stopped `create_branch`
 //!   left): its versions are not journaled ([`LineageProblem::Branch`]);
 //! - a base path outside the dataset folder in the latest manifest (a shallow clone, or
 //!   `add_bases`), or on a local root a symbolic link among the dataset's own folders
@@ -107,21 +108,26 @@ impl LanceEngine {
     ) -> Result<Vec<LineageProblem>, LanceEngineError> {
         let mut problems = Vec::new();
         let base = dataset_key(table);
+        // Branches the engine journals (registered lineages `table@branch`) are lineages of their
+        // own; any other branch document or `tree/` folder is a problem.
+        let registered = self.branches(table).await?;
         let (_, documents) = self.store().list_dir(&format!("{base}/{BRANCH_REFS}")).await?;
+        let mut documented = Vec::new();
         for meta in documents {
             let name = meta.location.filename().unwrap_or_default();
             let branch = name.strip_suffix(".json").unwrap_or(name);
             let branch = percent_encoding::percent_decode_str(branch).decode_utf8_lossy().into_owned();
-            problems.push(LineageProblem::Branch { table: table.into(), branch });
+            if !registered.contains(&branch) {
+                problems.push(LineageProblem::Branch { table: table.into(), branch: branch.clone() });
+            }
+            documented.push(branch);
         }
         let (folders, files) = self.store().list_dir(&format!("{base}/{BRANCH_TREE}")).await?;
         for folder in folders {
             // `tree/<a>` holds branch `a`, or `a/b` (a name with `/` is nested folders).
             let branch = folder.trim_end_matches('/').rsplit('/').next().unwrap_or(&folder).to_string();
-            let documented = problems.iter().any(|p| {
-                matches!(p, LineageProblem::Branch { branch: b, .. } if *b == branch || b.starts_with(&format!("{branch}/")))
-            });
-            if !documented {
+            let known = documented.iter().any(|b| *b == branch || b.starts_with(&format!("{branch}/")));
+            if !known {
                 problems.push(LineageProblem::Branch { table: table.into(), branch });
             }
         }
@@ -163,7 +169,14 @@ impl LanceEngine {
         }
         let mut bases: Vec<&str> = ds.manifest().base_paths.values().map(|b| b.path.as_str()).collect();
         bases.sort_unstable();
+        // A registered branch's base is its table's own folder (Lance's shallow clone).
+        let own_table = lake_objects::layout::split_lineage(table)
+            .1
+            .map(|_| self.dataset_uri(lake_objects::layout::split_lineage(table).0));
         for path in bases {
+            if own_table.as_deref().is_some_and(|own| same_location(own, path)) {
+                continue;
+            }
             problems.push(LineageProblem::ExternalBase { table: table.into(), path: path.to_string() });
         }
         if let Err(e) = reference_columns(ds, table) {
@@ -221,4 +234,14 @@ impl LanceEngine {
         problems.extend(stamp.problems(table));
         Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems, stamp })
     }
+}
+
+/// Whether a base path Lance recorded names the dataset at `uri` (`file:///p` and `/p` alike,
+/// a trailing slash ignored).
+fn same_location(uri: &str, base: &str) -> bool {
+    let strip = |s: &str| {
+        let s = s.strip_prefix("file://").unwrap_or(s);
+        s.trim_end_matches('/').to_string()
+    };
+    strip(uri) == strip(base)
 }

@@ -49,7 +49,7 @@ pub enum ObjectsError {
     #[error("{0}")]
     Policy(String),
     /// A table name breaks the naming rule.
-    #[error("invalid table name `{0}`: use 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`")]
+    #[error("invalid table name `{0}`: use 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-` (and `<table>@<branch>` for a branch, the branch name alike)")]
     TableName(String),
     /// The registry could not be advanced.
     #[error("registry of table `{table}`: {message}")]

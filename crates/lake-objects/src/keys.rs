@@ -105,13 +105,23 @@ pub enum Staged {
     Upload(String),
 }
 
-/// Parses `key` as `tables/<table>.lance/_lake/object_ref_logs/<ULID>.arrows`, optionally
+/// Parses `key` as `tables/<table>.lance/_lake/object_ref_logs/<ULID>.arrows` (or the same
+/// under a branch's `tree/<branch>/`), optionally
 /// followed by `#<digits>` (a local staged upload) or `#upload=<id>` (an S3 multipart upload).
 pub fn parse_journal_file(key: &str) -> Option<JournalFileKey> {
     let rest = key.strip_prefix(crate::layout::TABLES_PREFIX)?.strip_prefix('/')?;
     let (dataset, rest) = rest.split_once('/')?;
     let table = dataset.strip_suffix(crate::layout::DATASET_SUFFIX)?;
     crate::layout::validate_table_name(table).ok()?;
+    // A branch's journal sits in its own dataset, `tree/<branch>/`.
+    let rest = match rest.strip_prefix("tree/") {
+        Some(branch_rest) => {
+            let (branch, rest) = branch_rest.split_once('/')?;
+            crate::layout::validate_table_name(&crate::layout::branch_lineage(table, branch)).ok()?;
+            rest
+        }
+        None => rest,
+    };
     let file = rest.strip_prefix("_lake/object_ref_logs/")?;
     let (name, staged) = match file.split_once('#') {
         None => (file, None),

@@ -6,6 +6,8 @@
 //! _lake/clock/<ulid>                             short-lived probes that read the store's clock
 //! tables/<table>.lance/                          one Lance dataset per table
 //! tables/<table>.lance/_lake/object_refs/<v>.json  the reference journal of version v
+//! tables/<table>.lance/tree/<branch>/            a Lance branch of the table (its own dataset)
+//! tables/<table>.lance/tree/<branch>/_lake/...   the branch's journal, as a table's
 //! objects/<ULID>/<name>                          managed objects (see [`crate::keys`])
 //! ```
 
@@ -24,14 +26,24 @@ pub const OBJECTS_PREFIX: &str = lake_common::MANAGED_PREFIX;
 /// Suffix of a dataset folder.
 pub const DATASET_SUFFIX: &str = ".lance";
 
-/// Checks a table name: 1 to 64 of `[A-Za-z0-9_-]`.
+/// Separates a table from one of its Lance branches in a lineage name: `episodes@relabel` is
+/// branch `relabel` of table `episodes`. Everything the engine and the registry key by table
+/// (journal, registry pin, dataset folder) a branch has under its lineage name.
+pub const BRANCH_SEPARATOR: char = '@';
+
+/// Checks a table name, 1 to 64 of `[A-Za-z0-9_-]`, or a branch's lineage name
+/// `<table>@<branch>` whose branch name has the same alphabet and length.
 ///
 /// # Errors
 /// [`ObjectsError::TableName`].
 pub fn validate_table_name(name: &str) -> Result<(), ObjectsError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let plain = |n: &str| {
+        !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    let ok = match split_lineage(name) {
+        (table, None) => plain(table),
+        (table, Some(branch)) => plain(table) && plain(branch),
+    };
     if ok {
         Ok(())
     } else {
@@ -39,9 +51,26 @@ pub fn validate_table_name(name: &str) -> Result<(), ObjectsError> {
     }
 }
 
-/// Key of a table's dataset folder: `tables/<name>.lance`.
+/// A lineage name's table and branch (`None` for the table's main line).
+pub fn split_lineage(name: &str) -> (&str, Option<&str>) {
+    match name.split_once(BRANCH_SEPARATOR) {
+        Some((table, branch)) => (table, Some(branch)),
+        None => (name, None),
+    }
+}
+
+/// The lineage name of `branch` of `table`.
+pub fn branch_lineage(table: &str, branch: &str) -> String {
+    format!("{table}{BRANCH_SEPARATOR}{branch}")
+}
+
+/// Key of a table's dataset folder: `tables/<name>.lance`, or for a branch's lineage name
+/// `tables/<name>.lance/tree/<branch>` (where Lance 14 keeps a branch's dataset).
 pub fn dataset_key(table: &str) -> String {
-    format!("{TABLES_PREFIX}/{table}{DATASET_SUFFIX}")
+    match split_lineage(table) {
+        (table, None) => format!("{TABLES_PREFIX}/{table}{DATASET_SUFFIX}"),
+        (table, Some(branch)) => format!("{TABLES_PREFIX}/{table}{DATASET_SUFFIX}/tree/{branch}"),
+    }
 }
 
 /// Folder of a table's reference journal.

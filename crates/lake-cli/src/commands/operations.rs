@@ -1,7 +1,8 @@
-//! `lake update`, `lake index create|drop|list` and `lake columns add-files|drop|rename`: the
-//! table operations beyond append and delete, each journaled by the engine.
+//! `lake update`, `lake index create|drop|list`, `lake columns add-files|drop|rename` and
+//! `lake branch create|delete|list`: the table operations beyond append and delete, each
+//! journaled by the engine.
 
-use crate::cli::{ColumnsCommand, IndexCommand, UpdateArgs};
+use crate::cli::{BranchCommand, ColumnsCommand, IndexCommand, UpdateArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
 use lake_lance::index::IndexKind;
@@ -117,6 +118,52 @@ pub async fn columns(command: &ColumnsCommand) -> Result<(), CliError> {
             "{what} in `{}` as version {} ({} references added, {} removed)",
             outcome.table, outcome.version, outcome.references_added, outcome.references_removed
         );
+    }
+    Ok(())
+}
+
+/// Runs `lake branch create|delete|list`.
+///
+/// # Errors
+/// Engine errors (no such version or tag, a branch of that name, a tag still on the branch).
+pub async fn branch(command: &BranchCommand) -> Result<(), CliError> {
+    match command {
+        BranchCommand::Create(a) => {
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            let from: lake_lance::branch::BranchSource = match a.from.parse() {
+                Ok(from) => from,
+                Err(never) => match never {},
+            };
+            let o = engine.create_branch(&a.table.table, &a.name, &from).await?;
+            if a.table.json {
+                print_json(&json!({"table": o.table, "version": o.version, "references": o.references_added}));
+            } else {
+                println!(
+                    "created branch `{}` (write to it as table `{}`) at version {} with {} references",
+                    a.name, o.table, o.version, o.references_added
+                );
+            }
+        }
+        BranchCommand::Delete(a) => {
+            let (_, _, engine) = open_lake(&a.table.root).await?;
+            engine.delete_branch(&a.table.table, &a.name).await?;
+            if a.table.json {
+                print_json(&json!({"table": a.table.table, "deleted": a.name}));
+            } else {
+                println!("deleted branch `{}` of `{}`", a.name, a.table.table);
+            }
+        }
+        BranchCommand::List(a) => {
+            let (_, _, engine) = open_lake(&a.root).await?;
+            let branches = engine.branches(&a.table).await?;
+            if a.json {
+                print_json(&json!({"table": a.table, "branches": branches}));
+            } else {
+                for b in branches {
+                    println!("{b}");
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -209,12 +209,39 @@ fn columns_evolve_and_the_journal_follows() {
     assert_eq!(dry["candidate_bytes"], 3, "the three dropped files, not the previews: {dry}");
 }
 
+/// `lake branch create|list|delete` and writes on `t@b`: the branch's objects stay alive while
+/// it exists and become GC's once it is deleted.
+#[test]
+fn branches_are_lineages_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let main = dir.path().join("main");
+    let more = dir.path().join("more");
+    write_files(&main, &[("e1/a.bin", "a")]);
+    write_files(&more, &[("e2/b.bin", "only on the branch")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "files", main.to_str().unwrap()]);
+    let out = json(&ok(&["branch", "create", &root, "--table", "files", "--name", "exp", "--from", "1", "--json"]));
+    assert_eq!((out["table"].as_str(), out["version"].as_u64()), (Some("files@exp"), Some(1)), "{out}");
+    ok(&["ingest", &root, "--table", "files@exp", more.to_str().unwrap()]);
+    let listed = json(&ok(&["branch", "list", &root, "--table", "files", "--json"]));
+    assert_eq!(listed["branches"], serde_json::json!(["exp"]));
+    crate::advance_clock(Duration::from_millis(4200));
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!((dry["candidate_count"].as_u64(), dry["lineage_complete"].as_bool()), (Some(0), Some(true)), "{dry}");
+    ok(&["branch", "delete", &root, "--table", "files", "--name", "exp"]);
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(dry["candidate_bytes"], "only on the branch".len(), "{dry}");
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+}
+
 #[test]
 fn help_teaches_the_commands() {
     let help = ok(&["--help"]);
     for cmd in [
-        "init", "ingest", "upsert", "delete", "update", "index", "columns", "compact", "cleanup", "versions", "gc",
-        "demo",
+        "init", "ingest", "upsert", "delete", "update", "index", "columns", "branch", "compact", "cleanup", "versions",
+        "gc", "demo",
     ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }

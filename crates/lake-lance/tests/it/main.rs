@@ -5,6 +5,7 @@ mod append;
 mod apply_doors;
 mod attack;
 mod attack_operations;
+mod branches;
 mod budget;
 mod crash;
 mod dry_run;

@@ -1,10 +1,12 @@
 //! A model-based test of the journal over every table operation the engine offers: random
 //! histories of appends, deletes, updates, upserts, a reference column added, renamed and
 //! dropped, indexes built and dropped (by the engine and by another Lance client), config
-//! changes by another client, compaction, version cleanup and GC applies. After every step:
+//! changes by another client, compaction, version cleanup, branches created, written on and
+//! deleted, and GC applies. After every step:
 //! - the journal replays to what full scans of every retained version show (`verify_refs`);
 //! - a dry run plans exactly the true orphans: every managed object in the store that no
-//!   retained version references, read by a plain scan of every struct column with a `uri`
+//!   retained version of the table or of a branch references, read by a plain scan of every
+//!   struct column with a `uri`
 //!   child (independent of lake's rules);
 //! - after an apply, every referenced object still exists.
 
@@ -43,12 +45,23 @@ async fn scanned_keys(ds: &Dataset) -> BTreeSet<String> {
     keys
 }
 
-/// Every key a retained version of table `t` references.
+/// Every key a retained version of table `t` or of one of its branches references.
 async fn referenced(lake: &TestLake) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     let ds = Dataset::open(&lake.engine.dataset_uri("t")).await.unwrap();
-    for v in ds.version_refs().await.unwrap() {
-        keys.extend(scanned_keys(&ds.checkout_version(v.version).await.unwrap()).await);
+    let mut lines = vec![ds.clone()];
+    for name in ds.list_branches().await.unwrap().into_keys() {
+        lines.push(ds.checkout_branch(&name).await.unwrap());
+    }
+    for line in lines {
+        let branch = line.manifest().branch.clone();
+        for v in line.version_refs().await.unwrap() {
+            let at = match &branch {
+                Some(b) => line.checkout_version((b.as_str(), v.version)).await.unwrap(),
+                None => line.checkout_version(v.version).await.unwrap(),
+            };
+            keys.extend(scanned_keys(&at).await);
+        }
     }
     keys
 }
@@ -93,7 +106,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 .find(|f| f.name == "thumb" || f.name == "preview")
                 .map(|f| f.name.clone());
             let e_ref = e.as_str();
-            const NAMES: [&str; 13] = [
+            const NAMES: [&str; 16] = [
                 "append",
                 "append",
                 "delete",
@@ -107,8 +120,12 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 "cleanup",
                 "gc",
                 "gc",
+                "branch create",
+                "branch write",
+                "branch delete",
             ];
-            let op = next(13) as usize;
+            let op = next(16) as usize;
+            let branches = lake.engine.branches("t").await.unwrap();
             let result: Result<(), String> = match op {
                 0 | 1 => lake
                     .engine
@@ -178,6 +195,28 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 }
                 9 => lake.engine.compact("t").await.map(|_| ()).map_err(|e| e.to_string()),
                 10 => lake.engine.cleanup("t", Duration::ZERO).await.map(|_| ()).map_err(|e| e.to_string()),
+                13 => {
+                    let latest = lake.engine.versions("t").await.unwrap().last().map(|v| v.version).unwrap_or(1);
+                    let from = lake_lance::branch::BranchSource::Version(latest);
+                    lake.engine
+                        .create_branch("t", &format!("b{step}"), &from)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }
+                14 => match branches.first() {
+                    Some(b) => lake
+                        .engine
+                        .append(&format!("t@{b}"), reader(vec![batch(&[("on-branch", Some(&x))])]))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    None => Err("no branch".into()),
+                },
+                15 => match branches.first() {
+                    Some(b) => lake.engine.delete_branch("t", b).await.map_err(|e| e.to_string()),
+                    None => Err("no branch".into()),
+                },
                 _ => Ok(()), // GC only (below).
             };
             ops.push(format!("{}{}", NAMES[op], if result.is_ok() { "" } else { " (refused)" }));

@@ -1,0 +1,128 @@
+//! Lance branches through the engine: a branch of table `t` named `b` is a lineage of its own,
+//! `t@b` (`lake_objects::layout::BRANCH_SEPARATOR`), journaled and registered like a table.
+//!
+//! Lance 14 keeps a branch as a dataset under `tables/t.lance/tree/b/` whose first version is a
+//! shallow clone (an `Operation::Clone`) of the version it was made from, with the table's own
+//! folder as a base path, and whose later versions are its own. The engine:
+//! - creates the branch, then journals its first version as a snapshot of the source version's
+//!   references (replayed from the table's journal), then registers `t@b`: from then on GC takes
+//!   every retained version of the branch as a root, like a table's;
+//! - writes on it through every engine operation, given `t@b` as the table;
+//! - deletes it: Lance removes the branch's document and folder, then the engine removes the
+//!   branch's journal and its registry folder.
+//!
+//! A branch made by another Lance client is not registered: it stays a lineage problem of its
+//! table (GC refuses) until it is deleted. So is a branch of a branch. A crash between Lance's
+//! branch creation and the registration leaves such an unregistered branch: delete it and create
+//! it again.
+
+use crate::engine::{CommitOutcome, LanceEngine};
+use crate::error::LanceEngineError;
+use lake_common::ObjectReferenceDelta;
+use lake_objects::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
+use lake_objects::registry;
+
+/// Where a branch starts: a version of the table's main line, or a tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BranchSource {
+    /// A version number of the main line.
+    Version(u64),
+    /// A tag of the main line.
+    Tag(String),
+}
+
+impl std::str::FromStr for BranchSource {
+    type Err = std::convert::Infallible;
+
+    /// A number is a version; anything else a tag.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(s.parse::<u64>().map_or_else(|_| BranchSource::Tag(s.to_string()), BranchSource::Version))
+    }
+}
+
+impl LanceEngine {
+    /// Creates branch `branch` of `table` from `from` and journals and registers its lineage
+    /// `table@branch` (see the module documentation). Returns its first version.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] for a lineage name given as `table`, a branch name
+    /// outside the table-name alphabet, or a source version whose journal is incomplete; Lance
+    /// errors (no such version or tag, a branch of that name exists); sidecar and registry errors.
+    pub async fn create_branch(
+        &self,
+        table: &str,
+        branch: &str,
+        from: &BranchSource,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        if split_lineage(table).1.is_some() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "`{table}` is a branch; branches are made from a table's main line"
+            )));
+        }
+        let lineage = branch_lineage(table, branch);
+        validate_table_name(&lineage)?;
+        let mut ds = self.open(table).await?;
+        let lance_err =
+            |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+        let version = match from {
+            BranchSource::Version(v) => *v,
+            BranchSource::Tag(tag) => ds.tags().get_version(tag).await.map_err(lance_err("read tag"))?,
+        };
+        // The source's references, from the journal, before anything is created.
+        let counts = self.journal_counts_at(table, version).await?;
+        let created = ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))?;
+        let first = created.version().version;
+        self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts)).await?;
+        Ok(CommitOutcome {
+            table: lineage,
+            version: first,
+            rows: 0,
+            references_added: counts.total(),
+            references_removed: 0,
+            rebased: false,
+        })
+    }
+
+    /// Deletes branch `branch` of `table`: Lance's branch, then its journal and registry pin
+    /// (the objects only its versions referenced become orphans).
+    ///
+    /// # Errors
+    /// Lance errors (no such branch; a tag or another branch still refers to it); storage errors.
+    pub async fn delete_branch(&self, table: &str, branch: &str) -> Result<(), LanceEngineError> {
+        let lineage = branch_lineage(table, branch);
+        validate_table_name(&lineage)?;
+        let mut ds = self.open(table).await?;
+        ds.delete_branch(branch).await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "delete branch",
+            source,
+        })?;
+        // Lance removed its own files; the journal and the registry folder are the engine's.
+        for prefix in [dataset_key(&lineage), registry_table_prefix(&lineage)] {
+            for (key, _) in self.store().list_all(&format!("{prefix}/")).await? {
+                self.store().delete(&key).await?;
+            }
+            // A local store keeps the emptied folders, and a registry folder names a table.
+            if let Some(dir) = self.store().local_dir() {
+                let folder = dir.join(&prefix);
+                if folder.exists() {
+                    std::fs::remove_dir_all(&folder).map_err(|e| lake_objects::ObjectsError::storage(&prefix, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The branches of `table` that the engine journals (registered lineages), by name.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn branches(&self, table: &str) -> Result<Vec<String>, LanceEngineError> {
+        let prefix = format!("{table}{}", lake_objects::layout::BRANCH_SEPARATOR);
+        Ok(registry::tables(self.store())
+            .await?
+            .into_iter()
+            .filter_map(|name| name.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+}
