@@ -3,7 +3,7 @@
 //! objects only it referenced orphans. A branch made by another client stays a problem.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, TestLake};
+use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
 use chrono::Utc;
 use lake_engine::{Engine, LineageProblem};
 use lake_lance::branch::BranchSource;
@@ -35,7 +35,17 @@ async fn problems(lake: &TestLake) -> Vec<LineageProblem> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_branch_is_a_journaled_lineage_whose_versions_keep_their_objects() {
-    let lake = new_lake().await;
+    branch_lifecycle(new_lake().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn a_branch_on_s3_is_a_journaled_lineage_whose_versions_keep_their_objects() {
+    branch_lifecycle(new_s3_lake("branches").await).await;
+}
+
+/// A branch created, written on, outliving main's cleanup, and deleted.
+async fn branch_lifecycle(lake: TestLake) {
     let a = lake.upload("a.bin", b"on main, then only on the branch").await;
     let b = lake.upload("b.bin", b"written on the branch").await;
     let c = lake.upload("c.bin", b"on main").await;
