@@ -97,8 +97,9 @@ impl LanceEngine {
             action: "delete branch",
             source,
         })?;
-        // Lance removed its own files; the journal and the registry folder are the engine's.
-        for prefix in [dataset_key(&lineage), registry_table_prefix(&lineage)] {
+        // Lance removed its own files (and keeps the folder when a nested branch lives in it):
+        // only the journal and the registry folder are the engine's to remove.
+        for prefix in [format!("{}/_lake", dataset_key(&lineage)), registry_table_prefix(&lineage)] {
             for (key, _) in self.store().list_all(&format!("{prefix}/")).await? {
                 self.store().delete(&key).await?;
             }
@@ -109,6 +110,10 @@ impl LanceEngine {
                     std::fs::remove_dir_all(&folder).map_err(|e| lake_objects::ObjectsError::storage(&prefix, e))?;
                 }
             }
+        }
+        if let Some(dir) = self.store().local_dir() {
+            // The branch's folder, when nothing else lives in it any more.
+            let _ = std::fs::remove_dir(dir.join(dataset_key(&lineage)));
         }
         Ok(())
     }

@@ -617,6 +617,12 @@ impl Engine for LanceEngine {
             Ok(())
         })
         .await?;
+        // A lineage new since the plan (`after` 0) whose journal starts with a snapshot above
+        // version 1 (a branch starts at its source's version) is read from that snapshot.
+        let after = match entries.iter().next() {
+            Some((first, Ok(entry))) if after == 0 && *first > 1 && entry.kind == DeltaKind::Snapshot => first - 1,
+            _ => after,
+        };
         added_between(table, after, upto, &entries)
     }
 

@@ -37,6 +37,10 @@ use std::collections::BTreeMap;
 const BRANCH_REFS: &str = "_refs/branches";
 /// The folder (under a dataset) where Lance 14 keeps each branch's own dataset.
 const BRANCH_TREE: &str = "tree";
+/// The folders a branch's dataset folder may hold: Lance 14's own (versions, data, deletion
+/// vectors, indexes, transactions, refs, blobs, fragment reuse, MemWAL) and the engine's journal.
+const BRANCH_DATASET_FOLDERS: [&str; 10] =
+    ["_versions", "data", "_deletions", "_indices", "_transactions", "_refs", "_blobs", "_fri", "_mem_wal", "_lake"];
 
 /// A table at one moment: its stamp (with its structural problems), and its journal listing (entries
 /// beyond the latest version of a concurrent commit left out).
@@ -133,6 +137,17 @@ impl LanceEngine {
         }
         if !files.is_empty() {
             problems.push(LineageProblem::Branch { table: table.into(), branch: format!("{BRANCH_TREE}/ (files)") });
+        }
+        // A branch's own folder holds Lance's folders and the journal; anything else (the dataset
+        // of a nested branch `b/z`, its document lost or never written) is a branch GC cannot see.
+        if let (main, Some(branch)) = lake_objects::layout::split_lineage(table) {
+            let (folders, _) = self.store().list_dir(&base).await?;
+            for folder in folders {
+                let name = folder.trim_end_matches('/').rsplit('/').next().unwrap_or(&folder);
+                if !BRANCH_DATASET_FOLDERS.contains(&name) {
+                    problems.push(LineageProblem::Branch { table: main.into(), branch: format!("{branch}/{name}") });
+                }
+            }
         }
         // Detached versions (`_versions/d<n>.manifest`, `CommitBuilder::with_detached`): checked
         // out and restored like any version, listed by no `version_refs`.
