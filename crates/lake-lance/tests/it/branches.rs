@@ -4,23 +4,19 @@
 
 use crate::gc_scenario::dry_run;
 use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
+use crate::truth::planned_objects;
 use chrono::Utc;
 use lake_engine::{Engine, LineageProblem};
 use lake_lance::branch::BranchSource;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+/// A dry run at a cutoff after every upload so far: whether the lineage is complete, the
+/// managed objects planned, and the problems.
 async fn planned(lake: &TestLake) -> (bool, BTreeSet<String>, Vec<String>) {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let plan = dry_run(lake, Utc::now(), 10).await;
-    let keys = plan
-        .candidates
-        .keys()
-        .unwrap()
-        .into_iter()
-        .filter(|k| k.starts_with("objects/") && !k.ends_with('/'))
-        .collect();
-    (plan.lineage_complete, keys, plan.problems)
+    (plan.lineage_complete, planned_objects(&plan), plan.problems)
 }
 
 async fn problems(lake: &TestLake) -> Vec<LineageProblem> {

@@ -8,10 +8,10 @@
 
 use crate::gc_scenario::dry_run;
 use crate::support::{batch, copy_tree, new_lake, reader, schema, TestLake};
-use arrow_array::{Array, RecordBatchIterator, StringArray, StructArray};
+use crate::truth::referenced;
+use arrow_array::RecordBatchIterator;
 use arrow_schema::{Field, Schema};
 use chrono::Utc;
-use futures::TryStreamExt;
 use lake_objects::apply::ApplyOptions;
 use lake_objects::unchecked::apply_unchecked as apply;
 use lake_objects::writer::ManagedObject;
@@ -20,45 +20,6 @@ use lance::Dataset;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The keys the `file` column of `ds` (at its version) references, read without lake's rules.
-async fn scanned_keys(ds: &Dataset) -> BTreeSet<String> {
-    let mut keys = BTreeSet::new();
-    let mut scanner = ds.scan();
-    scanner.project(&["file"]).unwrap();
-    let mut stream = scanner.try_into_stream().await.unwrap();
-    while let Some(b) = stream.try_next().await.unwrap() {
-        let files = b.column(0).as_any().downcast_ref::<StructArray>().unwrap();
-        let uris = files.column(0).as_any().downcast_ref::<StringArray>().unwrap();
-        for i in 0..files.len() {
-            if files.is_valid(i) {
-                keys.insert(uris.value(i).to_string());
-            }
-        }
-    }
-    keys
-}
-
-/// The truth: every key referenced by a retained version of the main line or of a branch.
-async fn referenced(lake: &TestLake) -> BTreeSet<String> {
-    let mut keys = BTreeSet::new();
-    let Ok(ds) = Dataset::open(&lake.engine.dataset_uri("t")).await else { return keys };
-    let mut lines = vec![ds.clone()];
-    for name in ds.list_branches().await.unwrap().into_keys() {
-        lines.push(ds.checkout_branch(&name).await.unwrap());
-    }
-    for line in lines {
-        let branch = line.manifest().branch.clone();
-        for v in line.version_refs().await.unwrap() {
-            let at = match &branch {
-                Some(b) => line.checkout_version((b.as_str(), v.version)).await.unwrap(),
-                None => line.checkout_version(v.version).await.unwrap(),
-            };
-            keys.extend(scanned_keys(&at).await);
-        }
-    }
-    keys
-}
 
 /// Whether the table's `file` column still carries the DataLocation marker (a foreign writer
 /// writes what the table's schema says, as pylance would).
@@ -118,7 +79,7 @@ async fn foreign_writes_never_make_gc_delete_a_referenced_object() {
             // Writers reference fresh uploads or objects some retained version still references
             // (what the publication guard allows; an object GC may already have deleted is never
             // published again).
-            let live = referenced(&lake).await;
+            let live = referenced(&lake, "t").await;
             pool.retain(|o| live.contains(&o.key));
             for i in 0..2 {
                 pool.push(
@@ -199,7 +160,7 @@ async fn foreign_writes_never_make_gc_delete_a_referenced_object() {
             ops.push(label);
             // GC after every step.
             tokio::time::sleep(Duration::from_millis(5)).await;
-            let truth = referenced(&lake).await;
+            let truth = referenced(&lake, "t").await;
             let plan = dry_run(&lake, Utc::now(), 4).await;
             let planned: BTreeSet<String> = plan.candidates.keys().unwrap().into_iter().collect();
             let wrong: Vec<&String> = planned.intersection(&truth).collect();

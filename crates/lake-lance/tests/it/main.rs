@@ -26,4 +26,5 @@ mod s3_doors;
 mod second_client;
 mod stress;
 mod support;
+mod truth;
 mod verify_bounded;

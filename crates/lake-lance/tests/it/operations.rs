@@ -6,7 +6,8 @@
 
 use crate::gc_scenario::dry_run;
 use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
-use chrono::{DateTime, Utc};
+use crate::truth::planned_objects;
+use chrono::Utc;
 use lake_engine::{Engine, LineageProblem};
 use lake_lance::index::IndexKind;
 use lake_lance::update::Assignment;
@@ -27,12 +28,12 @@ async fn assert_journal_matches_scans(lake: &TestLake) {
     assert!(report.is_ok(), "{report:?}");
 }
 
-/// The candidates of a dry run at a cutoff after every upload so far.
+/// A dry run at a cutoff after every upload so far: whether the lineage is complete, the
+/// managed objects planned, and the problems.
 async fn planned(lake: &TestLake) -> (bool, BTreeSet<String>, Vec<String>) {
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let cutoff: DateTime<Utc> = Utc::now();
-    let plan = dry_run(lake, cutoff, 10).await;
-    (plan.lineage_complete, plan.candidates.keys().unwrap().into_iter().collect(), plan.problems)
+    let plan = dry_run(lake, Utc::now(), 10).await;
+    (plan.lineage_complete, planned_objects(&plan), plan.problems)
 }
 
 fn set(s: &str) -> Assignment {

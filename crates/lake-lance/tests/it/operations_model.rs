@@ -12,9 +12,8 @@
 
 use crate::gc_scenario::dry_run;
 use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
-use arrow_array::{Array, StringArray, StructArray};
+use crate::truth::{planned_objects, referenced};
 use chrono::Utc;
-use futures::TryStreamExt;
 use lake_lance::index::IndexKind;
 use lake_lance::update::Assignment;
 use lake_objects::apply::ApplyOptions;
@@ -24,47 +23,6 @@ use lance::index::DatasetIndexExt;
 use lance::Dataset;
 use std::collections::BTreeSet;
 use std::time::Duration;
-
-/// Keys in every struct column with a `uri` child of `ds` at its version.
-async fn scanned_keys(ds: &Dataset) -> BTreeSet<String> {
-    let mut keys = BTreeSet::new();
-    let mut stream = ds.scan().try_into_stream().await.unwrap();
-    while let Some(b) = stream.try_next().await.unwrap() {
-        for column in b.columns() {
-            let Some(s) = column.as_any().downcast_ref::<StructArray>() else { continue };
-            let Some(uris) = s.column_by_name("uri").and_then(|u| u.as_any().downcast_ref::<StringArray>()) else {
-                continue;
-            };
-            for i in 0..s.len() {
-                if s.is_valid(i) {
-                    keys.insert(uris.value(i).to_string());
-                }
-            }
-        }
-    }
-    keys
-}
-
-/// Every key a retained version of table `t` or of one of its branches references.
-async fn referenced(lake: &TestLake) -> BTreeSet<String> {
-    let mut keys = BTreeSet::new();
-    let ds = Dataset::open(&lake.engine.dataset_uri("t")).await.unwrap();
-    let mut lines = vec![ds.clone()];
-    for name in ds.list_branches().await.unwrap().into_keys() {
-        lines.push(ds.checkout_branch(&name).await.unwrap());
-    }
-    for line in lines {
-        let branch = line.manifest().branch.clone();
-        for v in line.version_refs().await.unwrap() {
-            let at = match &branch {
-                Some(b) => line.checkout_version((b.as_str(), v.version)).await.unwrap(),
-                None => line.checkout_version(v.version).await.unwrap(),
-            };
-            keys.extend(scanned_keys(&at).await);
-        }
-    }
-    keys
-}
 
 /// Every managed object in the store (`objects/<ULID>/<name>`).
 async fn stored_objects(lake: &TestLake) -> BTreeSet<String> {
@@ -87,7 +45,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
         lake.engine.append("t", reader(vec![batch(&[("e0", None)])])).await.unwrap();
         for step in 0..16 {
             // New references are fresh uploads or objects a retained version still references.
-            let live = referenced(&lake).await;
+            let live = referenced(&lake, "t").await;
             pool.retain(|o| live.contains(&o.key));
             for i in 0..2 {
                 pool.push(
@@ -220,7 +178,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 _ => Ok(()), // GC only (below).
             };
             ops.push(format!("{}{}", NAMES[op], if result.is_ok() { "" } else { " (refused)" }));
-            let truth = referenced(&lake).await;
+            let truth = referenced(&lake, "t").await;
             let report = lake.engine.verify_refs(&[]).await.unwrap();
             assert!(report.is_ok(), "history {history} after {ops:?}: the journal differs from the scans: {report:?}");
             journaled += 1;
@@ -228,13 +186,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let plan = dry_run(&lake, Utc::now(), 3).await;
             assert!(plan.lineage_complete, "history {history} after {ops:?}: {:?}", plan.problems);
-            let planned: BTreeSet<String> = plan
-                .candidates
-                .keys()
-                .unwrap()
-                .into_iter()
-                .filter(|k| k.starts_with("objects/") && !k.ends_with('/'))
-                .collect();
+            let planned = planned_objects(&plan);
             let orphans: BTreeSet<String> = stored_objects(&lake).await.difference(&truth).cloned().collect();
             assert_eq!(planned, orphans, "history {history} after {ops:?}: the plan is not the true orphan set");
             if !planned.is_empty() && next(2) == 0 {
