@@ -1,0 +1,408 @@
+//! `lake._lake`: the native module behind the Python package `lake` (`python/lake/__init__.py`
+//! wraps it in the documented API). Every call that does I/O releases the GIL; long calls (GC
+//! apply, appends) poll for signals every 100 ms so that Ctrl-C stops them at an await point,
+//! which for apply leaves the checkpoint of the last finished group (resumable).
+//!
+//! Arrow data crosses the boundary through the Arrow C stream interface (`__arrow_c_stream__`
+//! PyCapsules, arrow's `pyarrow` feature): pyarrow tables and readers, polars frames and any
+//! other producer, without copies. Reports come back as JSON text that the Python layer decodes.
+
+use arrow::ffi_stream::ArrowArrayStreamReader;
+use arrow::pyarrow::{PyArrowType, ToPyArrow};
+use arrow_array::{Array, RecordBatchReader};
+use lake_common::DataLocationBuilder;
+use lake_lance::update::Assignment;
+use lake_lance::LanceEngine;
+use lake_objects::apply::ApplyOptions;
+use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::plan::GcPlan;
+use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
+use lake_objects::LakeStore;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+create_exception!(_lake, LakeError, PyException, "Any error of lake; `transient` says whether retrying can help.");
+create_exception!(
+    _lake,
+    GuardError,
+    LakeError,
+    "The publication guard refused a reference to an object too old to publish."
+);
+create_exception!(
+    _lake,
+    PolicyError,
+    LakeError,
+    "A GC safety rule refused the call (policy floor, clock skew, binding of a plan)."
+);
+create_exception!(
+    _lake,
+    LineageError,
+    LakeError,
+    "The journal cannot account for a table's versions; GC refuses until repaired."
+);
+create_exception!(_lake, StorageError, LakeError, "The store failed; `transient` says whether retrying can help.");
+
+/// The process's Tokio runtime (Lance needs one).
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LakeError::new_err(format!("cannot start the I/O runtime: {e}")))?;
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// A Python exception for `error`, of the class its kind calls for, with `transient` set.
+fn to_py(error: &(dyn std::error::Error + 'static), transient: bool, kind: Kind) -> PyErr {
+    let message = error.to_string();
+    let err = match kind {
+        Kind::Guard => GuardError::new_err(message),
+        Kind::Policy => PolicyError::new_err(message),
+        Kind::Lineage => LineageError::new_err(message),
+        Kind::Storage => StorageError::new_err(message),
+        Kind::Other => LakeError::new_err(message),
+    };
+    Python::attach(|py| {
+        let _ = err.value(py).setattr("transient", transient);
+    });
+    err
+}
+
+enum Kind {
+    Guard,
+    Policy,
+    Lineage,
+    Storage,
+    Other,
+}
+
+fn objects_err(e: lake_objects::ObjectsError) -> PyErr {
+    use lake_objects::ObjectsError as E;
+    let kind = match &e {
+        E::Policy(_) | E::Root { .. } => Kind::Policy,
+        E::PlanIncomplete { .. } => Kind::Lineage,
+        E::Storage { .. } | E::Io { .. } => Kind::Storage,
+        _ => Kind::Other,
+    };
+    let transient = e.is_transient();
+    to_py(&e, transient, kind)
+}
+
+fn engine_err(e: lake_lance::LanceEngineError) -> PyErr {
+    use lake_lance::LanceEngineError as E;
+    let kind = match &e {
+        E::Guard { .. } => Kind::Guard,
+        E::Objects(lake_objects::ObjectsError::Storage { .. }) => Kind::Storage,
+        _ => Kind::Other,
+    };
+    let transient = e.is_transient();
+    to_py(&e, transient, kind)
+}
+
+/// Runs `future` on the runtime with the GIL released, checking for signals (Ctrl-C) every
+/// 100 ms; a signal drops the future at its next await point and raises in Python.
+fn run<T: Send + 'static>(py: Python<'_>, future: impl Future<Output = PyResult<T>> + Send + 'static) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut handle = rt.spawn(future);
+    loop {
+        let done = py
+            .detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut handle).await.ok() }));
+        match done {
+            Some(Ok(result)) => return result,
+            Some(Err(e)) => return Err(LakeError::new_err(format!("the operation's task failed: {e}"))),
+            None => {
+                if let Err(interrupted) = py.check_signals() {
+                    handle.abort();
+                    return Err(interrupted);
+                }
+            }
+        }
+    }
+}
+
+fn parse_duration(what: &str, text: &str) -> PyResult<Duration> {
+    humantime::parse_duration(text).map_err(|e| {
+        PolicyError::new_err(format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
+    })
+}
+
+/// An opened lake: its store and engine.
+#[pyclass(module = "lake._lake", frozen)]
+struct NativeLake {
+    store: LakeStore,
+}
+
+impl NativeLake {
+    fn engine(&self) -> LanceEngine {
+        LanceEngine::new(self.store.clone())
+    }
+}
+
+/// Creates a lake at `root` with GC policy floor `min_age` (humantime), or opens it when it
+/// exists with the same floor.
+#[pyfunction]
+fn init(py: Python<'_>, root: &str, min_age: &str) -> PyResult<NativeLake> {
+    let min_age = parse_duration("min_age", min_age)?;
+    let store = LakeStore::open(root).map_err(objects_err)?;
+    let opened = store.clone();
+    run(py, async move { LakeDescriptor::create(&opened, min_age).await.map(|_| ()).map_err(objects_err) })?;
+    Ok(NativeLake { store })
+}
+
+/// Opens the lake at `root`.
+#[pyfunction]
+fn open(py: Python<'_>, root: &str) -> PyResult<NativeLake> {
+    let store = LakeStore::open(root).map_err(objects_err)?;
+    let opened = store.clone();
+    run(py, async move { LakeDescriptor::load(&opened).await.map(|_| ()).map_err(objects_err) })?;
+    Ok(NativeLake { store })
+}
+
+fn location_json(o: &ManagedObject) -> (String, Vec<u8>, u64) {
+    (o.key.clone(), o.sha256.to_vec(), o.size)
+}
+
+/// A batch source from any Arrow stream producer.
+fn source(data: PyArrowType<ArrowArrayStreamReader>) -> Box<dyn RecordBatchReader + Send> {
+    Box::new(data.0)
+}
+
+#[pymethods]
+impl NativeLake {
+    /// The lake's root as lake spells it.
+    #[getter]
+    fn root(&self) -> String {
+        self.store.root().to_string()
+    }
+
+    /// Uploads `data` (bytes) as a managed object named `name`: `(uri, sha256, size)`.
+    fn put_bytes(&self, py: Python<'_>, name: String, data: Vec<u8>) -> PyResult<(String, Vec<u8>, u64)> {
+        let writer = ManagedObjectWriter::new(self.store.clone());
+        run(py, async move { writer.upload(&name, &data[..]).await.map(|o| location_json(&o)).map_err(objects_err) })
+    }
+
+    /// Uploads the file at `path` (streamed) as a managed object named after it.
+    fn put_file(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<(String, Vec<u8>, u64)> {
+        let writer = ManagedObjectWriter::new(self.store.clone());
+        run(py, async move { writer.upload_file(&path).await.map(|o| location_json(&o)).map_err(objects_err) })
+    }
+
+    /// Appends (or, with `overwrite`, replaces the content with) the rows of an Arrow stream.
+    /// Returns the commit as JSON.
+    fn write(
+        &self,
+        py: Python<'_>,
+        table: String,
+        data: PyArrowType<ArrowArrayStreamReader>,
+        overwrite: bool,
+    ) -> PyResult<String> {
+        let engine = self.engine();
+        let batches = source(data);
+        run(py, async move {
+            let out =
+                if overwrite { engine.overwrite(&table, batches).await } else { engine.append(&table, batches).await };
+            out.map(|o| commit_json(&o)).map_err(engine_err)
+        })
+    }
+
+    /// Upserts the rows of an Arrow stream keyed on `on`.
+    fn merge_insert(
+        &self,
+        py: Python<'_>,
+        table: String,
+        data: PyArrowType<ArrowArrayStreamReader>,
+        on: Vec<String>,
+    ) -> PyResult<String> {
+        let engine = self.engine();
+        let batches = source(data);
+        run(py, async move { engine.upsert(&table, &on, batches).await.map(|o| commit_json(&o)).map_err(engine_err) })
+    }
+
+    /// Deletes the rows matching `predicate`; `None` when none matched.
+    fn delete(&self, py: Python<'_>, table: String, predicate: String) -> PyResult<Option<String>> {
+        let engine = self.engine();
+        run(py, async move {
+            engine.delete(&table, &predicate).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err)
+        })
+    }
+
+    /// Sets `assignments` (`COLUMN=EXPRESSION`) on the rows matching `predicate`.
+    fn update(
+        &self,
+        py: Python<'_>,
+        table: String,
+        assignments: Vec<String>,
+        predicate: Option<String>,
+    ) -> PyResult<Option<String>> {
+        let parsed =
+            assignments.iter().map(|a| a.parse::<Assignment>()).collect::<Result<Vec<_>, _>>().map_err(engine_err)?;
+        let engine = self.engine();
+        run(py, async move {
+            engine
+                .update(&table, &parsed, predicate.as_deref())
+                .await
+                .map(|o| o.map(|o| commit_json(&o)))
+                .map_err(engine_err)
+        })
+    }
+
+    /// Compacts the table's fragments; `None` when there was nothing to compact.
+    fn compact(&self, py: Python<'_>, table: String) -> PyResult<Option<String>> {
+        let engine = self.engine();
+        run(py, async move { engine.compact(&table).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err) })
+    }
+
+    /// Removes versions older than `older_than` (humantime); `(versions, bytes)` removed.
+    fn cleanup(&self, py: Python<'_>, table: String, older_than: String) -> PyResult<(u64, u64)> {
+        let older = parse_duration("older_than", &older_than)?;
+        let engine = self.engine();
+        run(py, async move {
+            engine.cleanup(&table, older).await.map(|o| (o.old_versions, o.bytes_removed)).map_err(engine_err)
+        })
+    }
+
+    /// Tags `version`.
+    fn tag(&self, py: Python<'_>, table: String, name: String, version: u64) -> PyResult<()> {
+        let engine = self.engine();
+        run(py, async move { engine.create_tag(&table, version, &name).await.map_err(engine_err) })
+    }
+
+    /// Restores `version` as a new latest version.
+    fn restore(&self, py: Python<'_>, table: String, version: u64) -> PyResult<String> {
+        let engine = self.engine();
+        run(py, async move { engine.restore(&table, version).await.map(|o| commit_json(&o)).map_err(engine_err) })
+    }
+
+    /// The versions of a table as JSON (`[{version, timestamp, tags, journaled}]`).
+    fn versions(&self, py: Python<'_>, table: String) -> PyResult<String> {
+        let engine = self.engine();
+        run(py, async move {
+            let versions = engine.versions(&table).await.map_err(engine_err)?;
+            serde_json::to_string(&versions).map_err(|e| LakeError::new_err(e.to_string()))
+        })
+    }
+
+    /// The dataset URI of a table (for `lance.dataset`).
+    fn dataset_uri(&self, table: String) -> String {
+        self.engine().dataset_uri(&table)
+    }
+
+    /// The lake's storage options for Lance (S3 endpoint and credentials from the environment).
+    fn storage_options(&self) -> std::collections::HashMap<String, String> {
+        self.store.storage_options().clone()
+    }
+
+    /// A GC dry run at horizon `min_age`: the plan document (JSON) and its digest.
+    fn gc_plan(&self, py: Python<'_>, min_age: String, allow_below_policy: bool) -> PyResult<(String, String)> {
+        let horizon = Horizon { allow_below_policy, ..Horizon::new(parse_duration("min_age", &min_age)?) };
+        let store = self.store.clone();
+        run(py, async move {
+            let engine = LanceEngine::new(store.clone());
+            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let planned = gc.plan(&horizon, &PlanSettings::default()).await.map_err(objects_err)?;
+            let document =
+                String::from_utf8(planned.plan.to_document()).map_err(|e| LakeError::new_err(e.to_string()))?;
+            Ok((document, planned.plan.digest()))
+        })
+    }
+
+    /// Applies a plan document (JSON) with its checkpoint at `checkpoint` (a path or URL outside
+    /// the lake), or resumes the apply the checkpoint records. Returns the checkpoint as JSON.
+    fn gc_apply(
+        &self,
+        py: Python<'_>,
+        plan: Option<String>,
+        checkpoint: String,
+        min_age: String,
+        allow_below_policy: bool,
+    ) -> PyResult<String> {
+        let horizon = Horizon { allow_below_policy, ..Horizon::new(parse_duration("min_age", &min_age)?) };
+        let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
+        let plan = match plan {
+            Some(document) => Some(GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?),
+            None => None,
+        };
+        let store = self.store.clone();
+        run(py, async move {
+            let engine = LanceEngine::new(store.clone());
+            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let options = ApplyOptions::default();
+            let report = match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
+                Some(report) => report,
+                None => match &plan {
+                    Some(plan) => gc.apply(plan, &horizon, &location, &options).await.map_err(objects_err)?,
+                    None => {
+                        return Err(PolicyError::new_err(format!(
+                            "no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"
+                        )))
+                    }
+                },
+            };
+            serde_json::to_string(&report.checkpoint).map_err(|e| LakeError::new_err(e.to_string()))
+        })
+    }
+
+    /// Compares the journal with full scans of every retained version; the report as JSON.
+    fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
+        let engine = self.engine();
+        run(py, async move {
+            let report = engine.verify_refs(&[]).await.map_err(engine_err)?;
+            serde_json::to_string(&report).map_err(|e| LakeError::new_err(e.to_string()))
+        })
+    }
+}
+
+fn commit_json(o: &lake_lance::CommitOutcome) -> String {
+    format!(
+        r#"{{"table":{},"version":{},"rows":{},"references_added":{},"references_removed":{}}}"#,
+        serde_json_string(&o.table),
+        o.version,
+        o.rows,
+        o.references_added,
+        o.references_removed
+    )
+}
+
+fn serde_json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A pyarrow array of the DataLocation type (marked) from `(uri, sha256, size)` tuples.
+#[pyfunction]
+fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> PyResult<Py<PyAny>> {
+    let mut builder = DataLocationBuilder::new();
+    for (uri, sha, size) in items {
+        let sha: [u8; 32] = sha
+            .as_slice()
+            .try_into()
+            .map_err(|_| LakeError::new_err(format!("the sha256 of `{uri}` has {} bytes, not 32", sha.len())))?;
+        builder.append(&uri, sha, size);
+    }
+    let array = builder.finish();
+    Ok(array.to_data().to_pyarrow(py)?.unbind())
+}
+
+/// The native module.
+#[pymodule]
+fn _lake(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeLake>()?;
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(locations, m)?)?;
+    let py = m.py();
+    m.add("LakeError", py.get_type::<LakeError>())?;
+    m.add("GuardError", py.get_type::<GuardError>())?;
+    m.add("PolicyError", py.get_type::<PolicyError>())?;
+    m.add("LineageError", py.get_type::<LineageError>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    Ok(())
+}

@@ -1,0 +1,19 @@
+import os
+import uuid
+
+import pytest
+
+
+@pytest.fixture
+def local_root(tmp_path):
+    """A lake root in a fresh temporary folder."""
+    return str(tmp_path / "lake")
+
+
+@pytest.fixture
+def s3_root():
+    """A lake root under the LocalStack bucket scripts/test.sh starts (skipped without it)."""
+    bucket = os.environ.get("LAKE_TEST_S3_BUCKET")
+    if not bucket:
+        pytest.skip("needs LocalStack S3: run scripts/test.sh")
+    return f"s3://{bucket}/py-{uuid.uuid4().hex[:12]}"
