@@ -49,7 +49,9 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
         "append-engine" | "append-plain" => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
             let root = dir.path().join("lake").display().to_string();
-            crate::append::append_once(&root, step == "append-engine", args.rows).await?;
+            let took = crate::append::append_once(&root, step == "append-engine", args.rows).await?;
+            // For comparisons made outside this binary (the Python package's benchmark).
+            println!("append_seconds: {:.6}", took.as_secs_f64());
         }
         "plan" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
