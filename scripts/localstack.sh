@@ -19,21 +19,13 @@ STATE="$CACHE/localstack-state"
 PYTHON="${PYTHON:-python3}"
 
 venv_dir() {
-  local hash
-  hash=$(sha256sum "$REQ" | cut -c1-16)
-  echo "$CACHE/localstack-venv-$hash"
+  scripts/pinned-venv.sh --path-only "$REQ" localstack
 }
 
 install() {
-  local venv
-  venv=$(venv_dir)
-  if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
-    echo "localstack: installing the pinned LocalStack into $venv (about 2 minutes, once)" >&2
-    rm -rf "$venv"
-    mkdir -p "$CACHE"
-    "$PYTHON" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$REQ" >&2
-    touch "$venv/.complete"
+  if [ ! -f "$(venv_dir)/.complete" ]; then
+    echo "localstack: installing the pinned LocalStack (about 2 minutes, once)" >&2
+    scripts/pinned-venv.sh "$REQ" localstack >/dev/null
     # A stale plugin cache from a broken install hides LocalStack's plugins.
     rm -rf "$HOME/.cache/plux"
   fi

@@ -6,18 +6,7 @@
 # this under scripts/localstack.sh). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REQ=scripts/python-requirements.txt
-CACHE="${LAKE_CACHE_DIR:-$HOME/.cache/lake}"
-PYTHON="${PYTHON:-python3}"
-venv="$CACHE/python-venv-$(sha256sum "$REQ" | cut -c1-16)"
-if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
-  echo "python: installing the pinned tools into $venv (once)" >&2
-  rm -rf "$venv"
-  mkdir -p "$CACHE"
-  "$PYTHON" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$REQ" >&2
-  touch "$venv/.complete"
-fi
+venv=$(scripts/pinned-venv.sh scripts/python-requirements.txt python)
 # `maturin develop` builds the extension (debug profile, as the Rust tests) and installs the
 # package into the environment.
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet \
