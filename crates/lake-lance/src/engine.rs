@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A version committed through the engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CommitOutcome {
     /// Table name.
     pub table: String,
@@ -608,11 +608,14 @@ impl Engine for LanceEngine {
         // Only the entries in the range are read.
         let table = &location.name;
         let mut listing = sidecar::list(self.store(), table).await?;
-        let ds = self.open(table).await?;
-        crate::foreign::imply_entries(&ds, table, self.store().root(), &mut listing, after.saturating_add(1)..=upto)
-            .await;
+        let range = after.saturating_add(1)..=upto;
+        // The dataset is read only when a version in the range has no sidecar (an implied entry).
+        if range.clone().any(|v| !listing.files.contains_key(&v)) {
+            let ds = self.open(table).await?;
+            crate::foreign::imply_entries(&ds, table, self.store().root(), &mut listing, range.clone()).await;
+        }
         let mut entries = Sidecars::new();
-        sidecar::visit_listed(self.store(), table, &listing, after.saturating_add(1)..=upto, |v, entry| {
+        sidecar::visit_listed(self.store(), table, &listing, range, |v, entry| {
             entries.insert(v, entry);
             Ok(())
         })

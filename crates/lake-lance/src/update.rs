@@ -91,7 +91,7 @@ impl LanceEngine {
         if matched == 0 {
             return Ok(None);
         }
-        let (_, added) = self.counted_changes(&ds, table, assignments, predicate).await?;
+        let added = self.assigned_references(&ds, table, assignments, predicate).await?;
         // Objects the matched rows already referenced (in any reference column) stay live through
         // the update; only the others are new to these rows and must pass the guard.
         let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
@@ -136,31 +136,28 @@ impl LanceEngine {
         }))
     }
 
-    /// The references the assigned reference columns of the matched rows hold now (removed) and
-    /// will hold (added). Empty counts when no reference column is assigned.
-    async fn counted_changes(
+    /// The references the assigned reference columns of the matched rows will hold (their
+    /// expressions' values). Empty counts when no reference column is assigned.
+    async fn assigned_references(
         &self,
         ds: &Dataset,
         table: &str,
         assignments: &[Assignment],
         predicate: Option<&str>,
-    ) -> Result<(ReferenceCounts, ReferenceCounts), LanceEngineError> {
+    ) -> Result<ReferenceCounts, LanceEngineError> {
         let all = reference_columns(ds, table)?;
         let stored = Schema::from(ds.schema());
         let names = all.names();
         let assigned: Vec<&Assignment> = assignments.iter().filter(|a| names.contains(&a.column)).collect();
         if assigned.is_empty() {
-            return Ok((ReferenceCounts::new(), ReferenceCounts::new()));
+            return Ok(ReferenceCounts::new());
         }
         let location_err = |source| LanceEngineError::Location { table: table.into(), source };
         let fields: Vec<_> = assigned.iter().filter_map(|a| stored.field_with_name(&a.column).ok().cloned()).collect();
         let subset = Arc::new(Schema::new(fields));
         let columns = ReferenceColumns::from_stored_schema(&subset).map_err(location_err)?;
-        let before: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.column.as_str())).collect();
         let after: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.expression.as_str())).collect();
-        let removed = self.count_projected(ds, table, &columns, &subset, &before, predicate).await?;
-        let added = self.count_projected(ds, table, &columns, &subset, &after, predicate).await?;
-        Ok((removed, added))
+        self.count_projected(ds, table, &columns, &subset, &after, predicate).await
     }
 
     /// Counts the references of `columns` in the rows matching `predicate`, each column computed

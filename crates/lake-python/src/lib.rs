@@ -361,19 +361,9 @@ impl NativeLake {
     }
 }
 
+/// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
 fn commit_json(o: &lake_lance::CommitOutcome) -> String {
-    format!(
-        r#"{{"table":{},"version":{},"rows":{},"references_added":{},"references_removed":{}}}"#,
-        serde_json_string(&o.table),
-        o.version,
-        o.rows,
-        o.references_added,
-        o.references_removed
-    )
-}
-
-fn serde_json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+    serde_json::to_string(o).unwrap_or_default()
 }
 
 /// A pyarrow array of the DataLocation type (marked) from `(uri, sha256, size)` tuples.
