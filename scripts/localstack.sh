@@ -105,7 +105,9 @@ case "${1:-}" in
     shift
     [ "${1:-}" = "--" ] && shift
     [ $# -gt 0 ] || { echo "usage: $0 run -- CMD [ARGS...]" >&2; exit 2; }
-    trap stop EXIT INT TERM
+    # A state folder of this run's own, so that concurrent runs never stop each other's server.
+    STATE=$(mktemp -d "${TMPDIR:-/tmp}/lake-localstack-state.XXXXXX")
+    trap 'stop; rm -rf "$STATE"' EXIT INT TERM
     eval "$(start)"
     "$@"
     ;;
