@@ -8,6 +8,8 @@
 //! - [`store`]: opening a lake root (`file://`, a local path, `s3://`) as an object store.
 //! - [`layout`]: the keys of a lake (`_lake/`, `tables/`, `objects/`) and table-name rules.
 //! - [`keys`]: the managed key grammar `objects/<ULID>/<name>` and its time order.
+//! - [`key_range`]: ranges of keys (`after < key <= until`) and their split by ULID time, for
+//!   parallel listings and sharded plans.
 //! - [`descriptor`]: the lake descriptor and its GC policy floor (`min_age`).
 //! - [`registry`]: the table registry, advanced by compare-and-swap on create-only documents.
 //! - [`failpoint`]: failure injection points for crash tests (test builds only).
@@ -37,6 +39,7 @@ pub mod error;
 pub mod failpoint;
 pub mod guard;
 pub mod inventory;
+pub mod key_range;
 pub mod keys;
 pub mod layout;
 mod live_keys;

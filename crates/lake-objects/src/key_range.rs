@@ -1,0 +1,131 @@
+//! [`KeyRange`]: a contiguous range of keys in byte order, and the split of the managed key
+//! space into ranges by ULID time.
+//!
+//! Managed keys are `objects/<ULID>/<name>` and ULIDs sort by their time
+//! ([`crate::keys::first_key_at`]), so a range of mint times is a range of keys. Ranges are
+//! half-open on the left, `after < key <= until`, because that is how S3 ListObjectsV2 resumes
+//! (`start-after`) and how [`crate::inventory::ObjectInventory::list_from`] starts: a range's
+//! listing is `list_from(after)` stopped at the first key past `until`. Whatever the boundary
+//! keys are, and whether or not an object has exactly a boundary key, ranges built from one
+//! ascending list of boundaries ([`KeyRange::split_at`]) are disjoint and cover every key.
+//!
+//! Used by parallel listing (ranges listed concurrently and concatenated in order) and by
+//! sharded plans (one shard per range).
+
+use crate::keys::first_key_at;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The keys `k` with `after < k <= until` in byte order (the order of S3 ListObjectsV2); `None`
+/// leaves that side unbounded.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRange {
+    /// Keys strictly greater than this (all keys from the first when `None`).
+    pub after: Option<String>,
+    /// Keys up to and including this (all keys to the last when `None`).
+    pub until: Option<String>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn all() -> Self {
+        Self { after: None, until: None }
+    }
+
+    /// True when `key` lies in the range.
+    pub fn contains(&self, key: &str) -> bool {
+        self.after.as_deref().is_none_or(|a| key > a) && !self.is_past(key)
+    }
+
+    /// True when `key` sorts after the range's last key: a listing in key order can stop.
+    pub fn is_past(&self, key: &str) -> bool {
+        self.until.as_deref().is_some_and(|u| key > u)
+    }
+
+    /// True when the range covers every key.
+    pub fn is_all(&self) -> bool {
+        self.after.is_none() && self.until.is_none()
+    }
+
+    /// The ranges between ascending `boundaries`: `(-, b0]`, `(b0, b1]`, ..., `(bn, -)`;
+    /// `boundaries.len() + 1` ranges, disjoint and covering every key. Duplicate boundaries are
+    /// dropped (an empty range helps no one); boundaries must ascend.
+    pub fn split_at(boundaries: &[String]) -> Vec<KeyRange> {
+        let mut cuts: Vec<&String> = boundaries.iter().collect();
+        cuts.dedup();
+        let mut ranges = Vec::with_capacity(cuts.len() + 1);
+        let mut after: Option<String> = None;
+        for cut in cuts {
+            ranges.push(KeyRange { after: after.clone(), until: Some(cut.clone()) });
+            after = Some(cut.clone());
+        }
+        ranges.push(KeyRange { after, until: None });
+        ranges
+    }
+
+    /// `n` (at least 1) ranges of the managed key space whose boundaries are the first keys
+    /// minted at equal steps of time between `from` and `to` (UTC): objects minted at a steady
+    /// rate spread evenly over them. The first range takes every key before `from`'s (and keys
+    /// below `objects/`), the last every key after `to`'s (young keys, and unmanaged keys under
+    /// `objects/` that sort after ULIDs). `from` at or after `to` gives one range of every key.
+    pub fn split_by_time(from: DateTime<Utc>, to: DateTime<Utc>, n: usize) -> Vec<KeyRange> {
+        let n = n.max(1);
+        let from_ms = from.timestamp_millis();
+        let span = (to.timestamp_millis() - from_ms).max(0) as i128;
+        if span == 0 {
+            return vec![Self::all()];
+        }
+        let boundaries: Vec<String> = (1..n)
+            .filter_map(|i| {
+                let at = from_ms as i128 + span * i as i128 / n as i128;
+                DateTime::<Utc>::from_timestamp_millis(at as i64).map(first_key_at)
+            })
+            .collect();
+        Self::split_at(&boundaries)
+    }
+}
+
+impl std::fmt::Display for KeyRange {
+    /// `(after, until]`, with `-` for an unbounded side.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({}, {}]", self.after.as_deref().unwrap_or("-"), self.until.as_deref().unwrap_or("-"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_from_boundaries_are_disjoint_and_cover_every_key() {
+        let ranges = KeyRange::split_at(&["b".to_string(), "b".to_string(), "d".to_string()]);
+        assert_eq!(ranges.len(), 3);
+        for key in ["", "a", "b", "b0", "c", "d", "d/x", "z"] {
+            assert_eq!(ranges.iter().filter(|r| r.contains(key)).count(), 1, "{key}");
+        }
+        assert!(ranges[0].contains("b") && ranges[1].contains("d") && ranges[2].contains("d0"));
+        assert!(ranges[0].is_past("b0") && !ranges[2].is_past("zzz"));
+        assert_eq!(ranges[1].to_string(), "(b, d]");
+        assert!(KeyRange::split_at(&[]).first().is_some_and(KeyRange::is_all));
+    }
+
+    #[test]
+    fn time_ranges_follow_mint_times() {
+        let from = DateTime::<Utc>::from_timestamp_millis(1_700_000_000_000).unwrap();
+        let to = from + chrono::Duration::hours(4);
+        let ranges = KeyRange::split_by_time(from, to, 4);
+        assert_eq!(ranges.len(), 4);
+        let key_at = |h: i64, m: i64| {
+            let t = from + chrono::Duration::hours(h) + chrono::Duration::minutes(m);
+            format!("{}Z/x", first_key_at(t))
+        };
+        for (h, expected) in [(0, 0), (1, 1), (2, 2), (3, 3), (5, 3)] {
+            let key = key_at(h, 30);
+            assert!(ranges[expected].contains(&key), "{h}h30 -> {expected}");
+        }
+        assert!(ranges[0].contains("objects/") && ranges[3].contains("objects/unmanaged"));
+        assert_eq!(KeyRange::split_by_time(to, from, 3).len(), 1, "an empty span has one range");
+        assert_eq!(KeyRange::split_by_time(from, to, 0).len(), 1);
+    }
+}
