@@ -41,6 +41,19 @@ impl LakeStore {
     /// # Errors
     /// [`ObjectsError::Root`] when the root cannot be parsed or opened.
     pub fn open(root: &str) -> Result<Self, ObjectsError> {
+        Self::open_with_options(root, &HashMap::new())
+    }
+
+    /// Opens `root` as [`LakeStore::open`] does, with S3 settings `options` (object_store's
+    /// `AmazonS3ConfigKey` names, e.g. `aws_endpoint`, `aws_access_key_id`, `aws_region`,
+    /// `allow_http`, or their environment spellings such as `AWS_ENDPOINT_URL`) taking
+    /// precedence over the `AWS_*` environment, like pylance's `storage_options`. Lance reads the
+    /// same settings ([`LakeStore::storage_options`]). Ignored for local roots.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Root`] when the root cannot be parsed or opened, or an option's name is
+    /// not an S3 setting.
+    pub fn open_with_options(root: &str, options: &HashMap<String, String>) -> Result<Self, ObjectsError> {
         let root_err = |m: String| ObjectsError::Root { root: root.to_string(), message: m };
         let is_url = root.contains("://");
         if !is_url || root.starts_with("file://") {
@@ -80,7 +93,7 @@ impl LakeStore {
             });
         }
         let uri = LakeRootUri::parse(root).map_err(|e| root_err(e.to_string()))?;
-        crate::store::s3::open(uri).map_err(root_err)
+        crate::store::s3::open(uri, options).map_err(root_err)
     }
 
     /// The normalised root URI.
@@ -332,10 +345,11 @@ impl LakeStore {
 }
 
 pub(crate) mod s3 {
-    //! `s3://` roots, configured from the standard `AWS_*` environment variables.
+    //! `s3://` roots, configured from the standard `AWS_*` environment variables and, over them,
+    //! the storage options given to [`LakeStore::open_with_options`].
     use super::LakeStore;
     use lake_common::LakeRootUri;
-    use object_store::aws::AmazonS3Builder;
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
     use object_store::path::Path;
     use std::collections::HashMap;
     use std::sync::Arc;
@@ -369,19 +383,42 @@ pub(crate) mod s3 {
         Ok(uri)
     }
 
-    pub(crate) fn open(uri: LakeRootUri) -> Result<LakeStore, String> {
+    /// The object_store key of an option named by its object_store name or its environment
+    /// spelling (`AWS_ENDPOINT_URL` parses as `aws_endpoint_url`, an alias of `aws_endpoint`).
+    /// The bucket is the root's: an option naming another is refused.
+    fn config_key(name: &str) -> Result<AmazonS3ConfigKey, String> {
+        let key = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>().map_err(|_| {
+            format!("`{name}` is not an S3 storage option; use object_store's names (aws_endpoint, aws_access_key_id, aws_secret_access_key, aws_session_token, aws_region, allow_http, ...)")
+        })?;
+        if key == AmazonS3ConfigKey::Bucket {
+            return Err(format!(
+                "the storage option `{name}` would name another bucket; the bucket is the root's (s3://BUCKET/prefix)"
+            ));
+        }
+        Ok(key)
+    }
+
+    pub(crate) fn open(uri: LakeRootUri, given: &HashMap<String, String>) -> Result<LakeStore, String> {
         let mut options = HashMap::new();
         for (env, key) in ENV_KEYS {
             if let Ok(v) = std::env::var(env) {
                 options.insert(key.to_string(), v);
             }
         }
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(uri.authority());
+        let mut keys: Vec<&String> = given.keys().collect();
+        keys.sort();
+        for name in keys {
+            let key = config_key(name)?;
+            let value = given.get(name).cloned().unwrap_or_default();
+            builder = builder.with_config(key, value.clone());
+            options.insert(key.as_ref().to_string(), value);
+        }
         let uri = with_endpoint_aliases(uri, options.get("aws_endpoint").map(String::as_str))?;
         let store = Arc::new(
-            AmazonS3Builder::from_env()
-                .with_bucket_name(uri.authority())
+            builder
                 .build()
-                .map_err(|e| format!("cannot configure S3 from the AWS_* environment: {e}"))?,
+                .map_err(|e| format!("cannot configure S3 from the storage options and the AWS_* environment: {e}"))?,
         );
         let requests = crate::s3_requests::S3Requests::new(uri.authority(), &store).map_err(|e| e.to_string())?;
         Ok(LakeStore {

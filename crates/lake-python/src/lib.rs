@@ -7,6 +7,8 @@
 //! PyCapsules, arrow's `pyarrow` feature): pyarrow tables and readers, polars frames and any
 //! other producer, without copies. Reports come back as JSON text that the Python layer decodes.
 
+mod marking;
+
 use arrow::ffi_stream::ArrowArrayStreamReader;
 use arrow::pyarrow::{PyArrowType, ToPyArrow};
 use arrow_array::{Array, RecordBatchReader};
@@ -14,7 +16,7 @@ use lake_common::DataLocationBuilder;
 use lake_lance::update::Assignment;
 use lake_lance::LanceEngine;
 use lake_objects::apply::ApplyOptions;
-use lake_objects::checkpoint::CheckpointLocation;
+use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::plan::GcPlan;
@@ -23,6 +25,7 @@ use lake_objects::LakeStore;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -147,12 +150,23 @@ impl NativeLake {
     }
 }
 
+/// The store of `root`, with S3 `storage_options` over the `AWS_*` environment.
+fn open_store(root: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<LakeStore> {
+    LakeStore::open_with_options(root, &storage_options.unwrap_or_default()).map_err(objects_err)
+}
+
 /// Creates a lake at `root` with GC policy floor `min_age` (humantime), or opens it when it
 /// exists with the same floor.
 #[pyfunction]
-fn init(py: Python<'_>, root: &str, min_age: &str) -> PyResult<NativeLake> {
+#[pyo3(signature = (root, min_age, storage_options=None))]
+fn init(
+    py: Python<'_>,
+    root: &str,
+    min_age: &str,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<NativeLake> {
     let min_age = parse_duration("min_age", min_age)?;
-    let store = LakeStore::open(root).map_err(objects_err)?;
+    let store = open_store(root, storage_options)?;
     let opened = store.clone();
     run(py, async move { LakeDescriptor::create(&opened, min_age).await.map(|_| ()).map_err(objects_err) })?;
     Ok(NativeLake { store })
@@ -160,8 +174,9 @@ fn init(py: Python<'_>, root: &str, min_age: &str) -> PyResult<NativeLake> {
 
 /// Opens the lake at `root`.
 #[pyfunction]
-fn open(py: Python<'_>, root: &str) -> PyResult<NativeLake> {
-    let store = LakeStore::open(root).map_err(objects_err)?;
+#[pyo3(signature = (root, storage_options=None))]
+fn open(py: Python<'_>, root: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<NativeLake> {
+    let store = open_store(root, storage_options)?;
     let opened = store.clone();
     run(py, async move { LakeDescriptor::load(&opened).await.map(|_| ()).map_err(objects_err) })?;
     Ok(NativeLake { store })
@@ -171,9 +186,10 @@ fn location_json(o: &ManagedObject) -> (String, Vec<u8>, u64) {
     (o.key.clone(), o.sha256.to_vec(), o.size)
 }
 
-/// A batch source from any Arrow stream producer.
+/// A batch source from any Arrow stream producer, its plain DataLocation columns marked
+/// ([`marking`]).
 fn source(data: PyArrowType<ArrowArrayStreamReader>) -> Box<dyn RecordBatchReader + Send> {
-    Box::new(data.0)
+    Box::new(marking::MarkingReader::new(Box::new(data.0)))
 }
 
 #[pymethods]
@@ -297,7 +313,7 @@ impl NativeLake {
     }
 
     /// The lake's storage options for Lance (S3 endpoint and credentials from the environment).
-    fn storage_options(&self) -> std::collections::HashMap<String, String> {
+    fn storage_options(&self) -> HashMap<String, String> {
         self.store.storage_options().clone()
     }
 
@@ -316,16 +332,22 @@ impl NativeLake {
     }
 
     /// Applies a plan document (JSON) with its checkpoint at `checkpoint` (a path or URL outside
-    /// the lake), or resumes the apply the checkpoint records. Returns the checkpoint as JSON.
+    /// the lake), or resumes the apply the checkpoint records (with the plan's `min_age`, when no
+    /// plan is given): `page_size` keys per delete request, at most `max_pages` pages in this
+    /// call. Returns the checkpoint as JSON.
+    #[pyo3(signature = (plan, checkpoint, allow_below_policy, page_size=1000, max_pages=None))]
     fn gc_apply(
         &self,
         py: Python<'_>,
         plan: Option<String>,
         checkpoint: String,
-        min_age: String,
         allow_below_policy: bool,
+        page_size: usize,
+        max_pages: Option<u64>,
     ) -> PyResult<String> {
-        let horizon = Horizon { allow_below_policy, ..Horizon::new(parse_duration("min_age", &min_age)?) };
+        if !(1..=1000).contains(&page_size) {
+            return Err(PolicyError::new_err(format!("page_size {page_size} must be 1 to 1000 keys")));
+        }
         let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
         let plan = match plan {
             Some(document) => Some(GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?),
@@ -335,7 +357,21 @@ impl NativeLake {
         run(py, async move {
             let engine = LanceEngine::new(store.clone());
             let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let options = ApplyOptions::default();
+            // The horizon is the plan's; resuming without one, the checkpoint's plan's (checked
+            // against the lake's policy floor like any horizon).
+            let min_age = match &plan {
+                Some(plan) => plan.min_age_seconds,
+                None => match ApplyCheckpoint::load(&location).await.map_err(objects_err)? {
+                    Some(loaded) => loaded.plan.min_age_seconds,
+                    None => {
+                        return Err(PolicyError::new_err(format!(
+                            "no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"
+                        )))
+                    }
+                },
+            };
+            let horizon = Horizon { allow_below_policy, ..Horizon::new(Duration::from_secs(min_age)) };
+            let options = ApplyOptions { page_size, max_pages, ..ApplyOptions::default() };
             let report = match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
                 Some(report) => report,
                 None => match &plan {

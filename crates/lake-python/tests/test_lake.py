@@ -97,3 +97,54 @@ def test_update_upsert_and_other_producers(local_root):
     t.append(pa.RecordBatchReader.from_batches(extra.schema, extra.to_batches()))
     assert lk.refs.verify()["ok"]
     assert t.to_lance().count_rows() == 6
+
+
+def test_ctrl_c_during_apply_leaves_a_resumable_checkpoint(local_root, tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    lk = lake.init(local_root, min_age="1s")
+    n = 3000
+    lk.objects().put_many([f"o{i}".encode() for i in range(n - 5)])
+    kept = lk.objects().put_many([f"k{i}".encode() for i in range(5)])  # referenced while young
+    lk.table("t").append(pa.table({"episode": [f"k{i}" for i in range(5)], "file": lake.locations(kept)}))
+    time.sleep(2.2)
+    plan = lk.gc.plan(min_age="1s")
+    assert plan.candidate_count == n - 5
+    plan_path, checkpoint = str(tmp_path / "plan.json"), str(tmp_path / "gc.ckpt")
+    plan.save(plan_path)
+    # A child applies one key per delete page (slow enough to interrupt); Ctrl-C arrives once
+    # its checkpoint shows progress.
+    script = (
+        "import lake, sys; lk = lake.open(sys.argv[1]); "
+        "lk.gc.apply(sys.argv[2], checkpoint=sys.argv[3], page_size=1)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, local_root, plan_path, checkpoint], stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    progress = 0
+    while progress == 0 and time.monotonic() < deadline and child.poll() is None:
+        try:
+            with open(checkpoint) as f:
+                progress = json.load(f)["next_index"]
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.01)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode != 0 and "KeyboardInterrupt" in err, err
+    with open(checkpoint) as f:
+        stopped = json.load(f)
+    assert not stopped["complete"] and 0 < stopped["next_index"] < n - 5, stopped
+    # The same call resumes from the checkpoint (no plan needed) and finishes.
+    report = lk.gc.apply(None, checkpoint=checkpoint)
+    assert report["complete"]
+    assert report["deleted"] + report["already_gone"] + report["absent"] == n - 5
+    assert lk.refs.verify()["ok"]
+    import pathlib
+
+    assert all((pathlib.Path(local_root) / k["uri"]).exists() for k in kept)
+    assert lk.gc.plan(min_age="1s").candidate_count == 0

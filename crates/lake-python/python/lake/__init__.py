@@ -27,6 +27,8 @@ __all__ = [
     "init",
     "open",
     "locations",
+    "DataLocationType",
+    "Location",
     "Lake",
     "Objects",
     "Table",
@@ -40,34 +42,84 @@ __all__ = [
     "StorageError",
 ]
 
-Location = dict  # {"uri": str, "sha256": bytes (32), "size": int (bytes)}
+class Location(dict):
+    """A managed object's location as `Objects.put` returns it: a dict `{"uri": str (the key
+    under the lake root, `objects/<ULID>/<name>`), "sha256": bytes (32), "size": int (bytes)}`.
+    `scalar` is the same location as an Arrow struct scalar of `DataLocationType`."""
+
+    @property
+    def scalar(self) -> pa.ExtensionScalar:
+        """This location as a pyarrow scalar of `DataLocationType`."""
+        return locations([self])[0]
 
 
 def init(root: str, min_age: str = "7d", storage_options: Optional[dict] = None) -> "Lake":
     """Create a lake at `root` (a local folder, `file:///...` or `s3://bucket/prefix`) whose GC
-    policy floor is `min_age` (humantime: `7d`, `12h`), or open it when it exists with that floor.
+    policy floor is `min_age` (humantime: `7d`, `12h`; GC never collects objects younger than
+    it unless told so explicitly), or open it when it exists with that floor.
 
-    `storage_options` are S3 settings as environment variables (`AWS_ENDPOINT_URL`, ...), set for
-    this process. Raises `PolicyError` for a bad duration, `LakeError` otherwise."""
-    _apply_storage_options(storage_options)
-    return Lake(_lake.init(root, min_age))
+    `storage_options` are S3 settings, as pylance takes them: object_store's names
+    (`aws_endpoint`, `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`,
+    `aws_region`, `allow_http`) or their environment spellings (`AWS_ENDPOINT_URL`, ...); they
+    take precedence over the `AWS_*` environment, for this lake only. Ignored for local roots.
+
+    Raises `PolicyError` for a bad duration, `LakeError` for a bad root or option, or a lake
+    that exists with another floor; `StorageError` when the store fails."""
+    return Lake(_lake.init(root, min_age, _options(storage_options)))
 
 
 def open(root: str, storage_options: Optional[dict] = None) -> "Lake":  # noqa: A001 (the API's name)
-    """Open the lake at `root`. Raises `LakeError` when there is none."""
-    _apply_storage_options(storage_options)
-    return Lake(_lake.open(root))
+    """Open the lake at `root` (`storage_options` as for `init`). Raises `LakeError` when there
+    is no lake there."""
+    return Lake(_lake.open(root, _options(storage_options)))
 
 
-def locations(items: Iterable[Location]) -> pa.Array:
-    """A pyarrow array of the DataLocation type (`struct<uri: string, sha256: fixed_size_binary[32],
-    size: uint64>`, none null) from locations as `put` returns them."""
-    return _lake.locations([(i["uri"], bytes(i["sha256"]), int(i["size"])) for i in items])
+class DataLocationType(pa.ExtensionType):
+    """The DataLocation Arrow type: `struct<uri: string, sha256: fixed_size_binary[32],
+    size: uint64>` (children not null; size in bytes) marked by the Arrow extension name
+    `lake.data_location`. A column of this type references objects: the engine journals every
+    reference it adds or removes, and GC keeps the objects alive while a retained version
+    references them."""
+
+    def __init__(self) -> None:
+        storage = pa.struct(
+            [
+                pa.field("uri", pa.string(), nullable=False),
+                pa.field("sha256", pa.binary(32), nullable=False),
+                pa.field("size", pa.uint64(), nullable=False),
+            ]
+        )
+        super().__init__(storage, "lake.data_location")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "DataLocationType":
+        return cls()
 
 
-def _apply_storage_options(options: Optional[dict]) -> None:
-    for key, value in (options or {}).items():
-        os.environ[str(key).upper()] = str(value)
+try:
+    pa.register_extension_type(DataLocationType())
+except pa.ArrowKeyError:  # registered by an earlier import of this module (importlib.reload)
+    pass
+
+
+def locations(items: Iterable[Location]) -> pa.ExtensionArray:
+    """A pyarrow array of `DataLocationType` (the marked DataLocation type) from locations as
+    `Objects.put` returns them (`{"uri", "sha256", "size"}`), one element per item, none null.
+
+    A plain `pa.struct` column of the same child names and types (`uri: string`, `sha256:
+    binary(32)`, `size: uint64`), as `pa.array(list_of_dicts, type=...)` makes it, is accepted by
+    `Table.append` and the other writes too: they mark it (a location whose uri, sha256 or size
+    is null is refused; make the whole location null instead). Raises `LakeError` for a sha256
+    that is not 32 bytes."""
+    storage = _lake.locations([(i["uri"], bytes(i["sha256"]), int(i["size"])) for i in items])
+    return pa.ExtensionArray.from_storage(DataLocationType(), storage)
+
+
+def _options(options: Optional[dict]) -> Optional[dict]:
+    return None if options is None else {str(k): str(v) for k, v in options.items()}
 
 
 class Lake:
@@ -96,15 +148,23 @@ class Lake:
 
 
 class Objects:
-    """Uploads immutable objects under `objects/<ULID>/<name>`."""
+    """Uploads immutable objects under `objects/<ULID>/<name>` (the ULID records when it was
+    minted: GC judges an object's age by it and by the store's `last_modified`)."""
 
     def __init__(self, native: Any) -> None:
         self._native = native
 
     def put(self, data: Union[bytes, bytearray, memoryview, str, os.PathLike, Any], name: Optional[str] = None) -> Location:
-        """Upload `data` (bytes, a path, or a binary file object) and return its location
-        `{"uri", "sha256", "size"}` (size in bytes). A path is streamed; `name` defaults to its
-        file name."""
+        """Upload `data` and return its `Location` (`{"uri", "sha256", "size"}`, size in bytes;
+        `.scalar` gives it as an Arrow struct scalar).
+
+        `data` is bytes, a path (streamed from disk; `name` defaults to its file name), or a
+        binary file object (read whole; `name` defaults to its `name`). The name is sanitised
+        into the key's last segment. Raises `StorageError` when the upload fails (nothing is
+        referenced until a row names the location), `TypeError` for other kinds of `data`.
+
+        Publish rows that reference the object soon: a reference to an object older than the
+        lake's GC policy floor is refused (`GuardError`), since GC may be collecting it."""
         if isinstance(data, (bytes, bytearray, memoryview)):
             uri, sha, size = self._native.put_bytes(name or "object", bytes(data))
         elif isinstance(data, (str, os.PathLike)) and name is None:
@@ -113,14 +173,81 @@ class Objects:
             with _builtin_open(data, "rb") as f:
                 uri, sha, size = self._native.put_bytes(name, f.read())
         elif hasattr(data, "read"):
-            uri, sha, size = self._native.put_bytes(name or getattr(data, "name", "object").rsplit("/", 1)[-1], data.read())
+            uri, sha, size = self._native.put_bytes(name or os.path.basename(str(getattr(data, "name", "object"))), data.read())
         else:
             raise TypeError(f"put takes bytes, a path or a binary file, not {type(data).__name__}")
-        return {"uri": uri, "sha256": bytes(sha), "size": size}
+        return Location(uri=uri, sha256=bytes(sha), size=size)
 
-    def put_many(self, items: Iterable[Any]) -> list:
-        """`put` of every item (paths, bytes or files), in order."""
-        return [self.put(item) for item in items]
+    def put_many(
+        self, items: Union[str, os.PathLike, Iterable[Any]], progress: bool = False, concurrency: int = 8
+    ) -> Union[list, dict]:
+        """Upload many objects, `concurrency` at a time (the GIL is released while each
+        uploads).
+
+        - `items` a folder (a path to a directory): every regular file below it, symbolic links
+          not followed. Returns `{relative path: Location}` in sorted path order.
+        - `items` an iterable of what `put` takes (paths, bytes, binary files): returns their
+          `Location`s in the same order. An iterator is consumed as uploads finish, holding at
+          most `2 * concurrency` items.
+
+        `progress=True` shows a progress bar on stderr (tqdm: `pip install lake[progress]`).
+        The first failure is raised once the uploads in flight end; objects uploaded before it
+        stay unreferenced (GC collects them after the policy floor)."""
+        import concurrent.futures
+        import itertools
+
+        folder = None
+        if isinstance(items, (str, os.PathLike)) and os.path.isdir(items):
+            folder = os.fspath(items)
+            paths = sorted(_files_below(folder))
+            work: Iterable[Any] = [os.path.join(folder, p) for p in paths]
+            total: Optional[int] = len(paths)
+        else:
+            work = items
+            total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+        bar = _progress_bar(total) if progress else None
+        results: list = []
+        pending: list = []
+        window = max(1, concurrency) * 2
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                iterator = iter(work)
+                while True:
+                    for item in itertools.islice(iterator, window - len(pending)):
+                        if hasattr(item, "read"):  # a file object is read here, uploaded there
+                            name = os.path.basename(str(getattr(item, "name", "object")))
+                            pending.append(pool.submit(self.put, item.read(), name))
+                        else:
+                            pending.append(pool.submit(self.put, item))
+                    if not pending:
+                        break
+                    results.append(pending.pop(0).result())
+                    if bar is not None:
+                        bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        if folder is not None:
+            return dict(zip(paths, results))
+        return results
+
+
+def _files_below(folder: str) -> Iterable[str]:
+    """Relative paths (with `/`) of the regular files below `folder`; links are not followed."""
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames.sort()
+        for f in filenames:
+            full = os.path.join(dirpath, f)
+            if os.path.isfile(full) and not os.path.islink(full):
+                yield os.path.relpath(full, folder).replace(os.sep, "/")
+
+
+def _progress_bar(total: Optional[int]) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError as e:
+        raise ImportError("put_many(progress=True) draws its bar with tqdm: pip install tqdm (or lake[progress])") from e
+    return tqdm(total=total, unit="object", desc="put")
 
 
 def _builtin_open(path: Any, mode: str) -> Any:
@@ -281,21 +408,34 @@ class Gc:
         document, digest = self._native.gc_plan(min_age, allow_below_policy)
         return Plan(document, digest)
 
-    def apply(self, plan: Union[Plan, str, None], checkpoint: str, allow_below_policy: bool = False) -> dict:
-        """Delete `plan`'s candidates (a Plan, or a plan document's path), revalidated against
-        the journal, group by group, recording progress in `checkpoint` (a path outside the
-        lake). Resumes the apply `checkpoint` records when there is one. Ctrl-C stops it with
-        the last finished group recorded: call again to resume. Returns the checkpoint."""
-        if isinstance(plan, str):
-            plan = Plan.load(plan)
+    def apply(
+        self,
+        plan: Union[Plan, str, None],
+        checkpoint: str,
+        allow_below_policy: bool = False,
+        page_size: int = 1000,
+        max_pages: Optional[int] = None,
+    ) -> dict:
+        """Delete `plan`'s candidates (a `Plan`, or the path of a saved plan document; `None` to
+        resume `checkpoint`), revalidated against the journal before every group of deletes, in
+        pages of `page_size` keys (1 to 1000: one S3 DeleteObjects request each), recording
+        progress in `checkpoint` (a local path or `s3://` URL outside the lake; the plan is saved
+        beside it as `<checkpoint>.plan.json`).
+
+        Resumes the apply `checkpoint` records when there is one (of the same plan). Stops after
+        `max_pages` pages when given; Ctrl-C (`KeyboardInterrupt`) stops it at the next group
+        boundary with the groups already done recorded. Either way, call again to resume.
+
+        Returns the checkpoint: `{"candidates", "next_index", "deleted", "already_gone",
+        "absent", "skipped", "failed", "revived", "complete", ...}` (counts of objects; `revived`
+        lists candidates a newer version references, left alone). Raises `PolicyError` for a
+        plan of another lake or `min_age`, a cutoff the store's clock no longer allows, or a
+        checkpoint inside the lake; `LineageError` when the journal cannot account for a table;
+        `StorageError` when the store fails (`transient` says whether a retry may help)."""
+        if isinstance(plan, (str, os.PathLike)):
+            plan = Plan.load(os.fspath(plan))
         document = None if plan is None else plan._document
-        min_age = f"{plan.min_age_seconds}s" if plan is not None else _checkpoint_min_age(checkpoint)
-        return json.loads(self._native.gc_apply(document, checkpoint, min_age, allow_below_policy))
-
-
-def _checkpoint_min_age(checkpoint: str) -> str:
-    with _builtin_open(checkpoint + ".plan.json", "r") as f:
-        return f"{json.load(f)['plan']['min_age_seconds']}s"
+        return json.loads(self._native.gc_apply(document, checkpoint, allow_below_policy, page_size, max_pages))
 
 
 class Refs:
