@@ -1,6 +1,7 @@
 """Write files as objects, append rows referencing them, read them back with pylance, delete
 some, and collect the orphans: a GC dry run, then an apply."""
 
+import pathlib
 import sys
 import tempfile
 import time
@@ -9,19 +10,25 @@ import pyarrow as pa
 
 import lake
 
-work = tempfile.mkdtemp()
-root = sys.argv[1] if len(sys.argv) > 1 else f"{work}/lake"
+work = pathlib.Path(tempfile.mkdtemp())
+root = sys.argv[1] if len(sys.argv) > 1 else str(work / "lake")
 
-# A lake whose GC policy floor is 1 s (production lakes keep the default, 7 days).
+# A lake whose GC policy floor is 1 s (production lakes keep the default, 7 days). For S3, pass
+# root="s3://bucket/prefix" and storage_options={"aws_region": ..., ...} (pylance's names).
 lk = lake.init(root, min_age="1s")
 
-# Upload objects; each put returns its location {"uri", "sha256", "size"}.
-objects = lk.objects()
-logs = [objects.put(f"sensor log {i}".encode(), name=f"run-{i}.log") for i in range(4)]
+# Some recordings on disk, uploaded as objects: put_many of a folder returns
+# {relative path: {"uri", "sha256", "size"}} (put uploads one file, bytes or file object).
+recordings = work / "recordings"
+recordings.mkdir()
+for i in range(4):
+    (recordings / f"run-{i}.log").write_text(f"sensor log {i}\n")
+logs = lk.objects().put_many(recordings)
 
-# Append rows that reference them: a DataLocation column from lake.locations.
+# Append rows that reference them: a DataLocation column from lake.locations (a plain
+# pa.struct column of the same layout is accepted too).
 episodes = lk.table("episodes")
-episodes.append(pa.table({"episode": [f"run-{i}" for i in range(4)], "log": lake.locations(logs)}))
+episodes.append(pa.table({"episode": [p[:-4] for p in logs], "log": lake.locations(logs.values())}))
 
 # Read back with pylance.
 print(episodes.to_lance().to_table(columns=["episode"]).column("episode").to_pylist())
@@ -31,10 +38,10 @@ episodes.delete("episode IN ('run-0', 'run-1')")
 episodes.cleanup(older_than="0s")
 
 # GC: a dry run names the orphans and deletes nothing; the apply deletes them, recording its
-# progress in a checkpoint outside the lake (run it again to resume after an interruption).
+# progress in a checkpoint outside the lake (Ctrl-C stops it; run it again to resume).
 time.sleep(2.1)  # the objects must be older than min_age by the store's clock
 plan = lk.gc.plan(min_age="1s")
 print(plan, plan.candidates.column("uri").to_pylist())
-report = lk.gc.apply(plan, checkpoint=f"{work}/gc.ckpt")
+report = lk.gc.apply(plan, checkpoint=str(work / "gc.ckpt"))
 print("deleted", report["deleted"])
 assert report["deleted"] == 2 and lk.refs.verify()["ok"]
