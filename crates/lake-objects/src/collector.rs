@@ -53,7 +53,7 @@
 //! ```
 
 use crate::apply::{apply_loaded, ApplyOptions, ApplyReport};
-use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
+use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation, LoadedCheckpoint};
 use crate::clock::{gc_cutoff, ClockReading, ProbeClock, StoreClock};
 use crate::deleter::ObjectDeleter;
 use crate::descriptor::LakeDescriptor;
@@ -280,7 +280,20 @@ impl<'e> GarbageCollector<'e> {
         options: &ApplyOptions,
     ) -> Result<ApplyReport, ObjectsError> {
         refuse_shard(plan, "the plan")?;
-        self.check_plan(plan, horizon, "the plan").await?;
+        self.apply_bound(plan, horizon, checkpoint, options, "the plan").await
+    }
+
+    /// Applies `plan` after the checks every plan passes (lake, horizon, cutoff, checkpoint
+    /// outside the lake).
+    async fn apply_bound(
+        &self,
+        plan: &GcPlan,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+        what: &str,
+    ) -> Result<ApplyReport, ObjectsError> {
+        self.check_plan(plan, horizon, what).await?;
         checkpoint.check_outside(&self.store)?;
         let loaded = ApplyCheckpoint::load(checkpoint).await?;
         apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, loaded, Some(plan), options).await
@@ -297,10 +310,22 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, ObjectsError> {
+        self.resume_bound(horizon, checkpoint, options, |loaded, what| refuse_shard(&loaded.plan, what)).await
+    }
+
+    /// Resumes the apply at `checkpoint` after `check` of its loaded checkpoint and the checks
+    /// every plan passes; `None` when there is no checkpoint.
+    async fn resume_bound(
+        &self,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+        check: impl FnOnce(&LoadedCheckpoint, &str) -> Result<(), ObjectsError>,
+    ) -> Result<Option<ApplyReport>, ObjectsError> {
         checkpoint.check_outside(&self.store)?;
         let Some(loaded) = ApplyCheckpoint::load(checkpoint).await? else { return Ok(None) };
         let what = format!("checkpoint {}", checkpoint.display());
-        refuse_shard(&loaded.plan, &what)?;
+        check(&loaded, &what)?;
         self.check_plan(&loaded.plan, horizon, &what).await?;
         apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, Some(loaded), None, options).await.map(Some)
     }
@@ -439,10 +464,7 @@ impl<'e> GarbageCollector<'e> {
     ) -> Result<ApplyReport, ObjectsError> {
         manifest.check_shard(plan)?;
         check_manifest_complete(manifest)?;
-        self.check_plan(plan, horizon, "the shard plan").await?;
-        checkpoint.check_outside(&self.store)?;
-        let loaded = ApplyCheckpoint::load(checkpoint).await?;
-        apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, loaded, Some(plan), options).await
+        self.apply_bound(plan, horizon, checkpoint, options, "the shard plan").await
     }
 
     /// Resumes the apply of a shard recorded at `checkpoint` (its plan read from beside it),
@@ -458,13 +480,12 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, ObjectsError> {
-        checkpoint.check_outside(&self.store)?;
-        let Some(loaded) = ApplyCheckpoint::load(checkpoint).await? else { return Ok(None) };
-        // The load checked that the plan hashes to the digest the checkpoint records.
-        manifest.check_bound(&loaded.plan, &loaded.checkpoint.plan_digest)?;
-        check_manifest_complete(manifest)?;
-        self.check_plan(&loaded.plan, horizon, &format!("checkpoint {}", checkpoint.display())).await?;
-        apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, Some(loaded), None, options).await.map(Some)
+        self.resume_bound(horizon, checkpoint, options, |loaded, _| {
+            // The load checked that the plan hashes to the digest the checkpoint records.
+            manifest.check_bound(&loaded.plan, &loaded.checkpoint.plan_digest)?;
+            check_manifest_complete(manifest)
+        })
+        .await
     }
 
     fn check_lake_and_horizon(

@@ -1,6 +1,7 @@
 //! The report of a sharded `lake gc` run in its three forms: text, the `--json` object (per
 //! shard counts; the candidates are in the shard plans), and Prometheus text metrics.
 
+use super::gc_report::header;
 use lake_objects::apply::ApplyReport;
 use lake_objects::clock::ClockReading;
 use lake_objects::descriptor::LakeDescriptor;
@@ -102,18 +103,7 @@ impl ShardedReport {
     pub fn to_text(&self) -> String {
         let m = &self.manifest;
         let mode = if self.applying { "sharded apply" } else { "sharded dry run (nothing deleted)" };
-        let mut out = format!("lake gc {mode}\n");
-        out += &format!("  root:        {}\n", m.root);
-        out += &format!(
-            "  policy:      min_age {} (lake floor {})\n",
-            humantime::format_duration(Duration::from_secs(m.min_age_seconds)),
-            humantime::format_duration(self.policy.min_age())
-        );
-        out += &format!(
-            "  store clock: {} (local clock {:+} ms)\n",
-            format_time(self.clock.store_now),
-            self.clock.skew_ms()
-        );
+        let mut out = header(mode, &m.root, m.min_age_seconds, &self.policy, &self.clock);
         out += &format!("  cutoff:      {} (one for every shard)\n", m.cutoff);
         out += &format!("  manifest:    {} ({} shards)\n", m.digest(), m.count);
         out += &format!("  candidates:  {} objects, {} bytes\n", m.candidates(), m.candidate_bytes());

@@ -130,18 +130,9 @@ fn sharded_plans_are_written_refused_when_edited_and_applied_shard_by_shard() {
     let after = object_files(Path::new(&root));
     let gone: BTreeSet<String> = before.iter().filter(|k| !after.contains(k)).cloned().collect();
     assert_eq!(gone, planned.into_iter().collect(), "every shard applied: exactly the unsharded plan deleted");
-    let again = json(&ok(&[
-        "gc",
-        &root,
-        "--min-age",
-        "4s",
-        "--apply",
-        "--manifest",
-        manifest_s,
-        "--checkpoint-dir",
-        ckdir_s,
-        "--json",
-    ]));
+    let again = apply(&[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let again = json(&stdout(&again));
     assert!(again["shards"].as_array().unwrap().iter().all(|s| s["already_complete"] == true), "{again}");
     let help = ok(&["gc", "--help"]);
     assert!(help.contains("--shards") && help.contains("--manifest") && help.contains("--checkpoint-dir"), "{help}");
