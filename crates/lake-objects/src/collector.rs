@@ -11,7 +11,12 @@
 //! - a plan is applied, and a checkpoint resumed, only for the lake it was made for, with the
 //!   same `min_age`, a cutoff no later than the store's clock allows now, and a checkpoint
 //!   location outside the lake root. The checkpoint binds its plan by digest
-//!   ([`crate::checkpoint`]); apply revalidates every key ([`crate::apply`]).
+//!   ([`crate::checkpoint`]); apply revalidates every key ([`crate::apply`]);
+//! - a sharded plan ([`crate::shards`]) has one cutoff, fixed by the coordinator
+//!   ([`GarbageCollector::shard_ranges`]) under the rules above and checked again by every
+//!   worker ([`GarbageCollector::plan_shard`]); a shard is applied only with a manifest it is
+//!   bound to, whose every shard is complete ([`GarbageCollector::apply_shard`]), and never as
+//!   a whole plan.
 //!
 //! Time is the store's, through the [`StoreClock`] trait: tests of age gates inject a fixed
 //! clock with [`GarbageCollector::with_unchecked_clock`], a name that says what it does, rather

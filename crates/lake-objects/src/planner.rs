@@ -29,7 +29,7 @@
 //! [`crate::shards`]): the sweep lists from the range's start and stops past its end, foreign
 //! entries and symbolic links are the range's own, and journal garbage (`tables/...` keys, after
 //! every `objects/` key) is kept only in the range that holds it. Lineage and the live set are
-//! read whole, as for an unsharded plan. [`plan_ranges`] plans several contiguous ranges from
+//! read whole, as for an unsharded plan. `plan_ranges` plans several contiguous ranges from
 //! one read of the lineage and one listing; each of its plans is the plan of its range alone.
 //!
 //! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of

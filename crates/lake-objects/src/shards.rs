@@ -386,7 +386,8 @@ impl ShardManifest {
     ///
     /// # Errors
     /// [`ObjectsError::Policy`] naming the first difference (an edited shard plan, or a shard
-    /// of another manifest).
+    /// of another manifest), or a manifest whose own structure is not usable (as
+    /// [`ShardManifest::from_document`] checks it).
     pub fn check_shard(&self, plan: &GcPlan) -> Result<(), ObjectsError> {
         self.check_bound(plan, &plan.digest())
     }
@@ -400,6 +401,8 @@ impl ShardManifest {
                 self.digest()
             ))
         };
+        // A manifest built in memory (its fields are public) is held to a read one's rules.
+        self.check_structure().map_err(|m| ObjectsError::Policy(format!("the shard manifest is not usable: {m}")))?;
         plan.check_format().map_err(refuse)?;
         let shard = shard_of(plan)?;
         let entry = usize::try_from(shard.index)
