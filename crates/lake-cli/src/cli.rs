@@ -89,6 +89,13 @@ pub enum Command {
     /// already records an apply, resumes it instead of planning again (a finished one is
     /// reported and nothing is done).
     ///
+    /// Sharded plans (for large lakes, or to spread the deletes over processes): `lake gc ROOT
+    /// --min-age D --shards N --out DIR` writes a manifest and N shard plans over disjoint key
+    /// ranges; `lake gc ROOT --min-age D --apply --manifest DIR/manifest.json --checkpoint-dir
+    /// CKDIR [--shard I]` applies every shard (or shard I), each revalidated and checkpointed on
+    /// its own (CKDIR/shard-0000I.ckpt); a killed shard resumes from its checkpoint. An edited
+    /// manifest or shard plan, or a shard of another manifest, is refused.
+    ///
     /// Exit codes: 0 done; 1 refused or failed (nothing, or only what PATH records, was
     /// deleted); 3 dry run on incomplete lineage (see `problems`); 4 apply stopped with work
     /// left (failed deletes or --max-pages): run the same command again to resume.
@@ -386,7 +393,8 @@ pub struct GcArgs {
     /// that. Two dry runs of the same lake state at the same cutoff give identical plans.
     #[arg(long, value_name = "RFC3339")]
     pub cutoff: Option<String>,
-    /// Write the plan document (with its digest) to FILE.
+    /// Write the plan document (with its digest) to FILE. With --shards, FILE is a folder that
+    /// receives manifest.json and one plan document per shard.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Apply the plan saved in FILE by an earlier dry run (`--out FILE`) instead of planning
@@ -420,6 +428,29 @@ pub struct GcArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Dry run only: make the plan as N shards (1-256) over disjoint ranges of keys, split by
+    /// the objects' minting time, each shard with its own candidate list and digest, under one
+    /// manifest whose digest covers the shards' digests. One cutoff for all; one read of the
+    /// journal and one listing. With --out DIR, writes DIR/manifest.json and DIR/shard-00000.json
+    /// ... (DIR is created if its parent exists). The shards' candidates together are exactly
+    /// an unsharded plan's at that cutoff.
+    #[arg(long, value_name = "N", conflicts_with_all = ["apply", "plan", "checkpoint"])]
+    pub shards: Option<usize>,
+    /// Apply the sharded plan whose manifest is FILE (DIR/manifest.json; the shard plans are read
+    /// from beside it and each is checked against the manifest's digests). Every shard is
+    /// revalidated and applied on its own, one after another, each with its own checkpoint in
+    /// --checkpoint-dir; rerun the same command to resume. Needs --apply and --checkpoint-dir.
+    #[arg(long, value_name = "FILE", requires_all = ["apply", "checkpoint_dir"], conflicts_with_all = ["plan", "checkpoint", "out", "cutoff"])]
+    pub manifest: Option<PathBuf>,
+    /// Folder of the shards' checkpoints (outside the lake; a local folder that exists, or
+    /// s3://bucket/prefix): shard I's progress is CKDIR/shard-0000I.ckpt, its plan beside it
+    /// (.plan.json). Keep one folder per sharded plan.
+    #[arg(long, value_name = "CKDIR", requires = "manifest")]
+    pub checkpoint_dir: Option<String>,
+    /// With --manifest: apply only shard I (0-based), e.g. one shard per process or machine;
+    /// shards are independent and may run at the same time. Default: every shard.
+    #[arg(long, value_name = "I", requires = "manifest")]
+    pub shard: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -206,6 +206,16 @@ pub(crate) async fn apply_loaded(
                         ),
                     });
                 }
+                // A shard deletes only keys of its range (shards applied at once never meet).
+                if let Some(shard) = plan.shard.as_ref().filter(|s| !s.range.contains(&candidate.uri)) {
+                    return Err(ObjectsError::Checkpoint {
+                        path: shown,
+                        message: format!(
+                            "its plan is shard {} covering {} but names `{}`, outside it; nothing more was deleted; make a new plan",
+                            shard.index, shard.range, candidate.uri
+                        ),
+                    });
+                }
                 batch.push(candidate.uri);
                 index += 1;
             }

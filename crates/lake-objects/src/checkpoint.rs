@@ -210,7 +210,12 @@ impl From<&Path> for CheckpointLocation {
     }
 }
 
-fn write_local(path: &Path, produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), ObjectsError> {
+/// Writes what `produce` streams to the local file `path` atomically and durably: a temporary
+/// file in the same folder, fsynced, renamed over `path`, then the folder fsynced.
+pub(crate) fn write_local(
+    path: &Path,
+    produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), ObjectsError> {
     let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),

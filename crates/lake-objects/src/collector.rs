@@ -11,7 +11,12 @@
 //! - a plan is applied, and a checkpoint resumed, only for the lake it was made for, with the
 //!   same `min_age`, a cutoff no later than the store's clock allows now, and a checkpoint
 //!   location outside the lake root. The checkpoint binds its plan by digest
-//!   ([`crate::checkpoint`]); apply revalidates every key ([`crate::apply`]).
+//!   ([`crate::checkpoint`]); apply revalidates every key ([`crate::apply`]);
+//! - a sharded plan ([`crate::shards`]) has one cutoff, fixed by the coordinator
+//!   ([`GarbageCollector::shard_ranges`]) under the rules above and checked again by every
+//!   worker ([`GarbageCollector::plan_shard`]); a shard is applied only with a manifest it is
+//!   bound to, whose every shard is complete ([`GarbageCollector::apply_shard`]), and never as
+//!   a whole plan.
 //!
 //! Time is the store's, through the [`StoreClock`] trait: tests of age gates inject a fixed
 //! clock with [`GarbageCollector::with_unchecked_clock`], a name that says what it does, rather
@@ -53,14 +58,16 @@
 //! ```
 
 use crate::apply::{apply_loaded, ApplyOptions, ApplyReport};
-use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation};
+use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation, LoadedCheckpoint};
 use crate::clock::{gc_cutoff, ClockReading, ProbeClock, StoreClock};
 use crate::deleter::ObjectDeleter;
 use crate::descriptor::LakeDescriptor;
 use crate::error::ObjectsError;
 use crate::inventory::ObjectInventory;
-use crate::plan::GcPlan;
-use crate::planner::{format_time, plan, PlanOptions, PlanStats};
+use crate::key_range::KeyRange;
+use crate::plan::{GcPlan, PlanShard};
+use crate::planner::{format_time, plan, plan_ranges, PlanOptions, PlanStats};
+use crate::shards::{check_count, ShardManifest, ShardSpec, ShardedPlan};
 use crate::store::LakeStore;
 use chrono::{DateTime, Utc};
 use lake_engine::Engine;
@@ -116,6 +123,24 @@ pub struct Planned {
     /// The clock reading the cutoff came from.
     pub clock: ClockReading,
 }
+
+/// A sharded plan made by one process ([`GarbageCollector::plan_sharded`]) and how.
+#[derive(Debug)]
+pub struct PlannedShards {
+    /// The manifest and the shards' plans.
+    pub plan: ShardedPlan,
+    /// Planning counters of the one lineage read and listing.
+    pub stats: PlanStats,
+    /// The clock reading the cutoff came from.
+    pub clock: ClockReading,
+}
+
+/// Entries per page of the listing that finds the first managed key (the start of the shards'
+/// time ranges).
+const FIRST_KEY_PAGE: usize = 100;
+/// Entries that listing reads at most before it gives up finding a managed key (then the plan
+/// has one shard).
+const FIRST_KEY_SCAN: usize = 1000;
 
 /// Garbage collection of one lake (see the module documentation).
 pub struct GarbageCollector<'e> {
@@ -259,7 +284,21 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<ApplyReport, ObjectsError> {
-        self.check_plan(plan, horizon, "the plan").await?;
+        refuse_shard(plan, "the plan")?;
+        self.apply_bound(plan, horizon, checkpoint, options, "the plan").await
+    }
+
+    /// Applies `plan` after the checks every plan passes (lake, horizon, cutoff, checkpoint
+    /// outside the lake).
+    async fn apply_bound(
+        &self,
+        plan: &GcPlan,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+        what: &str,
+    ) -> Result<ApplyReport, ObjectsError> {
+        self.check_plan(plan, horizon, what).await?;
         checkpoint.check_outside(&self.store)?;
         let loaded = ApplyCheckpoint::load(checkpoint).await?;
         apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, loaded, Some(plan), options).await
@@ -276,27 +315,208 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, ObjectsError> {
+        self.resume_bound(horizon, checkpoint, options, |loaded, what| refuse_shard(&loaded.plan, what)).await
+    }
+
+    /// Resumes the apply at `checkpoint` after `check` of its loaded checkpoint and the checks
+    /// every plan passes; `None` when there is no checkpoint.
+    async fn resume_bound(
+        &self,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+        check: impl FnOnce(&LoadedCheckpoint, &str) -> Result<(), ObjectsError>,
+    ) -> Result<Option<ApplyReport>, ObjectsError> {
         checkpoint.check_outside(&self.store)?;
         let Some(loaded) = ApplyCheckpoint::load(checkpoint).await? else { return Ok(None) };
-        self.check_plan(&loaded.plan, horizon, &format!("checkpoint {}", checkpoint.display())).await?;
+        let what = format!("checkpoint {}", checkpoint.display());
+        check(&loaded, &what)?;
+        self.check_plan(&loaded.plan, horizon, &what).await?;
         apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, Some(loaded), None, options).await.map(Some)
     }
 
-    async fn check_plan(&self, plan: &GcPlan, horizon: &Horizon, what: &str) -> Result<(), ObjectsError> {
-        let root = self.store.root().to_string();
-        if plan.root != root {
+    /// The coordinator's step of a sharded plan: fixes the cutoff (the store's clock minus
+    /// `min_age`, or the horizon's earlier cutoff, after the checks of
+    /// [`GarbageCollector::cutoff`]) and splits the managed keys into at most `shards` ranges by
+    /// ULID time, from the mint time of the first managed key listed (one short listing) to the
+    /// cutoff. The last range also takes young keys, unmanaged keys sorting after the managed
+    /// ones, and journal garbage (`tables/...`). Fewer ranges than asked when the keys span
+    /// fewer milliseconds (one for an empty lake, or when no managed key is among the first
+    /// 1000 listed). Hand the spec to [`GarbageCollector::plan_shard`], in any process.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Policy`] for `shards` outside 1 to [`crate::shards::MAX_SHARDS`]; as
+    /// [`GarbageCollector::cutoff`]; storage errors of the listing.
+    pub async fn shard_ranges(&self, horizon: &Horizon, shards: usize) -> Result<ShardSpec, ObjectsError> {
+        self.shard_spec(horizon, shards).await.map(|(spec, _)| spec)
+    }
+
+    async fn shard_spec(&self, horizon: &Horizon, shards: usize) -> Result<(ShardSpec, ClockReading), ObjectsError> {
+        check_count(shards)?;
+        let (cutoff, clock) = self.cutoff(horizon).await?;
+        let cutoff = DateTime::<Utc>::from_timestamp_millis(cutoff.timestamp_millis()).unwrap_or(cutoff);
+        let ranges = match self.first_minted(cutoff).await? {
+            Some(from) => KeyRange::split_by_time(from, cutoff, shards),
+            None => vec![KeyRange::all()],
+        };
+        let spec = ShardSpec {
+            root: self.store.root().to_string(),
+            min_age_seconds: horizon.min_age.as_secs(),
+            cutoff: format_time(cutoff),
+            ranges,
+        };
+        Ok((spec, clock))
+    }
+
+    /// The mint time of the first managed key listed (an object or an empty managed folder),
+    /// when it is among the first [`FIRST_KEY_SCAN`] entries and older than `cutoff`.
+    async fn first_minted(&self, cutoff: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, ObjectsError> {
+        let mut pages = self.inventory.list_from(None, FIRST_KEY_PAGE);
+        let mut seen = 0;
+        while let Some(page) = futures::StreamExt::next(&mut pages).await {
+            for entry in page?.entries {
+                if let Some(minted) = crate::keys::minted_at(&entry.key) {
+                    return Ok((minted < cutoff).then_some(minted));
+                }
+                seen += 1;
+            }
+            if seen >= FIRST_KEY_SCAN {
+                tracing::warn!(seen, "no managed key among the first entries listed: the plan has one shard");
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    /// A worker's step of a sharded plan: the plan of shard `index` of `spec` (made by
+    /// [`GarbageCollector::shard_ranges`], possibly in another process), at the spec's cutoff
+    /// (the horizon's `earlier_cutoff` is not used). Reads the whole lineage and lists only the
+    /// shard's range. Changes nothing under the lake root.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Policy`] for a spec of another lake or `min_age`, an index out of the
+    /// spec, ranges that are not a partition of the keys, or a cutoff later than the store's
+    /// now minus `min_age` (the checks of [`GarbageCollector::cutoff`]); engine and storage
+    /// errors.
+    pub async fn plan_shard(
+        &self,
+        horizon: &Horizon,
+        settings: &PlanSettings,
+        spec: &ShardSpec,
+        index: usize,
+    ) -> Result<Planned, ObjectsError> {
+        spec.check()?;
+        let range = spec.ranges.get(index).cloned().ok_or_else(|| {
+            ObjectsError::Policy(format!(
+                "shard {index} does not exist: the spec has {} shards (0 to {})",
+                spec.count(),
+                spec.count() - 1
+            ))
+        })?;
+        self.check_lake_and_horizon(&spec.root, spec.min_age_seconds, horizon, "the shard spec")?;
+        let earlier = Horizon { earlier_cutoff: Some(spec.cutoff_time()?), ..horizon.clone() };
+        let (cutoff, clock) = self.cutoff(&earlier).await?;
+        let options =
+            PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings).range(range.clone());
+        let (mut plan, stats) = plan(self.engine, self.inventory.as_ref(), &options).await?;
+        plan.shard = Some(PlanShard { index: index as u64, count: spec.count() as u64, range });
+        Ok(Planned { plan, stats, clock })
+    }
+
+    /// Every shard of a sharded plan in this process (a dry run): the spec of
+    /// [`GarbageCollector::shard_ranges`], then one read of the lineage and one listing whose
+    /// candidates are split by range. Each shard's plan is identical to
+    /// [`GarbageCollector::plan_shard`]'s at the same spec and lake state; the union of their
+    /// candidates is an unsharded plan's at that cutoff.
+    ///
+    /// # Errors
+    /// As [`GarbageCollector::shard_ranges`] and [`GarbageCollector::plan`].
+    pub async fn plan_sharded(
+        &self,
+        horizon: &Horizon,
+        settings: &PlanSettings,
+        shards: usize,
+    ) -> Result<PlannedShards, ObjectsError> {
+        let (spec, clock) = self.shard_spec(horizon, shards).await?;
+        let options = PlanOptions::new(self.store.root(), horizon.min_age, spec.cutoff_time()?).with_settings(settings);
+        let (mut plans, stats) = plan_ranges(self.engine, self.inventory.as_ref(), &options, &spec.ranges).await?;
+        let count = plans.len() as u64;
+        for (index, (plan, range)) in plans.iter_mut().zip(&spec.ranges).enumerate() {
+            plan.shard = Some(PlanShard { index: index as u64, count, range: range.clone() });
+        }
+        let manifest = ShardManifest::assemble(&plans)?;
+        Ok(PlannedShards { plan: ShardedPlan { manifest, plans }, stats, clock })
+    }
+
+    /// Applies one shard of a sharded plan (or resumes the apply its checkpoint records): the
+    /// checks of [`GarbageCollector::apply`], and `plan` must be bound to `manifest`
+    /// ([`ShardManifest::check_shard`]) whose every shard was planned on complete lineage.
+    /// Apply revalidates the shard like a whole plan, and deletes only keys of its range.
+    /// Shards are independent: apply them in any order, in any processes, each with its own
+    /// checkpoint; a retry with the same checkpoint resumes where it stopped.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Policy`] for a shard not bound to `manifest`, or as
+    /// [`GarbageCollector::apply`]; [`ObjectsError::PlanIncomplete`] when a shard of the
+    /// manifest was planned on incomplete lineage.
+    pub async fn apply_shard(
+        &self,
+        manifest: &ShardManifest,
+        plan: &GcPlan,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+    ) -> Result<ApplyReport, ObjectsError> {
+        manifest.check_shard(plan)?;
+        check_manifest_complete(manifest)?;
+        self.apply_bound(plan, horizon, checkpoint, options, "the shard plan").await
+    }
+
+    /// Resumes the apply of a shard recorded at `checkpoint` (its plan read from beside it),
+    /// after the checks of [`GarbageCollector::apply_shard`]. `None` when there is no
+    /// checkpoint there.
+    ///
+    /// # Errors
+    /// As [`GarbageCollector::apply_shard`].
+    pub async fn resume_shard(
+        &self,
+        manifest: &ShardManifest,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+    ) -> Result<Option<ApplyReport>, ObjectsError> {
+        self.resume_bound(horizon, checkpoint, options, |loaded, _| {
+            // The load checked that the plan hashes to the digest the checkpoint records.
+            manifest.check_bound(&loaded.plan, &loaded.checkpoint.plan_digest)?;
+            check_manifest_complete(manifest)
+        })
+        .await
+    }
+
+    fn check_lake_and_horizon(
+        &self,
+        root: &str,
+        min_age_seconds: u64,
+        horizon: &Horizon,
+        what: &str,
+    ) -> Result<(), ObjectsError> {
+        let lake = self.store.root().to_string();
+        if root != lake {
             return Err(ObjectsError::Policy(format!(
-                "{what} belongs to lake {}, not {root}; nothing was deleted",
-                plan.root
+                "{what} belongs to lake {root}, not {lake}; nothing was deleted"
             )));
         }
-        if plan.min_age_seconds != horizon.min_age.as_secs() {
+        if min_age_seconds != horizon.min_age.as_secs() {
             return Err(ObjectsError::Policy(format!(
-                "{what} was made with min_age {}s, not {}s; pass the same min_age (--min-age), or plan again; nothing was deleted",
-                plan.min_age_seconds,
+                "{what} was made with min_age {min_age_seconds}s, not {}s; pass the same min_age (--min-age), or plan again; nothing was deleted",
                 horizon.min_age.as_secs()
             )));
         }
+        Ok(())
+    }
+
+    async fn check_plan(&self, plan: &GcPlan, horizon: &Horizon, what: &str) -> Result<(), ObjectsError> {
+        self.check_lake_and_horizon(&plan.root, plan.min_age_seconds, horizon, what)?;
         let planned = DateTime::parse_from_rfc3339(&plan.cutoff)
             .map_err(|e| ObjectsError::Policy(format!("{what} has an unreadable cutoff `{}`: {e}", plan.cutoff)))?
             .with_timezone(&Utc);
@@ -309,5 +529,33 @@ impl<'e> GarbageCollector<'e> {
             )));
         }
         Ok(())
+    }
+}
+
+/// Refuses a shard of a sharded plan where a whole plan is expected: a shard is applied only
+/// with its manifest.
+fn refuse_shard(plan: &GcPlan, what: &str) -> Result<(), ObjectsError> {
+    match &plan.shard {
+        Some(shard) => Err(ObjectsError::Policy(format!(
+            "{what} is shard {} of {} of a sharded plan; apply it with its manifest (GarbageCollector::apply_shard, or lake gc --apply --manifest DIR/manifest.json --checkpoint-dir DIR); nothing was deleted",
+            shard.index, shard.count
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a manifest with a shard planned on incomplete lineage: a symbolic link one shard's
+/// listing met may alias an object another shard would delete.
+fn check_manifest_complete(manifest: &ShardManifest) -> Result<(), ObjectsError> {
+    let incomplete: Vec<String> = manifest
+        .shards
+        .iter()
+        .filter(|e| !e.lineage_complete)
+        .map(|e| format!("shard {} of {} was planned on incomplete lineage (its plan names the problems); no shard of manifest {} is applied", e.index, manifest.count, manifest.digest()))
+        .collect();
+    if incomplete.is_empty() {
+        Ok(())
+    } else {
+        Err(ObjectsError::PlanIncomplete { problems: incomplete })
     }
 }

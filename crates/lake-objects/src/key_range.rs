@@ -64,6 +64,37 @@ impl KeyRange {
         ranges
     }
 
+    /// Checks that `ranges` are what [`KeyRange::split_at`] makes: at least one, the first
+    /// unbounded below, the last unbounded above, each ending where the next begins, each
+    /// non-empty (`after < until`). Such ranges are disjoint and cover every key.
+    ///
+    /// # Errors
+    /// A sentence naming the first range at fault (by its index).
+    pub fn check_partition(ranges: &[KeyRange]) -> Result<(), String> {
+        let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+            return Err("there are no key ranges".into());
+        };
+        if first.after.is_some() {
+            return Err(format!("range 0 {first} does not start at the first key"));
+        }
+        if last.until.is_some() {
+            return Err(format!("range {} {last} does not end at the last key", ranges.len() - 1));
+        }
+        for (i, pair) in ranges.windows(2).enumerate() {
+            if pair[0].until.is_none() || pair[0].until != pair[1].after {
+                return Err(format!("range {i} {} does not end where range {} {} begins", pair[0], i + 1, pair[1]));
+            }
+        }
+        for (i, r) in ranges.iter().enumerate() {
+            if let (Some(a), Some(u)) = (&r.after, &r.until) {
+                if a >= u {
+                    return Err(format!("range {i} {r} is empty"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `n` (at least 1) ranges of the managed key space whose boundaries are the first keys
     /// minted at equal steps of time between `from` and `to` (UTC): objects minted at a steady
     /// rate spread evenly over them. The first range takes every key before `from`'s (and keys
@@ -108,6 +139,15 @@ mod tests {
         assert!(ranges[0].is_past("b0") && !ranges[2].is_past("zzz"));
         assert_eq!(ranges[1].to_string(), "(b, d]");
         assert!(KeyRange::split_at(&[]).first().is_some_and(KeyRange::is_all));
+        assert_eq!(KeyRange::check_partition(&ranges), Ok(()));
+        let mut gap = ranges.clone();
+        gap[1].after = Some("c".into());
+        assert!(KeyRange::check_partition(&gap).unwrap_err().contains("range 0"));
+        assert!(KeyRange::check_partition(&ranges[1..]).unwrap_err().contains("first key"));
+        assert!(KeyRange::check_partition(&ranges[..2]).unwrap_err().contains("last key"));
+        assert!(KeyRange::check_partition(&[]).is_err());
+        let empty = KeyRange::split_at(&["b".to_string(), "a".to_string()]);
+        assert!(KeyRange::check_partition(&empty).unwrap_err().contains("empty"));
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! - [`candidates`]: a plan's candidate list, spilled to a temporary file past a budget.
 //! - [`deleter`]: bulk deletes with per-key outcomes, one module per backend; `no_follow`:
 //!   local file-system access that never goes through a symbolic link.
+//! - [`shards`]: sharded plans (N shards over disjoint key ranges) and their manifest.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
 //! - [`apply`]: page-by-page, resumable deletion; `revalidation`: the lineage checked before
 //!   every group of deletes.
@@ -49,6 +50,7 @@ pub mod planner;
 pub mod registry;
 mod revalidation;
 pub mod s3_requests;
+pub mod shards;
 pub mod spill;
 pub mod store;
 pub mod writer;

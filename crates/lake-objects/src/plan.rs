@@ -8,6 +8,7 @@
 
 use crate::candidates::CandidateList;
 use crate::error::ObjectsError;
+use crate::key_range::KeyRange;
 use lake_engine::LineageBasis;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -68,6 +69,19 @@ pub struct Candidate {
     pub last_modified: String,
 }
 
+/// The shard a plan is of a sharded plan: its candidates are the keys of `range` only, and the
+/// manifest binding the shards ([`crate::shards::ShardManifest`]) must accompany it at apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanShard {
+    /// The shard's index, 0 to `count - 1`.
+    pub index: u64,
+    /// How many shards the plan has.
+    pub count: u64,
+    /// The keys the shard covers (`after < key <= until`).
+    pub range: KeyRange,
+}
+
 /// A GC plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -94,6 +108,12 @@ pub struct GcPlan {
     pub foreign_count: u64,
     /// The first [`FOREIGN_LISTED`] of them in key order, `key: what it is`.
     pub foreign: Vec<String>,
+    /// Which shard of a sharded plan this is ([`crate::shards`]); absent (and not written, so
+    /// an unsharded plan's bytes and digest are those of earlier builds) for a whole plan. A
+    /// shard is applied only with its manifest. Builds before shards refuse a plan with this
+    /// field (unknown fields are refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<PlanShard>,
     /// Objects to delete, sorted by key (in memory, or spilled to a temporary file by a
     /// planner past its memory budget: see [`CandidateList`]).
     pub candidates: CandidateList,

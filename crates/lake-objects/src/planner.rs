@@ -25,15 +25,23 @@
 //!    (and staged uploads of them) that no journal entry names, minted and last written before
 //!    the cutoff, are candidates too, after the objects.
 //!
+//! A plan may cover one range of keys ([`PlanOptions::range`], a shard of a sharded plan,
+//! [`crate::shards`]): the sweep lists from the range's start and stops past its end, foreign
+//! entries and symbolic links are the range's own, and journal garbage (`tables/...` keys, after
+//! every `objects/` key) is kept only in the range that holds it. Lineage and the live set are
+//! read whole, as for an unsharded plan. `plan_ranges` plans several contiguous ranges from
+//! one read of the lineage and one listing; each of its plans is the plan of its range alone.
+//!
 //! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of
 //! [`prefetch_pages`] pages, an eighth of the memory budget): when the listing happens does not
 //! matter to safety, because only objects older than the cutoff can be candidates and they existed
 //! before it was fixed. On S3, where both the journal phase and the listing wait on requests, a
 //! plan then costs about the longer of the two instead of their sum.
 
-use crate::candidates::CandidateWriter;
+use crate::candidates::{CandidateList, CandidateWriter};
 use crate::error::ObjectsError;
 use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
+use crate::key_range::KeyRange;
 use crate::keys::{first_key_at, minted_at};
 use crate::layout::OBJECTS_PREFIX;
 use crate::live_keys::push_live_keys;
@@ -74,6 +82,10 @@ pub struct PlanOptions {
     /// Bytes of live keys held in memory before they spill to a sorted run on local disk
     /// (about 24 bytes plus the key's length each).
     pub memory_budget: usize,
+    /// The keys planned: every key by default; a shard's range otherwise. The sweep lists from
+    /// `range.after` and stops at the first key past `range.until` (as well as at the first
+    /// young key), and journal garbage is kept only when its key lies in the range.
+    pub range: KeyRange,
 }
 
 impl PlanOptions {
@@ -88,6 +100,7 @@ impl PlanOptions {
             cutoff,
             inventory_page_size: settings.inventory_page_size,
             memory_budget: settings.memory_budget,
+            range: KeyRange::all(),
         }
     }
 
@@ -104,6 +117,11 @@ impl PlanOptions {
     /// The same options holding `bytes` of live keys before they spill.
     pub fn memory_budget(self, bytes: usize) -> Self {
         Self { memory_budget: bytes, ..self }
+    }
+
+    /// The same options planning only the keys in `range` (a shard's).
+    pub fn range(self, range: KeyRange) -> Self {
+        Self { range, ..self }
     }
 }
 
@@ -140,7 +158,7 @@ pub fn format_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Makes a plan. See the module documentation for the rules.
+/// Makes a plan of the keys in `options.range`. See the module documentation for the rules.
 ///
 /// # Errors
 /// [`ObjectsError::Engine`] or [`ObjectsError::Storage`] when the journal or the listing
@@ -150,20 +168,48 @@ pub(crate) async fn plan(
     inventory: &dyn ObjectInventory,
     options: &PlanOptions,
 ) -> Result<(GcPlan, PlanStats), ObjectsError> {
+    let (plans, stats) = plan_ranges(engine, inventory, options, std::slice::from_ref(&options.range)).await?;
+    let plan = plans.into_iter().next().ok_or_else(|| ObjectsError::Policy("no key range to plan".into()))?;
+    Ok((plan, stats))
+}
+
+/// One plan per range of `ranges`, from one read of the lineage and live set and one listing
+/// from the first range's `after` to the last range's `until` (`options.range` is not used).
+/// Each plan is the plan of its range alone ([`plan`] with `options.range` set to it): its
+/// candidates, foreign entries and symbolic-link problems are those of its keys. Its
+/// candidates are held in memory up to `options.memory_budget / ranges.len()` bytes each (the
+/// budget is shared; past it a list spills, which changes neither its bytes nor its digest).
+///
+/// # Errors
+/// [`ObjectsError::Policy`] when `ranges` is empty or not contiguous (each range's `until` the
+/// next one's `after`); otherwise as [`plan`].
+pub(crate) async fn plan_ranges(
+    engine: &dyn Engine,
+    inventory: &dyn ObjectInventory,
+    options: &PlanOptions,
+    ranges: &[KeyRange],
+) -> Result<(Vec<GcPlan>, PlanStats), ObjectsError> {
+    if ranges.is_empty() || ranges.windows(2).any(|w| w[0].until.is_none() || w[0].until != w[1].after) {
+        return Err(ObjectsError::Policy(
+            "key ranges to plan must be contiguous (each range ends where the next begins); nothing was planned".into(),
+        ));
+    }
     let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
     let mut stats = PlanStats::default();
     // The listing runs concurrently with reading lineage and the live set: a producer fills a
     // channel of at most `prefetch_pages` pages (bounded memory) while the journal is read; the sweep
     // then consumes them in key order. Listing before or during the lineage read is as safe as
     // after it: only objects older than the cutoff can be candidates, and those existed before
-    // the cutoff was fixed. Dropping the receiver (a young key, or incomplete lineage) stops it.
+    // the cutoff was fixed. Dropping the receiver (a young key, the end of the last range, or
+    // incomplete lineage) stops it.
     let page_size = options.inventory_page_size.max(1);
     let prefetch = prefetch_pages(options.memory_budget, page_size);
     let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, ObjectsError>>(prefetch);
+    let start_after = ranges[0].after.clone();
     let producer = async move {
         let mut sender = sender;
         // The stream ends after its last page or its first error.
-        let mut pages = inventory.list_from(None, page_size);
+        let mut pages = inventory.list_from(start_after, page_size);
         while let Some(page) = futures::StreamExt::next(&mut pages).await {
             if futures::SinkExt::send(&mut sender, page).await.is_err() {
                 break;
@@ -172,7 +218,8 @@ pub(crate) async fn plan(
     };
     let started = std::time::Instant::now();
     let consumer = async {
-        let mut candidates = CandidateWriter::new(options.memory_budget);
+        let mut sweeps: Vec<RangeSweep> =
+            ranges.iter().map(|_| RangeSweep::new(options.memory_budget / ranges.len())).collect();
         let table_set = engine.tables().await?;
         let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
         let mut basis = Vec::new();
@@ -211,7 +258,7 @@ pub(crate) async fn plan(
         problems.sort();
         problems.dedup();
         let lineage_complete = problems.is_empty();
-        let mut aliases = Aliases::default();
+        let mut aliases = Aliases::new(ranges);
         if lineage_complete {
             stats.spilled_runs = live_runs.runs() as u64;
             let mut live = live_runs.finish()?;
@@ -220,7 +267,9 @@ pub(crate) async fn plan(
             'listing: while let Some(page) = futures::StreamExt::next(&mut receiver).await {
                 let page = page?;
                 stats.inventory_pages += 1;
-                aliases.links.extend(page.links);
+                for link in page.links {
+                    aliases.link(link);
+                }
                 for entry in page.entries {
                     stats.objects_listed += 1;
                     if entry.key >= stop_at
@@ -231,6 +280,14 @@ pub(crate) async fn plan(
                         stats.young_objects += 1;
                         break 'listing;
                     }
+                    // The range of the entry; past the last range, the listing is done.
+                    let Some(at) = range_of(ranges, &entry.key) else {
+                        if ranges.last().is_some_and(|r| r.is_past(&entry.key)) {
+                            break 'listing;
+                        }
+                        continue;
+                    };
+                    let sweep = &mut sweeps[at];
                     // Live keys before this entry name objects that are not listed: through a
                     // symbolic link, they could name one that is.
                     while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
@@ -240,7 +297,10 @@ pub(crate) async fn plan(
                     match entry.kind {
                         EntryKind::Foreign(what) => {
                             stats.foreign_entries += 1;
-                            aliases.foreign(&entry.key, what);
+                            sweep.foreign(&entry.key, what);
+                            if what == "symbolic link" {
+                                aliases.link(entry.key);
+                            }
                             continue;
                         }
                         EntryKind::EmptyFolder => stats.empty_folders += 1,
@@ -259,16 +319,17 @@ pub(crate) async fn plan(
                         stats.live_objects += 1;
                         continue;
                     }
-                    candidates.push(Candidate {
+                    sweep.candidates.push(Candidate {
                         uri: entry.key,
                         size: entry.size,
                         last_modified: format_time(entry.last_modified),
                     })?;
                 }
             }
-            // The live keys after the last listed entry (young, or past the end of the prefix)
-            // name no listed object: with a link met anywhere, each is checked against it.
-            if !aliases.links.is_empty() {
+            // The live keys after the last listed entry (young, or past the end of the prefix
+            // or of the ranges) name no listed object: with a link met anywhere, each is checked
+            // against it.
+            if aliases.any() {
                 while live_next.is_some() {
                     aliases.check(live_next.as_deref());
                     live_next = live.next_key()?;
@@ -281,89 +342,163 @@ pub(crate) async fn plan(
             sweep_s = (started.elapsed() - journal_read).as_secs_f64(),
             objects_listed = stats.objects_listed,
             live_references = stats.live_references,
+            ranges = ranges.len(),
             "planned: lineage and live set read, then the sweep"
         );
         if lineage_complete {
             for file in garbage {
+                // `tables/...` keys sort after every listed `objects/...` key of their range.
+                let Some(at) = range_of(ranges, &file.key) else { continue };
                 stats.journal_garbage += 1;
                 let last_modified = DateTime::<Utc>::from_timestamp_millis(file.last_modified_ms).unwrap_or(cutoff);
-                candidates.push(Candidate {
+                sweeps[at].candidates.push(Candidate {
                     uri: file.key,
                     size: file.size,
                     last_modified: format_time(last_modified),
                 })?;
             }
         }
-        let (foreign_count, foreign, alias_problems) = aliases.finish();
-        if !alias_problems.is_empty() {
-            // A live reference that may name a listed object through a link: plan nothing.
-            problems.extend(alias_problems);
-            problems.sort();
-            return Ok((CandidateWriter::new(0).finish()?, problems, false, basis, stats, (foreign_count, foreign)));
+        let mut outcomes = Vec::with_capacity(sweeps.len());
+        for (sweep, alias_problems) in sweeps.into_iter().zip(aliases.finish()) {
+            outcomes.push(sweep.finish(&problems, lineage_complete, alias_problems)?);
         }
-        Ok::<_, ObjectsError>((
-            candidates.finish()?,
-            problems,
-            lineage_complete,
-            basis,
-            stats,
-            (foreign_count, foreign),
-        ))
+        Ok::<_, ObjectsError>((outcomes, basis, stats))
     };
     let ((), consumed) = futures::join!(producer, consumer);
-    let (candidates, problems, lineage_complete, basis, stats, (foreign_count, foreign)) = consumed?;
-    let plan = GcPlan {
-        format_version: PLAN_FORMAT_VERSION,
-        stage: STAGE_ORPHAN_OBJECTS.to_string(),
-        root: options.root.clone(),
-        min_age_seconds: options.min_age.as_secs(),
-        cutoff: format_time(cutoff),
-        basis,
-        lineage_complete,
-        problems,
-        foreign_count,
-        foreign,
-        candidates,
-    };
-    Ok((plan, stats))
+    let (outcomes, basis, stats) = consumed?;
+    let plans = outcomes
+        .into_iter()
+        .map(|o| GcPlan {
+            format_version: PLAN_FORMAT_VERSION,
+            stage: STAGE_ORPHAN_OBJECTS.to_string(),
+            root: options.root.clone(),
+            min_age_seconds: options.min_age.as_secs(),
+            cutoff: format_time(cutoff),
+            basis: basis.clone(),
+            lineage_complete: o.lineage_complete,
+            problems: o.problems,
+            foreign_count: o.foreign_count,
+            foreign: o.foreign,
+            shard: None,
+            candidates: o.candidates,
+        })
+        .collect();
+    Ok((plans, stats))
 }
 
-/// Foreign entries met by the sweep, and live references that may go through one.
-#[derive(Default)]
-struct Aliases {
-    count: u64,
-    listed: Vec<String>,
-    /// Symbolic links met so far (a live key below one may name a listed object).
-    links: std::collections::BTreeSet<String>,
+/// The index of the range of `ranges` (ascending, contiguous) that holds `key`.
+fn range_of(ranges: &[KeyRange], key: &str) -> Option<usize> {
+    let at = ranges.partition_point(|r| r.is_past(key));
+    ranges.get(at).filter(|r| r.contains(key)).map(|_| at)
+}
+
+/// What the sweep found in one range.
+struct RangeSweep {
+    candidates: CandidateWriter,
+    foreign_count: u64,
+    foreign: Vec<String>,
+}
+
+/// One range's part of a plan.
+struct RangeOutcome {
+    candidates: CandidateList,
+    lineage_complete: bool,
     problems: Vec<String>,
+    foreign_count: u64,
+    foreign: Vec<String>,
 }
 
-impl Aliases {
+impl RangeSweep {
+    fn new(memory_budget: usize) -> Self {
+        Self { candidates: CandidateWriter::new(memory_budget), foreign_count: 0, foreign: Vec::new() }
+    }
+
     fn foreign(&mut self, key: &str, what: &str) {
-        self.count += 1;
-        if self.listed.len() < FOREIGN_LISTED {
-            self.listed.push(format!("{key}: {what}"));
-        }
-        if what == "symbolic link" {
-            self.links.insert(key.to_string());
+        self.foreign_count += 1;
+        if self.foreign.len() < FOREIGN_LISTED {
+            self.foreign.push(format!("{key}: {what}"));
         }
     }
 
+    /// The range's part: with lineage `problems` (shared by every range) or symbolic-link
+    /// problems of its own, no candidates.
+    fn finish(
+        self,
+        problems: &[String],
+        lineage_complete: bool,
+        alias_problems: Vec<String>,
+    ) -> Result<RangeOutcome, ObjectsError> {
+        let mut problems = problems.to_vec();
+        let (candidates, lineage_complete) = if alias_problems.is_empty() {
+            (self.candidates.finish()?, lineage_complete)
+        } else {
+            // A live reference that may name a listed object through a link: plan nothing.
+            problems.extend(alias_problems);
+            problems.sort();
+            (CandidateWriter::new(0).finish()?, false)
+        };
+        Ok(RangeOutcome {
+            candidates,
+            lineage_complete,
+            problems,
+            foreign_count: self.foreign_count,
+            foreign: self.foreign,
+        })
+    }
+}
+
+/// Symbolic links met by the sweep (each in the range that holds its key), and live references
+/// that may go through one.
+struct Aliases<'r> {
+    ranges: &'r [KeyRange],
+    /// Symbolic links met so far, with the index of their range (a live key below one may name
+    /// a listed object).
+    links: std::collections::BTreeMap<String, usize>,
+    /// Per range, the live references found going through one of its links.
+    problems: Vec<Vec<String>>,
+}
+
+impl<'r> Aliases<'r> {
+    fn new(ranges: &'r [KeyRange]) -> Self {
+        Self { ranges, links: Default::default(), problems: vec![Vec::new(); ranges.len()] }
+    }
+
+    /// Records the symbolic link `key`, when it lies in a range.
+    fn link(&mut self, key: String) {
+        if let Some(at) = range_of(self.ranges, &key) {
+            self.links.insert(key, at);
+        }
+    }
+
+    /// True when a link was met.
+    fn any(&self) -> bool {
+        !self.links.is_empty()
+    }
+
     /// Names a problem when the live key `live`, which no listed object matched, goes through
-    /// a symbolic link met before it.
+    /// a symbolic link met before it: one for each range holding such a link (its first).
     fn check(&mut self, live: Option<&str>) {
         let Some(live) = live else { return };
-        let mut prefixes = live.match_indices('/').map(|(i, _)| &live[..i]).chain([live]);
-        let through = prefixes.find(|prefix| self.links.contains(*prefix));
-        if let Some(link) = through {
-            self.problems.push(format!(
-                "live reference `{live}` goes through the symbolic link `{link}`: GC cannot tell which object it names; replace the link by the object, or write the reference as the object's own key"
+        if self.links.is_empty() {
+            return;
+        }
+        let prefixes = live.match_indices('/').map(|(i, _)| &live[..i]).chain([live]);
+        let mut named: Vec<usize> = Vec::new();
+        for prefix in prefixes {
+            let Some(&at) = self.links.get(prefix) else { continue };
+            if named.contains(&at) {
+                continue;
+            }
+            named.push(at);
+            self.problems[at].push(format!(
+                "live reference `{live}` goes through the symbolic link `{prefix}`: GC cannot tell which object it names; replace the link by the object, or write the reference as the object's own key"
             ));
         }
     }
 
-    fn finish(self) -> (u64, Vec<String>, Vec<String>) {
-        (self.count, self.listed, self.problems)
+    /// Per range, its problems.
+    fn finish(self) -> Vec<Vec<String>> {
+        self.problems
     }
 }
 

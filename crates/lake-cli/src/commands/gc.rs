@@ -4,6 +4,7 @@
 pub use super::gc_report::{GcReport, JsonReport};
 
 use crate::cli::GcArgs;
+use crate::commands::gc_shards::{run_sharded, shard_request};
 use crate::commands::open_lake;
 use crate::error::{parse_duration, CliError};
 use chrono::{DateTime, Utc};
@@ -54,8 +55,8 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     if min_age.as_secs() == 0 {
         return Err(CliError::Usage(format!("--min-age {text} must be at least 1s: a zero horizon would race writers that are still publishing; nothing was deleted")));
     }
-    if args.apply && args.checkpoint.is_none() {
-        return Err(CliError::Usage("--apply requires --checkpoint PATH, where the plan and the apply's progress are recorded so an interrupted apply can resume; nothing was deleted".into()));
+    if args.apply && args.checkpoint.is_none() && args.manifest.is_none() {
+        return Err(CliError::Usage("--apply requires --checkpoint PATH, where the plan and the apply's progress are recorded so an interrupted apply can resume (or, for a sharded plan, --manifest FILE --checkpoint-dir CKDIR); nothing was deleted".into()));
     }
     if !args.apply && args.checkpoint.is_some() {
         return Err(CliError::Usage(
@@ -187,25 +188,53 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
         }
         hook_bar.set_position(done);
     })));
+    if let Some(sharded) = shard_request(args)? {
+        let report = run_sharded(&collector, &req, &sharded).await;
+        bar.finish_and_clear();
+        let report = report?;
+        return finish(
+            args,
+            || report.to_prometheus(),
+            |out| serde_json::to_writer(out, &report.to_json()),
+            || report.to_text(),
+            report.exit_code(),
+        );
+    }
     let report = run_gc(&collector, &req).await;
     bar.finish_and_clear();
     let report = report?;
+    finish(
+        args,
+        || report.to_prometheus(),
+        |out| serde_json::to_writer(out, &JsonReport(&report)),
+        || report.to_text(),
+        report.exit_code(),
+    )
+}
+
+/// Writes a run's metrics file, prints its JSON or text, and turns its exit code into a result.
+fn finish(
+    args: &GcArgs,
+    prometheus: impl FnOnce() -> String,
+    json: impl FnOnce(&mut dyn std::io::Write) -> serde_json::Result<()>,
+    text: impl FnOnce() -> String,
+    code: u8,
+) -> Result<(), CliError> {
     if let Some(path) = &args.metrics_file {
-        std::fs::write(path, report.to_prometheus())
-            .map_err(|e| CliError::Io { path: path.display().to_string(), source: e })?;
+        std::fs::write(path, prometheus()).map_err(|e| CliError::Io { path: path.display().to_string(), source: e })?;
     }
     if args.json {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        let written = serde_json::to_writer(&mut out, &JsonReport(&report))
+        let written = json(&mut out)
             .map_err(std::io::Error::other)
             .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
             .and_then(|()| std::io::Write::flush(&mut out));
         written.map_err(|e| CliError::Io { path: "standard output".into(), source: e })?;
     } else {
-        print!("{}", report.to_text());
+        print!("{}", text());
     }
-    match report.exit_code() {
+    match code {
         0 => Ok(()),
         3 => Err(CliError::Exit {
             code: 3,

@@ -189,18 +189,7 @@ impl GcReport {
         let p = &self.plan;
         let mut out = String::new();
         let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
-        out += &format!("lake gc {mode}\n");
-        out += &format!("  root:        {}\n", p.root);
-        out += &format!(
-            "  policy:      min_age {} (lake floor {})\n",
-            humantime::format_duration(Duration::from_secs(p.min_age_seconds)),
-            humantime::format_duration(self.policy.min_age())
-        );
-        out += &format!(
-            "  store clock: {} (local clock {:+} ms)\n",
-            format_time(self.clock.store_now),
-            self.clock.skew_ms()
-        );
+        out += &header(mode, &p.root, p.min_age_seconds, &self.policy, &self.clock);
         out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
         out += &format!("  plan digest: {}\n", p.digest());
         for b in &p.basis {
@@ -265,4 +254,23 @@ impl GcReport {
             None => 0,
         }
     }
+}
+
+/// The first lines of a run's text: what ran, the lake, the horizon and the store's clock.
+pub(crate) fn header(
+    mode: &str,
+    root: &str,
+    min_age_seconds: u64,
+    policy: &LakeDescriptor,
+    clock: &ClockReading,
+) -> String {
+    let mut out = format!("lake gc {mode}\n");
+    out += &format!("  root:        {root}\n");
+    out += &format!(
+        "  policy:      min_age {} (lake floor {})\n",
+        humantime::format_duration(Duration::from_secs(min_age_seconds)),
+        humantime::format_duration(policy.min_age())
+    );
+    out += &format!("  store clock: {} (local clock {:+} ms)\n", format_time(clock.store_now), clock.skew_ms());
+    out
 }

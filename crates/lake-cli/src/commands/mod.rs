@@ -3,6 +3,8 @@
 pub mod demo;
 pub mod gc;
 pub mod gc_report;
+pub mod gc_shards;
+pub mod gc_shards_report;
 pub mod history;
 pub mod ingest;
 pub mod init;

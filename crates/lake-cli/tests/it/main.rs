@@ -3,6 +3,7 @@
 mod ingest;
 mod refusals;
 mod s3;
+mod shards;
 mod workflow;
 
 use std::path::Path;

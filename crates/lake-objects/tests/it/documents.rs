@@ -20,6 +20,7 @@ fn sample() -> GcPlan {
         foreign_count: 0,
         foreign: vec![],
         problems: vec![],
+        shard: None,
         candidates: CandidateList::from_sorted(vec![Candidate {
             uri: "objects/01J00000000000000000000000/a".into(),
             size: 3,

@@ -11,3 +11,4 @@ mod documents;
 mod inventory;
 mod planner;
 mod s3_requests;
+mod shards;

@@ -1,0 +1,248 @@
+//! The report of a sharded `lake gc` run in its three forms: text, the `--json` object (per
+//! shard counts; the candidates are in the shard plans), and Prometheus text metrics.
+
+use super::gc_report::header;
+use lake_objects::apply::ApplyReport;
+use lake_objects::clock::ClockReading;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::planner::{format_time, PlanStats};
+use lake_objects::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One shard of a sharded run.
+#[derive(Debug, Clone)]
+pub struct ShardOutcome {
+    /// The manifest's entry.
+    pub entry: ShardEntry,
+    /// Its plan's lineage problems (empty when its plan was not read).
+    pub problems: Vec<String>,
+    /// Foreign entries its listing met (0 when its plan was not read).
+    pub foreign_count: u64,
+    /// Its apply in this run, when applied.
+    pub apply: Option<ApplyReport>,
+    /// True when the apply resumed an existing checkpoint.
+    pub resumed: bool,
+}
+
+/// What a sharded GC run did.
+#[derive(Debug, Clone)]
+pub struct ShardedReport {
+    /// The manifest made or applied.
+    pub manifest: ShardManifest,
+    /// Every shard of the manifest, in order.
+    pub shards: Vec<ShardOutcome>,
+    /// Planning counters (a dry run).
+    pub stats: Option<PlanStats>,
+    /// The store's clock reading.
+    pub clock: ClockReading,
+    /// The lake's policy floor.
+    pub policy: LakeDescriptor,
+    /// The folder the sharded plan was written to (`--out DIR`).
+    pub written: Option<PathBuf>,
+    /// True for an apply (`--manifest`).
+    pub applying: bool,
+    /// Wall time of planning, seconds.
+    pub plan_seconds: f64,
+    /// Wall time of the applies, seconds.
+    pub apply_seconds: f64,
+}
+
+impl ShardedReport {
+    /// The `--json` object.
+    pub fn to_json(&self) -> Value {
+        let m = &self.manifest;
+        let shards: Vec<Value> = self.shards.iter().map(shard_json).collect();
+        let mut v = json!({
+            "sharded": true,
+            "manifest_digest": m.digest(),
+            "root": m.root,
+            "cutoff": m.cutoff,
+            "min_age_seconds": m.min_age_seconds,
+            "policy_min_age_seconds": self.policy.gc.min_age_seconds,
+            "store_now": format_time(self.clock.store_now),
+            "clock_skew_ms": self.clock.skew_ms(),
+            "shard_count": m.count,
+            "lineage_complete": m.lineage_complete(),
+            "candidate_count": m.candidates(),
+            "candidate_bytes": m.candidate_bytes(),
+            "plan_seconds": self.plan_seconds,
+            "apply_seconds": self.apply_seconds,
+            "shards": shards,
+        });
+        if let Some(dir) = &self.written {
+            v["manifest"] = json!(dir.join(MANIFEST_FILE).display().to_string());
+        }
+        if let Some(s) = &self.stats {
+            v["metrics"] = json!({
+                "tables": s.tables,
+                "live_references": s.live_references,
+                "objects_listed": s.objects_listed,
+                "inventory_pages": s.inventory_pages,
+                "unmanaged_keys": s.unmanaged_keys,
+                "foreign_entries": s.foreign_entries,
+                "journal_garbage": s.journal_garbage,
+                "live_objects": s.live_objects,
+                "young_objects": s.young_objects,
+                "spilled_runs": s.spilled_runs,
+            });
+        }
+        if self.applying {
+            let applied = || self.shards.iter().filter_map(|s| s.apply.as_ref()).map(|a| &a.checkpoint);
+            v["deleted"] = json!(applied().map(|c| c.deleted).sum::<u64>());
+            v["absent"] = json!(applied().map(|c| c.absent).sum::<u64>());
+            v["revived"] = json!(applied().map(|c| c.revived.len()).sum::<usize>());
+            v["failed"] = json!(applied().map(|c| c.failed.len()).sum::<usize>());
+            v["complete"] = json!(applied().all(|c| c.complete));
+        }
+        v
+    }
+
+    /// Human-readable lines.
+    pub fn to_text(&self) -> String {
+        let m = &self.manifest;
+        let mode = if self.applying { "sharded apply" } else { "sharded dry run (nothing deleted)" };
+        let mut out = header(mode, &m.root, m.min_age_seconds, &self.policy, &self.clock);
+        out += &format!("  cutoff:      {} (one for every shard)\n", m.cutoff);
+        out += &format!("  manifest:    {} ({} shards)\n", m.digest(), m.count);
+        out += &format!("  candidates:  {} objects, {} bytes\n", m.candidates(), m.candidate_bytes());
+        for s in &self.shards {
+            let e = &s.entry;
+            out += &format!(
+                "  shard {:>3}  {}  {} candidates, {} bytes, digest {}\n",
+                e.index,
+                e.range,
+                e.candidates,
+                e.bytes,
+                &e.digest[..16.min(e.digest.len())]
+            );
+            if !e.lineage_complete {
+                out += "    LINEAGE INCOMPLETE: no shard of this plan is applied. Problems:\n";
+                for problem in &s.problems {
+                    out += &format!("      - {problem}\n");
+                }
+            }
+            if let Some(a) = &s.apply {
+                let c = &a.checkpoint;
+                let how = if a.was_complete {
+                    "already complete"
+                } else if s.resumed {
+                    "resumed"
+                } else {
+                    "applied"
+                };
+                out += &format!(
+                    "    {how}: deleted {}, already gone {}, gone (store does not say which run) {}, revived {}, skipped {}, failed {}; {}\n",
+                    c.deleted,
+                    c.already_gone,
+                    c.absent,
+                    c.revived.len(),
+                    c.skipped.len(),
+                    c.failed.len(),
+                    if c.complete { "complete" } else { "NOT complete: run the same command again to resume" }
+                );
+            }
+        }
+        if let Some(dir) = &self.written {
+            out += &format!(
+                "  written:     {} and {} shard plans ({} ...)\n",
+                dir.join(MANIFEST_FILE).display(),
+                m.count,
+                dir.join(shard_file_name(0)).display()
+            );
+            out += &format!(
+                "  apply with:  lake gc {} --min-age {} --apply --manifest {} --checkpoint-dir CKDIR\n",
+                m.root,
+                humantime::format_duration(Duration::from_secs(m.min_age_seconds)),
+                dir.join(MANIFEST_FILE).display()
+            );
+        }
+        out
+    }
+
+    /// The metrics in the Prometheus text format: totals labelled with the root, and per shard
+    /// candidates labelled with the shard.
+    pub fn to_prometheus(&self) -> String {
+        let root = self.manifest.root.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, values: Vec<(String, f64)>| {
+            out += &format!("# HELP {name} {help}\n# TYPE {name} gauge\n");
+            for (labels, value) in values {
+                out += &format!("{name}{{root=\"{root}\"{labels}}} {value}\n");
+            }
+        };
+        let m = &self.manifest;
+        gauge("lake_gc_shards", "Shards of the plan.", vec![(String::new(), m.count as f64)]);
+        gauge(
+            "lake_gc_lineage_complete",
+            "1 when every shard was planned on complete lineage.",
+            vec![(String::new(), f64::from(u8::from(m.lineage_complete())))],
+        );
+        let per_shard = |f: &dyn Fn(&ShardOutcome) -> f64| {
+            self.shards.iter().map(|s| (format!(",shard=\"{}\"", s.entry.index), f(s))).collect::<Vec<_>>()
+        };
+        gauge("lake_gc_candidates", "Objects the shard would delete.", per_shard(&|s| s.entry.candidates as f64));
+        gauge("lake_gc_candidate_bytes", "Bytes of the shard's candidates.", per_shard(&|s| s.entry.bytes as f64));
+        let applied = |f: &dyn Fn(&ApplyReport) -> f64| {
+            self.shards
+                .iter()
+                .filter_map(|s| s.apply.as_ref().map(|a| (format!(",shard=\"{}\"", s.entry.index), f(a))))
+                .collect::<Vec<_>>()
+        };
+        if self.applying {
+            gauge("lake_gc_deleted", "Objects the shard's apply deleted.", applied(&|a| a.checkpoint.deleted as f64));
+            gauge(
+                "lake_gc_complete",
+                "1 when the shard's apply is complete.",
+                applied(&|a| f64::from(u8::from(a.checkpoint.complete))),
+            );
+        }
+        gauge("lake_gc_plan_seconds", "Wall time of planning.", vec![(String::new(), self.plan_seconds)]);
+        gauge("lake_gc_apply_seconds", "Wall time of the applies.", vec![(String::new(), self.apply_seconds)]);
+        out
+    }
+
+    /// Exit code: 0 done; 3 dry run with a shard on incomplete lineage; 4 an applied shard has
+    /// work left.
+    pub fn exit_code(&self) -> u8 {
+        if self.applying {
+            let left = self.shards.iter().filter_map(|s| s.apply.as_ref()).any(|a| !a.checkpoint.complete);
+            return if left { 4 } else { 0 };
+        }
+        if self.manifest.lineage_complete() {
+            0
+        } else {
+            3
+        }
+    }
+}
+
+fn shard_json(s: &ShardOutcome) -> Value {
+    let e = &s.entry;
+    let mut v = json!({
+        "index": e.index,
+        "range": {"after": e.range.after, "until": e.range.until},
+        "digest": e.digest,
+        "candidate_count": e.candidates,
+        "candidate_bytes": e.bytes,
+        "lineage_complete": e.lineage_complete,
+        "problems": s.problems,
+        "foreign_count": s.foreign_count,
+    });
+    if let Some(a) = &s.apply {
+        let c = &a.checkpoint;
+        v["deleted"] = json!(c.deleted);
+        v["already_gone"] = json!(c.already_gone);
+        v["absent"] = json!(c.absent);
+        v["skipped"] = json!(c.skipped.len());
+        v["failed"] = json!(c.failed.len());
+        v["revived"] = json!(c.revived.len());
+        v["revived_keys"] = json!(c.revived);
+        v["complete"] = json!(c.complete);
+        v["resumed"] = json!(s.resumed);
+        v["delete_pages"] = json!(a.pages);
+        v["already_complete"] = json!(a.was_complete);
+    }
+    v
+}
