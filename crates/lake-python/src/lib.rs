@@ -20,6 +20,7 @@ use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::plan::GcPlan;
+use lake_objects::shards::{ShardManifest, ShardSpec, ShardedPlan};
 use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
 use lake_objects::LakeStore;
 use pyo3::create_exception;
@@ -319,7 +320,7 @@ impl NativeLake {
 
     /// A GC dry run at horizon `min_age`: the plan document (JSON) and its digest.
     fn gc_plan(&self, py: Python<'_>, min_age: String, allow_below_policy: bool) -> PyResult<(String, String)> {
-        let horizon = Horizon { allow_below_policy, ..Horizon::new(parse_duration("min_age", &min_age)?) };
+        let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
         let store = self.store.clone();
         run(py, async move {
             let engine = LanceEngine::new(store.clone());
@@ -370,7 +371,7 @@ impl NativeLake {
                     }
                 },
             };
-            let horizon = Horizon { allow_below_policy, ..Horizon::new(Duration::from_secs(min_age)) };
+            let horizon = horizon(Duration::from_secs(min_age), allow_below_policy);
             let options = ApplyOptions { page_size, max_pages, ..ApplyOptions::default() };
             let report = match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
                 Some(report) => report,
@@ -387,6 +388,111 @@ impl NativeLake {
         })
     }
 
+    /// The coordinator's step of a sharded plan: the cutoff and `shards` key ranges, as a
+    /// `ShardSpec` JSON document for the workers.
+    fn gc_shard_spec(
+        &self,
+        py: Python<'_>,
+        min_age: String,
+        shards: usize,
+        allow_below_policy: bool,
+    ) -> PyResult<String> {
+        let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
+        let store = self.store.clone();
+        run(py, async move {
+            let engine = LanceEngine::new(store.clone());
+            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let spec = gc.shard_ranges(&horizon, shards).await.map_err(objects_err)?;
+            serde_json::to_string(&spec).map_err(|e| LakeError::new_err(e.to_string()))
+        })
+    }
+
+    /// A worker's step: the plan document of shard `index` of the spec (JSON).
+    fn gc_plan_shard(&self, py: Python<'_>, spec: String, index: usize, allow_below_policy: bool) -> PyResult<String> {
+        let spec: ShardSpec = serde_json::from_str(&spec)
+            .map_err(|e| PolicyError::new_err(format!("the shard spec is not a ShardSpec document: {e}")))?;
+        let horizon = horizon(Duration::from_secs(spec.min_age_seconds), allow_below_policy);
+        let store = self.store.clone();
+        run(py, async move {
+            let engine = LanceEngine::new(store.clone());
+            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let planned = gc.plan_shard(&horizon, &PlanSettings::default(), &spec, index).await.map_err(objects_err)?;
+            text(planned.plan.to_document())
+        })
+    }
+
+    /// Every shard in this process: the manifest document and the shards' plan documents.
+    fn gc_plan_sharded(
+        &self,
+        py: Python<'_>,
+        min_age: String,
+        shards: usize,
+        allow_below_policy: bool,
+    ) -> PyResult<(String, Vec<String>)> {
+        let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
+        let store = self.store.clone();
+        run(py, async move {
+            let engine = LanceEngine::new(store.clone());
+            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let planned = gc.plan_sharded(&horizon, &PlanSettings::default(), shards).await.map_err(objects_err)?;
+            sharded_documents(&planned.plan)
+        })
+    }
+
+    /// The manifest document binding the shards' plan documents (made by `gc_plan_shard`).
+    fn gc_assemble(&self, documents: Vec<String>) -> PyResult<String> {
+        let plans = documents
+            .iter()
+            .enumerate()
+            .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(objects_err)?;
+        let manifest = ShardManifest::assemble(&plans).map_err(objects_err)?;
+        if manifest.root != self.store.root().to_string() {
+            return Err(PolicyError::new_err(format!(
+                "the shards belong to lake {}, not {}",
+                manifest.root,
+                self.store.root()
+            )));
+        }
+        text(manifest.to_document())
+    }
+
+    /// Applies one shard (its plan document, bound to the manifest document) with its
+    /// checkpoint at `checkpoint`, or resumes the apply the checkpoint records. Returns the
+    /// checkpoint as JSON.
+    #[pyo3(signature = (manifest, shard, checkpoint, allow_below_policy, page_size=1000, max_pages=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn gc_apply_shard(
+        &self,
+        py: Python<'_>,
+        manifest: String,
+        shard: String,
+        checkpoint: String,
+        allow_below_policy: bool,
+        page_size: usize,
+        max_pages: Option<u64>,
+    ) -> PyResult<String> {
+        if !(1..=1000).contains(&page_size) {
+            return Err(PolicyError::new_err(format!("page_size {page_size} must be 1 to 1000 keys")));
+        }
+        let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(objects_err)?;
+        let plan = GcPlan::from_document(shard.as_bytes(), "the shard plan").map_err(objects_err)?;
+        let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
+        let horizon = horizon(Duration::from_secs(manifest.min_age_seconds), allow_below_policy);
+        let store = self.store.clone();
+        run(py, async move {
+            let engine = LanceEngine::new(store.clone());
+            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let options = ApplyOptions { page_size, max_pages, ..ApplyOptions::default() };
+            let report = match gc.resume_shard(&manifest, &horizon, &location, &options).await.map_err(objects_err)? {
+                Some(report) => report,
+                None => gc.apply_shard(&manifest, &plan, &horizon, &location, &options).await.map_err(objects_err)?,
+            };
+            serde_json::to_string(&report.checkpoint).map_err(|e| LakeError::new_err(e.to_string()))
+        })
+    }
+
     /// Compares the journal with full scans of every retained version; the report as JSON.
     fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
         let engine = self.engine();
@@ -395,6 +501,42 @@ impl NativeLake {
             serde_json::to_string(&report).map_err(|e| LakeError::new_err(e.to_string()))
         })
     }
+}
+
+fn horizon(min_age: Duration, allow_below_policy: bool) -> Horizon {
+    Horizon { allow_below_policy, ..Horizon::new(min_age) }
+}
+
+fn text(bytes: Vec<u8>) -> PyResult<String> {
+    String::from_utf8(bytes).map_err(|e| LakeError::new_err(e.to_string()))
+}
+
+/// The manifest document and the shards' plan documents of `plan`.
+fn sharded_documents(plan: &ShardedPlan) -> PyResult<(String, Vec<String>)> {
+    let shards = plan.plans.iter().map(|p| text(p.to_document())).collect::<PyResult<Vec<_>>>()?;
+    Ok((text(plan.manifest.to_document())?, shards))
+}
+
+/// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created).
+#[pyfunction]
+fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>) -> PyResult<()> {
+    let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(objects_err)?;
+    let plans = shards
+        .iter()
+        .enumerate()
+        .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(objects_err)?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LakeError::new_err(format!("cannot create the folder {}: {e}", dir.display())))?;
+    ShardedPlan { manifest, plans }.save(&dir).map_err(objects_err)
+}
+
+/// Reads the sharded plan saved in the folder `dir`: the manifest and shard documents, each
+/// checked against its digest.
+#[pyfunction]
+fn sharded_load(dir: std::path::PathBuf) -> PyResult<(String, Vec<String>)> {
+    sharded_documents(&ShardedPlan::load(&dir).map_err(objects_err)?)
 }
 
 /// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
@@ -424,6 +566,8 @@ fn _lake(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(locations, m)?)?;
+    m.add_function(wrap_pyfunction!(sharded_save, m)?)?;
+    m.add_function(wrap_pyfunction!(sharded_load, m)?)?;
     let py = m.py();
     m.add("LakeError", py.get_type::<LakeError>())?;
     m.add("GuardError", py.get_type::<GuardError>())?;

@@ -34,6 +34,7 @@ __all__ = [
     "Table",
     "Gc",
     "Plan",
+    "ShardedPlan",
     "Refs",
     "LakeError",
     "GuardError",
@@ -264,26 +265,45 @@ class Table:
         self.name = name
 
     def append(self, data: Any) -> dict:
-        """Append the rows of `data` (any `__arrow_c_stream__` producer) as one version.
-        Raises `GuardError` when a row references an object too old to publish."""
+        """Append the rows of `data` as one new version, journaling every object reference they
+        add. `data` is any Arrow stream producer (`__arrow_c_stream__`: a pyarrow Table,
+        RecordBatch or RecordBatchReader, a polars DataFrame), streamed without copies; its
+        DataLocation columns (`DataLocationType`, or a plain struct of that layout, or a list of
+        either) are the references. Creates the table on its first append.
+
+        Returns the commit: `{"table", "version", "rows", "references_added",
+        "references_removed", "rebased"}`. Raises `GuardError` when a row references an object
+        too old to publish (GC may be collecting it; nothing is committed), `LakeError` for a
+        column that looks like a location but is not exactly the layout, `StorageError` when
+        the store fails."""
         return json.loads(self._native.write(self.name, _stream(data), False))
 
     def overwrite(self, data: Any) -> dict:
-        """Replace the table's content with `data` as one version."""
+        """Replace the table's content with `data` (as for `append`) as one new version; the
+        old rows' references are journaled as removed (their objects stay alive while an older
+        retained version references them). Returns and raises as `append`."""
         return json.loads(self._native.write(self.name, _stream(data), True))
 
     def merge_insert(self, data: Any, on: Union[str, list]) -> dict:
-        """Upsert `data` keyed on `on` (a column or columns): matching rows are replaced."""
+        """Upsert `data` (as for `append`) keyed on `on` (a column name or a list of them): rows
+        whose key matches are replaced, the others inserted, as one new version. The journal
+        entry is computed from the two versions' manifests, so it is exact under duplicate keys
+        and concurrent writers. Returns and raises as `append`."""
         keys = [on] if isinstance(on, str) else list(on)
         return json.loads(self._native.merge_insert(self.name, _stream(data), keys))
 
     def delete(self, where: str) -> Optional[dict]:
-        """Delete the rows matching `where` (Lance SQL); `None` when none matched."""
+        """Delete the rows matching `where` (a Lance SQL predicate, e.g. `"episode = 'e1'"`) as
+        one new version; returns the commit (as `append`) or `None` when no row matched.
+        Nondeterministic predicates (`random()`) are refused (`LakeError`)."""
         out = self._native.delete(self.name, where)
         return None if out is None else json.loads(out)
 
     def update(self, values: dict, where: Optional[str] = None) -> Optional[dict]:
-        """Set columns to SQL expressions (`{"label": "'cat'"}`) on the rows matching `where`."""
+        """Set columns to SQL expressions (`{"label": "'cat'"}`, `{"file": "NULL"}`) on the
+        rows matching `where` (all rows when `None`) as one new version; returns the commit or
+        `None` when no row matched. References the new values add are checked by the guard
+        before the commit (`GuardError`)."""
         out = self._native.update(self.name, [f"{k}={v}" for k, v in values.items()], where)
         return None if out is None else json.loads(out)
 
@@ -293,12 +313,17 @@ class Table:
         return None if out is None else json.loads(out)
 
     def cleanup(self, older_than: str) -> dict:
-        """Remove versions older than `older_than` (humantime); never the latest or tagged ones."""
+        """Remove versions older than `older_than` (humantime, e.g. `"7d"`, `"0s"`) through
+        Lance's cleanup; never the latest or tagged versions. Objects only removed versions
+        referenced become orphans for GC. Returns `{"old_versions": int, "bytes_removed": int}`
+        (bytes of Lance files removed)."""
         versions, removed = self._native.cleanup(self.name, older_than)
         return {"old_versions": versions, "bytes_removed": removed}
 
     def versions(self) -> list:
-        """The versions that exist: `[{"version", "timestamp", "tags", "journaled"}]`."""
+        """The versions that exist, ascending: `[{"version": int, "timestamp": str (RFC 3339
+        UTC), "tags": [str], "journaled": bool}]` (`journaled` is False for a version another
+        Lance client wrote, which GC refuses to plan past until `lake refs repair`)."""
         return json.loads(self._native.versions(self.name))
 
     def tag(self, name: str, version: int) -> None:
@@ -395,6 +420,69 @@ class Plan:
         return f"lake.Plan(candidates={self.candidate_count}, bytes={self.candidate_bytes}, complete={self.lineage_complete})"
 
 
+class ShardedPlan:
+    """A GC plan made as shards over disjoint key ranges (`Gc.plan_sharded`, `lake.ray.plan`):
+    each shard is a `Plan` of its range with its own digest, bound by a manifest whose digest
+    covers theirs. Apply shard by shard (`Gc.apply_shard`, `lake.ray.apply`), in any order and
+    any process, each with its own checkpoint."""
+
+    def __init__(self, manifest: str, shards: list) -> None:
+        self._manifest = manifest
+        # The document is `{"digest", "manifest": {...}}` (what `lake gc --shards N --out DIR`
+        # writes as DIR/manifest.json).
+        parsed = json.loads(manifest)
+        self.digest: str = parsed["digest"]
+        self._parsed = parsed["manifest"]
+        self.shards: list = [Plan(doc, json.loads(doc)["digest"]) for doc in shards]
+
+    @property
+    def root(self) -> str:
+        """The lake the plan is for (normalised URI)."""
+        return self._parsed["root"]
+
+    @property
+    def cutoff(self) -> str:
+        """The one cutoff of every shard (RFC 3339 UTC, by the store's clock)."""
+        return self._parsed["cutoff"]
+
+    @property
+    def min_age_seconds(self) -> int:
+        return self._parsed["min_age_seconds"]
+
+    @property
+    def lineage_complete(self) -> bool:
+        """False when any shard was planned on incomplete lineage: no shard may be applied."""
+        return all(shard.lineage_complete for shard in self.shards)
+
+    @property
+    def candidates(self) -> pa.Table:
+        """Every shard's candidates, in key order (shards are ordered ranges)."""
+        return pa.concat_tables([shard.candidates for shard in self.shards])
+
+    @property
+    def candidate_count(self) -> int:
+        return sum(shard.candidate_count for shard in self.shards)
+
+    def checkpoint_name(self, index: int) -> str:
+        """The file name of shard `index`'s checkpoint in a checkpoint folder."""
+        return f"shard-{index:05d}.ckpt"
+
+    def save(self, folder: str) -> None:
+        """Write `folder/manifest.json` and `folder/shard-00000.json`, ... (the manifest last),
+        as `lake gc --shards N --out DIR` does."""
+        _lake.sharded_save(os.fspath(folder), self._manifest, [shard._document for shard in self.shards])
+
+    @classmethod
+    def load(cls, folder: str) -> "ShardedPlan":
+        """Read a sharded plan's folder; every digest is checked (an edited manifest or shard
+        is refused with `PolicyError`)."""
+        manifest, shards = _lake.sharded_load(os.fspath(folder))
+        return cls(manifest, shards)
+
+    def __repr__(self) -> str:
+        return f"lake.ShardedPlan(shards={len(self.shards)}, candidates={self.candidate_count}, complete={self.lineage_complete})"
+
+
 class Gc:
     """Garbage collection with the library's rules: the store's clock, the policy floor, the
     skew bound, plans bound to their lake and `min_age`, checkpoints outside the lake."""
@@ -436,6 +524,57 @@ class Gc:
             plan = Plan.load(os.fspath(plan))
         document = None if plan is None else plan._document
         return json.loads(self._native.gc_apply(document, checkpoint, allow_below_policy, page_size, max_pages))
+
+
+    def plan_sharded(self, min_age: str, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
+        """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
+        process, from one read of the journal and one listing. Each shard's candidates are the
+        unsharded plan's within its range. Raises as `plan`."""
+        manifest, documents = self._native.gc_plan_sharded(min_age, shards, allow_below_policy)
+        return ShardedPlan(manifest, documents)
+
+    def apply_shard(
+        self,
+        sharded: ShardedPlan,
+        index: int,
+        checkpoint: str,
+        allow_below_policy: bool = False,
+        page_size: int = 1000,
+        max_pages: Optional[int] = None,
+    ) -> dict:
+        """Apply shard `index` of `sharded` (or resume its apply at `checkpoint`), as `apply`
+        does a whole plan: revalidated, deleting only keys of its range, checkpointed. The shard
+        must be bound to the manifest and every shard planned on complete lineage
+        (`PolicyError`, `LineageError` otherwise)."""
+        return self._apply_shard(
+            sharded._manifest, sharded.shards[index]._document, checkpoint, allow_below_policy, page_size, max_pages
+        )
+
+    # The steps `lake.ray` runs in its driver and tasks (documents travel as JSON text).
+    def _shard_spec(self, min_age: str, shards: int, allow_below_policy: bool) -> str:
+        return self._native.gc_shard_spec(min_age, shards, allow_below_policy)
+
+    @staticmethod
+    def _spec_count(spec: str) -> int:
+        return len(json.loads(spec)["ranges"])
+
+    def _plan_shard(self, spec: str, index: int, allow_below_policy: bool) -> str:
+        return self._native.gc_plan_shard(spec, index, allow_below_policy)
+
+    def _assemble(self, documents: list) -> ShardedPlan:
+        return ShardedPlan(self._native.gc_assemble(documents), documents)
+
+    def _apply_shard(
+        self,
+        manifest: str,
+        shard: str,
+        checkpoint: str,
+        allow_below_policy: bool,
+        page_size: int,
+        max_pages: Optional[int] = None,
+    ) -> dict:
+        out = self._native.gc_apply_shard(manifest, shard, checkpoint, allow_below_policy, page_size, max_pages)
+        return json.loads(out)
 
 
 class Refs:

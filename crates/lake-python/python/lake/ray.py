@@ -1,0 +1,126 @@
+"""Sharded garbage collection on Ray (`pip install lake[ray]`).
+
+    import lake.ray
+    sharded = lake.ray.plan("s3://bucket/lake", min_age="7d", shards=16)   # a dry run
+    sharded.save("/shared/gc-2026-12-01")                                 # manifest + shards
+    reports = lake.ray.apply(sharded, checkpoint_dir="/shared/gc-2026-12-01-ckpt")
+
+The driver fixes the cutoff (the store's clock minus `min_age`, after the lake's policy checks)
+and splits the managed keys into `shards` ranges by mint time; each shard is planned by a Ray
+task (reading the whole journal, listing only its range), and the driver binds the shards' plans
+under one manifest whose digest covers theirs. Each shard is applied by a Ray task with its own
+checkpoint, `<checkpoint_dir>/shard-00003.ckpt`: a task that fails or is killed is retried by
+Ray (`max_retries`) and resumes its shard's checkpoint, so nothing is deleted twice and nothing
+is lost. Every safety rule is the library's (`lake.Gc`): the policy floor, the store's clock,
+plans bound to their lake, horizon and manifest, and revalidation before every group of
+deletes.
+
+Tasks open the lake themselves: the lake root and `storage_options` travel to them, so workers
+need the `lake` package, network access to the store and the same credentials (or options that
+carry them). The checkpoint folder must be reachable by every worker (a shared file system, or
+run on one node).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Union
+
+from . import ShardedPlan, StorageError
+from . import open as _open_lake
+
+__all__ = ["plan", "apply"]
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("lake.ray needs Ray: pip install 'lake[ray]'") from e
+    if not ray.is_initialized():
+        ray.init()
+    return ray
+
+
+def _plan_shard(root: str, storage_options: Optional[dict], spec: str, index: int, allow_below_policy: bool) -> str:
+    import lake
+
+    return lake.open(root, storage_options=storage_options).gc._plan_shard(spec, index, allow_below_policy)
+
+
+def _apply_shard(
+    root: str,
+    storage_options: Optional[dict],
+    manifest: str,
+    shard: str,
+    checkpoint: str,
+    allow_below_policy: bool,
+    page_size: int,
+) -> dict:
+    import lake
+
+    lk = lake.open(root, storage_options=storage_options)
+    return lk.gc._apply_shard(manifest, shard, checkpoint, allow_below_policy, page_size)
+
+
+def plan(
+    root: str,
+    min_age: str,
+    shards: int,
+    storage_options: Optional[dict] = None,
+    allow_below_policy: bool = False,
+    max_retries: int = 3,
+) -> ShardedPlan:
+    """A sharded dry run of the lake at `root`: `shards` (1 to 256) Ray tasks, one per key range,
+    each returning its shard's plan; the driver binds them under a manifest. Nothing is deleted.
+
+    `min_age` is the horizon (humantime, at least the lake's policy floor unless
+    `allow_below_policy`). A task that fails is retried up to `max_retries` times (planning
+    changes nothing). Returns a `lake.ShardedPlan` (`digest`, `cutoff`, `shards`, `candidates`,
+    `save(folder)`). Raises `PolicyError` for a horizon the lake refuses, or the error of a shard
+    whose retries are exhausted."""
+    ray = _ray()
+    lake = _open_lake(root, storage_options=storage_options)
+    spec = lake.gc._shard_spec(min_age, shards, allow_below_policy)
+    # Worker deaths are retried by Ray; of the exceptions, only storage failures.
+    task = ray.remote(max_retries=max_retries, retry_exceptions=[StorageError])(_plan_shard)
+    count = lake.gc._spec_count(spec)
+    documents = ray.get([task.remote(root, storage_options, spec, i, allow_below_policy) for i in range(count)])
+    return lake.gc._assemble(documents)
+
+
+def apply(
+    sharded: Union[ShardedPlan, str, os.PathLike],
+    checkpoint_dir: str,
+    storage_options: Optional[dict] = None,
+    allow_below_policy: bool = False,
+    page_size: int = 1000,
+    max_retries: int = 3,
+) -> list:
+    """Apply every shard of `sharded` (a `ShardedPlan`, or the folder `ShardedPlan.save` wrote)
+    as Ray tasks, shard `i` checkpointed at `<checkpoint_dir>/shard-0000i.ckpt` (a local folder
+    outside the lake, created if missing, reachable by every worker).
+
+    A task that fails (a storage error, or its worker killed) is retried up to `max_retries` times
+    and resumes its shard's checkpoint; calling `apply` again after a failure resumes every
+    unfinished shard. Returns the shards' checkpoints in shard order (as `Gc.apply` returns
+    one). Raises the error of a shard whose retries are exhausted (`PolicyError`,
+    `LineageError`, `StorageError`), after the other shards' tasks end."""
+    ray = _ray()
+    if not isinstance(sharded, ShardedPlan):
+        sharded = ShardedPlan.load(os.fspath(sharded))
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    task = ray.remote(max_retries=max_retries, retry_exceptions=[StorageError])(_apply_shard)
+    refs = [
+        task.remote(
+            sharded.root,
+            storage_options,
+            sharded._manifest,
+            shard._document,
+            os.path.join(os.path.abspath(checkpoint_dir), sharded.checkpoint_name(i)),
+            allow_below_policy,
+            page_size,
+        )
+        for i, shard in enumerate(sharded.shards)
+    ]
+    return ray.get(refs)
