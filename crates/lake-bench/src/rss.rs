@@ -46,6 +46,12 @@ pub fn child_value(step: &str, extra: &[String], env: &[(&str, Option<&str>)], k
 /// The child side: one measured step, then its peak RSS.
 pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
     match step {
+        "append-engine-built" => {
+            let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+            let root = dir.path().join("lake").display().to_string();
+            let took = crate::append::append_built(&root, args.rows).await?;
+            println!("append_seconds: {:.6}", took.as_secs_f64());
+        }
         "append-engine" | "append-plain" => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
             let root = dir.path().join("lake").display().to_string();

@@ -1,5 +1,5 @@
 """Appending rows from a pyarrow table through the Python package vs the same append through the
-Rust engine (`lake-bench --child append-engine`): time ratio (median of alternating pairs) and
+Rust engine (`lake-bench --child append-engine-built`): time ratio (median of alternating pairs) and
 peak RSS of both, each side in its own child process.
 
     python crates/lake-python/bench/append_vs_rust.py --rows 1000000 --repeat 5 \
@@ -7,7 +7,8 @@ peak RSS of both, each side in its own child process.
 
 Both sides append `--rows` rows `(episode: string, file: DataLocation)`, one fresh managed key
 per row, into a fresh lake. The Python side builds its pyarrow table first (not timed) and
-times `Table.append`; the Rust side generates its batches while Lance consumes them.
+times `Table.append`; the Rust side builds the same rows as Arrow batches in memory first (not
+timed) and times `LanceEngine::append` of them. Peak RSS thus includes each side's rows.
 """
 
 import argparse
@@ -20,7 +21,7 @@ import tempfile
 import time
 
 
-def child(rows: int) -> None:
+def child(rows: int, append: bool = True) -> None:
     import pyarrow as pa
 
     import lake
@@ -29,20 +30,28 @@ def child(rows: int) -> None:
         lk = lake.init(f"{d}/lake", min_age="7d")
         prefix = lk.objects().put(b"x", name="seed")["uri"].rsplit("/", 1)[0]
         # The rows of lake-bench's generator (`lakes::Rows`): one fresh key per row, batches of
-        # 8192 rows; built with pyarrow's own arrays (not Python dicts) and not timed.
-        storage = pa.StructArray.from_arrays(
-            [
-                pa.array([f"{prefix}/r{i}" for i in range(rows)], pa.string()),
-                pa.array([b"\x07" * 32] * rows, pa.binary(32)),
-                pa.array([1] * rows, pa.uint64()),
-            ],
-            fields=list(lake.DataLocationType().storage_type),
-        )
-        files = pa.ExtensionArray.from_storage(lake.DataLocationType(), storage)
-        table = pa.table({"episode": pa.array(["e"] * rows), "file": files})
-        table = pa.Table.from_batches(table.to_batches(max_chunksize=8192))
+        # 8192 rows, each with arrays of its own as Rust's are; built with pyarrow, not timed.
+        # (Slices of one big table, `to_batches(max_chunksize=8192)`, would be slower to write
+        # on both sides: Lance itself writes such slices about 2.5x slower, pylance's
+        # `write_dataset` included, since every slice carries the whole table's buffers.)
+        kind = lake.DataLocationType()
+        batches = []
+        for lo in range(0, rows, 8192):
+            n = min(8192, rows - lo)
+            storage = pa.StructArray.from_arrays(
+                [
+                    pa.array([f"{prefix}/r{i}" for i in range(lo, lo + n)], pa.string()),
+                    pa.array([b"\x07" * 32] * n, pa.binary(32)),
+                    pa.array([1] * n, pa.uint64()),
+                ],
+                fields=list(kind.storage_type),
+            )
+            files = pa.ExtensionArray.from_storage(kind, storage)
+            batches.append(pa.RecordBatch.from_arrays([pa.array(["e"] * n), files], names=["episode", "file"]))
+        table = pa.Table.from_batches(batches)
         started = time.perf_counter()
-        lk.table("journaled").append(table)
+        if append:
+            lk.table("journaled").append(table)
         print(f"append_seconds: {time.perf_counter() - started:.6f}")
 
 
@@ -64,12 +73,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--lake-bench", default="target/release/lake-bench")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-append", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rows)
+        child(args.rows, append=not args.no_append)
         return
     python_cmd = [sys.executable, os.path.abspath(__file__), "--child", "--rows", str(args.rows)]
-    rust_cmd = [args.lake_bench, "--child", "append-engine", "--rows", str(args.rows)]
+    rust_cmd = [args.lake_bench, "--child", "append-engine-built", "--rows", str(args.rows)]
     py, rs, ratios, py_rss, rs_rss = [], [], [], [], []
     for i in range(args.repeat):
         pair = [python_cmd, rust_cmd] if i % 2 == 0 else [rust_cmd, python_cmd]
@@ -84,7 +94,9 @@ def main() -> None:
         ratios.append(r / p)
     print(f"# append samples (s): python [{' '.join(f'{s:.3f}' for s in py)}], rust [{' '.join(f'{s:.3f}' for s in rs)}]")
     print(f"# medians: python {statistics.median(py):.3f} s, rust {statistics.median(rs):.3f} s, rows {args.rows}")
+    _, baseline = measure(python_cmd + ["--no-append"])
     print(f"# peak RSS (median, KiB): python child {statistics.median(py_rss)}, rust child {statistics.median(rs_rss)}")
+    print(f"# peak RSS of the python child that builds the same table without appending it: {baseline} KiB")
     print(f"python_append_throughput_ratio: {statistics.median(ratios):.3f}")
 
 
