@@ -300,7 +300,7 @@ async fn local_backend_conforms() {
 }
 
 /// S3 tests run one at a time: the bulk-delete test counts requests in LocalStack's log.
-static S3_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub static S3_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// An S3 root under the LocalStack bucket that `scripts/localstack.sh` created.
 pub fn s3_root(name: &str) -> String {
