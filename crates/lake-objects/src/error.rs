@@ -79,8 +79,8 @@ pub enum ObjectsError {
     InventoryReport {
         /// The manifest's URL, `s3://bucket/.../manifest.json`.
         manifest: String,
-        /// What was wrong, and what to do.
-        problem: crate::inventory::report::ReportProblem,
+        /// What was wrong, and what to do (boxed: the error stays small).
+        problem: Box<crate::inventory::report::ReportProblem>,
     },
 }
 
@@ -96,6 +96,19 @@ impl ObjectsError {
     /// `std::io::Error`, ...) or a message (`&str`, `String`) where no error caused it.
     pub fn storage(path: impl Into<String>, e: impl Into<BoxError>) -> Self {
         Self::Storage { path: path.into(), source: e.into() }
+    }
+
+    /// The refusal of the S3 Inventory report at `manifest` (its URL) for `problem`.
+    pub fn report(manifest: impl Into<String>, problem: crate::inventory::report::ReportProblem) -> Self {
+        Self::InventoryReport { manifest: manifest.into(), problem: Box::new(problem) }
+    }
+
+    /// Why an S3 Inventory report was refused, for an [`ObjectsError::InventoryReport`].
+    pub fn report_problem(&self) -> Option<&crate::inventory::report::ReportProblem> {
+        match self {
+            Self::InventoryReport { problem, .. } => Some(problem),
+            _ => None,
+        }
     }
 
     /// Whether retrying the failed operation can help (the rule is on [`ObjectsError`]).

@@ -86,7 +86,7 @@ async fn entries(inventory: &dyn ObjectInventory, after: Option<&str>, page_size
 
 fn problem(result: Result<ReportInventory, ObjectsError>) -> ReportProblem {
     match result {
-        Err(ObjectsError::InventoryReport { problem, .. }) => problem,
+        Err(ObjectsError::InventoryReport { problem, .. }) => *problem,
         Err(other) => panic!("not a report refusal: {other}"),
         Ok(_) => panic!("the report was accepted"),
     }

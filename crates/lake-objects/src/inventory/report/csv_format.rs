@@ -197,11 +197,11 @@ mod tests {
         plain.write_all(b"not gzip at all").unwrap();
         let mut sink = Sink::new("m", "b", "lake", "objects/Z".into(), 1 << 20);
         let err = read(plain.path(), &cols, "f", &mut sink).unwrap_err();
-        assert!(matches!(err, ObjectsError::InventoryReport { problem: ReportProblem::DataFile { .. }, .. }), "{err}");
+        assert!(matches!(err.report_problem(), Some(ReportProblem::DataFile { .. })), "{err}");
         let mut sink = Sink::new("m", "b", "lake", "objects/Z".into(), 1 << 20);
         let err = read(gz("\"b\",\"lake/objects/%C3\",\"1\",\"2026-01-01T00:00:00Z\"\n").path(), &cols, "f", &mut sink)
             .unwrap_err();
-        assert!(matches!(err, ObjectsError::InventoryReport { problem: ReportProblem::BadKey { .. }, .. }), "{err}");
+        assert!(matches!(err.report_problem(), Some(ReportProblem::BadKey { .. })), "{err}");
     }
 
     #[test]

@@ -210,7 +210,7 @@ async fn download(
 ) -> Result<tempfile::NamedTempFile, ObjectsError> {
     use std::io::Write;
     let url = format!("s3://{bucket}/{}", file.key);
-    let refuse = |problem| ObjectsError::InventoryReport { manifest: manifest.to_string(), problem };
+    let refuse = |problem| ObjectsError::report(manifest, problem);
     let result = match dest.object_store().get(&dest.path(&file.key)).await {
         Ok(r) => r,
         Err(object_store::Error::NotFound { .. }) => {
@@ -278,7 +278,7 @@ impl ReportInventory {
             });
         }
         let (bucket, key) = parse_url(manifest_url)?;
-        let refuse = |problem| ObjectsError::InventoryReport { manifest: manifest_url.to_string(), problem };
+        let refuse = |problem| ObjectsError::report(manifest_url, problem);
         // The destination bucket, with the lake's S3 configuration.
         let dest = LakeStore::open(&format!("s3://{bucket}"))?;
         let checksum_key = match key.rsplit_once('/') {

@@ -247,7 +247,7 @@ mod tests {
         let f = file(&w.finish().unwrap());
         let mut sink = Sink::new("m", "b", "lake", "objects/Z".into(), 1 << 16);
         let err = read(f.path(), "f", &mut sink).unwrap_err();
-        assert!(matches!(err, ObjectsError::InventoryReport { problem: ReportProblem::OtherBucket { .. }, .. }));
+        assert!(matches!(err.report_problem(), Some(ReportProblem::OtherBucket { .. })));
 
         let schema = Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false)]));
         let batch = RecordBatch::try_new(

@@ -80,7 +80,7 @@ impl Sink {
 
     /// The refusal of this report for `problem`.
     pub fn refuse(&self, problem: ReportProblem) -> ObjectsError {
-        ObjectsError::InventoryReport { manifest: self.manifest.clone(), problem }
+        ObjectsError::report(self.manifest.clone(), problem)
     }
 
     /// Takes one row of the data file `file`:
@@ -208,11 +208,11 @@ mod tests {
             "objects/A/x and objects/M kept, objects/Z/x after the boundary"
         );
         let err = sink.accept(Row { bucket: Some("c"), ..row("lake/objects/A/y") }, "f").unwrap_err();
-        assert!(matches!(err, ObjectsError::InventoryReport { problem: ReportProblem::OtherBucket { .. }, .. }));
+        assert!(matches!(err.report_problem(), Some(ReportProblem::OtherBucket { .. })));
         let err = sink.accept(row("lake/objects/A/\u{7}"), "f").unwrap_err();
-        assert!(matches!(err, ObjectsError::InventoryReport { problem: ReportProblem::BadKey { .. }, .. }));
+        assert!(matches!(err.report_problem(), Some(ReportProblem::BadKey { .. })));
         sink.accept(row("elsewhere/\u{7}"), "f").unwrap();
         let err = sink.accept(Row { size: None, ..row("lake/objects/A/z") }, "f").unwrap_err();
-        assert!(matches!(err, ObjectsError::InventoryReport { problem: ReportProblem::DataFile { .. }, .. }));
+        assert!(matches!(err.report_problem(), Some(ReportProblem::DataFile { .. })));
     }
 }
