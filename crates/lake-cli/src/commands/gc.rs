@@ -172,13 +172,14 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
 /// As [`run_gc`]; [`CliError::Exit`] for exit codes 3 and 4 after printing the report.
 pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     let mut req = request_from_args(args)?;
-    let report_options = match &args.inventory {
-        Some(_) => Some(ReportOptions {
+    // A saved plan (--plan) is applied as it is: no report is read for it.
+    let report_options = match (&args.inventory, &args.plan) {
+        (Some(_), None) => Some(ReportOptions {
             max_age: parse_duration("--inventory-max-age", &args.inventory_max_age)?,
             margin: parse_duration("--inventory-margin", &args.inventory_margin)?,
             memory_budget: share(req.memory_budget).1,
         }),
-        None => None,
+        _ => None,
     };
     let (store, _, engine) = open_lake(&args.root).await?;
     let engine = engine.with_memory_budget(share(req.memory_budget).0);

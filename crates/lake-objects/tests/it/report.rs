@@ -53,7 +53,14 @@ fn options() -> ReportOptions {
 }
 
 async fn report(l: &Lake, format: ReportFormat, created: DateTime<Utc>) -> WrittenReport {
-    let options = WriteOptions { created: Some(created), data_files: 3, ..WriteOptions::new(format) };
+    // One configuration per format: reports of one configuration created in the same minute
+    // share their manifest's folder.
+    let options = WriteOptions {
+        configuration_id: format!("lake-gc-{}", format.manifest_name().to_lowercase()),
+        created: Some(created),
+        data_files: 3,
+        ..WriteOptions::new(format)
+    };
     write_report(&l.store, &l.destination, &options).await.unwrap()
 }
 
@@ -115,7 +122,7 @@ async fn s3_plans_from_a_report_equal_plans_from_a_listing() {
     let csv = report(&l, ReportFormat::Csv, created).await;
     let parquet = report(&l, ReportFormat::Parquet, created).await;
     assert_eq!(csv.manifest.files.len(), 3, "rows dealt over three data files");
-    assert!(csv.manifest_url.starts_with(&format!("{}/{}/lake-gc/", l.destination, l.store.root().authority())));
+    assert!(csv.manifest_url.starts_with(&format!("{}/{}/lake-gc-csv/", l.destination, l.store.root().authority())));
 
     let after: Vec<ManagedObject> = futures::future::join_all((0..6).map(|i| upload(&l, format!("a{i}")))).await;
     l.engine.append("t", &after[..2].iter().map(id).collect::<Vec<_>>());
@@ -132,6 +139,7 @@ async fn s3_plans_from_a_report_equal_plans_from_a_listing() {
     assert_eq!(listed.plan.foreign_count, 1);
 
     let all = entries(&S3Inventory::new(l.store.clone()), None, 1000).await;
+    assert_ne!(csv.manifest_url, parquet.manifest_url);
     for written in [&csv, &parquet] {
         let inventory = ReportInventory::open(&l.store, &written.manifest_url, &options()).await.unwrap();
         let planned = plan(&l, Some(inventory.clone()), at, 7).await;

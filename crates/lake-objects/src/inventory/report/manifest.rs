@@ -34,6 +34,14 @@ pub fn md5_hex(bytes: &[u8]) -> String {
     hex::encode(md5::Md5::digest(bytes))
 }
 
+/// The key of `manifest.checksum`, beside the manifest at `manifest_key`.
+pub fn checksum_key(manifest_key: &str) -> String {
+    match manifest_key.rsplit_once('/') {
+        Some((folder, _)) => format!("{folder}/manifest.checksum"),
+        None => "manifest.checksum".into(),
+    }
+}
+
 /// The data-file format of a report lake can read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum ReportFormat {

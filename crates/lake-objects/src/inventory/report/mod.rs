@@ -6,7 +6,9 @@
 //! S3 Inventory"): `<destination prefix>/<source bucket>/<configuration id>/<YYYY-MM-DDTHH-MMZ>/`
 //! holds `manifest.json` and `manifest.checksum` (the MD5 of the manifest); the data files
 //! (gzip CSV, Parquet or ORC) it lists are under `<...>/<configuration id>/data/`, each with its
-//! MD5 ([`manifest`]). Rows carry at least `Key`, `Size` and `LastModifiedDate`.
+//! MD5 ([`manifest`]). Rows carry at least `Key`, `Size` and `LastModifiedDate`. The manifest
+//! may be in another bucket than the lake's (AWS's destination bucket); it and its data files
+//! are read from the manifest URL's bucket, with the lake's S3 configuration.
 //!
 //! # Checks
 //! Each refusal is an [`ObjectsError::InventoryReport`] whose [`ReportProblem`] says what was
@@ -281,10 +283,7 @@ impl ReportInventory {
         let refuse = |problem| ObjectsError::report(manifest_url, problem);
         // The destination bucket, with the lake's S3 configuration.
         let dest = LakeStore::open(&format!("s3://{bucket}"))?;
-        let checksum_key = match key.rsplit_once('/') {
-            Some((folder, _)) => format!("{folder}/manifest.checksum"),
-            None => "manifest.checksum".to_string(),
-        };
+        let checksum_key = manifest::checksum_key(&key);
         let missing = |what, key: &str| refuse(ReportProblem::Missing { what, url: format!("s3://{bucket}/{key}") });
         let manifest_bytes = dest.get(&key).await?.ok_or_else(|| missing("manifest.json", &key))?;
         let checksum = dest.get(&checksum_key).await?.ok_or_else(|| missing("manifest.checksum", &checksum_key))?;
@@ -305,6 +304,8 @@ impl ReportInventory {
             .head(DESCRIPTOR_KEY)
             .await?
             .ok_or_else(|| ObjectsError::NotALake { root: store.display_root(), key: DESCRIPTOR_KEY.into() })?;
+        // (A HEAD's `last_modified` has whole seconds on S3: a report begun in the descriptor's
+        // second passes, and lists the descriptor only if it saw it.)
         if manifest.created < descriptor.last_modified {
             return Err(refuse(ReportProblem::OlderThanLake {
                 created: manifest.created,

@@ -17,7 +17,7 @@ use parquet::arrow::{ArrowWriter, ProjectionMask};
 use std::sync::Arc;
 
 /// Rows decoded at a time (one batch in memory).
-const BATCH_ROWS: usize = 8192;
+pub const BATCH_ROWS: usize = 8192;
 
 /// The columns read, when present; the first three are required.
 const COLUMNS: [&str; 6] = ["key", "size", "last_modified_date", "bucket", "is_latest", "is_delete_marker"];

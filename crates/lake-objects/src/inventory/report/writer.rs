@@ -45,7 +45,9 @@ pub enum ReportVariant {
 pub struct WriteOptions {
     /// CSV or Parquet.
     pub format: ReportFormat,
-    /// The inventory configuration's id (a folder of the layout).
+    /// The inventory configuration's id (a folder of the layout). Two reports of one
+    /// configuration created in the same minute share their manifest's folder (the layout's
+    /// timestamp has minutes): the later one replaces the earlier one's manifest.
     pub configuration_id: String,
     /// The report's `creationTimestamp`; default: the store's clock when the listing starts
     /// (AWS: when it "begins scanning the bucket").
@@ -91,10 +93,7 @@ pub struct WrittenReport {
 impl WrittenReport {
     /// The key of `manifest.checksum`, beside the manifest.
     pub fn checksum_key(&self) -> String {
-        match self.manifest_key.rsplit_once('/') {
-            Some((folder, _)) => format!("{folder}/manifest.checksum"),
-            None => "manifest.checksum".into(),
-        }
+        super::manifest::checksum_key(&self.manifest_key)
     }
 
     /// Replaces the manifest by `manifest` with a matching `manifest.checksum` (a report that
