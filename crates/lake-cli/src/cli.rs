@@ -451,6 +451,21 @@ pub struct GcArgs {
     /// shards are independent and may run at the same time. Default: every shard.
     #[arg(long, value_name = "I", requires = "manifest")]
     pub shard: Option<u64>,
+    /// Plan from this S3 Inventory report instead of listing every object: the URL of its
+    /// manifest (s3://bucket/.../manifest.json; any bucket the AWS_* configuration can read).
+    /// The report is refused (nothing planned) unless its checksums, bucket, format, fields and
+    /// age check out and it lists the lake; keys minted after its creation time minus
+    /// --inventory-margin are listed live. CSV and Parquet reports.
+    #[arg(long, value_name = "MANIFEST_URL")]
+    pub inventory: Option<String>,
+    /// Refuse an --inventory report older than this by the store's clock (a weekly report plus
+    /// AWS's 48 h delivery delay).
+    #[arg(long, value_name = "DUR", default_value = "9d")]
+    pub inventory_max_age: String,
+    /// Read from an --inventory report only the keys minted this long before its creation time;
+    /// later ones are listed live (AWS's reports are eventually consistent snapshots).
+    #[arg(long, value_name = "DUR", default_value = "48h")]
+    pub inventory_margin: String,
 }
 
 #[derive(Debug, Args)]

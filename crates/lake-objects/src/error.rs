@@ -23,7 +23,8 @@ pub use lake_engine::error::BoxError;
 ///   writers every time it tried; the race passes once they are done.
 /// - [`ObjectsError::Engine`]: as [`EngineError::is_transient`].
 /// - Everything else is permanent: refusals, corrupt documents, policy, lineage problems, bad
-///   names and checkpoints fail the same way until someone changes the lake or the request.
+///   names, checkpoints and inventory reports fail the same way until someone changes the lake
+///   or the request.
 #[derive(Debug, Error)]
 pub enum ObjectsError {
     /// A storage request failed. `source` is the store's error (an `object_store::Error`, an I/O
@@ -72,6 +73,15 @@ pub enum ObjectsError {
     /// A local file could not be read or written.
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    /// An S3 Inventory report was refused ([`crate::inventory::report`]); nothing was planned
+    /// from it.
+    #[error("S3 Inventory report `{manifest}` refused; nothing was planned: {problem}")]
+    InventoryReport {
+        /// The manifest's URL, `s3://bucket/.../manifest.json`.
+        manifest: String,
+        /// What was wrong, and what to do (boxed: the error stays small).
+        problem: Box<crate::inventory::report::ReportProblem>,
+    },
 }
 
 /// A spill folder (the temporary folder of an external sort) that failed is a local file error.
@@ -86,6 +96,19 @@ impl ObjectsError {
     /// `std::io::Error`, ...) or a message (`&str`, `String`) where no error caused it.
     pub fn storage(path: impl Into<String>, e: impl Into<BoxError>) -> Self {
         Self::Storage { path: path.into(), source: e.into() }
+    }
+
+    /// The refusal of the S3 Inventory report at `manifest` (its URL) for `problem`.
+    pub fn report(manifest: impl Into<String>, problem: crate::inventory::report::ReportProblem) -> Self {
+        Self::InventoryReport { manifest: manifest.into(), problem: Box::new(problem) }
+    }
+
+    /// Why an S3 Inventory report was refused, for an [`ObjectsError::InventoryReport`].
+    pub fn report_problem(&self) -> Option<&crate::inventory::report::ReportProblem> {
+        match self {
+            Self::InventoryReport { problem, .. } => Some(problem),
+            _ => None,
+        }
     }
 
     /// Whether retrying the failed operation can help (the rule is on [`ObjectsError`]).
@@ -103,6 +126,7 @@ impl ObjectsError {
             | ObjectsError::LineageIncomplete { .. }
             | ObjectsError::PlanIncomplete { .. }
             | ObjectsError::Checkpoint { .. }
+            | ObjectsError::InventoryReport { .. }
             | ObjectsError::Injected(_) => false,
         }
     }

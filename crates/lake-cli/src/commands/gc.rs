@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
+use lake_objects::inventory::report::{ReportInventory, ReportOptions};
 use lake_objects::plan::GcPlan;
 use lake_objects::spill::share;
 use std::path::PathBuf;
@@ -116,6 +117,7 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
     };
     let policy = collector.policy().clone();
     let report = |plan, stats, clock, apply, resumed, plan_seconds, apply_seconds| GcReport {
+        inventory: None,
         plan,
         stats,
         clock,
@@ -171,9 +173,27 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
 /// As [`run_gc`]; [`CliError::Exit`] for exit codes 3 and 4 after printing the report.
 pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     let mut req = request_from_args(args)?;
+    // A saved plan (--plan) is applied as it is: no report is read for it.
+    let report_options = match (&args.inventory, &args.plan) {
+        (Some(_), None) => Some(ReportOptions {
+            max_age: parse_duration("--inventory-max-age", &args.inventory_max_age)?,
+            margin: parse_duration("--inventory-margin", &args.inventory_margin)?,
+            memory_budget: share(req.memory_budget).1,
+        }),
+        _ => None,
+    };
     let (store, _, engine) = open_lake(&args.root).await?;
     let engine = engine.with_memory_budget(share(req.memory_budget).0);
     let collector = GarbageCollector::open(store, &engine).await?;
+    // The report is read and checked (or refused) before planning; planning then lists from it.
+    let inventory = match (&args.inventory, &report_options) {
+        (Some(url), Some(options)) => Some(ReportInventory::open(collector.store(), url, options).await?),
+        _ => None,
+    };
+    let collector = match &inventory {
+        Some(report) => collector.with_inventory(Box::new(report.clone())),
+        None => collector,
+    };
     // Progress on stderr when it is a terminal (indicatif draws nothing otherwise).
     let bar = indicatif::ProgressBar::new_spinner().with_message("planning: reading lineage and listing objects");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -202,7 +222,8 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     }
     let report = run_gc(&collector, &req).await;
     bar.finish_and_clear();
-    let report = report?;
+    let mut report = report?;
+    report.inventory = inventory.map(|i| i.summary());
     finish(
         args,
         || report.to_prometheus(),

@@ -4,6 +4,7 @@
 use lake_objects::apply::ApplyReport;
 use lake_objects::clock::ClockReading;
 use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::inventory::report::ReportSummary;
 use lake_objects::plan::GcPlan;
 use lake_objects::planner::{format_time, PlanStats};
 use serde_json::{json, Value};
@@ -28,6 +29,9 @@ pub struct GcReport {
     pub plan_seconds: f64,
     /// Wall time of the apply, seconds (0 for a dry run).
     pub apply_seconds: f64,
+    /// The S3 Inventory report planned from (`--inventory`), and how much of the listing it
+    /// gave.
+    pub inventory: Option<ReportSummary>,
 }
 
 /// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
@@ -97,6 +101,9 @@ impl GcReport {
                 "young_objects": s.young_objects,
                 "spilled_runs": s.spilled_runs,
             });
+        }
+        if let Some(i) = &self.inventory {
+            v["inventory"] = serde_json::to_value(i).unwrap_or(Value::Null);
         }
         if let Some(a) = &self.apply {
             let c = &a.checkpoint;
@@ -192,6 +199,12 @@ impl GcReport {
         out += &header(mode, &p.root, p.min_age_seconds, &self.policy, &self.clock);
         out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
         out += &format!("  plan digest: {}\n", p.digest());
+        if let Some(i) = &self.inventory {
+            out += &format!(
+                "  inventory:   report {} (created {}): {} entries from the report, {} listed live after {} ({} requests)\n",
+                i.manifest, i.created, i.from_report, i.from_listing, i.boundary, i.listing_requests
+            );
+        }
         for b in &p.basis {
             out += &format!("  table `{}` at version {}\n", b.table, b.version);
         }

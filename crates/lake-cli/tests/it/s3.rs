@@ -107,3 +107,62 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     let after = json(&ok(&["gc", &root, "--min-age", "10s", "--json"]));
     assert_eq!(after["candidate_count"], 0);
 }
+
+/// `lake gc --inventory`: a plan from an S3 Inventory report (written in AWS's layout from a real
+/// listing; LocalStack delivers none) equals the plan from a full listing at the same cutoff, on
+/// a lake with orphans made before and after the report; a stale report is refused.
+#[test]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+fn s3_gc_plans_from_an_inventory_report() {
+    use lake_objects::inventory::report::writer::{write_report, WriteOptions};
+    use lake_objects::inventory::report::ReportFormat;
+    let bucket =
+        std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET is not set: run through scripts/test.sh");
+    let id = ulid::Ulid::new().to_string().to_lowercase();
+    let root = format!("s3://{bucket}/cli-inventory-{id}");
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<(String, String)> = ["early/e0", "early/e1", "early/e2", "kept/k0", "late/l0", "late/l1"]
+        .iter()
+        .map(|p| (format!("{p}.bin"), format!("content of {p}")))
+        .collect();
+    for (path, content) in &files {
+        let group = path.split('/').next().unwrap();
+        write_files(&dir.path().join(group), &[(path.as_str(), content.as_str())]);
+    }
+    let ingest = |group: &str| ok(&["ingest", &root, "--table", "t", dir.path().join(group).to_str().unwrap()]);
+    ok(&["init", &root, "--min-age", "10s"]);
+    ingest("early");
+    ingest("kept");
+    ok(&["delete", &root, "--table", "t", "--where", "episode = 'early'"]);
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let written = rt.block_on(async {
+        let store = LakeStore::open(&root).unwrap();
+        let options = WriteOptions { created: Some(chrono::Utc::now()), ..WriteOptions::new(ReportFormat::Parquet) };
+        write_report(&store, &format!("s3://{bucket}/reports-{id}"), &options).await.unwrap()
+    });
+    ingest("late");
+    ok(&["delete", &root, "--table", "t", "--where", "episode = 'late'"]);
+    ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
+    crate::advance_clock(Duration::from_millis(10500));
+
+    let listed = json(&ok(&["gc", &root, "--min-age", "10s", "--json"]));
+    assert_eq!(listed["candidate_count"], 5, "{listed}");
+    assert!(listed.get("inventory").is_none());
+    let cutoff = listed["cutoff"].as_str().unwrap();
+    let args = ["gc", &root, "--min-age", "10s", "--cutoff", cutoff, "--inventory", &written.manifest_url];
+    let from_report = json(&ok(&[&args[..], &["--inventory-margin", "0s", "--json"]].concat()));
+    assert_eq!(from_report["digest"], listed["digest"], "{from_report}");
+    assert_eq!(from_report["candidates"], listed["candidates"]);
+    let inventory = &from_report["inventory"];
+    assert_eq!(inventory["manifest"], written.manifest_url.as_str());
+    assert!(inventory["from_report"].as_u64().unwrap() >= 4, "early and kept objects: {inventory}");
+    assert!(inventory["from_listing"].as_u64().unwrap() >= 2, "late objects: {inventory}");
+    let text = ok(&[&args[..], &["--inventory-margin", "0s"]].concat());
+    assert!(text.contains("entries from the report"), "{text}");
+
+    let stale = lake(&[&args[..], &["--inventory-max-age", "5s"]].concat());
+    assert!(!stale.status.success());
+    let message = stderr(&stale);
+    assert!(message.contains("refused; nothing was planned") && message.contains("--inventory-max-age"), "{message}");
+}

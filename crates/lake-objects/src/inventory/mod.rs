@@ -1,6 +1,7 @@
 //! Inventories: listings of the managed prefix in ascending key order, as a stream of pages.
 //!
-//! One small trait, [`ObjectInventory`], and one module per backend. Key order is what lets the
+//! One small trait, [`ObjectInventory`], and one module per backend, plus [`report`]: the
+//! managed prefix of an S3 lake read from an S3 Inventory report. Key order is what lets the
 //! planner merge the inventory against the sorted live set and stop at the first key younger
 //! than the cutoff. Keys are relative to the lake root and compared as UTF-8 bytes (the order of
 //! S3 ListObjectsV2).
@@ -11,6 +12,7 @@
 //! starts a new listing.
 
 pub mod local;
+pub mod report;
 pub mod s3;
 
 use crate::error::ObjectsError;

@@ -2,7 +2,8 @@
 //!
 //! `conformance` is the storage-facing suite every backend runs (object_store's pattern);
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
-//! `inventory` checks the local inventory against object_store's full listing.
+//! `inventory` checks the local inventory against object_store's full listing; `report` plans
+//! from S3 Inventory reports (LocalStack).
 
 mod attack_api;
 mod collector;
@@ -10,5 +11,6 @@ mod conformance;
 mod documents;
 mod inventory;
 mod planner;
+mod report;
 mod s3_requests;
 mod shards;

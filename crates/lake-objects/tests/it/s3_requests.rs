@@ -25,7 +25,21 @@ fn open(name: &str) -> (LakeStore, S3Requests, String) {
 
 /// Writes `body` at the exact bucket key `key` (object_store's `Path` cannot name `x/`): a signed
 /// PutObject with object_store's own client and signer.
-async fn put_raw(store: &LakeStore, key: &str, body: &[u8]) {
+pub async fn put_raw(store: &LakeStore, key: &str, body: &[u8]) {
+    let status = send_put(store, key, body).await;
+    assert!((200..300).contains(&status), "PUT {key}: {status}");
+}
+
+/// Creates the bucket `name` on LocalStack (a signed CreateBucket: PUT on the bucket); one that
+/// exists already is fine.
+pub async fn create_bucket(name: &str) {
+    let store = LakeStore::open(&format!("s3://{name}")).unwrap();
+    let status = send_put(&store, "", b"").await;
+    assert!((200..300).contains(&status) || status == 409, "CreateBucket {name}: {status}");
+}
+
+/// A signed PUT of `body` at the exact bucket key `key` (the bucket itself for an empty key).
+async fn send_put(store: &LakeStore, key: &str, body: &[u8]) -> u16 {
     let s3: &AmazonS3 = store.s3().unwrap();
     let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL: run through scripts/localstack.sh");
     let url = format!(
@@ -41,8 +55,7 @@ async fn put_raw(store: &LakeStore, key: &str, body: &[u8]) {
     let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into());
     AwsAuthorizer::new(&credential, "s3", &region).try_authorize(&mut request, None).unwrap();
     let client = ReqwestConnector::default().connect(&ClientOptions::new().with_allow_http(true)).unwrap();
-    let response = client.execute(request).await.unwrap();
-    assert!(response.status().is_success(), "PUT {key}: {}", response.status());
+    client.execute(request).await.unwrap().status().as_u16()
 }
 
 /// Every key under `prefix` through pages of `size`, each resumed with `start-after` = the last
