@@ -346,9 +346,7 @@ impl NativeLake {
         page_size: usize,
         max_pages: Option<u64>,
     ) -> PyResult<String> {
-        if !(1..=1000).contains(&page_size) {
-            return Err(PolicyError::new_err(format!("page_size {page_size} must be 1 to 1000 keys")));
-        }
+        let options = apply_options(page_size, max_pages)?;
         let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
         let plan = match plan {
             Some(document) => Some(GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?),
@@ -372,7 +370,6 @@ impl NativeLake {
                 },
             };
             let horizon = horizon(Duration::from_secs(min_age), allow_below_policy);
-            let options = ApplyOptions { page_size, max_pages, ..ApplyOptions::default() };
             let report = match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
                 Some(report) => report,
                 None => match &plan {
@@ -473,9 +470,7 @@ impl NativeLake {
         page_size: usize,
         max_pages: Option<u64>,
     ) -> PyResult<String> {
-        if !(1..=1000).contains(&page_size) {
-            return Err(PolicyError::new_err(format!("page_size {page_size} must be 1 to 1000 keys")));
-        }
+        let options = apply_options(page_size, max_pages)?;
         let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(objects_err)?;
         let plan = GcPlan::from_document(shard.as_bytes(), "the shard plan").map_err(objects_err)?;
         let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
@@ -484,7 +479,6 @@ impl NativeLake {
         run(py, async move {
             let engine = LanceEngine::new(store.clone());
             let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let options = ApplyOptions { page_size, max_pages, ..ApplyOptions::default() };
             let report = match gc.resume_shard(&manifest, &horizon, &location, &options).await.map_err(objects_err)? {
                 Some(report) => report,
                 None => gc.apply_shard(&manifest, &plan, &horizon, &location, &options).await.map_err(objects_err)?,
@@ -501,6 +495,15 @@ impl NativeLake {
             serde_json::to_string(&report).map_err(|e| LakeError::new_err(e.to_string()))
         })
     }
+}
+
+/// Apply's options: `page_size` keys per delete request (1 to 1000, S3 DeleteObjects' limit), at
+/// most `max_pages` pages in this call.
+fn apply_options(page_size: usize, max_pages: Option<u64>) -> PyResult<ApplyOptions> {
+    if !(1..=1000).contains(&page_size) {
+        return Err(PolicyError::new_err(format!("page_size {page_size} must be 1 to 1000 keys")));
+    }
+    Ok(ApplyOptions { page_size, max_pages, ..ApplyOptions::default() })
 }
 
 fn horizon(min_age: Duration, allow_below_policy: bool) -> Horizon {
