@@ -294,13 +294,14 @@ fn shape_of(dt: &DataType, strict: bool) -> Shape {
     Shape::Other
 }
 
-/// A struct with two of the DataLocation's children (`uri`, `sha256`, `size`; in any order, of
-/// any types, with or without more children, or with the third renamed): it may hold references
-/// lake cannot read with certainty.
+/// A struct with two of the DataLocation's children (`uri`, `sha256`, `size`; in any letter case
+/// (`URI`, `Size`: what a SQL engine or a pandas frame may spell), in any order, of any types,
+/// with or without more children, or with the third renamed): it may hold references lake
+/// cannot read with certainty.
 fn looks_like_location(dt: &DataType) -> bool {
     match dt {
         DataType::Struct(fields) => {
-            let has = |name: &str| fields.iter().any(|f| f.name() == name);
+            let has = |name: &str| fields.iter().any(|f| f.name().eq_ignore_ascii_case(name));
             [has("uri"), has("sha256"), has("size")].iter().filter(|h| **h).count() >= 2
         }
         _ => false,
@@ -586,6 +587,14 @@ mod tests {
                     Field::new("url", DataType::Utf8, false),
                     Field::new("sha256", DataType::FixedSizeBinary(32), false),
                     Field::new("size", DataType::UInt64, false),
+                ])),
+                "LocationLike",
+            ),
+            (
+                DataType::Struct(Fields::from(vec![
+                    Field::new("URI", DataType::Utf8, false),
+                    Field::new("SHA256", DataType::FixedSizeBinary(32), false),
+                    Field::new("Size", DataType::UInt64, false),
                 ])),
                 "LocationLike",
             ),

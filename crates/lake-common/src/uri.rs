@@ -21,7 +21,8 @@
 //!   that is not textually under the root is resolved on the file system (symbolic links,
 //!   bind mounts: see `local_route`): a route that reaches the root's folder is the same key;
 //! - everything else with a scheme is external and never a GC candidate;
-//! - refused: empty references, `.`/`..` segments, empty segments (`//`, trailing `/`), bare
+//! - refused: empty references, `.`/`..` segments (`..` in URLs too, as written: URL parsing
+//!   would resolve it textually, the file system after a symbolic link), empty segments (`//`, trailing `/`), bare
 //!   absolute paths, query strings and fragments (signed URLs), user info (credentials),
 //!   control characters and backslashes, invalid percent-encoding, URLs that are not
 //!   hierarchical (`s3:bucket/key`, `urn:x`), a `file:` URL naming another host, a port on an
@@ -228,6 +229,17 @@ fn has_scheme(uri: &str) -> bool {
         && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.')
 }
 
+/// The first `..` segment of a URL as written (escaped or not, before any query or fragment),
+/// which URL parsing would resolve textually (WHATWG URL rules, also for `%2e%2e`). A `.`
+/// segment names the same folder either way and is left to the parser.
+fn written_parent_segment(uri: &str) -> Option<String> {
+    let before_query = uri.split(['?', '#']).next().unwrap_or(uri);
+    before_query.split('/').skip(1).find_map(|raw| {
+        let decoded = percent_decode_str(raw).decode_utf8_lossy();
+        (decoded == "..").then(|| decoded.into_owned())
+    })
+}
+
 /// Decodes and validates `/`-separated segments of a key.
 fn decode_segments(original: &str, path: &str) -> Result<Vec<String>, UriError> {
     let mut out = Vec::new();
@@ -383,6 +395,11 @@ pub fn normalize_reference(root: &LakeRootUri, uri: &str) -> Result<NormalizedRe
         let segments = decode_segments(uri, uri)?;
         return Ok(NormalizedReference::InRoot(segments.join("/")));
     }
+    // Before parsing: `Url::parse` resolves `..` textually, while the file system resolves it
+    // after following a symbolic link, so the two can name different files.
+    if let Some(segment) = written_parent_segment(uri) {
+        return Err(UriError::DotSegment { uri: uri.to_string(), segment });
+    }
     let url = Url::parse(uri).map_err(|e| UriError::Invalid { uri: uri.to_string(), reason: e.to_string() })?;
     if url.query().is_some() || url.fragment().is_some() {
         return Err(UriError::QueryOrFragment { uri: uri.to_string() });
@@ -523,6 +540,13 @@ mod tests {
             "objects/%2Fx",
             "file:///data/lake/objects/x#frag",
             "objects/a%",
+            // Dot segments in URLs, which URL parsing would drop textually.
+            "file:///data/other/link/../objects/01ABC/a.bin",
+            "file:///data/lake/x/../objects/01ABC/a.bin",
+            "file:///data/lake/objects/01ABC/%2e%2E/01ABD/a.bin",
+            "file:/data/lake/objects/.%2e/a.bin",
+            "s3://bucket/lake/x/../objects/a.bin",
+            "https://example.com/a/../b.bin",
         ] {
             assert!(normalize_reference(&root(), bad).is_err(), "{bad:?} must be refused");
         }

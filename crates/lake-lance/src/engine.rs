@@ -307,7 +307,9 @@ impl LanceEngine {
         failpoint::hit("append.after_lance_commit")?;
         let committed = started.elapsed();
         let version = ds.version().version;
-        let kind = if overwrite { DeltaKind::Snapshot } else { DeltaKind::Delta };
+        // A create is an `Overwrite` in Lance: the version holds exactly these rows, also if it
+        // landed on a dataset another writer created a moment before.
+        let kind = if overwrite || creating { DeltaKind::Snapshot } else { DeltaKind::Delta };
         let head = LogHead::new(
             table,
             version,
@@ -355,11 +357,25 @@ impl LanceEngine {
         creating: bool,
         action: &'static str,
     ) -> Result<Dataset, LanceEngineError> {
-        let transaction = written.map_err(|source| LanceEngineError::Lance { table: table.into(), action, source })?;
+        // Lance's data phase refuses a create too once the dataset exists (another writer's).
+        let transaction = written.map_err(|source| match source {
+            lance::Error::DatasetAlreadyExists { .. } if creating => {
+                LanceEngineError::ConcurrentCreate { table: table.into() }
+            }
+            source => LanceEngineError::Lance { table: table.into(), action, source },
+        })?;
         // The guard, right before the commit; the commit must land within the margin.
         guard
             .check(log.oldest.iter(), Utc::now())
             .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+        // Lance commits a create (an `Overwrite` transaction) on top of a dataset that appeared
+        // since the write began, replacing its rows: the table another writer created while
+        // this one wrote its data files is refused here instead (the retry appends). What is
+        // left is the moment between this check and Lance's own; a create that lands there is
+        // journaled as the snapshot it is (see `write_batches`).
+        if creating && self.table_exists(table).await? {
+            return Err(LanceEngineError::ConcurrentCreate { table: table.into() });
+        }
         let uri = self.dataset_uri(table);
         let mut commit = CommitBuilder::new(uri.as_str())
             .with_skip_auto_cleanup(true)
@@ -581,7 +597,10 @@ impl Engine for LanceEngine {
         for d in dirs {
             let name = d.rsplit('/').next().unwrap_or(&d);
             let registered = name.strip_suffix(DATASET_SUFFIX).is_some_and(|n| known.contains(n));
-            if !registered {
+            // A first write that failed before its commit (a schema Lance refused, Ctrl-C) leaves
+            // the empty folders of its journal locally: nothing there can reference an object.
+            // Checked again before every group of deletes, like any unregistered dataset.
+            if !registered && self.store.holds_anything_below(&d).await.map_err(LanceEngineError::from)? {
                 problems.push(LineageProblem::UnregisteredDataset { path: d.clone() });
             }
         }

@@ -32,19 +32,30 @@ pub struct LakeDescriptor {
 }
 
 impl LakeDescriptor {
-    /// Creates the descriptor of a new lake (create-only).
+    /// Creates the descriptor of a new lake (create-only), its floor `min_age` in whole seconds
+    /// rounded up.
     ///
     /// # Errors
-    /// [`ObjectsError::Policy`] for a zero `min_age`; [`ObjectsError::Root`] when a lake with a
+    /// [`ObjectsError::Policy`] for a zero `min_age` or one past the time GC can represent
+    /// (chrono's range, about 292 million years); [`ObjectsError::Root`] when a lake with a
     /// different descriptor already exists at the root.
     pub async fn create(store: &LakeStore, min_age: Duration) -> Result<(Self, bool), ObjectsError> {
         if min_age.is_zero() {
             return Err(ObjectsError::Policy("--min-age must be positive (for example 7d)".into()));
         }
+        if chrono::Duration::from_std(min_age).is_err() {
+            return Err(ObjectsError::Policy(format!(
+                "--min-age {} is past the time GC can represent: no GC could ever run at that floor; use a floor such as 7d",
+                humantime::format_duration(min_age)
+            )));
+        }
+        // Whole seconds, rounded up: a floor is a lower bound, so `1500ms` is kept as 2s (GC at
+        // 1s would need the explicit override), never lowered to 1s.
+        let seconds = min_age.as_secs().saturating_add(u64::from(min_age.subsec_nanos() > 0));
         let descriptor = Self {
             format_version: DESCRIPTOR_FORMAT_VERSION,
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            gc: GcPolicy { min_age_seconds: min_age.as_secs().max(1) },
+            gc: GcPolicy { min_age_seconds: seconds },
         };
         let bytes = serde_json::to_vec_pretty(&descriptor).map_err(|e| ObjectsError::storage(DESCRIPTOR_KEY, e))?;
         match store.put_create(DESCRIPTOR_KEY, bytes).await? {

@@ -328,6 +328,27 @@ impl LakeStore {
         Ok(metas.into_iter().filter_map(|m| self.key_of(&m.location).map(|k| (k, m))).collect())
     }
 
+    /// Whether anything but folders lies below the folder `prefix`: a file, a symbolic link, any
+    /// other entry (local folders are walked without following links), or on S3 any key, folder
+    /// markers included. `false` for a folder that does not exist.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Io`] or [`ObjectsError::Storage`] when the folder cannot be read.
+    pub async fn holds_anything_below(&self, prefix: &str) -> Result<bool, ObjectsError> {
+        match &self.local_dir {
+            Some(dir) => {
+                let folder = dir.join(prefix);
+                holds_anything_local(&folder)
+                    .map_err(|source| ObjectsError::Io { path: folder.display().to_string(), source })
+            }
+            None => {
+                let path = self.path(prefix);
+                let first = self.store.list(Some(&path)).try_next().await;
+                first.map(|o| o.is_some()).map_err(|e| ObjectsError::storage(prefix, e))
+            }
+        }
+    }
+
     /// The immediate sub-folders and objects of the folder `prefix`, keys relative to the root,
     /// each list sorted by key.
     ///
@@ -342,6 +363,22 @@ impl LakeStore {
         objects.sort_by(|a, b| a.location.as_ref().cmp(b.location.as_ref()));
         Ok((dirs, objects))
     }
+}
+
+/// Whether the local `folder` holds anything but (empty) folders; links are not followed.
+fn holds_anything_local(folder: &std::path::Path) -> std::io::Result<bool> {
+    let entries = match std::fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        if !entry.file_type()?.is_dir() || holds_anything_local(&entry.path())? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 pub(crate) mod s3 {

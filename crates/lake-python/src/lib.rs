@@ -19,6 +19,7 @@ use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::{ApplyCheckpoint, CheckpointLocation};
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
 use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::layout::validate_table_name;
 use lake_objects::plan::GcPlan;
 use lake_objects::shards::{ShardManifest, ShardSpec, ShardedPlan};
 use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
@@ -28,7 +29,8 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 create_exception!(_lake, LakeError, PyException, "Any error of lake; `transient` says whether retrying can help.");
@@ -133,6 +135,50 @@ fn run<T: Send + 'static>(py: Python<'_>, future: impl Future<Output = PyResult<
     }
 }
 
+/// Runs a write (a call that may commit a table version) on the runtime with the GIL released.
+/// Ctrl-C never drops it mid-way: dropped between its Lance commit and its journal entry, a
+/// write would leave a version GC refuses until `lake refs repair`. A signal instead sets
+/// `stop`, which ends the write's input stream (when it has one) so that Lance commits nothing
+/// if it has not read it all, waits for the write to end, and raises the interrupt with a note
+/// saying whether the write committed.
+fn run_write<T: Send + 'static>(
+    py: Python<'_>,
+    future: impl Future<Output = PyResult<T>> + Send + 'static,
+    stop: Option<Arc<AtomicBool>>,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut handle = rt.spawn(future);
+    let mut interrupted: Option<PyErr> = None;
+    loop {
+        let done = py
+            .detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut handle).await.ok() }));
+        let result = match done {
+            Some(Ok(result)) => result,
+            Some(Err(e)) => Err(LakeError::new_err(format!("the operation's task failed: {e}"))),
+            None => {
+                if interrupted.is_none() {
+                    if let Err(signal) = py.check_signals() {
+                        if let Some(stop) = &stop {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        interrupted = Some(signal);
+                    }
+                }
+                continue;
+            }
+        };
+        let Some(signal) = interrupted else { return result };
+        let note = match &result {
+            Ok(_) => {
+                "lake: the write had committed (and was journaled) when the interrupt arrived; see Table.versions()"
+            }
+            Err(_) => "lake: the write was stopped; nothing was committed",
+        };
+        let _ = signal.value(py).call_method1("add_note", (note,));
+        return Err(signal);
+    }
+}
+
 fn parse_duration(what: &str, text: &str) -> PyResult<Duration> {
     humantime::parse_duration(text).map_err(|e| {
         PolicyError::new_err(format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
@@ -189,8 +235,8 @@ fn location_json(o: &ManagedObject) -> (String, Vec<u8>, u64) {
 
 /// A batch source from any Arrow stream producer, its plain DataLocation columns marked
 /// ([`marking`]).
-fn source(data: PyArrowType<ArrowArrayStreamReader>) -> Box<dyn RecordBatchReader + Send> {
-    Box::new(marking::MarkingReader::new(Box::new(data.0)))
+fn source(data: PyArrowType<ArrowArrayStreamReader>, stop: &Arc<AtomicBool>) -> Box<dyn RecordBatchReader + Send> {
+    Box::new(marking::MarkingReader::new(Box::new(data.0), stop.clone()))
 }
 
 #[pymethods]
@@ -223,12 +269,14 @@ impl NativeLake {
         overwrite: bool,
     ) -> PyResult<String> {
         let engine = self.engine();
-        let batches = source(data);
-        run(py, async move {
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = source(data, &stop);
+        let write = async move {
             let out =
                 if overwrite { engine.overwrite(&table, batches).await } else { engine.append(&table, batches).await };
             out.map(|o| commit_json(&o)).map_err(engine_err)
-        })
+        };
+        run_write(py, write, Some(stop))
     }
 
     /// Upserts the rows of an Arrow stream keyed on `on`.
@@ -240,16 +288,21 @@ impl NativeLake {
         on: Vec<String>,
     ) -> PyResult<String> {
         let engine = self.engine();
-        let batches = source(data);
-        run(py, async move { engine.upsert(&table, &on, batches).await.map(|o| commit_json(&o)).map_err(engine_err) })
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = source(data, &stop);
+        let write =
+            async move { engine.upsert(&table, &on, batches).await.map(|o| commit_json(&o)).map_err(engine_err) };
+        run_write(py, write, Some(stop))
     }
 
     /// Deletes the rows matching `predicate`; `None` when none matched.
     fn delete(&self, py: Python<'_>, table: String, predicate: String) -> PyResult<Option<String>> {
         let engine = self.engine();
-        run(py, async move {
-            engine.delete(&table, &predicate).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err)
-        })
+        run_write(
+            py,
+            async move { engine.delete(&table, &predicate).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err) },
+            None,
+        )
     }
 
     /// Sets `assignments` (`COLUMN=EXPRESSION`) on the rows matching `predicate`.
@@ -263,40 +316,56 @@ impl NativeLake {
         let parsed =
             assignments.iter().map(|a| a.parse::<Assignment>()).collect::<Result<Vec<_>, _>>().map_err(engine_err)?;
         let engine = self.engine();
-        run(py, async move {
-            engine
-                .update(&table, &parsed, predicate.as_deref())
-                .await
-                .map(|o| o.map(|o| commit_json(&o)))
-                .map_err(engine_err)
-        })
+        run_write(
+            py,
+            async move {
+                engine
+                    .update(&table, &parsed, predicate.as_deref())
+                    .await
+                    .map(|o| o.map(|o| commit_json(&o)))
+                    .map_err(engine_err)
+            },
+            None,
+        )
     }
 
     /// Compacts the table's fragments; `None` when there was nothing to compact.
     fn compact(&self, py: Python<'_>, table: String) -> PyResult<Option<String>> {
         let engine = self.engine();
-        run(py, async move { engine.compact(&table).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err) })
+        run_write(
+            py,
+            async move { engine.compact(&table).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err) },
+            None,
+        )
     }
 
     /// Removes versions older than `older_than` (humantime); `(versions, bytes)` removed.
     fn cleanup(&self, py: Python<'_>, table: String, older_than: String) -> PyResult<(u64, u64)> {
         let older = parse_duration("older_than", &older_than)?;
         let engine = self.engine();
-        run(py, async move {
-            engine.cleanup(&table, older).await.map(|o| (o.old_versions, o.bytes_removed)).map_err(engine_err)
-        })
+        run_write(
+            py,
+            async move {
+                engine.cleanup(&table, older).await.map(|o| (o.old_versions, o.bytes_removed)).map_err(engine_err)
+            },
+            None,
+        )
     }
 
     /// Tags `version`.
     fn tag(&self, py: Python<'_>, table: String, name: String, version: u64) -> PyResult<()> {
         let engine = self.engine();
-        run(py, async move { engine.create_tag(&table, version, &name).await.map_err(engine_err) })
+        run_write(py, async move { engine.create_tag(&table, version, &name).await.map_err(engine_err) }, None)
     }
 
     /// Restores `version` as a new latest version.
     fn restore(&self, py: Python<'_>, table: String, version: u64) -> PyResult<String> {
         let engine = self.engine();
-        run(py, async move { engine.restore(&table, version).await.map(|o| commit_json(&o)).map_err(engine_err) })
+        run_write(
+            py,
+            async move { engine.restore(&table, version).await.map(|o| commit_json(&o)).map_err(engine_err) },
+            None,
+        )
     }
 
     /// The versions of a table as JSON (`[{version, timestamp, tags, journaled}]`).
@@ -308,9 +377,11 @@ impl NativeLake {
         })
     }
 
-    /// The dataset URI of a table (for `lance.dataset`).
-    fn dataset_uri(&self, table: String) -> String {
-        self.engine().dataset_uri(&table)
+    /// The dataset URI of a table (for `lance.dataset`); `LakeError` for an invalid table name
+    /// (`../x` would name a folder outside the lake's tables).
+    fn dataset_uri(&self, table: String) -> PyResult<String> {
+        validate_table_name(&table).map_err(objects_err)?;
+        Ok(self.engine().dataset_uri(&table))
     }
 
     /// The lake's storage options for Lance (S3 endpoint and credentials from the environment).
@@ -370,10 +441,12 @@ impl NativeLake {
                 },
             };
             let horizon = horizon(Duration::from_secs(min_age), allow_below_policy);
-            let report = match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
-                Some(report) => report,
-                None => match &plan {
-                    Some(plan) => gc.apply(plan, &horizon, &location, &options).await.map_err(objects_err)?,
+            // With a plan, `apply` resumes a checkpoint of that same plan and refuses one of
+            // another (never resuming an older plan in its place); without, `resume`.
+            let report = match &plan {
+                Some(plan) => gc.apply(plan, &horizon, &location, &options).await.map_err(objects_err)?,
+                None => match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
+                    Some(report) => report,
                     None => {
                         return Err(PolicyError::new_err(format!(
                             "no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"

@@ -10,10 +10,14 @@
 //! arrays are reused (no copy); a null child inside a non-null location fails the batch with the
 //! row's column named. Any other column passes through untouched (a look-alike with other
 //! child types is judged, and refused, by the engine).
+//!
+//! The reader also ends the stream with an error once its `stop` flag is set (Ctrl-C): the
+//! write then fails before its commit, unless Lance had already read every batch.
 
 use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, RecordBatchReader, StructArray};
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef};
 use lake_common::location::{data_location_field, data_location_list_field, data_location_type};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// How a column is rewritten.
@@ -47,11 +51,13 @@ pub struct MarkingReader {
     inner: Box<dyn RecordBatchReader + Send>,
     schema: SchemaRef,
     rewrites: Vec<Rewrite>,
+    stop: Arc<AtomicBool>,
 }
 
 impl MarkingReader {
-    /// Wraps `inner`; its schema decides which columns are rewritten.
-    pub fn new(inner: Box<dyn RecordBatchReader + Send>) -> Self {
+    /// Wraps `inner`; its schema decides which columns are rewritten. Once `stop` is set, the
+    /// next batch is an error.
+    pub fn new(inner: Box<dyn RecordBatchReader + Send>, stop: Arc<AtomicBool>) -> Self {
         let given = inner.schema();
         let rewrites: Vec<Rewrite> = given.fields().iter().map(|f| rewrite_of(f)).collect();
         let fields: Vec<FieldRef> = given
@@ -65,7 +71,7 @@ impl MarkingReader {
             })
             .collect();
         let schema = Arc::new(Schema::new_with_metadata(fields, given.metadata().clone()));
-        Self { inner, schema, rewrites }
+        Self { inner, schema, rewrites, stop }
     }
 
     fn mark(&self, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
@@ -114,6 +120,9 @@ impl Iterator for MarkingReader {
     type Item = Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.stop.load(Ordering::SeqCst) {
+            return Some(Err(ArrowError::ExternalError("interrupted (Ctrl-C): the write was stopped".into())));
+        }
         Some(self.inner.next()?.and_then(|b| self.mark(b)))
     }
 }

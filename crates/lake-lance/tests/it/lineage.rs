@@ -136,6 +136,29 @@ async fn the_journal_survives_lance_cleanup_and_compaction_journals_every_versio
     assert!(plan.lineage_complete, "{:?}", plan.problems);
 }
 
+/// A first write Lance refuses (a column name with a dot) leaves the empty folders of its
+/// journal: no dataset, no problem. A folder with anything in it stays a problem.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_empty_folders_of_a_failed_first_write_are_no_dataset() {
+    let lake = new_lake().await;
+    let a = lake.upload("a.bin", b"a").await;
+    let dotted = arrow_schema::Schema::new(vec![lake_common::data_location_field("a.b", true)]);
+    let column = {
+        let mut b = lake_common::DataLocationBuilder::new();
+        b.append(&a.key, a.sha256, a.size);
+        std::sync::Arc::new(b.finish()) as arrow_array::ArrayRef
+    };
+    let rows = arrow_array::RecordBatch::try_new(std::sync::Arc::new(dotted), vec![column]).unwrap();
+    assert!(lake.engine.append("bad", reader(vec![rows])).await.is_err());
+    let folder = lake.store.local_dir().unwrap().join(dataset_key("bad"));
+    assert!(folder.is_dir(), "the failed write leaves its folders");
+    let plan = dry_run(&lake, Utc::now(), 10).await;
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    std::fs::write(folder.join("stray"), b"?").unwrap();
+    let plan = dry_run(&lake, Utc::now(), 10).await;
+    assert!(plan.problems.iter().any(|p| p.contains("tables/bad.lance")), "{:?}", plan.problems);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unregistered_dataset_is_a_problem() {
     let lake = new_lake().await;

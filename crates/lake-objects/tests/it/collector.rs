@@ -52,6 +52,24 @@ impl StoreClock for Skewed {
     }
 }
 
+/// A floor is a lower bound: a sub-second part rounds it up (`1500ms` is 2s, so GC at 1s needs
+/// the override); a floor past what GC can represent is refused.
+#[tokio::test]
+async fn policy_floors_round_up_and_stay_representable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LakeStore::open(dir.path().join("a").to_str().unwrap()).unwrap();
+    let (descriptor, _) = LakeDescriptor::create(&store, Duration::from_millis(1500)).await.unwrap();
+    assert_eq!(descriptor.min_age(), Duration::from_secs(2));
+    let engine = MemoryEngine::new();
+    let gc = GarbageCollector::open(store, &engine).await.unwrap();
+    policy(
+        gc.plan(&Horizon::new(Duration::from_secs(1)), &PlanSettings::default()).await.unwrap_err(),
+        "below this lake's policy floor",
+    );
+    let huge = LakeStore::open(dir.path().join("b").to_str().unwrap()).unwrap();
+    policy(LakeDescriptor::create(&huge, Duration::from_secs(u64::MAX)).await.unwrap_err(), "represent");
+}
+
 #[tokio::test]
 async fn unsafe_horizons_and_cutoffs_are_refused_by_the_library() {
     let l = lake().await;

@@ -258,7 +258,14 @@ def _builtin_open(path: Any, mode: str) -> Any:
 
 
 class Table:
-    """One table (or branch) of a lake, written through the journaling engine."""
+    """One table (or branch) of a lake, written through the journaling engine.
+
+    Ctrl-C during a write (append, overwrite, merge_insert, delete, update, compact, cleanup,
+    tag, restore) never leaves a version committed without its journal entry (GC would refuse
+    it until `lake refs repair`): a write that streams its input stops reading it and commits
+    nothing; once Lance has read it all, or for the other writes, the write finishes. Then
+    `KeyboardInterrupt` is raised with a note (`__notes__`, Python 3.11+) saying whether the
+    write committed."""
 
     def __init__(self, native: Any, name: str) -> None:
         self._native = native
@@ -336,7 +343,7 @@ class Table:
 
     @property
     def uri(self) -> str:
-        """The Lance dataset's URI."""
+        """The Lance dataset's URI. Raises `LakeError` for an invalid table name."""
         return self._native.dataset_uri(self.name)
 
     def to_lance(self) -> Any:
@@ -510,7 +517,8 @@ class Gc:
         progress in `checkpoint` (a local path or `s3://` URL outside the lake; the plan is saved
         beside it as `<checkpoint>.plan.json`).
 
-        Resumes the apply `checkpoint` records when there is one (of the same plan). Stops after
+        Resumes the apply `checkpoint` records when there is one of the same plan; a checkpoint
+        of another plan is refused (`LakeError`: choose a new checkpoint path). Stops after
         `max_pages` pages when given; Ctrl-C (`KeyboardInterrupt`) stops it at the next group
         boundary with the groups already done recorded. Either way, call again to resume.
 
