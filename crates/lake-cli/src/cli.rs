@@ -420,6 +420,11 @@ pub struct GcArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Listing requests in flight on an S3 root: `objects/` is listed as ranges of mint time,
+    /// concurrently, in key order, each range buffering a bounded number of pages (the plan is
+    /// the same whatever N); 1 lists one page at a time. A local root is listed by one walk.
+    #[arg(long, value_name = "N", default_value_t = lake_objects::collector::DEFAULT_LIST_STREAMS)]
+    pub list_streams: usize,
 }
 
 #[derive(Debug, Args)]

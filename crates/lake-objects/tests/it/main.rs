@@ -9,5 +9,6 @@ mod collector;
 mod conformance;
 mod documents;
 mod inventory;
+mod parallel_listing;
 mod planner;
 mod s3_requests;

@@ -25,7 +25,7 @@ fn open(name: &str) -> (LakeStore, S3Requests, String) {
 
 /// Writes `body` at the exact bucket key `key` (object_store's `Path` cannot name `x/`): a signed
 /// PutObject with object_store's own client and signer.
-async fn put_raw(store: &LakeStore, key: &str, body: &[u8]) {
+pub(crate) async fn put_raw(store: &LakeStore, key: &str, body: &[u8]) {
     let s3: &AmazonS3 = store.s3().unwrap();
     let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL: run through scripts/localstack.sh");
     let url = format!(
