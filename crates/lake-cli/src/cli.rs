@@ -466,6 +466,11 @@ pub struct GcArgs {
     /// later ones are listed live (AWS's reports are eventually consistent snapshots).
     #[arg(long, value_name = "DUR", default_value = "48h")]
     pub inventory_margin: String,
+    /// Listing requests in flight on an S3 root: `objects/` is listed as ranges of mint time,
+    /// concurrently, in key order, each range buffering a bounded number of pages (the plan is
+    /// the same whatever N); 1 lists one page at a time. A local root is listed by one walk.
+    #[arg(long, value_name = "N", default_value_t = lake_objects::collector::DEFAULT_LIST_STREAMS)]
+    pub list_streams: usize,
 }
 
 #[derive(Debug, Args)]

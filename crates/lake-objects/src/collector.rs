@@ -63,6 +63,7 @@ use crate::clock::{gc_cutoff, ClockReading, ProbeClock, StoreClock};
 use crate::deleter::ObjectDeleter;
 use crate::descriptor::LakeDescriptor;
 use crate::error::ObjectsError;
+use crate::inventory::parallel::{buffered_pages, ParallelInventory};
 use crate::inventory::ObjectInventory;
 use crate::key_range::KeyRange;
 use crate::plan::{GcPlan, PlanShard};
@@ -97,6 +98,9 @@ impl Horizon {
     }
 }
 
+/// The default number of listing streams ([`PlanSettings::list_streams`]).
+pub const DEFAULT_LIST_STREAMS: usize = 8;
+
 /// How planning reads the lake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanSettings {
@@ -105,11 +109,21 @@ pub struct PlanSettings {
     /// Bytes of live keys, and of candidates, held in memory before they spill to sorted runs in
     /// the temporary folder.
     pub memory_budget: usize,
+    /// Listing requests in flight on an S3 root: the managed prefix is listed as ranges of mint
+    /// time, concurrently, in key order ([`crate::inventory::parallel`]); 1 lists it with one
+    /// request at a time. The plan is the same whatever the number. A local root is always
+    /// listed by one walk (the module documents why). Default [`DEFAULT_LIST_STREAMS`].
+    pub list_streams: usize,
 }
 
 impl Default for PlanSettings {
+    /// 1000 keys a listing request, half of the default memory budget, 8 listing streams.
     fn default() -> Self {
-        Self { inventory_page_size: 1000, memory_budget: crate::spill::share(crate::spill::DEFAULT_MEMORY_BUDGET).1 }
+        Self {
+            inventory_page_size: 1000,
+            memory_budget: crate::spill::share(crate::spill::DEFAULT_MEMORY_BUDGET).1,
+            list_streams: DEFAULT_LIST_STREAMS,
+        }
     }
 }
 
@@ -265,7 +279,15 @@ impl<'e> GarbageCollector<'e> {
     pub async fn plan(&self, horizon: &Horizon, settings: &PlanSettings) -> Result<Planned, ObjectsError> {
         let (cutoff, clock) = self.cutoff(horizon).await?;
         let options = PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings);
-        let (plan, stats) = plan(self.engine, self.inventory.as_ref(), &options).await?;
+        let inventory = self.inventory.as_ref();
+        let (plan, stats) = if settings.list_streams > 1 && self.store.s3().is_some() {
+            let streams = settings.list_streams;
+            let pages = buffered_pages(settings.memory_budget, settings.inventory_page_size, streams);
+            let parallel = ParallelInventory::new(inventory, streams).with_buffered_pages(pages);
+            plan(self.engine, &parallel, &options).await?
+        } else {
+            plan(self.engine, inventory, &options).await?
+        };
         Ok(Planned { plan, stats, clock })
     }
 

@@ -13,8 +13,28 @@
 //! sharded plans (one shard per range).
 
 use crate::keys::first_key_at;
+use crate::layout::OBJECTS_PREFIX;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+/// The time (UTC, milliseconds) of the ULID that is the first segment of `key` under
+/// `objects/`: the mint time of a managed key `objects/<ULID>/<name>` or folder
+/// `objects/<ULID>/`, and of a boundary key `objects/<ULID>` ([`first_key_at`]); also of an
+/// unmanaged key inside a ULID folder (`objects/<ULID>/a/b`). `None` when that segment is no
+/// canonical ULID (26 characters of uppercase Crockford base32).
+///
+/// A key with time `t` sorts at or after `first_key_at(t)` and before `first_key_at(t + 1 ms)`,
+/// which is what lets a listing split the key space at times.
+pub fn key_time(key: &str) -> Option<DateTime<Utc>> {
+    let rest = key.strip_prefix(OBJECTS_PREFIX)?.strip_prefix('/')?;
+    let segment = rest.split('/').next()?;
+    if segment.len() != 26 {
+        return None;
+    }
+    let ulid = Ulid::from_string(segment).ok().filter(|u| u.to_string() == segment)?;
+    DateTime::<Utc>::from_timestamp_millis(i64::try_from(ulid.timestamp_ms()).ok()?)
+}
 
 /// The keys `k` with `after < k <= until` in byte order (the order of S3 ListObjectsV2); `None`
 /// leaves that side unbounded.
@@ -46,6 +66,18 @@ impl KeyRange {
     /// True when the range covers every key.
     pub fn is_all(&self) -> bool {
         self.after.is_none() && self.until.is_none()
+    }
+
+    /// The keys of this range strictly after `key`: the range itself when `key` sorts before
+    /// it, `None` when no key of the range is after `key`.
+    pub fn after_key(&self, key: &str) -> Option<KeyRange> {
+        if self.until.as_deref().is_some_and(|u| u <= key) {
+            return None;
+        }
+        match self.after.as_deref() {
+            Some(a) if a >= key => Some(self.clone()),
+            _ => Some(KeyRange { after: Some(key.to_string()), until: self.until.clone() }),
+        }
     }
 
     /// The ranges between ascending `boundaries`: `(-, b0]`, `(b0, b1]`, ..., `(bn, -)`;
@@ -167,5 +199,31 @@ mod tests {
         assert!(ranges[0].contains("objects/") && ranges[3].contains("objects/unmanaged"));
         assert_eq!(KeyRange::split_by_time(to, from, 3).len(), 1, "an empty span has one range");
         assert_eq!(KeyRange::split_by_time(from, to, 0).len(), 1);
+    }
+
+    #[test]
+    fn key_times_place_keys_between_boundaries() {
+        let t = DateTime::<Utc>::from_timestamp_millis(1_700_000_000_123).unwrap();
+        let boundary = first_key_at(t);
+        let key = format!("{boundary}/x");
+        assert_eq!(key_time(&boundary), Some(t));
+        assert_eq!(key_time(&key), Some(t));
+        assert_eq!(key_time(&format!("{key}/nested")), Some(t));
+        assert!(key.as_str() < first_key_at(t + chrono::Duration::milliseconds(1)).as_str());
+        let longer = format!("{boundary}Z/x");
+        for other in ["objects/a", "objects/", "tables/x", &boundary.to_lowercase(), &longer] {
+            assert_eq!(key_time(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_part_after_a_key() {
+        let r = KeyRange { after: Some("b".into()), until: Some("d".into()) };
+        assert_eq!(r.after_key("a"), Some(r.clone()));
+        assert_eq!(r.after_key("b"), Some(r.clone()));
+        assert_eq!(r.after_key("c").unwrap().to_string(), "(c, d]");
+        assert_eq!(r.after_key("d"), None);
+        assert_eq!(r.after_key("e"), None);
+        assert_eq!(KeyRange::all().after_key("x").unwrap().to_string(), "(x, -]");
     }
 }

@@ -196,6 +196,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             ..ApplyOptions::default()
         },
         list_page_size: 100,
+        list_streams: lake_objects::collector::DEFAULT_LIST_STREAMS,
         out: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),

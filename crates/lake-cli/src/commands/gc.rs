@@ -32,6 +32,8 @@ pub struct GcRequest {
     pub apply: ApplyOptions,
     /// Inventory page size.
     pub list_page_size: usize,
+    /// Listing requests in flight on an S3 root.
+    pub list_streams: usize,
     /// Where to write the plan document.
     pub out: Option<PathBuf>,
     /// A saved plan to apply instead of planning.
@@ -83,6 +85,9 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     if args.list_page_size == 0 {
         return Err(CliError::Usage("--list-page-size must be at least 1".into()));
     }
+    if args.list_streams == 0 {
+        return Err(CliError::Usage("--list-streams must be at least 1 (1 lists one page at a time)".into()));
+    }
     Ok(GcRequest {
         min_age,
         allow_below_policy: args.allow_below_policy,
@@ -96,6 +101,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
             memory_budget: share(args.memory_budget_mib.saturating_mul(1024 * 1024)).1,
         },
         list_page_size: args.list_page_size,
+        list_streams: args.list_streams,
         out: args.out.clone(),
         plan: args.plan.clone(),
         max_clock_skew: parse_duration("--max-clock-skew", &args.max_clock_skew)?,
@@ -147,7 +153,11 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
         let done = collector.apply(&saved, &horizon, path, &req.apply).await?;
         return Ok(report(saved, None, clock, Some(done), false, 0.0, started.elapsed().as_secs_f64()));
     }
-    let settings = PlanSettings { inventory_page_size: req.list_page_size, memory_budget: share(req.memory_budget).1 };
+    let settings = PlanSettings {
+        inventory_page_size: req.list_page_size,
+        memory_budget: share(req.memory_budget).1,
+        list_streams: req.list_streams,
+    };
     let planning = std::time::Instant::now();
     let Planned { plan: gc_plan, stats, clock } = collector.plan(&horizon, &settings).await?;
     let plan_seconds = planning.elapsed().as_secs_f64();

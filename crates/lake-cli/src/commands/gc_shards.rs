@@ -80,7 +80,11 @@ async fn plan(
     if let Some(dir) = out {
         prepare_folder(dir)?;
     }
-    let settings = PlanSettings { inventory_page_size: req.list_page_size, memory_budget: share(req.memory_budget).1 };
+    let settings = PlanSettings {
+        inventory_page_size: req.list_page_size,
+        memory_budget: share(req.memory_budget).1,
+        list_streams: req.list_streams,
+    };
     let started = std::time::Instant::now();
     let PlannedShards { plan, stats, clock } = collector.plan_sharded(horizon, &settings, shards).await?;
     let plan_seconds = started.elapsed().as_secs_f64();

@@ -34,7 +34,10 @@ async fn a_dry_run_writes_nothing(lake: TestLake) {
     assert!(before.keys().any(|k| k.ends_with("refs_checkpoint.json")), "{:?}", before.keys());
     let gc = GarbageCollector::open(lake.store.clone(), &lake.engine).await.unwrap();
     let horizon = Horizon { allow_below_policy: true, ..Horizon::new(Duration::from_secs(1)) };
-    let planned = gc.plan(&horizon, &PlanSettings { inventory_page_size: 2, memory_budget: 64 }).await.unwrap();
+    let planned = gc
+        .plan(&horizon, &PlanSettings { inventory_page_size: 2, memory_budget: 64, ..PlanSettings::default() })
+        .await
+        .unwrap();
     assert!(planned.plan.lineage_complete, "{:?}", planned.plan.problems);
     assert_eq!(planned.plan.candidates.len(), 2, "the orphan and the deleted row's object");
     assert_eq!(tree(&lake).await, before, "a dry run must leave every file as it was");

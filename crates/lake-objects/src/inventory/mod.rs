@@ -12,6 +12,7 @@
 //! starts a new listing.
 
 pub mod local;
+pub mod parallel;
 pub mod report;
 pub mod s3;
 
@@ -84,6 +85,20 @@ pub trait ObjectInventory: Send + Sync {
     /// kind) when listing fails; GC then aborts: it never treats a failed listing as an empty
     /// one.
     fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>>;
+}
+
+/// A reference to an inventory lists as the inventory does.
+impl<T: ObjectInventory + ?Sized> ObjectInventory for &T {
+    fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>> {
+        (**self).list_from(after, page_size)
+    }
+}
+
+/// A boxed inventory lists as the inventory does.
+impl<T: ObjectInventory + ?Sized> ObjectInventory for Box<T> {
+    fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>> {
+        (**self).list_from(after, page_size)
+    }
 }
 
 /// The inventory of `store`'s managed prefix: S3 ListObjectsV2 pages for `s3://` roots, a sorted

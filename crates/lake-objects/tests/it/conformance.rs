@@ -286,6 +286,8 @@ async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str)
     check_writer(&open("writer")).await;
     check_age_gate_and_key_grammar(&open("age")).await;
     check_apply_resumes(&open("resume"), checkpoint("resume.ckpt")).await;
+    crate::parallel_listing::check_parallel_listing_matches_the_plain_one(&open("parallel")).await;
+    crate::parallel_listing::check_plans_from_parallel_listings_are_identical(&open("parallel-plan")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -71,7 +71,7 @@ async fn plan(l: &Lake, inventory: Option<ReportInventory>, at: DateTime<Utc>, p
     if let Some(inventory) = inventory {
         gc = gc.with_inventory(Box::new(inventory));
     }
-    let settings = PlanSettings { inventory_page_size: page_size, memory_budget: 4096 };
+    let settings = PlanSettings { inventory_page_size: page_size, memory_budget: 4096, ..PlanSettings::default() };
     gc.plan(&Horizon::new(Duration::from_secs(1)), &settings).await.unwrap()
 }
 

@@ -129,7 +129,7 @@ fn horizon() -> Horizon {
 }
 
 fn settings() -> PlanSettings {
-    PlanSettings { inventory_page_size: 7, memory_budget: 1 << 20 }
+    PlanSettings { inventory_page_size: 7, memory_budget: 1 << 20, ..PlanSettings::default() }
 }
 
 fn ckpt(l: &Lake, name: &str) -> CheckpointLocation {
@@ -173,7 +173,7 @@ async fn shards_equal_the_unsharded_plan(l: &Lake) {
         edges += boundaries.len();
         assert_eq!(whole.candidates.len(), 26 + edges + 1, "orphans, keys at boundaries, the reference log");
         // One process, a memory budget so small that every shard's list spills.
-        let tight = PlanSettings { inventory_page_size: 3, memory_budget: 64 };
+        let tight = PlanSettings { inventory_page_size: 3, memory_budget: 64, ..PlanSettings::default() };
         let sharded = gc.plan_sharded(&horizon(), &tight, n).await.unwrap();
         let ShardedPlan { manifest, plans } = &sharded.plan;
         assert_eq!(plans.iter().map(|p| p.shard.clone().unwrap().range).collect::<Vec<_>>(), spec.ranges);
