@@ -99,7 +99,7 @@ pub enum Command {
     /// Exit codes: 0 done; 1 refused or failed (nothing, or only what PATH records, was
     /// deleted); 3 dry run on incomplete lineage (see `problems`); 4 apply stopped with work
     /// left (failed deletes or --max-pages): run the same command again to resume.
-    Gc(GcArgs),
+    Gc(Box<GcArgs>),
     /// Run the main job end to end on a fresh local lake and check the result.
     ///
     /// Ingests real files (default: this repository's tracked files) in two versions, deletes

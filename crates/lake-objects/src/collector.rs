@@ -112,7 +112,8 @@ pub struct PlanSettings {
     /// Listing requests in flight on an S3 root: the managed prefix is listed as ranges of mint
     /// time, concurrently, in key order ([`crate::inventory::parallel`]); 1 lists it with one
     /// request at a time. The plan is the same whatever the number. A local root is always
-    /// listed by one walk (the module documents why). Default [`DEFAULT_LIST_STREAMS`].
+    /// listed by one walk (the module documents why), and an inventory given to
+    /// [`GarbageCollector::with_inventory`] is read as it is. Default [`DEFAULT_LIST_STREAMS`].
     pub list_streams: usize,
 }
 
@@ -163,6 +164,9 @@ pub struct GarbageCollector<'e> {
     policy: LakeDescriptor,
     clock: Box<dyn StoreClock>,
     inventory: Box<dyn ObjectInventory>,
+    /// True once [`GarbageCollector::with_inventory`] replaced the store's own listing: a given
+    /// inventory (an S3 Inventory report, say) is read as it is, never split into streams.
+    given_inventory: bool,
     deleter: Box<dyn ObjectDeleter + 'e>,
 }
 
@@ -193,6 +197,7 @@ impl<'e> GarbageCollector<'e> {
         let policy = LakeDescriptor::load(&store).await?;
         Ok(Self {
             inventory: crate::inventory::for_store(&store),
+            given_inventory: false,
             deleter: crate::deleter::for_store(&store),
             clock: Box::new(ProbeClock),
             policy,
@@ -213,6 +218,7 @@ impl<'e> GarbageCollector<'e> {
     /// The same collector listing with `inventory` (another listing of the same store).
     pub fn with_inventory(mut self, inventory: Box<dyn ObjectInventory>) -> Self {
         self.inventory = inventory;
+        self.given_inventory = true;
         self
     }
 
@@ -280,7 +286,7 @@ impl<'e> GarbageCollector<'e> {
         let (cutoff, clock) = self.cutoff(horizon).await?;
         let options = PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings);
         let inventory = self.inventory.as_ref();
-        let (plan, stats) = if settings.list_streams > 1 && self.store.s3().is_some() {
+        let (plan, stats) = if settings.list_streams > 1 && self.store.s3().is_some() && !self.given_inventory {
             let streams = settings.list_streams;
             let pages = buffered_pages(settings.memory_budget, settings.inventory_page_size, streams);
             let parallel = ParallelInventory::new(inventory, streams).with_buffered_pages(pages);
