@@ -6,6 +6,8 @@
 
 mod append;
 mod lakes;
+mod latency_proxy;
+mod listing;
 mod memory;
 mod plan;
 mod rss;
@@ -47,6 +49,20 @@ pub struct Args {
     /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
     #[arg(long, default_value_t = 2_000)]
     pub delete_objects: usize,
+    /// Objects in the lake of `parallel_listing_speedup` (`--only list-s3`, on LocalStack; about
+    /// 700 to 1000 PUTs a second there).
+    #[arg(long, default_value_t = 50_000)]
+    pub list_objects: usize,
+    /// Listing streams of `parallel_listing_speedup` (against one).
+    #[arg(long, default_value_t = 8)]
+    pub list_streams: usize,
+    /// Keys per listing request in `parallel_listing_speedup` (1 to 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub list_page_size: usize,
+    /// Milliseconds the latency proxy in front of LocalStack adds to every request in
+    /// `parallel_listing_speedup` (about an S3 ListObjectsV2 round trip).
+    #[arg(long, default_value_t = 30)]
+    pub proxy_delay_ms: u64,
     /// Measurements per side; a ratio is the median of the per-pair ratios.
     #[arg(long, default_value_t = 7)]
     pub repeat: usize,
@@ -57,7 +73,8 @@ pub struct Args {
     /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack), and
     /// plan-s3 (the speedup on LocalStack S3, about 4 minutes here: only when named), and
     /// memory (peak RSS of `lake ingest` and `lake refs verify` at 1x and 10x: only when named),
-    /// and upsert (an engine upsert vs plain Lance's merge insert: only when named).
+    /// and upsert (an engine upsert vs plain Lance's merge insert: only when named), and list-s3
+    /// (parallel vs single listing on LocalStack through a latency proxy: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
@@ -90,6 +107,10 @@ pub enum Group {
     /// `upsert_time_ratio`: an upsert of `--upsert-rows` rows through the engine vs plain
     /// Lance's merge insert (not run by default).
     Upsert,
+    /// `parallel_listing_speedup`: a listing of `--list-objects` objects on LocalStack with
+    /// `--list-streams` streams vs one, through a proxy adding `--proxy-delay-ms` per request (not
+    /// run by default: filling LocalStack takes minutes).
+    ListS3,
 }
 
 /// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
@@ -163,6 +184,13 @@ async fn run(args: &Args) -> Result<(), String> {
     }
     if args.only.contains(&Group::Upsert) {
         upsert::time_ratio(args).await?;
+    }
+    if args.only.contains(&Group::ListS3) {
+        if args.skip_s3 {
+            println!("# parallel_listing_speedup skipped (--skip-s3)");
+        } else {
+            listing::speedup(args).await?;
+        }
     }
     if !wanted(Group::Delete) {
     } else if args.skip_s3 {

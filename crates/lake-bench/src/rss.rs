@@ -83,6 +83,11 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
             let took = crate::s3::apply_once(root, args.delete_objects).await?;
             println!("apply_nanos: {}", took.as_nanos());
         }
+        "list-s3" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            let (took, entries) = crate::listing::list_once(root, args.list_streams, args.list_page_size).await?;
+            println!("list_nanos_entries: {} {entries}", took.as_nanos());
+        }
         "list" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
             crate::plan::list_once(root).await?;

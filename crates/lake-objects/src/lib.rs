@@ -16,9 +16,10 @@
 //! - [`guard`]: the writer-side publication guard (refuse references to objects GC may delete).
 //! - [`writer`]: the managed object writer (streaming upload, SHA-256 while writing).
 //! - [`clock`]: "now" read from the store's clock.
-//! - [`inventory`]: key-ordered, paginated listings of the managed prefix; `inventory::report`:
-//!   the same from an S3 Inventory report (checked, merged with a live listing of the keys minted
-//!   after it), and a writer of such reports.
+//! - [`inventory`]: key-ordered, paginated listings of the managed prefix; `inventory::parallel`
+//!   lists ranges of mint time concurrently, in key order; `inventory::report`: the same from an
+//!   S3 Inventory report (checked, merged with a live listing of the keys minted after it), and a
+//!   writer of such reports.
 //! - [`planner`]: live set x inventory x age gate -> [`plan::GcPlan`].
 //! - [`spill`]: sorted runs on local disk and their merge (bounded-memory live sets).
 //! - [`plan`]: the deterministic plan and its digest.

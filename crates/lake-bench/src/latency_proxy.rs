@@ -1,0 +1,123 @@
+//! A TCP proxy on loopback that delays every HTTP/1.1 request by a fixed time: in front of
+//! LocalStack, it gives each request the round trip of a real S3 request (30 ms is about that of a
+//! ListObjectsV2 page), so a figure that counts on requests in flight measures its design rather
+//! than the CPU of LocalStack's one Python process.
+//!
+//! Each client connection gets its own upstream connection. Client bytes are forwarded after
+//! the delay when they start a request, and at once otherwise; server bytes are streamed back
+//! untouched. A request starts with the connection's first bytes and with the first bytes the
+//! client sends after the server last sent something: HTTP/1.1 clients (hyper, reqwest) send a
+//! request only after the response to the previous one on that connection, and a request body
+//! follows its headers without a server byte in between, so each request is delayed once, bodies
+//! included, and concurrent requests on different connections are delayed concurrently. A client
+//! waiting for `100 Continue` before sending its body would be delayed twice (object_store's
+//! client does not wait for it). Plain `http://` only.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A running proxy; stops accepting (and drops its connections) when dropped.
+pub struct LatencyProxy {
+    addr: SocketAddr,
+    delay: Duration,
+    requests: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LatencyProxy {
+    /// Listens on a free loopback port and forwards every connection to `upstream` (an
+    /// `http://host:port` URL, like `AWS_ENDPOINT_URL`), each request delayed by `delay`.
+    pub async fn start(upstream: &str, delay: Duration) -> Result<Self, String> {
+        let target = upstream
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("the latency proxy forwards plain http:// only, not {upstream}"))?
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let requests = Arc::new(AtomicU64::new(0));
+        let counter = requests.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (target, counter) = (target.clone(), counter.clone());
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(&target).await {
+                        relay(client, server, delay, counter).await;
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, delay, requests, task })
+    }
+
+    /// The proxy's URL, for `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The delay per request.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// Requests delayed so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for LatencyProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Forwards one connection both ways until either side closes, delaying the client bytes that
+/// start a request.
+async fn relay(client: TcpStream, server: TcpStream, delay: Duration, requests: Arc<AtomicU64>) {
+    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    // True when the next client bytes start a request.
+    let turn = Arc::new(AtomicBool::new(true));
+    let answered = turn.clone();
+    let up = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if turn.swap(false, Ordering::AcqRel) {
+                requests.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(delay).await;
+            }
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let down = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match server_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            // Before the client can see the response and send its next request.
+            answered.store(true, Ordering::Release);
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(up, down);
+}
