@@ -83,7 +83,7 @@ fn server_cpu_seconds(endpoint: &str) -> Option<f64> {
 
 /// Writes `n` one-byte managed objects at `root`, 64 at a time, straight to LocalStack; returns
 /// the time it took.
-async fn fill(root: &str, n: usize) -> Result<Duration, String> {
+pub async fn fill(root: &str, n: usize) -> Result<Duration, String> {
     use futures::StreamExt;
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let started = Instant::now();

@@ -5,6 +5,7 @@
 //! `--repeat` per-pair ratios (these machines are shared and noisy). Peak memory is measured in child processes (`VmHWM`).
 
 mod append;
+mod inventory_report;
 mod lakes;
 mod latency_proxy;
 mod listing;
@@ -86,6 +87,16 @@ pub struct Args {
     /// Internal: the folder a child step ingests.
     #[arg(long, hide = true)]
     pub dir: Option<std::path::PathBuf>,
+    /// Objects in the lake of `plan_from_inventory_vs_listing` (`--only inventory-s3`, on
+    /// LocalStack).
+    #[arg(long, default_value_t = 200_000)]
+    pub inventory_objects: usize,
+    /// Internal: the cutoff of a child plan, milliseconds since the epoch (UTC).
+    #[arg(long, hide = true)]
+    pub cutoff_ms: Option<i64>,
+    /// Internal: the S3 Inventory manifest a child plan reads.
+    #[arg(long, hide = true)]
+    pub inventory: Option<String>,
 }
 
 /// A group of figures measured together.
@@ -111,6 +122,10 @@ pub enum Group {
     /// `--list-streams` streams vs one, through a proxy adding `--proxy-delay-ms` per request (not
     /// run by default: filling LocalStack takes minutes).
     ListS3,
+    /// `plan_from_inventory_vs_listing`: a dry run of `--inventory-objects` objects on LocalStack
+    /// from an S3 Inventory report vs from a full listing, through the latency proxy (not run by
+    /// default: filling LocalStack takes minutes).
+    InventoryS3,
 }
 
 /// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
@@ -190,6 +205,13 @@ async fn run(args: &Args) -> Result<(), String> {
             println!("# parallel_listing_speedup skipped (--skip-s3)");
         } else {
             listing::speedup(args).await?;
+        }
+    }
+    if args.only.contains(&Group::InventoryS3) {
+        if args.skip_s3 {
+            println!("# plan_from_inventory_vs_listing skipped (--skip-s3)");
+        } else {
+            inventory_report::ratio(args).await?;
         }
     }
     if !wanted(Group::Delete) {

@@ -83,6 +83,13 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
             let took = crate::s3::apply_once(root, args.delete_objects).await?;
             println!("apply_nanos: {}", took.as_nanos());
         }
+        "plan-inventory" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            let cutoff = args.cutoff_ms.ok_or("--cutoff-ms is required")?;
+            let (took, digest, count) =
+                crate::inventory_report::plan_once(root, cutoff, args.inventory.as_deref()).await?;
+            println!("plan_nanos_digest_candidates: {} {digest} {count}", took.as_nanos());
+        }
         "list-s3" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
             let (took, entries) = crate::listing::list_once(root, args.list_streams, args.list_page_size).await?;
