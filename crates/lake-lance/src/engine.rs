@@ -10,6 +10,7 @@
 //! commit protocol above and shares its helpers; lineage, live references, history, ingest and
 //! verification live in their own modules.)
 
+use crate::create_commit::CreateOnlyCommitHandler;
 use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
 use crate::scan::count_references;
@@ -370,9 +371,9 @@ impl LanceEngine {
             .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
         // Lance commits a create (an `Overwrite` transaction) on top of a dataset that appeared
         // since the write began, replacing its rows: the table another writer created while
-        // this one wrote its data files is refused here instead (the retry appends). What is
-        // left is the moment between this check and Lance's own; a create that lands there is
-        // journaled as the snapshot it is (see `write_batches`).
+        // this one wrote its data files is refused here instead (the retry appends), and one
+        // created between this check and Lance's own is refused by the commit handler, which
+        // publishes a create only as version 1 (`create_commit`).
         if creating && self.table_exists(table).await? {
             return Err(LanceEngineError::ConcurrentCreate { table: table.into() });
         }
@@ -383,11 +384,23 @@ impl LanceEngine {
         if let Some(store_params) = params.store_params.clone() {
             commit = commit.with_store_params(store_params);
         }
+        let lance_error = |source: lance::Error| LanceEngineError::Lance { table: table.into(), action, source };
+        if creating {
+            // One attempt: a retry would only meet the other writer's version 1 again.
+            let handler =
+                CreateOnlyCommitHandler::for_uri(uri.as_str(), &params.store_params).await.map_err(lance_error)?;
+            commit = commit.with_commit_handler(handler).with_max_retries(1);
+        }
         commit.execute(transaction).await.map_err(|source| match source {
-            lance::Error::DatasetAlreadyExists { .. } if creating => {
+            lance::Error::DatasetAlreadyExists { .. }
+            | lance::Error::CommitConflict { .. }
+            | lance::Error::RetryableCommitConflict { .. }
+            | lance::Error::TooMuchWriteContention { .. }
+                if creating =>
+            {
                 LanceEngineError::ConcurrentCreate { table: table.into() }
             }
-            source => LanceEngineError::Lance { table: table.into(), action, source },
+            source => lance_error(source),
         })
     }
 

@@ -29,6 +29,7 @@
 
 pub mod branch;
 pub mod columns;
+mod create_commit;
 pub mod engine;
 pub mod error;
 pub mod foreign;

@@ -67,12 +67,31 @@ async fn report(l: &Lake, format: ReportFormat, created: DateTime<Utc>) -> Writt
 /// A plan at the store clock `at` (min_age 1s), from `inventory` (the lake's own listing when
 /// `None`), listing `page_size` keys a request.
 async fn plan(l: &Lake, inventory: Option<ReportInventory>, at: DateTime<Utc>, page_size: usize) -> Planned {
-    let mut gc = GarbageCollector::open(l.store.clone(), &l.engine).await.unwrap().with_unchecked_clock(FixedClock(at));
-    if let Some(inventory) = inventory {
-        gc = gc.with_inventory(Box::new(inventory));
-    }
     let settings = PlanSettings { inventory_page_size: page_size, memory_budget: 4096, ..PlanSettings::default() };
-    gc.plan(&Horizon::new(Duration::from_secs(1)), &settings).await.unwrap()
+    collector(l, inventory, at).await.plan(&Horizon::new(Duration::from_secs(1)), &settings).await.unwrap()
+}
+
+/// The collector of [`plan`].
+async fn collector(l: &Lake, inventory: Option<ReportInventory>, at: DateTime<Utc>) -> GarbageCollector<'_> {
+    let gc = GarbageCollector::open(l.store.clone(), &l.engine).await.unwrap().with_unchecked_clock(FixedClock(at));
+    match inventory {
+        Some(inventory) => gc.with_inventory(Box::new(inventory)),
+        None => gc,
+    }
+}
+
+/// The candidate keys of a plan made as four shards in one process, in shard order, at a
+/// cutoff 20 ms after now (so that the shards' time ranges split the objects written by the
+/// test, not a minute mostly after them); at least two shards have candidates.
+async fn sharded_keys(l: &Lake, inventory: Option<ReportInventory>) -> Vec<String> {
+    let at = Utc::now() + chrono::Duration::milliseconds(1020);
+    let settings = PlanSettings { memory_budget: 4096, ..PlanSettings::default() };
+    let gc = collector(l, inventory, at).await;
+    let sharded = gc.plan_sharded(&Horizon::new(Duration::from_secs(1)), &settings, 4).await.unwrap();
+    assert_eq!(sharded.plan.plans.len(), 4);
+    let used = sharded.plan.plans.iter().filter(|p| !p.candidates.is_empty()).count();
+    assert!(used >= 2, "the objects fell in {used} shard(s)");
+    sharded.plan.plans.iter().flat_map(|p| p.candidates.keys().unwrap()).collect()
 }
 
 fn keys(p: &Planned) -> Vec<String> {
@@ -99,9 +118,10 @@ fn problem(result: Result<ReportInventory, ObjectsError>) -> ReportProblem {
     }
 }
 
-/// Plans from an inventory and from a single listing are identical (candidates, foreign
-/// entries, digest) on a lake with objects written before and after the report, in CSV and
-/// Parquet; the report's entries and the live listing after it concatenate to the listing from
+/// Plans from an inventory, from a single listing and from a parallel listing are identical
+/// (candidates, foreign entries, digest), and so are the candidates of sharded plans from the
+/// listing and from the report, on a lake with objects written before and after the report, in
+/// CSV and Parquet; the report's entries and the live listing after it concatenate to the listing from
 /// any start key.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
@@ -137,6 +157,16 @@ async fn s3_plans_from_a_report_equal_plans_from_a_listing() {
     want.sort();
     assert_eq!(keys(&listed), want);
     assert_eq!(listed.plan.foreign_count, 1);
+    // The same plan from one listing stream and from eight (the default on S3), and as shards.
+    // Pages of 1000 keys: LocalStack decodes a `+` in `start-after` as a space (S3 does not),
+    // so a page that ends on `a b+c%d` would list it again (and the listing be refused).
+    for list_streams in [1, 8] {
+        let settings = PlanSettings { memory_budget: 4096, list_streams, ..PlanSettings::default() };
+        let streamed =
+            collector(&l, None, at).await.plan(&Horizon::new(Duration::from_secs(1)), &settings).await.unwrap();
+        assert_eq!(streamed.plan.canonical_bytes(), listed.plan.canonical_bytes(), "{list_streams} streams");
+    }
+    assert_eq!(sharded_keys(&l, None).await, want);
 
     let all = entries(&S3Inventory::new(l.store.clone()), None, 1000).await;
     assert_ne!(csv.manifest_url, parquet.manifest_url);
@@ -151,6 +181,8 @@ async fn s3_plans_from_a_report_equal_plans_from_a_listing() {
         assert_eq!(summary.report_entries, 15, "12 objects, the marker, the odd and the unmanaged key");
         assert_eq!((summary.from_report, summary.from_listing), (15, 6), "{summary:?}");
         assert_eq!(summary.data_files, 3);
+        // Shards from the report (after the summary: clones share its counters).
+        assert_eq!(sharded_keys(&l, Some(inventory.clone())).await, want, "shards from the report");
 
         // The inventory itself: the report's part and the live part concatenate to the listing,
         // from any start key and with any page size.

@@ -1,0 +1,256 @@
+//! A create lands only as version 1.
+//!
+//! Lance commits a create as an `Overwrite` transaction. When another writer's create lands
+//! between the moment this writer last saw no table and Lance's commit, `CommitBuilder` loads the
+//! dataset that now exists and commits the `Overwrite` on top of it as version 2, replacing the
+//! other writer's rows after that writer was told its append succeeded (Lance 14,
+//! `CommitBuilder::execute`: a destination that exists goes through `commit_transaction`, where an
+//! `Overwrite` conflicts with nothing). [`CreateOnlyCommitHandler`] wraps the commit handler
+//! Lance would use for the table (`commit_handler_from_url`: conditional put on S3 and local
+//! disk) and refuses to publish any manifest version but 1 with
+//! [`CommitError::CommitConflict`]; the engine then reports `ConcurrentCreate` (nothing of this
+//! write is in the table; the retry appends). Tested by the Python attack suite
+//! (`test_concurrent_first_appends_never_lose_rows`) and the tests below, against real Lance
+//! datasets.
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use lance::io::{ObjectStore, ObjectStoreParams};
+use lance_table::format::{IndexMetadata, Manifest, Transaction};
+use lance_table::io::commit::{
+    CommitError, CommitHandler, ManifestLocation, ManifestNamingScheme, ManifestWriter, PredecessorIdentity,
+};
+use object_store::path::Path;
+
+/// The only manifest version a create may publish: Lance numbers a new dataset's first
+/// version 1.
+const FIRST_VERSION: u64 = 1;
+
+/// A [`CommitHandler`] that publishes version 1 through the wrapped handler and refuses every
+/// other version with [`CommitError::CommitConflict`]; every other method is the wrapped
+/// handler's.
+#[derive(Debug)]
+pub(crate) struct CreateOnlyCommitHandler {
+    inner: Arc<dyn CommitHandler>,
+}
+
+impl CreateOnlyCommitHandler {
+    /// The handler Lance resolves for `uri` (with `params`), wrapped.
+    ///
+    /// # Errors
+    /// Lance's, for a URI scheme it has no commit handler for.
+    pub(crate) async fn for_uri(
+        uri: &str,
+        params: &Option<ObjectStoreParams>,
+    ) -> lance::Result<Arc<dyn CommitHandler>> {
+        let inner = lance_table::io::commit::commit_handler_from_url(uri, params).await?;
+        Ok(Arc::new(Self { inner }))
+    }
+}
+
+#[async_trait::async_trait]
+impl CommitHandler for CreateOnlyCommitHandler {
+    fn is_version_not_found_definitive(&self) -> bool {
+        self.inner.is_version_not_found_definitive()
+    }
+
+    fn propagate_commit_error_after_success(&self) -> bool {
+        self.inner.propagate_commit_error_after_success()
+    }
+
+    async fn resolve_latest_location(
+        &self,
+        base_path: &Path,
+        object_store: &ObjectStore,
+    ) -> lance::Result<ManifestLocation> {
+        self.inner.resolve_latest_location(base_path, object_store).await
+    }
+
+    async fn resolve_version_location(
+        &self,
+        base_path: &Path,
+        version: u64,
+        object_store: &dyn object_store::ObjectStore,
+    ) -> lance::Result<ManifestLocation> {
+        self.inner.resolve_version_location(base_path, version, object_store).await
+    }
+
+    async fn version_exists(
+        &self,
+        base_path: &Path,
+        version: u64,
+        object_store: &dyn object_store::ObjectStore,
+        naming_scheme: ManifestNamingScheme,
+    ) -> lance::Result<bool> {
+        self.inner.version_exists(base_path, version, object_store, naming_scheme).await
+    }
+
+    fn list_detached_manifest_locations<'a>(
+        &self,
+        base_path: &Path,
+        object_store: &'a ObjectStore,
+    ) -> BoxStream<'a, lance::Result<ManifestLocation>> {
+        self.inner.list_detached_manifest_locations(base_path, object_store)
+    }
+
+    fn list_manifest_locations<'a>(
+        &self,
+        base_path: &Path,
+        object_store: &'a ObjectStore,
+        sorted_descending: bool,
+    ) -> BoxStream<'a, lance::Result<ManifestLocation>> {
+        self.inner.list_manifest_locations(base_path, object_store, sorted_descending)
+    }
+
+    fn list_manifest_locations_since<'a>(
+        &self,
+        base_path: &Path,
+        object_store: &'a ObjectStore,
+        since_version: u64,
+    ) -> BoxStream<'a, lance::Result<ManifestLocation>> {
+        self.inner.list_manifest_locations_since(base_path, object_store, since_version)
+    }
+
+    async fn commit(
+        &self,
+        manifest: &mut Manifest,
+        indices: Option<Vec<IndexMetadata>>,
+        base_path: &Path,
+        object_store: &ObjectStore,
+        manifest_writer: ManifestWriter,
+        naming_scheme: ManifestNamingScheme,
+        transaction: Option<Transaction>,
+    ) -> Result<ManifestLocation, CommitError> {
+        if manifest.version != FIRST_VERSION {
+            return Err(CommitError::CommitConflict);
+        }
+        self.inner.commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction).await
+    }
+
+    fn supports_predecessor_condition(&self) -> bool {
+        self.inner.supports_predecessor_condition()
+    }
+
+    async fn resolve_latest_identity(
+        &self,
+        base_path: &Path,
+        object_store: &ObjectStore,
+    ) -> lance::Result<Option<PredecessorIdentity>> {
+        self.inner.resolve_latest_identity(base_path, object_store).await
+    }
+
+    async fn resolve_identity(
+        &self,
+        base_path: &Path,
+        object_store: &ObjectStore,
+        version: u64,
+    ) -> lance::Result<Option<PredecessorIdentity>> {
+        self.inner.resolve_identity(base_path, object_store, version).await
+    }
+
+    async fn commit_after(
+        &self,
+        manifest: &mut Manifest,
+        indices: Option<Vec<IndexMetadata>>,
+        base_path: &Path,
+        object_store: &ObjectStore,
+        manifest_writer: ManifestWriter,
+        naming_scheme: ManifestNamingScheme,
+        transaction: Option<Transaction>,
+        predecessor: &PredecessorIdentity,
+    ) -> Result<ManifestLocation, CommitError> {
+        if manifest.version != FIRST_VERSION {
+            return Err(CommitError::CommitConflict);
+        }
+        self.inner
+            .commit_after(
+                manifest,
+                indices,
+                base_path,
+                object_store,
+                manifest_writer,
+                naming_scheme,
+                transaction,
+                predecessor,
+            )
+            .await
+    }
+
+    async fn forget_version(&self, base_path: &Path, version: u64, identity: &str) -> lance::Result<()> {
+        self.inner.forget_version(base_path, version, identity).await
+    }
+
+    async fn delete(&self, base_path: &Path) -> lance::Result<()> {
+        self.inner.delete(base_path).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
+    use lance::Dataset;
+
+    fn rows(values: &[i64]) -> Vec<RecordBatch> {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        vec![RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(values.to_vec()))]).unwrap()]
+    }
+
+    async fn keys(uri: &str) -> (u64, Vec<i64>) {
+        let ds = Dataset::open(uri).await.unwrap();
+        let scan = ds.scan();
+        let batch = scan.try_into_batch().await.unwrap();
+        let column = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        (ds.version().version, column.values().to_vec())
+    }
+
+    /// Two creates race: the second's data files are written while the table does not exist,
+    /// the first lands, then the second commits. Through Lance's own handler the second lands
+    /// as version 2 and replaces the first's rows (the hole, kept here so a Lance change that
+    /// closes it shows); through [`CreateOnlyCommitHandler`] it is refused as a conflict and
+    /// the first's rows stay the table's.
+    #[tokio::test]
+    async fn a_create_landing_on_another_create_is_refused() {
+        for wrapped in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let uri = dir.path().join("t.lance").to_string_lossy().into_owned();
+            let params = WriteParams { mode: WriteMode::Create, ..Default::default() };
+            let second =
+                InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted(rows(&[2])).await.unwrap();
+            InsertBuilder::new(uri.as_str()).with_params(&params).execute(rows(&[1])).await.unwrap();
+            let mut commit = CommitBuilder::new(uri.as_str()).with_max_retries(1);
+            if wrapped {
+                commit = commit.with_commit_handler(CreateOnlyCommitHandler::for_uri(&uri, &None).await.unwrap());
+            }
+            let outcome = commit.execute(second).await;
+            if wrapped {
+                assert!(matches!(outcome, Err(lance::Error::CommitConflict { .. })), "{outcome:?}");
+                assert_eq!(keys(&uri).await, (1, vec![1]));
+            } else {
+                assert!(outcome.is_ok(), "{outcome:?}");
+                assert_eq!(keys(&uri).await, (2, vec![2]), "Lance no longer commits a create over a table");
+            }
+        }
+    }
+
+    /// With no table, the wrapped handler publishes the create as version 1.
+    #[tokio::test]
+    async fn a_create_on_no_table_lands_as_version_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t.lance").to_string_lossy().into_owned();
+        let params = WriteParams { mode: WriteMode::Create, ..Default::default() };
+        let create =
+            InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted(rows(&[7, 8])).await.unwrap();
+        let handler = CreateOnlyCommitHandler::for_uri(&uri, &None).await.unwrap();
+        CommitBuilder::new(uri.as_str())
+            .with_commit_handler(handler)
+            .with_max_retries(1)
+            .execute(create)
+            .await
+            .unwrap();
+        assert_eq!(keys(&uri).await, (1, vec![7, 8]));
+    }
+}
