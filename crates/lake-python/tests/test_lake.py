@@ -116,9 +116,11 @@ def test_ctrl_c_during_apply_leaves_a_resumable_checkpoint(local_root, tmp_path)
     plan_path, checkpoint = str(tmp_path / "plan.json"), str(tmp_path / "gc.ckpt")
     plan.save(plan_path)
     # A child applies one key per delete page (slow enough to interrupt); Ctrl-C arrives once
-    # its checkpoint shows progress.
+    # its checkpoint shows progress. The child sets Python's Ctrl-C handler: it may inherit
+    # SIGINT ignored (a job started in the background by a non-interactive shell).
     script = (
-        "import lake, sys; lk = lake.open(sys.argv[1]); "
+        "import lake, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "lk = lake.open(sys.argv[1]); "
         "lk.gc.apply(sys.argv[2], checkpoint=sys.argv[3], page_size=1)"
     )
     child = subprocess.Popen(
