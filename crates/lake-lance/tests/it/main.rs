@@ -4,6 +4,7 @@
 mod append;
 mod apply_doors;
 mod attack;
+mod attack_create;
 mod attack_branches;
 mod attack_operations;
 mod branches;
