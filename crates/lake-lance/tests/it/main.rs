@@ -4,8 +4,8 @@
 mod append;
 mod apply_doors;
 mod attack;
-mod attack_create;
 mod attack_branches;
+mod attack_create;
 mod attack_operations;
 mod branches;
 mod budget;
