@@ -27,6 +27,15 @@ use object_store::path::Path;
 /// version 1.
 const FIRST_VERSION: u64 = 1;
 
+/// Refuses a manifest of any version but [`FIRST_VERSION`] as a conflict.
+fn first_version_only(manifest: &Manifest) -> Result<(), CommitError> {
+    if manifest.version == FIRST_VERSION {
+        Ok(())
+    } else {
+        Err(CommitError::CommitConflict)
+    }
+}
+
 /// A [`CommitHandler`] that publishes version 1 through the wrapped handler and refuses every
 /// other version with [`CommitError::CommitConflict`]; every other method is the wrapped
 /// handler's.
@@ -122,9 +131,7 @@ impl CommitHandler for CreateOnlyCommitHandler {
         naming_scheme: ManifestNamingScheme,
         transaction: Option<Transaction>,
     ) -> Result<ManifestLocation, CommitError> {
-        if manifest.version != FIRST_VERSION {
-            return Err(CommitError::CommitConflict);
-        }
+        first_version_only(manifest)?;
         self.inner.commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction).await
     }
 
@@ -160,9 +167,7 @@ impl CommitHandler for CreateOnlyCommitHandler {
         transaction: Option<Transaction>,
         predecessor: &PredecessorIdentity,
     ) -> Result<ManifestLocation, CommitError> {
-        if manifest.version != FIRST_VERSION {
-            return Err(CommitError::CommitConflict);
-        }
+        first_version_only(manifest)?;
         self.inner
             .commit_after(
                 manifest,

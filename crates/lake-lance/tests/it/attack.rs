@@ -2,7 +2,7 @@
 //! behaviour: a failing test is a successful attack.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, schema, TestLake};
+use crate::support::{batch, new_lake, reader, schema, unchecked_plan_now, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::DataLocationBuilder;
@@ -219,15 +219,7 @@ async fn attack_objects_folder_is_a_link_outside_the_root() {
     let _ = std::fs::remove_dir_all(root.join("objects"));
     std::os::unix::fs::symlink(outside.path(), root.join("objects")).unwrap();
     tokio::time::sleep(Duration::from_millis(15)).await;
-    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), Duration::from_secs(1), Utc::now())
-        .page_size(10)
-        .memory_budget(3);
-    let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(
-        &lake.engine,
-        lake_objects::inventory::for_store(&lake.store).as_ref(),
-        &options,
-    )
-    .await;
+    let planned = unchecked_plan_now(&lake, Duration::from_secs(1)).await;
     eprintln!(
         "objects/ as a link: {:?}",
         planned.as_ref().map(|(p, _)| (&p.foreign, p.lineage_complete)).map_err(|e| e.to_string())

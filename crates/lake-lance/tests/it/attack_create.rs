@@ -13,7 +13,7 @@
 //! put does not collide) and the table cannot be opened. There the tests check that GC fails
 //! closed (docs/safety.md, "Outside the model").
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, schema, TestLake};
+use crate::support::{batch, new_lake, reader, schema, unchecked_plan_now, TestLake};
 use arrow_array::{Array, RecordBatch, RecordBatchReader, StringArray};
 use arrow_schema::SchemaRef;
 use chrono::Utc;
@@ -94,29 +94,48 @@ async fn attack_create_s3_concurrent_first_appends_through_four_engines() {
     concurrent_first_appends(crate::support::new_s3_lake("attack-create").await, 6).await;
 }
 
+/// Uploads one object per writer, then runs `writers` tasks, each with its own engine, that pass
+/// a barrier together and run `write(engine, table, writer, object)`; the objects and the
+/// results, in writer order.
+async fn race<T, F, Fut>(lake: &TestLake, table: &str, writers: usize, write: F) -> (Vec<ManagedObject>, Vec<T>)
+where
+    F: Fn(LanceEngine, String, usize, ManagedObject) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let barrier = Arc::new(tokio::sync::Barrier::new(writers));
+    let mut objects = Vec::new();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let object = lake.upload(&format!("{table}-w{w}"), format!("{table} writer {w}").as_bytes()).await;
+        objects.push(object.clone());
+        let engine = LanceEngine::new(lake.store.clone()).with_memory_budget(2048);
+        let (barrier, written) = (barrier.clone(), write(engine, table.to_string(), w, object));
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            written.await
+        }));
+    }
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    (objects, results)
+}
+
 async fn concurrent_first_appends(lake: TestLake, tables: usize) {
     let lake = Arc::new(lake);
     let mut live = Vec::new();
     let mut refused_total = 0;
     for t in 0..tables {
         let table = format!("t{t}");
-        let barrier = Arc::new(tokio::sync::Barrier::new(4));
-        let mut tasks = Vec::new();
-        for w in 0..4 {
-            let object = lake.upload(&format!("{table}-w{w}"), format!("{table} writer {w}").as_bytes()).await;
-            live.push(object.clone());
-            let engine = LanceEngine::new(lake.store.clone()).with_memory_budget(2048);
-            let barrier = barrier.clone();
-            let table = table.clone();
-            tasks.push(tokio::spawn(async move {
-                barrier.wait().await;
-                let episode = format!("{table}-w{w}");
-                append_retrying(&engine, &table, &[(episode.as_str(), Some(&object))]).await
-            }));
-        }
-        for task in tasks {
-            refused_total += task.await.unwrap().1;
-        }
+        let (objects, results) = race(&lake, &table, 4, |engine, table, w, object| async move {
+            let episode = format!("{table}-w{w}");
+            append_retrying(&engine, &table, &[(episode.as_str(), Some(&object))]).await
+        })
+        .await;
+        live.extend(objects);
+        refused_total += results.iter().map(|(_, refused)| refused).sum::<u32>();
         let (version, episodes) = episodes_of(&lake, &table).await;
         let expected: BTreeSet<String> = (0..4).map(|w| format!("{table}-w{w}")).collect();
         assert_eq!(episodes, expected, "{table} at version {version} lost rows of a successful append");
@@ -136,42 +155,29 @@ async fn attack_create_overwrite_of_a_missing_table_races_appends() {
     let mut live = Vec::new();
     for t in 0..10 {
         let table = format!("o{t}");
-        let barrier = Arc::new(tokio::sync::Barrier::new(3));
-        let mut objects = Vec::new();
-        let mut tasks = Vec::new();
-        for w in 0..3 {
-            let object = lake.upload(&format!("{table}-w{w}"), format!("{table} writer {w}").as_bytes()).await;
-            objects.push(object.clone());
-            let engine = LanceEngine::new(lake.store.clone()).with_memory_budget(2048);
-            let barrier = barrier.clone();
-            let table = table.clone();
-            tasks.push(tokio::spawn(async move {
-                barrier.wait().await;
-                let episode = format!("{table}-w{w}");
-                let rows = [(episode.as_str(), Some(&object))];
-                loop {
-                    let r = if w == 0 {
-                        engine.overwrite(&table, reader(vec![batch(&rows)])).await
-                    } else {
-                        engine.append(&table, reader(vec![batch(&rows)])).await
-                    };
-                    match r {
-                        Ok(o) => return Some((w, o.version)),
-                        Err(LanceEngineError::ConcurrentCreate { .. }) => continue,
-                        // An append Lance finds incompatible with a concurrent overwrite fails
-                        // (reported): nothing of it is in the table.
-                        Err(e) => {
-                            eprintln!("{table} w{w} failed: {e}");
-                            return None;
-                        }
+        let (objects, results) = race(&lake, &table, 3, |engine, table, w, object| async move {
+            let episode = format!("{table}-w{w}");
+            let rows = [(episode.as_str(), Some(&object))];
+            loop {
+                let r = if w == 0 {
+                    engine.overwrite(&table, reader(vec![batch(&rows)])).await
+                } else {
+                    engine.append(&table, reader(vec![batch(&rows)])).await
+                };
+                match r {
+                    Ok(o) => return Some((w, o.version)),
+                    Err(LanceEngineError::ConcurrentCreate { .. }) => continue,
+                    // An append Lance finds incompatible with a concurrent overwrite fails
+                    // (reported): nothing of it is in the table.
+                    Err(e) => {
+                        eprintln!("{table} w{w} failed: {e}");
+                        return None;
                     }
                 }
-            }));
-        }
-        let mut landed = Vec::new();
-        for task in tasks {
-            landed.extend(task.await.unwrap());
-        }
+            }
+        })
+        .await;
+        let mut landed: Vec<(usize, u64)> = results.into_iter().flatten().collect();
         landed.sort_by_key(|(_, v)| *v);
         // Objects of successful writes are referenced by a retained version.
         live.extend(landed.iter().map(|(w, _)| objects[*w].clone()));
@@ -300,15 +306,7 @@ async fn second_client_race(v2_paths: bool) {
     // retained even where a second client's overwrite replaced it).
     let live: Vec<&ManagedObject> = engine_live.iter().collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), Duration::from_secs(1), Utc::now())
-        .page_size(10)
-        .memory_budget(3);
-    let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(
-        &lake.engine,
-        lake_objects::inventory::for_store(&lake.store).as_ref(),
-        &options,
-    )
-    .await;
+    let planned = unchecked_plan_now(&lake, Duration::from_secs(1)).await;
     eprintln!(
         "plan: {:?}",
         planned.as_ref().map(|(p, _)| (p.lineage_complete, p.problems.clone())).map_err(|e| e.to_string())
@@ -392,16 +390,7 @@ async fn timing_out_create(min_age: Duration) {
     }
     eprintln!("min_age {min_age:?}: outcomes: {outcomes:?}");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), min_age, Utc::now())
-        .page_size(10)
-        .memory_budget(3);
-    let (plan, _) = lake_objects::unchecked::plan_with_unchecked_cutoff(
-        &lake.engine,
-        lake_objects::inventory::for_store(&lake.store).as_ref(),
-        &options,
-    )
-    .await
-    .unwrap();
+    let (plan, _) = unchecked_plan_now(&lake, min_age).await.unwrap();
     eprintln!(
         "plan: complete={} problems={} e.g. {:?}",
         plan.lineage_complete,

@@ -143,3 +143,21 @@ pub fn keyed_locations(column: &str, rows: &[(&str, Option<&ManagedObject>)]) ->
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(episodes), Arc::new(files.finish())]).unwrap();
     Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
 }
+
+/// A dry run of `lake` at a cutoff of now minus `min_age`, without the policy and clock checks
+/// (`lake_objects::unchecked`), listing 10 keys a page with a 3-byte memory budget (every list
+/// spills).
+pub async fn unchecked_plan_now(
+    lake: &TestLake,
+    min_age: Duration,
+) -> Result<(lake_objects::plan::GcPlan, lake_objects::planner::PlanStats), lake_objects::ObjectsError> {
+    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), min_age, chrono::Utc::now())
+        .page_size(10)
+        .memory_budget(3);
+    lake_objects::unchecked::plan_with_unchecked_cutoff(
+        &lake.engine,
+        lake_objects::inventory::for_store(&lake.store).as_ref(),
+        &options,
+    )
+    .await
+}
