@@ -194,6 +194,32 @@ pub enum RefsCommand {
     /// dataset folder. Repair has no publication guard: do not run it while a GC apply runs (a
     /// version it journals during one group of deletes is seen only before the next group).
     Repair(RepairArgs),
+    /// Bind the journal entries of retained versions to the Lance versions they describe, after
+    /// checking the journal against full scans (for a lake written by an earlier build, whose
+    /// entries record nothing of their versions, or a table whose Lance files were replaced
+    /// under its journal).
+    ///
+    /// Per table: every retained version is scanned and compared with the journal, as `verify`
+    /// does; only when every count matches and the table has no other lineage problem are the
+    /// unbound entries rewritten, same content, with their version's transaction UUID and
+    /// manifest identity. Otherwise nothing of the table is rewritten and the command exits 1
+    /// naming the differences. A plan made before must be made again.
+    Bind(BindArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BindArgs {
+    /// Lake root.
+    pub root: String,
+    /// Only this table (default: every registered table).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Memory for the comparison's sorted-run buffers, in MiB (as `lake refs verify`).
+    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    pub memory_budget_mib: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

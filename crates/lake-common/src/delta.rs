@@ -3,16 +3,23 @@
 //! Stored as `tables/<name>.lance/_lake/object_refs/<version>.json`. The specification of the
 //! format (fields, canonical order, counts, kinds, validation) is `docs/journal-format.md`.
 
+use crate::binding::{check_presence, VersionBinding};
 use crate::counts::ReferenceCounts;
 use crate::error::DecodeError;
 use crate::identity::{sha_hex, ObjectIdentity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The format version of every sidecar this build writes and reads: a document sealed by the
-/// SHA-256 of its own canonical bytes (`sha256`), carrying its entries inline or naming a
-/// reference log ([`crate::reflog`]) that it binds by the log's SHA-256 (`log.sha256`).
-pub const SIDECAR_FORMAT_VERSION: u64 = 3;
+/// The format version of every sidecar this build writes: a document sealed by the SHA-256 of
+/// its own canonical bytes (`sha256`), carrying its entries inline or naming a reference log
+/// ([`crate::reflog`]) that it binds by the log's SHA-256 (`log.sha256`), and bound to the Lance
+/// version it describes (`lance`, a [`VersionBinding`]).
+pub const SIDECAR_FORMAT_VERSION: u64 = 4;
+
+/// The sealed format of earlier builds: format 4 without `lance`. Decoded (its entries are
+/// sealed), with no binding: a retained version whose entry has none is a lineage problem
+/// until `lake refs bind` checks it against a scan and binds it (docs/journal-format.md).
+pub const UNBOUND_FORMAT_VERSION: u64 = 3;
 
 /// Formats written by earlier builds, which bound nothing by a digest (1: entries inline;
 /// 2: a head naming a reference log by length and row count only). Refused
@@ -41,8 +48,8 @@ pub(crate) fn check_seal(body: &[u8], recorded: &str) -> Result<(), DecodeError>
     }
 }
 
-/// The format version a sidecar document declares, refusing a missing one and the unsealed
-/// formats of earlier builds.
+/// The format version a sidecar document declares ([`SIDECAR_FORMAT_VERSION`] or
+/// [`UNBOUND_FORMAT_VERSION`]), refusing a missing one and the unsealed formats of earlier builds.
 pub(crate) fn probe_format(bytes: &[u8]) -> Result<u64, DecodeError> {
     #[derive(Deserialize)]
     struct FormatProbe {
@@ -50,7 +57,7 @@ pub(crate) fn probe_format(bytes: &[u8]) -> Result<u64, DecodeError> {
     }
     let probe: FormatProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
     match probe.format_version.as_ref().and_then(serde_json::Value::as_u64) {
-        Some(SIDECAR_FORMAT_VERSION) => Ok(SIDECAR_FORMAT_VERSION),
+        Some(found @ (SIDECAR_FORMAT_VERSION | UNBOUND_FORMAT_VERSION)) => Ok(found),
         Some(found) if UNSEALED_FORMAT_VERSIONS.contains(&found) => Err(DecodeError::Unsealed { found }),
         Some(found) => Err(DecodeError::UnknownFormatVersion { found, supported: SIDECAR_FORMAT_VERSION }),
         None => Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
@@ -96,6 +103,10 @@ pub struct ObjectReferenceDelta {
     pub added: Vec<ReferenceCount>,
     /// References removed (delta only).
     pub removed: Vec<ReferenceCount>,
+    /// The Lance version this entry was computed from: set by the writer after the commit
+    /// ([`ObjectReferenceDelta::bound`]); `None` for an entry of format
+    /// [`UNBOUND_FORMAT_VERSION`] (earlier builds), which is encoded in that format.
+    pub binding: Option<VersionBinding>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +127,8 @@ struct Wire {
     version: u64,
     parent: Option<u64>,
     kind: DeltaKind,
+    #[serde(default)]
+    lance: Option<VersionBinding>,
     added: Vec<WireEntry>,
     removed: Vec<WireEntry>,
     sha256: String,
@@ -130,6 +143,8 @@ struct WireRef<'a> {
     version: u64,
     parent: Option<u64>,
     kind: DeltaKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lance: Option<&'a VersionBinding>,
     added: EntriesRef<'a>,
     removed: EntriesRef<'a>,
 }
@@ -188,6 +203,7 @@ impl ObjectReferenceDelta {
             kind: DeltaKind::Delta,
             added: plus,
             removed: minus,
+            binding: None,
         }
     }
 
@@ -200,6 +216,7 @@ impl ObjectReferenceDelta {
             kind: DeltaKind::Delta,
             added: added.into_entries(),
             removed: Vec::new(),
+            binding: None,
         }
     }
 
@@ -217,12 +234,22 @@ impl ObjectReferenceDelta {
             kind: DeltaKind::Snapshot,
             added: references.to_entries(),
             removed: Vec::new(),
+            binding: None,
         }
+    }
+
+    /// This entry bound to the Lance version it was computed from (encoded in format
+    /// [`SIDECAR_FORMAT_VERSION`]).
+    pub fn bound(mut self, binding: VersionBinding) -> Self {
+        self.binding = Some(binding);
+        self
     }
 
     /// The canonical bytes: compact JSON with fields in a fixed order and entries in canonical
     /// order, sealed by the SHA-256 of those bytes (`sha256`, the last field). Equal deltas
-    /// encode to equal bytes.
+    /// encode to equal bytes. A bound entry is format [`SIDECAR_FORMAT_VERSION`]; an unbound
+    /// one is format [`UNBOUND_FORMAT_VERSION`] (what earlier builds wrote), which planning
+    /// refuses for a retained version.
     pub fn encode(&self) -> Vec<u8> {
         seal(self.encode_body())
     }
@@ -230,11 +257,12 @@ impl ObjectReferenceDelta {
     /// The canonical bytes without the seal.
     fn encode_body(&self) -> Vec<u8> {
         let wire = WireRef {
-            format_version: SIDECAR_FORMAT_VERSION,
+            format_version: format_of(self.binding.as_ref()),
             table: &self.table,
             version: self.version,
             parent: self.parent,
             kind: self.kind,
+            lance: self.binding.as_ref(),
             added: EntriesRef(&self.added),
             removed: EntriesRef(&self.removed),
         };
@@ -245,15 +273,16 @@ impl ObjectReferenceDelta {
     /// Decodes and validates a sidecar read for `table` at `expected_version` (the version in its
     /// file name). Fails closed on every deviation from canonical form; see [`DecodeError`].
     pub fn decode(bytes: &[u8], table: &str, expected_version: u64) -> Result<Self, DecodeError> {
-        probe_format(bytes)?;
+        let format = probe_format(bytes)?;
         let wire: Wire = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
         // The probe above already checked it; the typed parse must agree.
-        if wire.format_version != SIDECAR_FORMAT_VERSION {
+        if wire.format_version != format {
             return Err(DecodeError::UnknownFormatVersion {
                 found: wire.format_version,
                 supported: SIDECAR_FORMAT_VERSION,
             });
         }
+        check_presence(format, wire.lance.as_ref())?;
         check_position(
             Position { table: &wire.table, version: wire.version, parent: wire.parent, kind: wire.kind },
             table,
@@ -275,8 +304,15 @@ impl ObjectReferenceDelta {
                 }
             }
         }
-        let delta =
-            Self { table: wire.table, version: wire.version, parent: wire.parent, kind: wire.kind, added, removed };
+        let delta = Self {
+            table: wire.table,
+            version: wire.version,
+            parent: wire.parent,
+            kind: wire.kind,
+            added,
+            removed,
+            binding: wire.lance,
+        };
         check_seal(&delta.encode_body(), &wire.sha256)?;
         Ok(delta)
     }
@@ -318,6 +354,14 @@ pub(crate) fn check_position(found: Position<'_>, table: &str, expected_version:
         });
     }
     Ok(())
+}
+
+/// The format an entry is encoded in: bound, or the unbound format of earlier builds.
+pub(crate) fn format_of(binding: Option<&VersionBinding>) -> u64 {
+    match binding {
+        Some(_) => SIDECAR_FORMAT_VERSION,
+        None => UNBOUND_FORMAT_VERSION,
+    }
 }
 
 pub(crate) fn parent_of(version: u64) -> Option<u64> {

@@ -1,6 +1,7 @@
 //! [`SidecarDocument`]: what a sidecar file holds, by format version.
 //!
-//! Format 3, in two shapes, each sealed by the SHA-256 of its own canonical bytes (`sha256`):
+//! Format 4 (bound to its Lance version, [`crate::binding`]) or 3 (the same without the
+//! binding, written by earlier builds), in two shapes, each sealed by the SHA-256 of its own canonical bytes (`sha256`):
 //! - inline ([`crate::delta`]): the entries, canonical JSON. Written for versions whose
 //!   references are computed in memory (delete, compaction, restore, repair);
 //! - a head ([`LogHead`]): a small JSON document naming a reference log ([`crate::reflog`]) that
@@ -11,9 +12,9 @@
 //! Both are decoded fail-closed; an unknown format version is refused, never skipped, and so are
 //! the unsealed formats 1 and 2 of earlier builds ([`crate::DecodeError::Unsealed`]).
 
+use crate::binding::{check_presence, VersionBinding};
 use crate::delta::{
-    check_position, check_seal, parent_of, probe_format, seal, DeltaKind, ObjectReferenceDelta, Position,
-    SIDECAR_FORMAT_VERSION,
+    check_position, check_seal, format_of, parent_of, probe_format, seal, DeltaKind, ObjectReferenceDelta, Position,
 };
 use crate::error::DecodeError;
 use serde::{Deserialize, Serialize};
@@ -25,7 +26,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogHead {
-    /// Always [`SIDECAR_FORMAT_VERSION`].
+    /// [`crate::SIDECAR_FORMAT_VERSION`] when bound (`lance` present),
+    /// [`crate::UNBOUND_FORMAT_VERSION`] otherwise (set by [`LogHead::new`] and
+    /// [`LogHead::bound`]).
     pub format_version: u64,
     /// Table name.
     pub table: String,
@@ -35,6 +38,10 @@ pub struct LogHead {
     pub parent: Option<u64>,
     /// Delta (additions only) or snapshot.
     pub kind: DeltaKind,
+    /// The Lance version this head was written for ([`LogHead::bound`]); `None` in the unbound
+    /// format of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lance: Option<VersionBinding>,
     /// The reference log.
     pub log: LogRef,
 }
@@ -63,6 +70,8 @@ struct SealedHead {
     version: u64,
     parent: Option<u64>,
     kind: DeltaKind,
+    #[serde(default)]
+    lance: Option<VersionBinding>,
     log: LogRef,
     sha256: String,
 }
@@ -72,13 +81,22 @@ impl LogHead {
     /// the log `log`.
     pub fn new(table: impl Into<String>, version: u64, kind: DeltaKind, log: LogRef) -> Self {
         Self {
-            format_version: SIDECAR_FORMAT_VERSION,
+            format_version: format_of(None),
             table: table.into(),
             version,
             parent: parent_of(version),
             kind,
+            lance: None,
             log,
         }
+    }
+
+    /// This head bound to the Lance version it journals (format
+    /// [`crate::SIDECAR_FORMAT_VERSION`]).
+    pub fn bound(mut self, binding: VersionBinding) -> Self {
+        self.format_version = format_of(Some(&binding));
+        self.lance = Some(binding);
+        self
     }
 
     /// The canonical bytes (compact JSON, fields in declaration order), sealed by their SHA-256.
@@ -111,6 +129,7 @@ impl LogHead {
     /// The delta this head describes once its log is decoded into `counts`.
     pub fn into_delta(self, counts: crate::ReferenceCounts) -> ObjectReferenceDelta {
         let mut delta = ObjectReferenceDelta::additions(self.table, self.version, counts);
+        delta.binding = self.lance;
         if self.kind == DeltaKind::Snapshot {
             delta.kind = DeltaKind::Snapshot;
             delta.parent = self.parent;
@@ -119,6 +138,7 @@ impl LogHead {
     }
 
     fn validate(self, table: &str, expected_version: u64) -> Result<Self, DecodeError> {
+        check_presence(self.format_version, self.lance.as_ref())?;
         check_position(
             Position { table: &self.table, version: self.version, parent: self.parent, kind: self.kind },
             table,
@@ -155,7 +175,7 @@ impl SidecarDocument {
     /// JSON, version, table and parent mismatches; [`DecodeError::UnknownFormatVersion`] for any
     /// other format.
     pub fn decode(bytes: &[u8], table: &str, expected_version: u64) -> Result<Self, DecodeError> {
-        probe_format(bytes)?;
+        let format = probe_format(bytes)?;
         #[derive(Deserialize)]
         struct ShapeProbe {
             log: Option<serde_json::Value>,
@@ -165,12 +185,19 @@ impl SidecarDocument {
             return ObjectReferenceDelta::decode(bytes, table, expected_version).map(Self::Inline);
         }
         let wire: SealedHead = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
+        if wire.format_version != format {
+            return Err(DecodeError::CorruptJson(format!(
+                "`format_version` {} is not the {format} first read",
+                wire.format_version
+            )));
+        }
         let head = LogHead {
             format_version: wire.format_version,
             table: wire.table,
             version: wire.version,
             parent: wire.parent,
             kind: wire.kind,
+            lance: wire.lance,
             log: wire.log,
         };
         let head = head.validate(table, expected_version)?;

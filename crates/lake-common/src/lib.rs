@@ -6,6 +6,8 @@
 //!   per-batch identity extraction.
 //! - [`delta`]: [`ObjectReferenceDelta`], the per-version reference journal ("sidecar"),
 //!   with canonical encoding and fail-closed decoding.
+//! - [`binding`]: [`VersionBinding`], what a journal entry records of the Lance version it
+//!   describes (its transaction's UUID, its manifest's size and e-tag).
 //! - [`counts`]: [`ReferenceCounts`], a count map that builds canonical deltas.
 //!
 //! This crate knows nothing of Lance or of storage; it is pure data and rules.
@@ -14,6 +16,7 @@
 /// The one spelling of it; `lake_objects::layout::OBJECTS_PREFIX` is this constant.
 pub const MANAGED_PREFIX: &str = "objects";
 
+pub mod binding;
 pub mod counts;
 pub mod delta;
 pub mod error;
@@ -25,8 +28,12 @@ pub mod reflog;
 mod s3_url;
 pub mod uri;
 
+pub use binding::{BindingCheck, ManifestIdentity, VersionBinding};
 pub use counts::ReferenceCounts;
-pub use delta::{DeltaKind, ObjectReferenceDelta, ReferenceCount, SIDECAR_FORMAT_VERSION, UNSEALED_FORMAT_VERSIONS};
+pub use delta::{
+    DeltaKind, ObjectReferenceDelta, ReferenceCount, SIDECAR_FORMAT_VERSION, UNBOUND_FORMAT_VERSION,
+    UNSEALED_FORMAT_VERSIONS,
+};
 pub use error::{DecodeError, LocationError, UriError};
 pub use head::{LogHead, LogRef, SidecarDocument};
 pub use identity::ObjectIdentity;

@@ -49,6 +49,18 @@ pub enum LineageProblem {
     Detached { table: String, version: u64 },
     /// The schema of a version has a column lake cannot read references from with certainty.
     UnreadableColumns { table: String, version: u64, reason: String },
+    /// A retained version's journal entry records nothing of the Lance version it describes
+    /// (sidecar format 3, written by an earlier build): it cannot be told from an entry of
+    /// another version with the same number. Fix: `lake refs bind` checks the journal against
+    /// full scans and binds the entries.
+    UnboundEntry { table: String, version: u64 },
+    /// A retained version's journal entry was written for another Lance version than the one
+    /// the table holds at that number now (`expected`: what the entry records, `found`: what the
+    /// version's manifest names): the table's Lance files were replaced under its journal.
+    EntryOfAnotherVersion { table: String, version: u64, expected: String, found: String },
+    /// A version retained when the plan was made has another manifest file now (its size or
+    /// e-tag changed): the table's Lance files were replaced or copied back since.
+    ManifestChanged { table: String, version: u64, was: String, now: String },
 }
 
 impl fmt::Display for LineageProblem {
@@ -69,6 +81,9 @@ impl fmt::Display for LineageProblem {
             Self::Branch { table, branch } => write!(f, "table `{table}` has a Lance branch `{branch}` (made by another Lance client): its versions are not journaled and may reference objects; delete the branch (and create it with `lake branch create`), or move the table out of the lake"),
             Self::ExternalBase { table, path } => write!(f, "table `{table}` reads files from `{path}`, outside its dataset folder (a shallow clone or an added base path): lake cannot see the references there"),
             Self::UnreadableColumns { table, version, reason } => write!(f, "table `{table}` version {version}: {reason}"),
+            Self::UnboundEntry { table, version } => write!(f, "table `{table}` version {version}: its journal entry was written by an earlier lake build (sidecar format 3) and records nothing of the Lance version it describes, so it cannot be told from an entry of another table's version {version}; run `lake refs bind ROOT --table {table}` (it compares the journal with full scans and binds the entries that match)"),
+            Self::EntryOfAnotherVersion { table, version, expected, found } => write!(f, "table `{table}` version {version}: its journal entry was written for {expected}, but the table's version {version} is {found}: the table's Lance files were replaced under its journal (copied from another table or another backup); nothing of this table is deleted. Put back the table's own Lance files (`_versions`, `data`, `_transactions`, `_deletions`, `_indices`), or, if these files are meant to be the table now, run `lake refs bind ROOT --table {table}` (it binds the entries only where full scans match the journal)"),
+            Self::ManifestChanged { table, version, was, now } => write!(f, "table `{table}` version {version}: its Lance manifest is another file now (size:e-tag {now}) than when the plan was made ({was}): the table's Lance files were replaced or copied back since; nothing more is deleted, plan again"),
             Self::Detached { table, version } => write!(f, "table `{table}` has a detached version {version} (made by another Lance client): it can be checked out and restored, and is not journaled; delete it from `_versions/`, or move the table out of the lake"),
         }
     }

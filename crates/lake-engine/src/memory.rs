@@ -142,6 +142,8 @@ impl MemoryEngine {
         LineageStamp {
             latest_version: t.latest,
             retained: t.versions.keys().copied().collect(),
+            // The in-memory engine has no Lance manifests to bind.
+            manifests: std::collections::BTreeMap::new(),
             registry_version: Some(t.latest),
             journal,
             structure: Vec::new(),

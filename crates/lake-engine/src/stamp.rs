@@ -13,13 +13,18 @@
 //! - the registry pins a version above the dataset's latest (the table went backwards), or a
 //!   journal file exists for a version above the latest (also checked when planning);
 //! - the table has rows the journal cannot cover: a branch, a base path outside the dataset,
-//!   a column lake cannot read (also checked when planning).
+//!   a column lake cannot read (also checked when planning);
+//! - a version retained then and now has another manifest file (size or e-tag, from the
+//!   version listing): the table's Lance files were swapped under its journal
+//!   ([`LineageProblem::ManifestChanged`]). A new version's journal entry is checked against its
+//!   manifest by the engine before its additions are read (`Engine::references_added_between`).
 //!
 //! A [`LineageStamp`] is read from listings only (versions, registry, journal folder), so apply
 //! can take one before every group of deletes; a [`LineageBasis`] is the part of it a plan
 //! records.
 
 use crate::lineage::LineageProblem;
+use lake_common::ManifestIdentity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -30,6 +35,9 @@ pub struct LineageStamp {
     pub latest_version: u64,
     /// Every version that still exists, ascending.
     pub retained: Vec<u64>,
+    /// The manifest file of every retained version as the version listing showed it (size and
+    /// e-tag; no manifest is read).
+    pub manifests: BTreeMap<u64, ManifestIdentity>,
     /// The version the table registry pins, when the table is registered.
     pub registry_version: Option<u64>,
     /// Every journal file by version: an opaque identity from the store's metadata (for
@@ -85,6 +93,9 @@ pub struct LineageBasis {
     pub retained: Vec<u64>,
     /// SHA-256 of the identities of the journal files at versions up to `version`.
     pub journal_sha256: String,
+    /// The manifest file of every version in `retained` (`size:e-tag`, [`ManifestIdentity`]'s
+    /// display form), by version.
+    pub manifests: BTreeMap<u64, String>,
 }
 
 impl LineageBasis {
@@ -94,12 +105,18 @@ impl LineageBasis {
             version: stamp.latest_version,
             retained: stamp.retained.clone(),
             journal_sha256: journal_digest(&stamp.journal, stamp.latest_version),
+            manifests: stamp.manifests.iter().map(|(v, m)| (*v, m.to_string())).collect(),
         }
     }
 
     /// The basis of a table that did not exist then (every version of it is new).
     pub fn empty() -> Self {
-        Self { version: 0, retained: Vec::new(), journal_sha256: journal_digest(&BTreeMap::new(), 0) }
+        Self {
+            version: 0,
+            retained: Vec::new(),
+            journal_sha256: journal_digest(&BTreeMap::new(), 0),
+            manifests: BTreeMap::new(),
+        }
     }
 
     /// Whether `now` moved only forward from this basis (see the module documentation):
@@ -123,6 +140,17 @@ impl LineageBasis {
         if journal_digest(&now.journal, self.version) != self.journal_sha256 {
             problems.push(LineageProblem::JournalRewritten { table: table.into(), upto: self.version });
         }
+        // Versions cleaned up since have no manifest now: only those retained then and now.
+        for (version, was) in &self.manifests {
+            if let Some(now) = now.manifests.get(version).map(ToString::to_string).filter(|now| now != was) {
+                problems.push(LineageProblem::ManifestChanged {
+                    table: table.into(),
+                    version: *version,
+                    was: was.clone(),
+                    now,
+                });
+            }
+        }
         problems
     }
 }
@@ -135,6 +163,7 @@ mod tests {
         LineageStamp {
             latest_version: latest,
             retained: retained.to_vec(),
+            manifests: retained.iter().map(|v| (*v, ManifestIdentity { size: *v, e_tag: Some(format!("m{v}")) })).collect(),
             registry_version: Some(latest),
             journal: journal.iter().map(|(v, s)| (*v, s.to_string())).collect(),
             structure: Vec::new(),
@@ -172,6 +201,14 @@ mod tests {
         assert!(matches!(
             cleaned.check_forward("t", &stamp(3, &[2, 3], &[(1, "a"), (2, "b"), (3, "c")]))[..],
             [LineageProblem::VersionReappeared { version: 2, .. }]
+        ));
+        // A retained version's manifest replaced (another table's files copied in): named, and
+        // a version cleaned up since (no manifest now) is not.
+        let mut swapped = stamp(3, &[2, 3], &[(1, "a"), (2, "b"), (3, "c")]);
+        swapped.manifests.insert(3, ManifestIdentity { size: 3, e_tag: Some("other".into()) });
+        assert!(matches!(
+            basis.check_forward("t", &swapped)[..],
+            [LineageProblem::ManifestChanged { version: 3, .. }]
         ));
     }
 }

@@ -72,7 +72,7 @@ impl LanceEngine {
         let counts = self.journal_counts_at(table, version).await?;
         let created = ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))?;
         let first = created.version().version;
-        self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts)).await?;
+        self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts), &created).await?;
         Ok(CommitOutcome {
             table: lineage,
             version: first,

@@ -98,7 +98,7 @@ impl LanceEngine {
         let version = ds.version().version;
         let diff = diff_entry(ds, table, self.store().root()).await?;
         let (references_added, references_removed) = (diff.added, diff.removed);
-        self.publish(diff.entry).await?;
+        self.publish(diff.entry, ds).await?;
         Ok(CommitOutcome {
             table: table.into(),
             version,

@@ -179,8 +179,24 @@ impl LanceEngine {
             .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "open", source })
     }
 
-    /// Journals version `delta.version` and advances the registry: the tail of every commit.
-    pub(crate) async fn publish(&self, delta: ObjectReferenceDelta) -> Result<(), LanceEngineError> {
+    /// Journals version `delta.version`, bound to `committed` (the dataset at that version, as
+    /// the commit returned it: [`crate::binding::binding_of`]), and advances the registry: the
+    /// tail of every commit.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] when `committed` is at another version; storage,
+    /// Lance, sidecar and registry errors.
+    pub(crate) async fn publish(&self, delta: ObjectReferenceDelta, committed: &Dataset) -> Result<(), LanceEngineError> {
+        if committed.version().version != delta.version {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{}`: the journal entry of version {} cannot be bound to version {}",
+                delta.table,
+                delta.version,
+                committed.version().version
+            )));
+        }
+        let binding = crate::binding::binding_of(&self.store, &delta.table, committed).await?;
+        let delta = delta.bound(binding);
         sidecar::write(&self.store, &delta).await?;
         self.advance(&delta.table, delta.version).await
     }
@@ -224,7 +240,10 @@ impl LanceEngine {
                 None => Err("its transaction is missing".to_string()),
             };
             match judged {
-                Ok(()) => sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v)).await?,
+                Ok(()) => {
+                    let binding = crate::binding::binding_at(&self.store, table, ds, v).await?;
+                    sidecar::write(&self.store, &ObjectReferenceDelta::empty(table, v).bound(binding)).await?
+                }
                 Err(why) if v == upto => {
                     return Err(LanceEngineError::InvalidInput(format!(
                         "table `{table}` version {v} is not content-preserving ({why}); refusing to journal it as empty"
@@ -321,7 +340,8 @@ impl LanceEngine {
                 bytes: log.totals.bytes,
                 sha256: log.totals.sha256.clone(),
             },
-        );
+        )
+        .bound(crate::binding::binding_of(&self.store, table, &ds).await?);
         sidecar::write_head(&self.store, &head).await?;
         self.advance(table, version).await?;
         tracing::debug!(
@@ -426,7 +446,7 @@ impl LanceEngine {
         // the same way twice (`random()`), and Lance may rebase the delete.
         let diff = crate::version_diff::diff_entry(&result.new_dataset, table, self.store.root()).await?;
         let references_removed = diff.removed;
-        self.publish(diff.entry).await?;
+        self.publish(diff.entry, &result.new_dataset).await?;
         Ok(Some(CommitOutcome {
             table: table.into(),
             version,
@@ -647,11 +667,27 @@ impl Engine for LanceEngine {
             crate::foreign::imply_entries(&ds, table, self.store().root(), &mut listing, range.clone()).await;
         }
         let mut entries = Sidecars::new();
-        sidecar::visit_listed(self.store(), table, &listing, range, |v, entry| {
+        sidecar::visit_listed(self.store(), table, &listing, range.clone(), |v, entry| {
             entries.insert(v, entry);
             Ok(())
         })
         .await?;
+        // Each new version's written entry must be bound to the manifest the table holds now
+        // before its references are revived (a version cleaned up since is not checked).
+        let manifests = crate::binding::list_manifests(self.store(), table).await?;
+        let mut bindings: BTreeMap<u64, Option<lake_common::VersionBinding>> = BTreeMap::new();
+        for (&v, entry) in &entries {
+            if let (true, true, Ok(delta)) = (listing.files.contains_key(&v), manifests.contains_key(&v), entry) {
+                bindings.insert(v, delta.binding.clone());
+            }
+        }
+        if !bindings.is_empty() {
+            let ds = self.open(table).await?;
+            let problems = crate::binding::check_entries(&ds, table, &manifests, &bindings).await?;
+            if !problems.is_empty() {
+                return Err(EngineError::Lineage { table: table.clone(), problems });
+            }
+        }
         // A lineage new since the plan (`after` 0) whose journal starts with a snapshot above
         // version 1 (a branch starts at its source's version) is read from that snapshot.
         let after = match entries.iter().next() {

@@ -180,7 +180,9 @@ pub(crate) async fn materialize_implied(
     let oldest = versions.iter().map(|v| v.version).min().unwrap_or(ds.version().version);
     imply_entries(ds, table, store.root(), &mut listing, oldest..=ds.version().version).await;
     for version in listing.implied.keys() {
-        crate::sidecar::write(store, &lake_common::ObjectReferenceDelta::empty(table, *version)).await?;
+        // Bound to the manifest its transaction was judged from.
+        let binding = crate::binding::binding_at(store, table, ds, *version).await?;
+        crate::sidecar::write(store, &lake_common::ObjectReferenceDelta::empty(table, *version).bound(binding)).await?;
     }
     Ok(())
 }

@@ -66,7 +66,7 @@ impl LanceEngine {
             let mut source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
             source.restore().await.map_err(lance_err("restore"))?;
             let landed = source.version().version;
-            self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts)).await?;
+            self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts), &source).await?;
             Ok(CommitOutcome {
                 table: table.into(),
                 version: landed,

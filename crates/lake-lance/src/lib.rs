@@ -1,5 +1,7 @@
 //! The Lance engine of lake: every version-producing operation journals its references.
 //!
+//! - [`binding`]: journal entries bound to their Lance versions (transaction UUID, manifest
+//!   size and e-tag), and [`binding::transaction_uuid`], the one reader of a version's UUID.
 //! - [`branch`]: Lance branches as lineages of their own (`table@branch`), journaled and
 //!   registered like tables.
 //! - [`columns`]: schema evolution (add columns from a stream, drop, rename), journaled from
@@ -27,6 +29,7 @@
 //! - [`verify_refs`]: `lake refs verify` in bounded memory (journal vs full scans, object HEADs).
 //! - [`error`]: the engine's typed errors, [`LanceEngineError`].
 
+pub mod binding;
 pub mod branch;
 pub mod columns;
 mod create_commit;

@@ -42,31 +42,41 @@ const BRANCH_TREE: &str = "tree";
 const BRANCH_DATASET_FOLDERS: [&str; 10] =
     ["_versions", "data", "_deletions", "_indices", "_transactions", "_refs", "_blobs", "_fri", "_mem_wal", "_lake"];
 
+/// A table's versions as one listing showed them ([`LanceEngine::retained_versions`]).
+pub(crate) struct Retained {
+    /// Every version that still exists, ascending.
+    pub retained: Vec<u64>,
+    /// Their manifest files, by version.
+    pub manifests: BTreeMap<u64, lake_common::ManifestIdentity>,
+    /// The latest version.
+    pub latest: u64,
+    /// The dataset at its latest version.
+    pub ds: Dataset,
+}
+
 /// A table at one moment: its stamp (with its structural problems), and its journal listing (entries
 /// beyond the latest version of a concurrent commit left out).
 pub(crate) struct Observed {
     pub stamp: LineageStamp,
     pub journal: JournalListing,
+    /// The dataset at its latest version when the versions were listed.
+    pub ds: Dataset,
 }
 
 impl LanceEngine {
-    /// The versions of `table` that still exist (ascending; Lance's manifest listing,
-    /// `Dataset::version_refs()`: one LIST per 1000 versions on S3, no manifest read), its
-    /// latest version, and the dataset at it.
+    /// The versions of `table` that still exist (ascending; Lance's manifest listing read
+    /// through the lake's store, `crate::binding::list_manifests`: one LIST per 1000 versions
+    /// on S3, no manifest read) with each one's manifest file (size and e-tag), its latest
+    /// version, and the dataset at it.
     ///
     /// # Errors
-    /// Lance errors; [`LanceEngineError::NoSuchTable`].
-    pub(crate) async fn retained_versions(&self, table: &str) -> Result<(Vec<u64>, u64, Dataset), LanceEngineError> {
+    /// Lance and storage errors; [`LanceEngineError::NoSuchTable`].
+    pub(crate) async fn retained_versions(&self, table: &str) -> Result<Retained, LanceEngineError> {
         let ds = self.open(table).await?;
-        let versions = ds.version_refs().await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "list versions",
-            source,
-        })?;
-        let mut retained: Vec<u64> = versions.iter().map(|v| v.version).collect();
-        retained.sort_unstable();
+        let manifests = crate::binding::list_manifests(self.store(), table).await?;
+        let retained: Vec<u64> = manifests.keys().copied().collect();
         let latest = ds.version().version.max(retained.last().copied().unwrap_or(0));
-        Ok((retained, latest, ds))
+        Ok(Retained { retained, manifests, latest, ds })
     }
 
     /// Reads `table`'s registry pin, versions and journal listing, in that order (see the module
@@ -76,11 +86,11 @@ impl LanceEngine {
     /// Storage and Lance errors.
     pub(crate) async fn observe(&self, table: &str) -> Result<Observed, LanceEngineError> {
         let registry_version = registry::current(self.store(), table).await?.map(|e| e.version);
-        let (retained, latest, ds) = self.retained_versions(table).await?;
+        let Retained { retained, manifests, latest, ds } = self.retained_versions(table).await?;
         let mut journal = sidecar::list(self.store(), table).await?;
         if let Some((&beyond, _)) = journal.files.range(latest + 1..).next_back() {
             // Committed since the versions were listed, or left by a dataset that went back?
-            let (_, now, _) = self.retained_versions(table).await?;
+            let now = self.retained_versions(table).await?.latest;
             if now >= beyond {
                 journal.files.retain(|v, _| *v <= latest);
             }
@@ -93,11 +103,12 @@ impl LanceEngine {
         let stamp = LineageStamp {
             latest_version: latest,
             retained,
+            manifests,
             registry_version,
             journal: journal.identities(),
             structure,
         };
-        Ok(Observed { stamp, journal })
+        Ok(Observed { stamp, journal, ds })
     }
 
     /// The problems of `ds`'s structure (see the module documentation): branches, base paths
@@ -209,6 +220,10 @@ impl LanceEngine {
     /// replay's start on. With `use_checkpoint`, a valid reference checkpoint at version C is
     /// handed over first as C's entry (a snapshot), and sidecars up to C are not read.
     ///
+    /// Every retained version's entry read from a sidecar (or the checkpoint standing in for
+    /// it) is checked against the version's manifest (`crate::binding::check_entries`): an
+    /// entry that records nothing of its version, or was written for another one, is a problem.
+    ///
     /// # Errors
     /// Storage and Lance errors, and whatever `visit` returns.
     pub(crate) async fn read_lineage(
@@ -217,7 +232,7 @@ impl LanceEngine {
         use_checkpoint: bool,
         mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
     ) -> Result<TableLineage, LanceEngineError> {
-        let Observed { stamp, journal } = self.observe(table).await?;
+        let Observed { stamp, journal, ds } = self.observe(table).await?;
         let (retained, latest) = (stamp.retained.clone(), stamp.latest_version);
         let oldest = retained.first().copied().unwrap_or(latest);
         let checkpoint = match use_checkpoint {
@@ -226,8 +241,16 @@ impl LanceEngine {
         };
         // Only each version's kind (or decode error) is kept, for the chain check.
         let mut kinds: BTreeMap<u64, Result<DeltaKind, String>> = BTreeMap::new();
+        // And the binding each retained version's written entry records (implied entries are
+        // judged from the version's own transaction: nothing to bind).
+        let mut bindings: BTreeMap<u64, Option<lake_common::VersionBinding>> = BTreeMap::new();
         let mut record = |version: u64, entry: Result<ObjectReferenceDelta, DecodeError>| {
             kinds.insert(version, entry.as_ref().map(|d| d.kind).map_err(|e| e.to_string()));
+            if let Ok(delta) = &entry {
+                if !journal.implied.contains_key(&version) && stamp.manifests.contains_key(&version) {
+                    bindings.insert(version, delta.binding.clone());
+                }
+            }
             visit(version, entry)
         };
         let stand_in = checkpoint.as_ref().map(|c| c.version);
@@ -246,6 +269,7 @@ impl LanceEngine {
         let mut problems = journal.problems;
         let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
         problems.extend(chain_problems);
+        problems.extend(crate::binding::check_entries(&ds, table, &stamp.manifests, &bindings).await?);
         problems.extend(stamp.problems(table));
         Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems, stamp })
     }

@@ -7,6 +7,10 @@
 //! decoder), `journal_sha256` binds it to the exact bytes of version C's sidecar, and `digest` is
 //! the SHA-256 of `journal_sha256` and the snapshot bytes.
 //!
+//! The snapshot carries C's binding to its Lance version, copied from C's sidecar
+//! ([`lake_common::VersionBinding`]); when C is retained, lineage checks it as it checks the
+//! entry it stands in for.
+//!
 //! It is used only when it is valid in every respect: format, digest, table, version C at or
 //! below the oldest retained version (counts at C cannot say what an older retained version
 //! referenced) and at or below the latest, and the sidecar of C unchanged. Anything else is
@@ -105,7 +109,20 @@ pub async fn write(
         LanceEngineError::InvalidInput(format!("no sidecar for `{table}` version {version} to bind a checkpoint to"))
     })?;
     let journal_sha256 = hex::encode(Sha256::digest(&sidecar));
-    let snapshot_bytes = ObjectReferenceDelta::snapshot(table, version, counts).encode();
+    // The checkpoint stands in for C's entry: it carries C's binding to its Lance version (and
+    // is bound to C's sidecar bytes, which record the same), checked like the entry's.
+    let binding = match lake_common::SidecarDocument::decode(&sidecar, table, version) {
+        Ok(lake_common::SidecarDocument::Inline(entry)) => entry.binding,
+        Ok(lake_common::SidecarDocument::Log(head)) => head.lance,
+        Err(e) => {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "the sidecar of `{table}` version {version} cannot be decoded ({e}); no checkpoint is bound to it"
+            )))
+        }
+    };
+    let mut snapshot = ObjectReferenceDelta::snapshot(table, version, counts);
+    snapshot.binding = binding;
+    let snapshot_bytes = snapshot.encode();
     let snapshot: serde_json::Value =
         serde_json::from_slice(&snapshot_bytes).map_err(|e| LanceEngineError::InvalidInput(e.to_string()))?;
     // Re-encoding a parsed canonical document with serde_json keeps its bytes (fields in

@@ -122,7 +122,7 @@ impl LanceEngine {
             .filter(|id| added.get(id) == 0 && before_all.get(id) == 0)
             .collect();
         let (references_added, references_removed) = (diff.added, diff.removed);
-        self.publish(diff.entry).await?;
+        self.publish(diff.entry, &result.new_dataset).await?;
         guard
             .check(unseen.iter(), Utc::now())
             .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;

@@ -147,7 +147,7 @@ impl LanceEngine {
         let diff = diff_entry(&committed, table, self.store().root()).await?;
         let diffed_at = started.elapsed();
         let (references_added, references_removed) = (diff.added, diff.removed);
-        self.publish(diff.entry).await?;
+        self.publish(diff.entry, &committed).await?;
         tracing::debug!(
             table,
             version,

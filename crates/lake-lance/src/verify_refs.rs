@@ -35,10 +35,16 @@ use futures::{StreamExt, TryStreamExt};
 use lake_common::ObjectIdentity;
 use lake_engine::spill::{read_exact_or_end, SortedRuns, SpillError, SpillRecord};
 use lake_engine::spilled_replay::RetainedCounts;
-use lake_engine::{SpilledJournal, SpilledReplayError};
+use lake_engine::{LineageProblem, SpilledJournal, SpilledReplayError};
 use lake_objects::registry;
 use serde::Serialize;
 use std::io::{Read, Write};
+
+/// Whether `problem` is only that an entry is not bound to its Lance version: the journal's
+/// counts can still be compared with the scans.
+pub(crate) fn is_binding_problem(problem: &LineageProblem) -> bool {
+    matches!(problem, LineageProblem::UnboundEntry { .. } | LineageProblem::EntryOfAnotherVersion { .. })
+}
 
 /// At most this many entries of each list of a [`VerifyReport`] (`mismatches`,
 /// `missing_objects`, `size_mismatches`) are kept; the `*_count` fields carry the exact totals.
@@ -192,7 +198,7 @@ impl SpillRecord for Scanned {
 
 /// An identity some scanned version references (for the object check).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Referenced(ObjectIdentity);
+pub(crate) struct Referenced(ObjectIdentity);
 
 impl SpillRecord for Referenced {
     fn memory_bytes(&self) -> usize {
@@ -321,14 +327,17 @@ impl LanceEngine {
     }
 
     /// Compares one table's journal with scans of its retained versions, adding every scanned
-    /// identity to `referenced`.
-    async fn verify_table(
+    /// identity to `referenced`. Entries not bound to their versions
+    /// ([`LineageProblem::UnboundEntry`], [`LineageProblem::EntryOfAnotherVersion`]) are
+    /// reported and still compared: the comparison is what `lake refs bind` relies on. Returns
+    /// the lineage read.
+    pub(crate) async fn verify_table(
         &self,
         table: &str,
         share: usize,
         report: &mut VerifyReport,
         referenced: &mut SortedRuns<Referenced>,
-    ) -> Result<(), LanceEngineError> {
+    ) -> Result<lake_engine::TableLineage, LanceEngineError> {
         let mut journal = SpilledJournal::new(share);
         let lineage = self
             .read_lineage(table, false, |_, entry| match entry {
@@ -343,7 +352,7 @@ impl LanceEngine {
         report.problems.extend(lineage.problems.iter().map(|p| p.to_string()));
         let journal_runs = journal.spilled_runs();
         let mut side = match lineage.replay_base {
-            Some(base) if lineage.problems.is_empty() => {
+            Some(base) if lineage.problems.iter().all(is_binding_problem) => {
                 match journal.retained_counts(base, lineage.latest_version, &lineage.retained) {
                     Ok(stream) => {
                         let side = JournalSide { stream, next: None, counts: Vec::new() };
@@ -417,7 +426,8 @@ impl LanceEngine {
             }
         }
         tracing::debug!(table, journal_runs, scan_runs, compared, "table verified");
-        Ok(())
+        // (A clone: the journal side's stream may still borrow the lineage's retained versions.)
+        Ok(lineage.clone())
     }
 
     /// Scans the reference columns of `table` at `version` into `sink`, one record per identity

@@ -14,8 +14,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The plan format this build writes and reads. Format 1 (earlier builds) recorded only each
-/// table's latest version, which apply cannot tell from a restored backup's; it is refused.
-pub const PLAN_FORMAT_VERSION: u64 = 2;
+/// table's latest version, which apply cannot tell from a restored backup's; format 2 did not
+/// record the retained versions' manifests, so apply could not tell a table whose Lance files
+/// were swapped since; both are refused.
+pub const PLAN_FORMAT_VERSION: u64 = 3;
 /// How many foreign entries a plan names (all are counted in `foreign_count`).
 pub const FOREIGN_LISTED: usize = 100;
 /// The stage a plan belongs to (the only one so far: orphan managed objects).
@@ -34,6 +36,10 @@ pub struct BasisEntry {
     pub retained: Vec<u64>,
     /// SHA-256 of the identities (store metadata) of the journal files up to `version`.
     pub journal_sha256: String,
+    /// The manifest file (`size:e-tag`, from the version listing) of every retained version,
+    /// by version (absent in plans of format 2, which are refused).
+    #[serde(default)]
+    pub manifests: std::collections::BTreeMap<u64, String>,
 }
 
 impl BasisEntry {
@@ -44,6 +50,7 @@ impl BasisEntry {
             version: basis.version,
             retained: basis.retained,
             journal_sha256: basis.journal_sha256,
+            manifests: basis.manifests,
         }
     }
 
@@ -53,6 +60,7 @@ impl BasisEntry {
             version: self.version,
             retained: self.retained.clone(),
             journal_sha256: self.journal_sha256.clone(),
+            manifests: self.manifests.clone(),
         }
     }
 }
@@ -238,7 +246,7 @@ impl GcPlan {
     pub fn check_format(&self) -> Result<(), String> {
         if self.format_version != PLAN_FORMAT_VERSION {
             return Err(format!(
-                "plan format version {} is not supported (expected {PLAN_FORMAT_VERSION}); plans of format 1 (earlier builds) do not record the lineage apply must check against: make a new plan with a dry run",
+                "plan format version {} is not supported (expected {PLAN_FORMAT_VERSION}); plans of formats 1 and 2 (earlier builds) do not record all of the lineage apply must check against (format 2: the retained versions' manifests): make a new plan with a dry run",
                 self.format_version
             ));
         }

@@ -1,6 +1,6 @@
-//! `lake refs verify`, `lake refs repair`.
+//! `lake refs verify`, `lake refs repair`, `lake refs bind`.
 
-use crate::cli::{RefsCommand, RepairArgs, VerifyArgs};
+use crate::cli::{BindArgs, RefsCommand, RepairArgs, VerifyArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
 use serde_json::json;
@@ -13,6 +13,47 @@ pub async fn run(command: &RefsCommand) -> Result<(), CliError> {
     match command {
         RefsCommand::Verify(a) => verify(a).await,
         RefsCommand::Repair(a) => repair(a).await,
+        RefsCommand::Bind(a) => bind(a).await,
+    }
+}
+
+async fn bind(args: &BindArgs) -> Result<(), CliError> {
+    let (store, _, engine) = open_lake(&args.root).await?;
+    let engine = engine.with_memory_budget(args.memory_budget_mib.saturating_mul(1024 * 1024));
+    let tables = match &args.table {
+        Some(t) => vec![t.clone()],
+        None => lake_objects::registry::tables(&store).await?,
+    };
+    let mut bound = Vec::new();
+    let mut refused = Vec::new();
+    for table in &tables {
+        match engine.bind_refs(table).await {
+            Ok(report) => bound.push(report),
+            Err(e @ lake_lance::LanceEngineError::InvalidInput(_)) => refused.push((table.clone(), e.to_string())),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if args.json {
+        let refused: Vec<_> = refused.iter().map(|(t, why)| json!({"table": t, "reason": why})).collect();
+        print_json(&json!({"ok": refused.is_empty(), "tables": bound, "refused": refused}));
+    } else {
+        for r in &bound {
+            match r.bound.as_slice() {
+                [] => println!("table `{}`: {} retained versions match the journal; nothing to bind", r.table, r.versions_compared),
+                versions => println!(
+                    "table `{}`: {} retained versions match the journal; bound the entries of versions {:?}",
+                    r.table, r.versions_compared, versions
+                ),
+            }
+        }
+        for (_, why) in &refused {
+            println!("{why}");
+        }
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Exit { code: 1, message: format!("{} table(s) not bound (see the report)", refused.len()) })
     }
 }
 

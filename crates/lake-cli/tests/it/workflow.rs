@@ -288,3 +288,50 @@ fn history_and_journal_commands() {
     let log = dry["candidates"][1]["uri"].as_str().unwrap();
     assert!(log.starts_with("tables/t.lance/_lake/object_ref_logs/") && log.ends_with(".arrows"), "{dry}");
 }
+
+/// `text`, a sidecar this build wrote (format 4), as the previous build wrote it: format 3,
+/// without the `lance` binding, sealed by the SHA-256 of its canonical bytes.
+fn as_earlier_build(text: &str) -> String {
+    let start = text.find(",\"lance\":{").expect("a bound sidecar");
+    let end = start + text[start..].find('}').unwrap() + 1;
+    let unbound = format!("{}{}", &text[..start], &text[end..]).replacen("\"format_version\":4", "\"format_version\":3", 1);
+    let seal_at = unbound.rfind(",\"sha256\":\"").unwrap();
+    let body = format!("{}}}", &unbound[..seal_at]);
+    let seal = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body.as_bytes()));
+    format!("{},\"sha256\":\"{seal}\"}}", &unbound[..seal_at])
+}
+
+/// A lake written by the previous build (every journal entry format 3, bound to nothing): a dry
+/// run fails closed naming `lake refs bind`; `lake refs bind` compares the journal with full
+/// scans and binds it; then GC plans again.
+#[test]
+fn an_earlier_builds_lake_is_bound_by_refs_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let src = dir.path().join("src");
+    write_files(&src, &[("ep1/a.txt", "alpha"), ("ep2/b.txt", "beta")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
+    ok(&["delete", &root, "--table", "t", "--where", "episode = 'ep1'"]);
+    ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
+    crate::advance_clock(Duration::from_millis(4200));
+    let bound = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!((bound["lineage_complete"].as_bool(), bound["candidate_count"].as_u64()), (Some(true), Some(1)));
+    let journal = Path::new(&root).join("tables/t.lance/_lake/object_refs");
+    for entry in std::fs::read_dir(&journal).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, as_earlier_build(&text)).unwrap();
+    }
+    let o = lake(&["gc", &root, "--min-age", "4s", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let old = json(&crate::stdout(&o));
+    assert_eq!((old["lineage_complete"].as_bool(), old["candidate_count"].as_u64()), (Some(false), Some(0)));
+    assert!(old["problems"].to_string().contains("lake refs bind ROOT --table t"), "{old}");
+    let report = json(&ok(&["refs", "bind", &root, "--json"]));
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["tables"][0]["bound"], serde_json::json!([2]), "only the retained version: {report}");
+    let again = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!((again["lineage_complete"].as_bool(), again["candidate_count"].as_u64()), (Some(true), Some(1)), "{again}");
+    ok(&["refs", "verify", &root]);
+}

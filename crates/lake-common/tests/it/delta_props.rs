@@ -1,11 +1,24 @@
 //! Property and fail-closed tests of the reference journal encoding.
 
-use lake_common::{DecodeError, DeltaKind, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_common::{
+    DecodeError, DeltaKind, ManifestIdentity, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts, VersionBinding,
+};
 use proptest::prelude::*;
 
 fn identity() -> impl Strategy<Value = ObjectIdentity> {
     ("objects/[A-Z0-9]{2}/[a-z]{1,3}", 0u8..3, 0u64..3)
         .prop_map(|(uri, sha, size)| ObjectIdentity::new(uri, [sha; 32], size))
+}
+
+fn binding() -> impl Strategy<Value = Option<VersionBinding>> {
+    proptest::option::of((
+        proptest::option::of("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"),
+        0u64..1_000_000,
+        proptest::option::of("\"?[0-9a-f-]{1,40}\"?"),
+    ))
+    .prop_map(|b| {
+        b.map(|(transaction, size, e_tag)| VersionBinding::new(transaction, &ManifestIdentity { size, e_tag }))
+    })
 }
 
 fn counts_from(entries: &[(ObjectIdentity, u64)]) -> ReferenceCounts {
@@ -23,8 +36,10 @@ proptest! {
         added in proptest::collection::vec((identity(), 1u64..4), 0..20),
         removed in proptest::collection::vec((identity(), 1u64..4), 0..20),
         seed in any::<u64>(),
+        bound in binding(),
     ) {
-        let a = ObjectReferenceDelta::delta("t", 7, &counts_from(&added), &counts_from(&removed));
+        let mut a = ObjectReferenceDelta::delta("t", 7, &counts_from(&added), &counts_from(&removed));
+        a.binding = bound.clone();
         // Same multiset of entries, shuffled, with each entry split in unit duplicates.
         let mut added2: Vec<(ObjectIdentity, u64)> = added.iter().flat_map(|(i, n)| std::iter::repeat_n((i.clone(), 1), *n as usize)).collect();
         let mut removed2: Vec<(ObjectIdentity, u64)> = removed.iter().flat_map(|(i, n)| std::iter::repeat_n((i.clone(), 1), *n as usize)).collect();
@@ -35,7 +50,8 @@ proptest! {
                 v.swap(i, (s >> 33) as usize % (i + 1));
             }
         }
-        let b = ObjectReferenceDelta::delta("t", 7, &counts_from(&added2), &counts_from(&removed2));
+        let mut b = ObjectReferenceDelta::delta("t", 7, &counts_from(&added2), &counts_from(&removed2));
+        b.binding = bound;
         prop_assert_eq!(a.encode(), b.encode());
     }
 
@@ -46,12 +62,14 @@ proptest! {
         removed in proptest::collection::vec((identity(), 1u64..4), 0..20),
         version in 1u64..1000,
         snapshot in any::<bool>(),
+        bound in binding(),
     ) {
-        let d = if snapshot {
+        let mut d = if snapshot {
             ObjectReferenceDelta::snapshot("t", version, &counts_from(&added))
         } else {
             ObjectReferenceDelta::delta("t", version, &counts_from(&added), &counts_from(&removed))
         };
+        d.binding = bound;
         let back = ObjectReferenceDelta::decode(&d.encode(), "t", version).unwrap();
         prop_assert_eq!(back, d);
     }
@@ -63,7 +81,14 @@ fn sample() -> ObjectReferenceDelta {
         (ObjectIdentity::new("objects/B/b", [2; 32], 2), 1),
     ]);
     let removed = counts_from(&[(ObjectIdentity::new("objects/C/c", [3; 32], 3), 1)]);
-    ObjectReferenceDelta::delta("t", 5, &added, &removed)
+    ObjectReferenceDelta::delta("t", 5, &added, &removed).bound(sample_binding())
+}
+
+fn sample_binding() -> VersionBinding {
+    VersionBinding::new(
+        Some("0a1b2c3d-0000-4000-8000-00000000abcd".into()),
+        &ManifestIdentity { size: 1234, e_tag: Some("\"5f3e\"".into()) },
+    )
 }
 
 fn mutate(f: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
@@ -117,11 +142,11 @@ fn unknown_format_version_is_refused() {
         assert_eq!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::Unsealed { found: legacy }));
     }
     let b = mutate(|v| {
-        v["format_version"] = 4.into();
+        v["format_version"] = 5.into();
     });
     assert_eq!(
         ObjectReferenceDelta::decode(&b, "t", 5),
-        Err(DecodeError::UnknownFormatVersion { found: 4, supported: 3 })
+        Err(DecodeError::UnknownFormatVersion { found: 5, supported: 4 })
     );
     let b = mutate(|v| {
         v.as_object_mut().unwrap().remove("format_version");
@@ -214,4 +239,57 @@ fn an_edited_entry_breaks_the_seal() {
     // Whitespace and key order are not content: the seal covers what the document says.
     let reordered = mutate(|_| {});
     assert_eq!(ObjectReferenceDelta::decode(&reordered, "t", 5).unwrap(), sample());
+}
+
+/// Format 4 binds an entry to its Lance version: the binding is required, sealed, and
+/// validated; format 3 (earlier builds) decodes as an entry with no binding, and an entry with
+/// no binding encodes as format 3, so each entry has one encoding.
+#[test]
+fn the_binding_is_required_sealed_and_format_3_is_unbound() {
+    let bytes = sample().encode();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(text.starts_with("{\"format_version\":4,"), "{text}");
+    assert!(text.contains(",\"kind\":\"delta\",\"lance\":{\"transaction\":\"0a1b2c3d-0000-4000-8000-00000000abcd\",\"manifest_size\":1234,\"manifest_e_tag\":\"\\\"5f3e\\\"\"},\"added\""), "{text}");
+    assert_eq!(ObjectReferenceDelta::decode(&bytes, "t", 5).unwrap().binding, Some(sample_binding()));
+    // Another transaction, manifest size or e-tag: an edit.
+    for (from, to) in [("00000000abcd", "00000000abce"), ("\"manifest_size\":1234", "\"manifest_size\":1235"), ("5f3e", "5f3f")] {
+        let edited = text.replacen(from, to, 1);
+        assert_ne!(edited, text, "{from}");
+        assert!(
+            matches!(ObjectReferenceDelta::decode(edited.as_bytes(), "t", 5), Err(DecodeError::SealMismatch { .. })),
+            "{from} -> {to}"
+        );
+    }
+    // Format 4 without its binding, or with `null`, is refused; so is format 3 with one.
+    for lance in [None, Some(serde_json::Value::Null)] {
+        let b = mutate(|v| match &lance {
+            None => {
+                v.as_object_mut().unwrap().remove("lance");
+            }
+            Some(l) => v["lance"] = l.clone(),
+        });
+        assert!(matches!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::CorruptJson(_))), "{lance:?}");
+    }
+    let b = mutate(|v| v["format_version"] = 3.into());
+    assert!(matches!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::CorruptJson(_))));
+    // Tokens that are not printable ASCII, or empty, or unknown binding fields.
+    for (field, value) in [("transaction", ""), ("transaction", "a b"), ("manifest_e_tag", "x\u{7}")] {
+        let b = mutate(|v| v["lance"][field] = value.into());
+        assert!(matches!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::CorruptJson(_))), "{field}");
+    }
+    let b = mutate(|v| v["lance"]["digest"] = "x".into());
+    assert!(matches!(ObjectReferenceDelta::decode(&b, "t", 5), Err(DecodeError::CorruptJson(_))));
+    // An entry of an earlier build: format 3, sealed, no binding.
+    let mut unbound = sample();
+    unbound.binding = None;
+    let old = unbound.encode();
+    assert!(String::from_utf8(old.clone()).unwrap().starts_with("{\"format_version\":3,"));
+    assert!(!String::from_utf8(old.clone()).unwrap().contains("lance"));
+    assert_eq!(ObjectReferenceDelta::decode(&old, "t", 5).unwrap(), unbound);
+    // A format-3 document as an earlier build wrote it, byte for byte, still decodes.
+    let earlier = br#"{"format_version":3,"table":"t","version":2,"parent":1,"kind":"delta","added":[],"removed":[],"sha256":"SEAL"}"#;
+    let body = br#"{"format_version":3,"table":"t","version":2,"parent":1,"kind":"delta","added":[],"removed":[]}"#;
+    let seal = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
+    let earlier = String::from_utf8(earlier.to_vec()).unwrap().replace("SEAL", &seal);
+    assert_eq!(ObjectReferenceDelta::decode(earlier.as_bytes(), "t", 2).unwrap(), ObjectReferenceDelta::empty("t", 2));
 }

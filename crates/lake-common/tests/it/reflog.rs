@@ -83,11 +83,30 @@ fn heads_and_inline_sidecars_decode_and_other_formats_are_refused() {
     let text = String::from_utf8(head.encode()).unwrap();
     let bad_id = text.replace(WRITE, "../../../../etc/passwd");
     assert!(matches!(SidecarDocument::decode(bad_id.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
-    let future = text.replace("\"format_version\":3", "\"format_version\":4");
+    let future = text.replace("\"format_version\":3", "\"format_version\":5");
     assert_eq!(
         SidecarDocument::decode(future.as_bytes(), "t", 3),
-        Err(DecodeError::UnknownFormatVersion { found: 4, supported: 3 })
+        Err(DecodeError::UnknownFormatVersion { found: 5, supported: 4 })
     );
+    // Format 3 (an earlier build's head) has no binding; 4 requires one, sealed.
+    let unbound = text.replace("\"format_version\":3", "\"format_version\":4");
+    assert!(matches!(SidecarDocument::decode(unbound.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
+    let binding = lake_common::VersionBinding::new(
+        Some("0a1b2c3d-0000-4000-8000-00000000abcd".into()),
+        &lake_common::ManifestIdentity { size: 99, e_tag: None },
+    );
+    let bound = head.clone().bound(binding.clone());
+    let bound_text = String::from_utf8(bound.encode()).unwrap();
+    assert!(bound_text.starts_with("{\"format_version\":4,"), "{bound_text}");
+    assert!(bound_text.contains("\"kind\":\"delta\",\"lance\":{"), "{bound_text}");
+    match SidecarDocument::decode(bound_text.as_bytes(), "t", 3).unwrap() {
+        SidecarDocument::Log(decoded) => assert_eq!(decoded.lance, Some(binding)),
+        other => panic!("{other:?}"),
+    }
+    let rebound = bound_text.replace("\"manifest_size\":99", "\"manifest_size\":98");
+    assert!(matches!(SidecarDocument::decode(rebound.as_bytes(), "t", 3), Err(DecodeError::SealMismatch { .. })));
+    let downgraded = bound_text.replace("\"format_version\":4", "\"format_version\":3");
+    assert!(matches!(SidecarDocument::decode(downgraded.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
     let legacy = text.replace("\"format_version\":3", "\"format_version\":2");
     assert_eq!(SidecarDocument::decode(legacy.as_bytes(), "t", 3), Err(DecodeError::Unsealed { found: 2 }));
     // The head's own fields are sealed too: another row count or digest is an edit.

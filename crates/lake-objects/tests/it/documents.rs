@@ -14,7 +14,12 @@ fn sample() -> GcPlan {
         cutoff: "2026-01-01T00:00:00.000Z".into(),
         basis: vec![BasisEntry::new(
             "t",
-            lake_engine::LineageBasis { version: 4, retained: vec![3, 4], journal_sha256: "0".repeat(64) },
+            lake_engine::LineageBasis {
+                version: 4,
+                retained: vec![3, 4],
+                journal_sha256: "0".repeat(64),
+                manifests: [(3, "10:a".to_string()), (4, "12:b".to_string())].into_iter().collect(),
+            },
         )],
         lineage_complete: true,
         foreign_count: 0,
