@@ -378,7 +378,7 @@ async fn a_journal_edited_in_place_is_refused() {
     let (plan, needle) = tampered(|lake, _| {
         rewrite(root(lake).join(sidecar_key("t", 1)), |bytes| {
             let text =
-                String::from_utf8(bytes.clone()).unwrap().replacen("\"format_version\":3", "\"format_version\":2", 1);
+                String::from_utf8(bytes.clone()).unwrap().replacen("\"format_version\":4", "\"format_version\":2", 1);
             *bytes = text.into_bytes();
         });
         "earlier lake build".into()

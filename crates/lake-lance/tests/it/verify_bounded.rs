@@ -73,7 +73,9 @@ async fn a_spilled_verification_reports_what_verification_in_memory_reports() {
         removed.add(entry.identity.clone(), entry.count);
     }
     assert_eq!(removed.len(), original.removed.len() - 1);
-    let forged = ObjectReferenceDelta::delta("episodes", 3, &ReferenceCounts::new(), &removed);
+    // (The forger keeps the entry's binding to its Lance version: a consistent forgery.)
+    let mut forged = ObjectReferenceDelta::delta("episodes", 3, &ReferenceCounts::new(), &removed);
+    forged.binding = original.binding.clone();
     lake.store.put(&sidecar_key("episodes", 3), forged.encode()).await.unwrap();
     // A missing object and an object whose size changed.
     lake.store.delete(&o[21].key).await.unwrap();
