@@ -163,7 +163,10 @@ mod tests {
         LineageStamp {
             latest_version: latest,
             retained: retained.to_vec(),
-            manifests: retained.iter().map(|v| (*v, ManifestIdentity { size: *v, e_tag: Some(format!("m{v}")) })).collect(),
+            manifests: retained
+                .iter()
+                .map(|v| (*v, ManifestIdentity { size: *v, e_tag: Some(format!("m{v}")) }))
+                .collect(),
             registry_version: Some(latest),
             journal: journal.iter().map(|(v, s)| (*v, s.to_string())).collect(),
             structure: Vec::new(),
@@ -206,9 +209,6 @@ mod tests {
         // a version cleaned up since (no manifest now) is not.
         let mut swapped = stamp(3, &[2, 3], &[(1, "a"), (2, "b"), (3, "c")]);
         swapped.manifests.insert(3, ManifestIdentity { size: 3, e_tag: Some("other".into()) });
-        assert!(matches!(
-            basis.check_forward("t", &swapped)[..],
-            [LineageProblem::ManifestChanged { version: 3, .. }]
-        ));
+        assert!(matches!(basis.check_forward("t", &swapped)[..], [LineageProblem::ManifestChanged { version: 3, .. }]));
     }
 }

@@ -59,7 +59,9 @@ pub async fn transaction_uuid(ds: &Dataset) -> Result<Option<String>, LanceEngin
     if let Some(file) = manifest.transaction_file.as_deref().filter(|f| !f.is_empty()) {
         let stem = file.strip_suffix(".txn").unwrap_or(file);
         // `{read_version}-{uuid}`: the read version has no `-`, the UUID has four.
-        if let Some((_, uuid)) = stem.split_once('-').filter(|(v, u)| v.bytes().all(|b| b.is_ascii_digit()) && !u.is_empty()) {
+        if let Some((_, uuid)) =
+            stem.split_once('-').filter(|(v, u)| v.bytes().all(|b| b.is_ascii_digit()) && !u.is_empty())
+        {
             return Ok(Some(uuid.to_string()));
         }
     }
@@ -67,10 +69,11 @@ pub async fn transaction_uuid(ds: &Dataset) -> Result<Option<String>, LanceEngin
         return Ok(None);
     }
     let table = ds.uri().to_string();
-    let tx = ds
-        .read_transaction()
-        .await
-        .map_err(|source| LanceEngineError::Lance { table, action: "read the version's transaction", source })?;
+    let tx = ds.read_transaction().await.map_err(|source| LanceEngineError::Lance {
+        table,
+        action: "read the version's transaction",
+        source,
+    })?;
     Ok(tx.map(|t| t.uuid))
 }
 

@@ -186,7 +186,11 @@ impl LanceEngine {
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] when `committed` is at another version; storage,
     /// Lance, sidecar and registry errors.
-    pub(crate) async fn publish(&self, delta: ObjectReferenceDelta, committed: &Dataset) -> Result<(), LanceEngineError> {
+    pub(crate) async fn publish(
+        &self,
+        delta: ObjectReferenceDelta,
+        committed: &Dataset,
+    ) -> Result<(), LanceEngineError> {
         if committed.version().version != delta.version {
             return Err(LanceEngineError::InvalidInput(format!(
                 "table `{}`: the journal entry of version {} cannot be bound to version {}",

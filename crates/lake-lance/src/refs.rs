@@ -95,9 +95,7 @@ impl LanceEngine {
         let others: Vec<String> =
             lineage.problems.iter().filter(|p| !is_binding_problem(p)).map(ToString::to_string).collect();
         let refuse = |why: String| {
-            Err(LanceEngineError::InvalidInput(format!(
-                "table `{table}`: no journal entry was bound: {why}"
-            )))
+            Err(LanceEngineError::InvalidInput(format!("table `{table}`: no journal entry was bound: {why}")))
         };
         if !others.is_empty() {
             return refuse(format!("the lineage has other problems, fix them first: {}", others.join("; ")));
@@ -126,9 +124,8 @@ impl LanceEngine {
             .problems
             .iter()
             .filter_map(|p| match p {
-                LineageProblem::UnboundEntry { version, .. } | LineageProblem::EntryOfAnotherVersion { version, .. } => {
-                    Some(*version)
-                }
+                LineageProblem::UnboundEntry { version, .. }
+                | LineageProblem::EntryOfAnotherVersion { version, .. } => Some(*version),
                 _ => None,
             })
             .collect();
@@ -144,7 +141,9 @@ impl LanceEngine {
             };
             let binding = crate::binding::binding_at(self.store(), table, &ds, version).await?;
             if after.get(&version) != Some(&binding.manifest()) {
-                return refuse(format!("the manifest of version {version} changed while it was being bound; run the command again"));
+                return refuse(format!(
+                    "the manifest of version {version} changed while it was being bound; run the command again"
+                ));
             }
             let rebound = match SidecarDocument::decode(&bytes, table, version) {
                 Ok(SidecarDocument::Inline(entry)) => entry.bound(binding).encode(),

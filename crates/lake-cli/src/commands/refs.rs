@@ -39,7 +39,10 @@ async fn bind(args: &BindArgs) -> Result<(), CliError> {
     } else {
         for r in &bound {
             match r.bound.as_slice() {
-                [] => println!("table `{}`: {} retained versions match the journal; nothing to bind", r.table, r.versions_compared),
+                [] => println!(
+                    "table `{}`: {} retained versions match the journal; nothing to bind",
+                    r.table, r.versions_compared
+                ),
                 versions => println!(
                     "table `{}`: {} retained versions match the journal; bound the entries of versions {:?}",
                     r.table, r.versions_compared, versions

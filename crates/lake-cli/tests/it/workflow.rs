@@ -294,7 +294,8 @@ fn history_and_journal_commands() {
 fn as_earlier_build(text: &str) -> String {
     let start = text.find(",\"lance\":{").expect("a bound sidecar");
     let end = start + text[start..].find('}').unwrap() + 1;
-    let unbound = format!("{}{}", &text[..start], &text[end..]).replacen("\"format_version\":4", "\"format_version\":3", 1);
+    let unbound =
+        format!("{}{}", &text[..start], &text[end..]).replacen("\"format_version\":4", "\"format_version\":3", 1);
     let seal_at = unbound.rfind(",\"sha256\":\"").unwrap();
     let body = format!("{}}}", &unbound[..seal_at]);
     let seal = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body.as_bytes()));
@@ -332,6 +333,10 @@ fn an_earlier_builds_lake_is_bound_by_refs_bind() {
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(report["tables"][0]["bound"], serde_json::json!([2]), "only the retained version: {report}");
     let again = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
-    assert_eq!((again["lineage_complete"].as_bool(), again["candidate_count"].as_u64()), (Some(true), Some(1)), "{again}");
+    assert_eq!(
+        (again["lineage_complete"].as_bool(), again["candidate_count"].as_u64()),
+        (Some(true), Some(1)),
+        "{again}"
+    );
     ok(&["refs", "verify", &root]);
 }

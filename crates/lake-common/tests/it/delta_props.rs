@@ -252,7 +252,9 @@ fn the_binding_is_required_sealed_and_format_3_is_unbound() {
     assert!(text.contains(",\"kind\":\"delta\",\"lance\":{\"transaction\":\"0a1b2c3d-0000-4000-8000-00000000abcd\",\"manifest_size\":1234,\"manifest_e_tag\":\"\\\"5f3e\\\"\"},\"added\""), "{text}");
     assert_eq!(ObjectReferenceDelta::decode(&bytes, "t", 5).unwrap().binding, Some(sample_binding()));
     // Another transaction, manifest size or e-tag: an edit.
-    for (from, to) in [("00000000abcd", "00000000abce"), ("\"manifest_size\":1234", "\"manifest_size\":1235"), ("5f3e", "5f3f")] {
+    for (from, to) in
+        [("00000000abcd", "00000000abce"), ("\"manifest_size\":1234", "\"manifest_size\":1235"), ("5f3e", "5f3f")]
+    {
         let edited = text.replacen(from, to, 1);
         assert_ne!(edited, text, "{from}");
         assert!(

@@ -91,7 +91,9 @@ async fn a_table_whose_lance_files_are_another_tables_is_refused_and_stops_apply
     assert!(fresh.candidates.is_empty(), "{:?}", fresh.candidates.keys());
     for version in [1, 2] {
         assert!(
-            fresh.problems.iter().any(|p| p.contains(&format!("table `t` version {version}: its journal entry was written for Lance transaction"))),
+            fresh.problems.iter().any(|p| p.contains(&format!(
+                "table `t` version {version}: its journal entry was written for Lance transaction"
+            ))),
             "{:?}",
             fresh.problems
         );
@@ -107,7 +109,10 @@ async fn a_table_whose_lance_files_are_another_tables_is_refused_and_stops_apply
     // And `lake refs bind` refuses to bind a journal the scans contradict, rewriting nothing.
     let sidecar = lake.store.get(&sidecar_key("t", 2)).await.unwrap().unwrap();
     let err = lake.engine.bind_refs("t").await.unwrap_err().to_string();
-    assert!(err.contains("no journal entry was bound") && err.contains("differs from the table's Lance files"), "{err}");
+    assert!(
+        err.contains("no journal entry was bound") && err.contains("differs from the table's Lance files"),
+        "{err}"
+    );
     assert_eq!(lake.store.get(&sidecar_key("t", 2)).await.unwrap().unwrap(), sidecar);
 }
 
@@ -146,7 +151,8 @@ async fn one_manifest_swapped_for_another_tables_is_named_also_under_a_checkpoin
     std::fs::copy(&theirs, &ours).unwrap();
 
     let fresh = dry_run(&lake, Utc::now(), 10).await;
-    let named: Vec<&String> = fresh.problems.iter().filter(|p| p.contains("its journal entry was written for")).collect();
+    let named: Vec<&String> =
+        fresh.problems.iter().filter(|p| p.contains("its journal entry was written for")).collect();
     assert_eq!(named.len(), 1, "{:?}", fresh.problems);
     assert!(named[0].contains("table `t` version 3"), "{named:?}");
     assert!(fresh.candidates.is_empty());
@@ -295,8 +301,9 @@ async fn a_lake_of_an_earlier_build_is_refused_until_refs_bind_checks_and_binds_
     assert!(!old.lineage_complete && old.candidates.is_empty());
     for version in 1..=3 {
         assert!(
-            old.problems.iter().any(|p| p.contains(&format!("table `t` version {version}: its journal entry was written by an earlier lake build"))
-                && p.contains("lake refs bind ROOT --table t")),
+            old.problems.iter().any(|p| p.contains(&format!(
+                "table `t` version {version}: its journal entry was written by an earlier lake build"
+            )) && p.contains("lake refs bind ROOT --table t")),
             "{:?}",
             old.problems
         );
@@ -311,7 +318,8 @@ async fn a_lake_of_an_earlier_build_is_refused_until_refs_bind_checks_and_binds_
     assert_eq!(fresh.candidates.keys().unwrap(), bound.candidates.keys().unwrap());
     assert_eq!(fresh.candidates.keys().unwrap(), vec![orphan.key.clone()]);
     for v in 1..=3 {
-        let entry: ObjectReferenceDelta = lake_lance::sidecar::read(&lake.store, "t", v).await.unwrap().unwrap().unwrap();
+        let entry: ObjectReferenceDelta =
+            lake_lance::sidecar::read(&lake.store, "t", v).await.unwrap().unwrap().unwrap();
         assert!(entry.binding.is_some(), "version {v} bound");
     }
 }
@@ -375,7 +383,9 @@ async fn s3_a_swapped_table_is_refused_and_a_copy_of_itself_stays_bound() {
     assert!(!fresh.lineage_complete && fresh.candidates.is_empty());
     for version in [1, 2] {
         assert!(
-            fresh.problems.iter().any(|p| p.contains(&format!("table `t` version {version}: its journal entry was written for Lance transaction"))),
+            fresh.problems.iter().any(|p| p.contains(&format!(
+                "table `t` version {version}: its journal entry was written for Lance transaction"
+            ))),
             "{:?}",
             fresh.problems
         );
