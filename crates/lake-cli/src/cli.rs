@@ -204,22 +204,7 @@ pub enum RefsCommand {
     /// unbound entries rewritten, same content, with their version's transaction UUID and
     /// manifest identity. Otherwise nothing of the table is rewritten and the command exits 1
     /// naming the differences. A plan made before must be made again.
-    Bind(BindArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct BindArgs {
-    /// Lake root.
-    pub root: String,
-    /// Only this table (default: every registered table).
-    #[arg(long)]
-    pub table: Option<String>,
-    /// Memory for the comparison's sorted-run buffers, in MiB (as `lake refs verify`).
-    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
-    pub memory_budget_mib: usize,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
+    Bind(VerifyArgs),
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! `lake refs verify`, `lake refs repair`, `lake refs bind`.
 
-use crate::cli::{BindArgs, RefsCommand, RepairArgs, VerifyArgs};
+use crate::cli::{RefsCommand, RepairArgs, VerifyArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
 use serde_json::json;
@@ -17,7 +17,8 @@ pub async fn run(command: &RefsCommand) -> Result<(), CliError> {
     }
 }
 
-async fn bind(args: &BindArgs) -> Result<(), CliError> {
+/// `lake refs bind` takes the arguments of `lake refs verify` (it runs its comparison).
+async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
     let (store, _, engine) = open_lake(&args.root).await?;
     let engine = engine.with_memory_budget(args.memory_budget_mib.saturating_mul(1024 * 1024));
     let tables = match &args.table {

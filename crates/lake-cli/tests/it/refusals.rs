@@ -3,13 +3,13 @@
 use crate::{lake, object_files, ok, stderr, write_files};
 use std::time::Duration;
 
-struct Lake {
-    _dir: tempfile::TempDir,
-    root: String,
+pub(crate) struct Lake {
+    pub _dir: tempfile::TempDir,
+    pub root: String,
 }
 
 /// A lake (policy floor 1s) with one ingested version and an old orphan.
-fn lake_with_orphan() -> Lake {
+pub(crate) fn lake_with_orphan() -> Lake {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake").display().to_string();
     let src = dir.path().join("src");

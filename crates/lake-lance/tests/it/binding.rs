@@ -10,6 +10,7 @@ use chrono::Utc;
 use lake_common::{ObjectReferenceDelta, SidecarDocument};
 use lake_objects::apply::ApplyOptions;
 use lake_objects::layout::sidecar_key;
+use lake_objects::plan::GcPlan;
 use lake_objects::writer::ManagedObject;
 use lake_objects::ObjectsError;
 use lance::dataset::{WriteMode, WriteParams};
@@ -55,6 +56,41 @@ fn refusal(err: ObjectsError) -> Vec<String> {
     }
 }
 
+/// Puts the newest manifest of the dataset folder `other` over the newest of `table` (both of
+/// version `version`), with the data and transaction files it names (new file names: nothing
+/// else of `table` is overwritten).
+fn graft_newest_manifest(table: &Path, other: &Path, version: u64) {
+    for folder in ["data", "_transactions"] {
+        for entry in std::fs::read_dir(other.join(folder)).unwrap() {
+            let entry = entry.unwrap();
+            let target = table.join(folder).join(entry.file_name());
+            if !target.exists() {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    // V2 manifest names sort newest first.
+    let newest = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir.join("_versions")).unwrap().map(|e| e.unwrap().path()).collect();
+        names.sort();
+        names.into_iter().next().unwrap()
+    };
+    let (ours, theirs) = (newest(table), newest(other));
+    assert_eq!(ours.file_name(), theirs.file_name(), "both are version {version}");
+    std::fs::copy(&theirs, &ours).unwrap();
+}
+
+/// Asserts that `fresh` names `t`'s versions 1 and 2 as written for another Lance transaction
+/// and that an apply of `before` (planned before the swap) stops on the changed manifests.
+async fn swapped_versions_are_named(lake: &TestLake, fresh: &GcPlan, before: &GcPlan) {
+    for version in [1, 2] {
+        let needle = format!("table `t` version {version}: its journal entry was written for Lance transaction");
+        assert!(fresh.problems.iter().any(|p| p.contains(&needle)), "{:?}", fresh.problems);
+    }
+    let found = refusal(apply_fresh(lake, before, &ApplyOptions::default()).await.unwrap_err());
+    assert!(found.iter().any(|p| p.contains("its Lance manifest is another file now")), "{found:?}");
+}
+
 /// A lake table `t` referencing `a` (v1) and `b` (v2), and an object `x` that only another
 /// table's versions 1 and 2 reference.
 async fn lake_and_other(lake: &TestLake, other: &str) -> (ManagedObject, ManagedObject, ManagedObject) {
@@ -89,17 +125,7 @@ async fn a_table_whose_lance_files_are_another_tables_is_refused_and_stops_apply
     let fresh = dry_run(&lake, Utc::now(), 10).await;
     assert!(!fresh.lineage_complete, "a swapped table's journal is not trusted");
     assert!(fresh.candidates.is_empty(), "{:?}", fresh.candidates.keys());
-    for version in [1, 2] {
-        assert!(
-            fresh.problems.iter().any(|p| p.contains(&format!(
-                "table `t` version {version}: its journal entry was written for Lance transaction"
-            ))),
-            "{:?}",
-            fresh.problems
-        );
-    }
-    let found = refusal(apply_fresh(&lake, &before, &ApplyOptions::default()).await.unwrap_err());
-    assert!(found.iter().any(|p| p.contains("its Lance manifest is another file now")), "{found:?}");
+    swapped_versions_are_named(&lake, &fresh, &before).await;
     assert!(lake.store.head(&x.key).await.unwrap().is_some(), "nothing was deleted");
     // `lake refs verify` names the problem and the differences the scans show.
     let report = lake.engine.verify_refs(&["t".into()]).await.unwrap();
@@ -129,26 +155,7 @@ async fn one_manifest_swapped_for_another_tables_is_named_also_under_a_checkpoin
     other_table(other.to_str().unwrap(), &[vec![("r", Some(&x))]]).await;
     let root = lake.store.local_dir().unwrap().to_path_buf();
     let t_dir = root.join("tables/t.lance");
-    // The other table's version 3 manifest over `t`'s, with the data and transaction files it
-    // names (new file names: nothing of `t` is overwritten but the manifest).
-    let manifest = |dir: &Path| {
-        let mut names: Vec<_> = std::fs::read_dir(dir.join("_versions")).unwrap().map(|e| e.unwrap().path()).collect();
-        names.sort();
-        // V2 names sort newest first.
-        names.into_iter().next().unwrap()
-    };
-    for folder in ["data", "_transactions"] {
-        for entry in std::fs::read_dir(other.join(folder)).unwrap() {
-            let entry = entry.unwrap();
-            let target = t_dir.join(folder).join(entry.file_name());
-            if !target.exists() {
-                std::fs::copy(entry.path(), target).unwrap();
-            }
-        }
-    }
-    let (ours, theirs) = (manifest(&t_dir), manifest(&other));
-    assert_eq!(ours.file_name(), theirs.file_name(), "both are version 3");
-    std::fs::copy(&theirs, &ours).unwrap();
+    graft_newest_manifest(&t_dir, &other, 3);
 
     let fresh = dry_run(&lake, Utc::now(), 10).await;
     let named: Vec<&String> =
@@ -167,16 +174,7 @@ async fn one_manifest_swapped_for_another_tables_is_named_also_under_a_checkpoin
     assert!(lake.store.head(&lake_lance::refs_checkpoint::checkpoint_key("t")).await.unwrap().is_some());
     let complete = dry_run(&lake, Utc::now(), 10).await;
     assert!(complete.lineage_complete, "{:?}", complete.problems);
-    let t_dir = lake.store.local_dir().unwrap().join("tables/t.lance");
-    for folder in ["data", "_transactions"] {
-        for entry in std::fs::read_dir(other.join(folder)).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), t_dir.join(folder).join(entry.file_name())).unwrap();
-        }
-    }
-    let (ours, theirs) = (manifest(&t_dir), manifest(&other));
-    assert_eq!(ours.file_name(), theirs.file_name(), "both are version 2");
-    std::fs::copy(&theirs, &ours).unwrap();
+    graft_newest_manifest(&lake.store.local_dir().unwrap().join("tables/t.lance"), &other, 2);
     let fresh = dry_run(&lake, Utc::now(), 10).await;
     assert!(
         fresh.problems.iter().any(|p| p.contains("table `t` version 2: its journal entry was written for")),
@@ -233,24 +231,7 @@ async fn a_new_versions_entry_is_checked_against_its_manifest_before_apply_trust
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert_eq!(plan.candidates.keys().unwrap(), vec![x.key.clone()]);
     lake.engine.append("t", reader(vec![batch(&[("h", Some(&a))])])).await.unwrap();
-    let t_dir = lake.store.local_dir().unwrap().join("tables/t.lance");
-    for folder in ["data", "_transactions"] {
-        for entry in std::fs::read_dir(other.join(folder)).unwrap() {
-            let entry = entry.unwrap();
-            let target = t_dir.join(folder).join(entry.file_name());
-            if !target.exists() {
-                std::fs::copy(entry.path(), target).unwrap();
-            }
-        }
-    }
-    let newest = |dir: &Path| {
-        let mut names: Vec<_> = std::fs::read_dir(dir.join("_versions")).unwrap().map(|e| e.unwrap().path()).collect();
-        names.sort();
-        names.into_iter().next().unwrap()
-    };
-    let (ours, theirs) = (newest(&t_dir), newest(&other));
-    assert_eq!(ours.file_name(), theirs.file_name(), "both are version 3");
-    std::fs::copy(&theirs, &ours).unwrap();
+    graft_newest_manifest(&lake.store.local_dir().unwrap().join("tables/t.lance"), &other, 3);
     let found = refusal(apply_fresh(&lake, &plan, &ApplyOptions::default()).await.unwrap_err());
     assert!(found.iter().any(|p| p.contains("table `t` version 3: its journal entry was written for")), "{found:?}");
     assert!(lake.store.head(&x.key).await.unwrap().is_some(), "version 3 references x now");
@@ -381,16 +362,6 @@ async fn s3_a_swapped_table_is_refused_and_a_copy_of_itself_stays_bound() {
     replace_lance_objects(&lake, "tables/t.lance", "tables/u.lance").await;
     let fresh = dry_run(&lake, Utc::now(), 10).await;
     assert!(!fresh.lineage_complete && fresh.candidates.is_empty());
-    for version in [1, 2] {
-        assert!(
-            fresh.problems.iter().any(|p| p.contains(&format!(
-                "table `t` version {version}: its journal entry was written for Lance transaction"
-            ))),
-            "{:?}",
-            fresh.problems
-        );
-    }
-    let found = refusal(apply_fresh(&lake, &before, &ApplyOptions::default()).await.unwrap_err());
-    assert!(found.iter().any(|p| p.contains("its Lance manifest is another file now")), "{found:?}");
+    swapped_versions_are_named(&lake, &fresh, &before).await;
     assert!(lake.store.head(&y.key).await.unwrap().is_some(), "nothing was deleted");
 }
