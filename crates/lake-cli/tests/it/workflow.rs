@@ -308,8 +308,8 @@ fn as_earlier_build(text: &str) -> String {
 #[test]
 fn an_earlier_builds_lake_is_bound_by_refs_bind() {
     // Ingest (a head), delete (an inline entry), cleanup to the delete's version.
-    let lake = crate::refusals::lake_with_orphan();
-    let root = lake.root.clone();
+    let orphaned = crate::refusals::lake_with_orphan();
+    let root = orphaned.root.clone();
     let bound = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!((bound["lineage_complete"].as_bool(), bound["candidate_count"].as_u64()), (Some(true), Some(1)));
     let journal = Path::new(&root).join("tables/t.lance/_lake/object_refs");
