@@ -49,6 +49,10 @@ pub enum LineageProblem {
     Detached { table: String, version: u64 },
     /// The schema of a version has a column lake cannot read references from with certainty.
     UnreadableColumns { table: String, version: u64, reason: String },
+    /// The latest version's table config lets Lance remove versions on its own (auto-cleanup),
+    /// and with them the transactions GC reads to prove versions without a sidecar: `setting`
+    /// is the keys and values, `reason` what they do and the command that unsets them.
+    TableSetting { table: String, version: u64, setting: String, reason: String },
 }
 
 impl fmt::Display for LineageProblem {
@@ -70,6 +74,7 @@ impl fmt::Display for LineageProblem {
             Self::ExternalBase { table, path } => write!(f, "table `{table}` reads files from `{path}`, outside its dataset folder (a shallow clone or an added base path): lake cannot see the references there"),
             Self::UnreadableColumns { table, version, reason } => write!(f, "table `{table}` version {version}: {reason}"),
             Self::Detached { table, version } => write!(f, "table `{table}` has a detached version {version} (made by another Lance client): it can be checked out and restored, and is not journaled; delete it from `_versions/`, or move the table out of the lake"),
+            Self::TableSetting { table, version, setting, reason } => write!(f, "table `{table}` version {version} sets {setting}: {reason}"),
         }
     }
 }
