@@ -286,7 +286,7 @@ impl LanceEngine {
         let lineage = tag_lineage(table, &contents);
         if lineage != table {
             return Err(LanceEngineError::InvalidInput(format!(
-                "tag `{name}` names version {} of `{lineage}`, not a version of `{table}` (a table and its branches share tag names); use `--table {lineage}`",
+                "tag `{name}` names version {} of `{lineage}`, not a version of `{table}` (a table and its branches share tag names); nothing was changed. Use `--table {lineage}` (to delete the tag: `lake tag ROOT --table {lineage} --delete {name}`)",
                 contents.version
             )));
         }
@@ -316,17 +316,11 @@ impl LanceEngine {
     ///
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] when the tag names a version of another lineage (it
-    /// is left alone; the message says which); Lance errors (an unknown tag).
+    /// is left alone; the message says which, [`LanceEngine::tag_of_lineage`]); Lance errors (an
+    /// unknown tag).
     pub async fn delete_tag(&self, table: &str, name: &str) -> Result<(), LanceEngineError> {
+        self.tag_of_lineage(table, name).await?;
         let ds = self.open(table).await?;
-        let contents = ds.tags().get(name).await.map_err(lance_err(table, "delete tag"))?;
-        let lineage = tag_lineage(table, &contents);
-        if lineage != table {
-            return Err(LanceEngineError::InvalidInput(format!(
-                "tag `{name}` names version {} of `{lineage}`, not a version of `{table}`; nothing was deleted. To delete it: `lake tag ROOT --table {lineage} --delete {name}`",
-                contents.version
-            )));
-        }
         ds.tags().delete(name).await.map_err(lance_err(table, "delete tag"))
     }
 }

@@ -121,11 +121,9 @@ impl LanceEngine {
         }
         crate::foreign::materialize_implied(self.store(), &ds, table).await?;
         let before = ds.version().version;
-        ds.update_config(keys.iter().map(|key| (*key, None::<&str>))).await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "unset config",
-            source,
-        })?;
+        ds.update_config(keys.iter().map(|key| (*key, None::<&str>)))
+            .await
+            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "unset config", source })?;
         self.publish_content_preserving(&ds, table, before).await.map(Some)
     }
 }

@@ -152,6 +152,15 @@ async fn apply_at(store: &LakeStore, engine: &MemoryEngine, now: DateTime<Utc>, 
     report.checkpoint.deleted + report.checkpoint.absent + report.checkpoint.already_gone
 }
 
+/// A local lake (its folder, store and root path) whose policy floor is one hour.
+async fn local_lake() -> (tempfile::TempDir, LakeStore, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
+    LakeDescriptor::create(&store, HOUR).await.unwrap();
+    let root = store.local_dir().unwrap().to_path_buf();
+    (dir, store, root)
+}
+
 /// Every path under the local root, for comparing a tree before and after a dry run.
 fn tree(root: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -176,10 +185,7 @@ fn tree(root: &std::path::Path) -> Vec<String> {
 /// its ULID or by its modification time) stays.
 #[tokio::test(flavor = "multi_thread")]
 async fn staging_files_of_killed_uploads_are_collected_with_their_folders() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
-    LakeDescriptor::create(&store, HOUR).await.unwrap();
-    let root = store.local_dir().unwrap().to_path_buf();
+    let (_dir, store, root) = local_lake().await;
     // A multipart upload whose process died: the upload's drop (which removes the staging
     // file) never runs.
     let killed = minted("big.bin", chrono::Duration::zero());
@@ -240,10 +246,7 @@ async fn staging_files_of_killed_uploads_are_collected_with_their_folders() {
 /// dry run leaves the root as it was except for its own probe, which it removes.
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_probes_left_by_failed_or_killed_runs_are_collected() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
-    LakeDescriptor::create(&store, HOUR).await.unwrap();
-    let root = store.local_dir().unwrap().to_path_buf();
+    let (_dir, store, root) = local_lake().await;
     let reading = read_store_clock(&throttled(&store)).await.expect("a failed probe delete does not fail the reading");
     assert!((Utc::now() - reading.store_now).num_seconds().abs() < 60);
     let left = local_probes(&store);
@@ -281,10 +284,7 @@ async fn clock_probes_left_by_failed_or_killed_runs_are_collected() {
 /// the unsharded plan's.
 #[tokio::test(flavor = "multi_thread")]
 async fn own_garbage_is_planned_in_the_shard_of_its_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
-    LakeDescriptor::create(&store, HOUR).await.unwrap();
-    let root = store.local_dir().unwrap().to_path_buf();
+    let (_dir, store, root) = local_lake().await;
     let writer = ManagedObjectWriter::new(store.clone());
     let mut keys = Vec::new();
     for i in 0..6 {
