@@ -155,8 +155,10 @@ impl ObjectInventory for LocalInventory {
         .fuse()
         .boxed()
     }
+
     /// Clock probes left under `_lake/clock/` (a staging file of an object's upload is listed by
-    /// the walk itself, [`EntryKind::Staged`]), minted before `cutoff` (see [`ObjectInventory::own_garbage`]).
+    /// the walk itself, [`EntryKind::Staged`]), minted before `cutoff` (see
+    /// [`ObjectInventory::own_garbage`]).
     fn own_garbage(
         &self,
         cutoff: chrono::DateTime<chrono::Utc>,

@@ -86,6 +86,7 @@ impl ObjectInventory for S3Inventory {
         .fuse()
         .boxed()
     }
+
     /// Clock probes left under `_lake/clock/` and incomplete multipart uploads of managed
     /// objects, minted before `cutoff` (see [`ObjectInventory::own_garbage`]).
     fn own_garbage(
