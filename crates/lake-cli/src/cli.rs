@@ -79,8 +79,13 @@ pub enum Command {
     /// Never removes the latest or tagged versions. Objects referenced only by removed versions
     /// become orphans that `lake gc` can collect.
     Cleanup(CleanupArgs),
-    /// List the versions of a table that still exist.
+    /// List the versions of a table that still exist, with the tags of that table (or branch
+    /// `t@b`); a restore's temporary tag is marked, and `stale` when the restore was killed.
     Versions(VersionsArgs),
+    /// Show a table's Lance config, or remove keys from it with --unset (a content-preserving
+    /// version). Settings that let Lance remove versions on its own (`lance.auto_cleanup.*`)
+    /// block GC until they are unset.
+    Config(ConfigArgs),
     /// Plan (dry run) or apply the garbage collection of orphan managed objects.
     ///
     /// Without --apply, prints the plan and deletes nothing. With --apply and --checkpoint PATH,
@@ -380,6 +385,15 @@ pub struct CleanupArgs {
 pub struct VersionsArgs {
     #[command(flatten)]
     pub table: TableArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// A config key to remove (repeatable), e.g. `lance.auto_cleanup.interval`.
+    #[arg(long, value_name = "KEY")]
+    pub unset: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             Command::Compact(a) => commands::tables::compact(a).await,
             Command::Cleanup(a) => commands::tables::cleanup(a).await,
             Command::Versions(a) => commands::tables::versions(a).await,
+            Command::Config(a) => commands::tables::config(a).await,
             Command::Gc(a) => commands::gc::run(a).await,
             Command::Demo(a) => commands::demo::run(a).await,
         }

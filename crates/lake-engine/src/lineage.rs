@@ -61,6 +61,10 @@ pub enum LineageProblem {
     /// A version retained when the plan was made has another manifest file now (its size or
     /// e-tag changed): the table's Lance files were replaced or copied back since.
     ManifestChanged { table: String, version: u64, was: String, now: String },
+    /// The latest version's table config lets Lance remove versions on its own (auto-cleanup),
+    /// and with them the transactions GC reads to prove versions without a sidecar: `setting`
+    /// is the keys and values, `reason` what they do and the command that unsets them.
+    TableSetting { table: String, version: u64, setting: String, reason: String },
 }
 
 impl fmt::Display for LineageProblem {
@@ -85,6 +89,7 @@ impl fmt::Display for LineageProblem {
             Self::EntryOfAnotherVersion { table, version, expected, found } => write!(f, "table `{table}` version {version}: its journal entry was written for {expected}, but the table's version {version} is {found}: the table's Lance files were replaced under its journal (copied from another table or another backup); nothing of this table is deleted. Put back the table's own Lance files (`_versions`, `data`, `_transactions`, `_deletions`, `_indices`), or, if these files are meant to be the table now, run `lake refs bind ROOT --table {table}` (it binds the entries only where full scans match the journal)"),
             Self::ManifestChanged { table, version, was, now } => write!(f, "table `{table}` version {version}: its Lance manifest is another file now (size:e-tag {now}) than when the plan was made ({was}): the table's Lance files were replaced or copied back since; nothing more is deleted, plan again"),
             Self::Detached { table, version } => write!(f, "table `{table}` has a detached version {version} (made by another Lance client): it can be checked out and restored, and is not journaled; delete it from `_versions/`, or move the table out of the lake"),
+            Self::TableSetting { table, version, setting, reason } => write!(f, "table `{table}` version {version} sets {setting}: {reason}"),
         }
     }
 }

@@ -66,7 +66,8 @@ impl LanceEngine {
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
         let version = match from {
             BranchSource::Version(v) => *v,
-            BranchSource::Tag(tag) => ds.tags().get_version(tag).await.map_err(lance_err("read tag"))?,
+            // A tag of the main line only: a branch's tag names a version of the branch.
+            BranchSource::Tag(tag) => self.tag_of_lineage(table, tag).await?.version,
         };
         // The source's references, from the journal, before anything is created.
         let counts = self.journal_counts_at(table, version).await?;

@@ -64,6 +64,9 @@ pub struct CleanupOutcome {
     pub old_versions: u64,
     /// Bytes of Lance files removed.
     pub bytes_removed: u64,
+    /// Stale restore tags removed first (restores killed after tagging their source; see
+    /// [`crate::history`]).
+    pub stale_restore_tags: Vec<crate::history::RestoreTag>,
 }
 
 /// One version of a table.
@@ -73,8 +76,12 @@ pub struct VersionInfo {
     pub version: u64,
     /// Commit time, RFC 3339 UTC.
     pub timestamp: String,
-    /// Tags pointing at it.
+    /// Tags of this lineage pointing at it (a tag of another lineage of the table, a branch's
+    /// tag on the main line's version of the same number say, is not listed).
     pub tags: Vec<String>,
+    /// The restore tags among `tags` (`lake-restore-*`): a restore in progress, or killed after
+    /// tagging its source when stale ([`crate::history::restore_tag_stale_after`]).
+    pub restore_tags: Vec<crate::history::RestoreTag>,
     /// Whether its reference sidecar exists.
     pub journaled: bool,
 }
@@ -511,8 +518,12 @@ impl LanceEngine {
 
     /// Removes versions older than `older_than` (Lance version retention). Never the latest or
     /// tagged versions; Lance deletes the data files only those versions used. The journal
-    /// (`_lake/`) is not Lance's and stays. When versions went, writes the reference checkpoint
-    /// at the new oldest retained version ([`LanceEngine::write_reference_checkpoint`]).
+    /// (`_lake/`) is not Lance's and stays. Stale restore tags of the lineage (restores killed
+    /// after tagging their source) are removed first, judged by the store's clock (a probe,
+    /// [`lake_objects::clock::ProbeClock`]; [`LanceEngine::remove_stale_restore_tags`]), so the
+    /// versions they pinned can go. When
+    /// versions went, writes the reference checkpoint at the new oldest retained version
+    /// ([`LanceEngine::write_reference_checkpoint`]).
     ///
     /// # Errors
     /// Lance errors.
@@ -521,6 +532,8 @@ impl LanceEngine {
         table: &str,
         older_than: std::time::Duration,
     ) -> Result<CleanupOutcome, LanceEngineError> {
+        let now = lake_objects::clock::StoreClock::read(&lake_objects::clock::ProbeClock, &self.store).await?;
+        let stale_restore_tags = self.remove_stale_restore_tags(table, now.store_now).await?;
         let ds = self.open(table).await?;
         // Lance removes the transactions of the versions it cleans up, and with them the proof
         // that a version without a sidecar is content-preserving: write those entries first.
@@ -538,10 +551,12 @@ impl LanceEngine {
                 tracing::warn!(table, "could not write the reference checkpoint: {e}");
             }
         }
-        Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed })
+        Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed, stale_restore_tags })
     }
 
-    /// Every version of `table` that still exists, with tags and whether it is journaled.
+    /// Every version of lineage `table` (`t` or `t@b`) that still exists, with the tags of that
+    /// lineage (restore tags judged stale or not by this host's clock) and whether it is
+    /// journaled.
     ///
     /// # Errors
     /// Lance and storage errors.
@@ -549,7 +564,8 @@ impl LanceEngine {
         let ds = self.open(table).await?;
         let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "list versions", source };
         let versions = ds.versions().await.map_err(lance_err)?;
-        let tags = ds.tags().list().await.map_err(lance_err)?;
+        let tags = self.lineage_tags(&ds, table).await?;
+        let mut restore_tags = self.restore_tags(table, Utc::now()).await?;
         let (sidecars, _) = sidecar::read_all(&self.store, table).await?;
         let mut by_version: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for (name, contents) in tags {
@@ -558,12 +574,15 @@ impl LanceEngine {
         Ok(versions
             .into_iter()
             .map(|v| {
-                let mut tags = by_version.remove(&v.version).unwrap_or_default();
-                tags.sort();
+                let tags = by_version.remove(&v.version).unwrap_or_default();
+                let (restore, other): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut restore_tags).into_iter().partition(|t| t.version == v.version);
+                restore_tags = other;
                 VersionInfo {
                     version: v.version,
                     timestamp: fmt_time(v.timestamp),
                     tags,
+                    restore_tags: restore,
                     journaled: matches!(sidecars.get(&v.version), Some(Ok(_))),
                 }
             })

@@ -11,7 +11,8 @@
 //!   journal).
 //! - [`foreign`]: versions whose Lance transaction proves them content-preserving (implied
 //!   empty journal entries, no repair needed).
-//! - [`history`]: restore (a snapshot from the journal, source protected by a tag) and tags.
+//! - [`history`]: restore (a snapshot from the journal, source protected by a tag, stale tags of
+//!   killed restores removed) and tags of one lineage.
 //! - [`index`]: index creation and removal (content-preserving versions).
 //! - [`ingest`]: folder ingest (walk, streamed uploads, one append of a row per file).
 //! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
@@ -22,6 +23,8 @@
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
+//! - [`settings`]: table settings that let Lance remove versions on its own (auto-cleanup): a
+//!   named lineage problem, and the engine's command that unsets them.
 //! - [`update`]: `UPDATE ... SET ... WHERE` journaled as a delta of the reference columns set.
 //! - [`upsert`]: merge insert keyed on columns, journaled from the two manifests.
 //! - `version_diff`: a version's journal entry from the fragments that differ from the previous version's.
@@ -46,6 +49,7 @@ mod live;
 pub mod refs;
 pub mod refs_checkpoint;
 pub mod scan;
+pub mod settings;
 pub mod sidecar;
 pub mod update;
 pub mod upsert;

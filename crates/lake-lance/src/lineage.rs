@@ -19,7 +19,9 @@
 //!   it can be checked out and restored but no version listing shows it
 //!   ([`LineageProblem::Detached`]);
 //! - a column of the latest schema that lake cannot read references from with certainty
-//!   (`lake_common::ReferenceColumns`) ([`LineageProblem::UnreadableColumns`]).
+//!   (`lake_common::ReferenceColumns`) ([`LineageProblem::UnreadableColumns`]);
+//! - a setting in the latest version's config that lets Lance remove versions on its own
+//!   (auto-cleanup, [`crate::settings`]) ([`LineageProblem::TableSetting`]).
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
@@ -205,6 +207,7 @@ impl LanceEngine {
             }
             problems.push(LineageProblem::ExternalBase { table: table.into(), path: path.to_string() });
         }
+        problems.extend(crate::settings::setting_problems(table, ds.version().version, &ds.manifest().config));
         if let Err(e) = reference_columns(ds, table) {
             problems.push(LineageProblem::UnreadableColumns {
                 table: table.into(),

@@ -3,6 +3,12 @@
 //! GC judges age by the store's clock, not the GC host's alone (a host clock running ahead
 //! would make young objects look old): it writes a probe object under `_lake/clock/`, reads the
 //! probe's `last_modified` as set by the store, and deletes the probe.
+//!
+//! A probe that stays (the run killed between writing and deleting it, or its delete failing:
+//! S3 throttling with `SlowDown` past object_store's retries) is GC's own garbage: a later plan
+//! makes it a candidate once it was minted and written before that plan's cutoff
+//! ([`crate::keys::parse_clock_probe`], [`crate::inventory::ObjectInventory::own_garbage`]), and
+//! that plan's apply deletes it. So a failed delete does not fail the reading: it is logged.
 
 use crate::error::ObjectsError;
 use crate::layout::CLOCK_PREFIX;
@@ -78,7 +84,9 @@ impl StoreClock for FixedClock {
     }
 }
 
-/// Reads the store's clock with a probe object.
+/// Reads the store's clock with a probe object `_lake/clock/<ULID>` (the ULID minted by this
+/// host's clock), then deletes it. A delete that fails leaves the probe for a later apply to
+/// collect (see the module documentation) and is logged, not returned.
 ///
 /// # Errors
 /// [`ObjectsError::Storage`] when the probe cannot be written or read.
@@ -90,7 +98,12 @@ pub async fn read_store_clock(store: &LakeStore) -> Result<ClockReading, Objects
     let local_after = Utc::now();
     let meta =
         store.head(&key).await?.ok_or_else(|| ObjectsError::storage(&key, "clock probe vanished after writing"))?;
-    store.delete(&key).await?;
+    if let Err(e) = store.delete(&key).await {
+        tracing::warn!(
+            probe = %key,
+            "the clock probe could not be deleted ({e}); the clock reading stands, and a later GC apply collects the probe once it is older than its cutoff"
+        );
+    }
     // On a local store, a probe folder this probe created is removed again when empty (a
     // concurrent probe's file keeps it), so that a dry run leaves the tree as it found it.
     if let Some(folder) = probe_folder {

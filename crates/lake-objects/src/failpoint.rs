@@ -9,7 +9,11 @@
 //!
 //! Points: `append.after_upload`, `append.after_lance_commit`, `append.after_sidecar`,
 //! `append.after_registry`, `apply.after_plan_persisted`, `apply.mid_page`, `apply.after_page`,
-//! `apply.before_checkpoint_write`.
+//! `apply.before_checkpoint_write`, `restore.after_tag` (a restore stopped after tagging its
+//! source, before its commit: it leaves the tag). Crash points ([`crash`], the process ends at
+//! once, as `kill -9` would): `upload.mid_multipart` (an upload of an object above
+//! `writer::PART_SIZE`, its multipart upload started: locally, object_store's staging file is
+//! left).
 
 use crate::error::ObjectsError;
 
@@ -36,6 +40,24 @@ pub fn hit(name: &'static str) -> Result<(), ObjectsError> {
     }
     let _ = name;
     Ok(())
+}
+
+/// Ends the process at once when failure point `name` is active (feature `failpoints` only;
+/// otherwise nothing): `std::process::abort`, so no destructor or cleanup runs, as when the
+/// process is killed. Only for tests that drive the `lake` binary (`LAKE_FAILPOINT`): in a test
+/// process it would end the test runner.
+#[inline]
+pub fn crash(name: &'static str) {
+    #[cfg(feature = "failpoints")]
+    {
+        let scoped = ACTIVE.try_with(|active| active == name).unwrap_or(false);
+        let from_env = std::env::var("LAKE_FAILPOINT").is_ok_and(|v| v == name);
+        if scoped || from_env {
+            eprintln!("lake: injected crash at `{name}`");
+            std::process::abort();
+        }
+    }
+    let _ = name;
 }
 
 /// Runs `fut` with failure point `name` active for its task (feature `failpoints` only).

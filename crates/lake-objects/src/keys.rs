@@ -96,13 +96,31 @@ pub struct JournalFileKey {
     pub staged: Option<Staged>,
 }
 
-/// A reference log upload that never finished.
+/// An upload that never finished, named by a key of the file it was writing followed by `#`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Staged {
-    /// object_store's local staging file, `<log>#<digits>`.
+    /// object_store's local staging file, `<key>#<digits>` (`LocalFileSystem` writes an upload,
+    /// a multipart upload or a copy there and renames it over `<key>` when it finishes; a
+    /// process killed in between leaves it).
     LocalPart(String),
-    /// An incomplete S3 multipart upload of the log, named in a key as `<log>#upload=<id>`.
+    /// An incomplete S3 multipart upload of `<key>`, named in a key as `<key>#upload=<id>`.
     Upload(String),
+}
+
+/// Splits `key` into the key being uploaded and how its upload is staged: `<key>#<digits>` (a
+/// local staging file) or `<key>#upload=<id>` (an S3 multipart upload, `<id>` without `/`);
+/// `None` for a key without such a suffix. The part before `#` is not checked.
+pub fn split_staged(key: &str) -> Option<(&str, Staged)> {
+    let (base, suffix) = key.split_once('#')?;
+    let staged = match suffix.strip_prefix("upload=") {
+        Some(id) if !id.is_empty() && !id.contains('/') => Staged::Upload(id.to_string()),
+        Some(_) => return None,
+        None if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) => {
+            Staged::LocalPart(suffix.to_string())
+        }
+        None => return None,
+    };
+    Some((base, staged))
 }
 
 /// Parses `key` as `tables/<table>.lance/_lake/object_ref_logs/<ULID>.arrows` (or the same
@@ -123,27 +141,114 @@ pub fn parse_journal_file(key: &str) -> Option<JournalFileKey> {
         None => rest,
     };
     let file = rest.strip_prefix("_lake/object_ref_logs/")?;
-    let (name, staged) = match file.split_once('#') {
-        None => (file, None),
-        Some((name, suffix)) => match suffix.strip_prefix("upload=") {
-            Some(id) if !id.is_empty() && !id.contains('/') => (name, Some(Staged::Upload(id.to_string()))),
-            Some(_) => return None,
-            None if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) => {
-                (name, Some(Staged::LocalPart(suffix.to_string())))
-            }
-            None => return None,
-        },
+    let (name, staged) = match file.contains('#') {
+        false => (file, None),
+        true => split_staged(file).map(|(name, staged)| (name, Some(staged)))?,
     };
     let text = name.strip_suffix(".arrows")?;
     let write_id = Ulid::from_string(text).ok().filter(|u| u.to_string() == text)?;
     Some(JournalFileKey { write_id, staged })
 }
 
+/// An upload of a managed object that never finished: `objects/<ULID>/<name>#<digits>` (the
+/// local staging file of a `lake ingest` or a `copy_fresh` killed mid-way) or
+/// `objects/<ULID>/<name>#upload=<id>` (an S3 multipart upload of an object above
+/// [`crate::writer::PART_SIZE`], never completed nor aborted). No reference can name one (a
+/// reference with `#` is refused), so it is GC's own garbage once its upload was minted before
+/// the cutoff: the publication guard refuses to publish an object minted that long ago, whether
+/// or not its upload ever finishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedObject {
+    /// The managed key being uploaded.
+    pub key: ManagedKey,
+    /// How it is staged.
+    pub staged: Staged,
+}
+
+/// Parses `key` as a staged upload of a managed object (see [`StagedObject`]); `None` otherwise.
+pub fn parse_staged_object(key: &str) -> Option<StagedObject> {
+    let (base, staged) = split_staged(key)?;
+    Some(StagedObject { key: parse_managed_key(base)?, staged })
+}
+
+/// Parses `key` as a store-clock probe, `_lake/clock/<ULID>` ([`crate::clock`]), or the local
+/// staging file of one (`#<digits>`); its ULID (minted by the GC host that wrote it), or `None`.
+/// A probe lives for one clock reading: one left behind (a dry run killed between writing and
+/// deleting it, or whose delete failed) is GC's own garbage once minted before the cutoff.
+pub fn parse_clock_probe(key: &str) -> Option<Ulid> {
+    let rest = key.strip_prefix(crate::layout::CLOCK_PREFIX)?.strip_prefix('/')?;
+    let text = match rest.contains('#') {
+        false => rest,
+        true => match split_staged(rest)? {
+            (text, Staged::LocalPart(_)) => text,
+            (_, Staged::Upload(_)) => return None,
+        },
+    };
+    Ulid::from_string(text).ok().filter(|u| u.to_string() == text)
+}
+
+/// What kind of key a plan's candidate is, by its grammar (for reports: the key is the kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GarbageKind {
+    /// An orphan managed object, `objects/<ULID>/<name>`.
+    Object,
+    /// An empty managed folder, `objects/<ULID>/`.
+    EmptyFolder,
+    /// An upload of a managed object that never finished ([`StagedObject`]).
+    StagedUpload,
+    /// A store-clock probe left behind ([`parse_clock_probe`]).
+    ClockProbe,
+    /// A reference log (or a staged upload of one) that no journal entry names
+    /// ([`parse_journal_file`]).
+    ReferenceLog,
+}
+
+impl GarbageKind {
+    /// Every kind, in report order.
+    pub const ALL: [GarbageKind; 5] = [
+        GarbageKind::Object,
+        GarbageKind::EmptyFolder,
+        GarbageKind::StagedUpload,
+        GarbageKind::ClockProbe,
+        GarbageKind::ReferenceLog,
+    ];
+
+    /// The kind's name in reports (`staged_upload`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            GarbageKind::Object => "object",
+            GarbageKind::EmptyFolder => "empty_folder",
+            GarbageKind::StagedUpload => "staged_upload",
+            GarbageKind::ClockProbe => "clock_probe",
+            GarbageKind::ReferenceLog => "reference_log",
+        }
+    }
+}
+
+/// The kind of the collectable `key`; `None` for a key GC never deletes.
+pub fn garbage_kind(key: &str) -> Option<GarbageKind> {
+    if parse_managed_key(key).is_some() {
+        Some(GarbageKind::Object)
+    } else if parse_managed_folder(key).is_some() {
+        Some(GarbageKind::EmptyFolder)
+    } else if parse_staged_object(key).is_some() {
+        Some(GarbageKind::StagedUpload)
+    } else if parse_clock_probe(key).is_some() {
+        Some(GarbageKind::ClockProbe)
+    } else if parse_journal_file(key).is_some() {
+        Some(GarbageKind::ReferenceLog)
+    } else {
+        None
+    }
+}
+
 /// True for the only keys GC ever deletes: managed objects (`objects/<ULID>/<name>`), managed
-/// folders (`objects/<ULID>/`) and reference logs of writes that never committed
-/// ([`parse_journal_file`]). Deleters refuse every other key, whatever a plan says.
+/// folders (`objects/<ULID>/`), unfinished uploads of managed objects ([`parse_staged_object`]),
+/// clock probes left behind ([`parse_clock_probe`]) and reference logs of writes that never
+/// committed ([`parse_journal_file`]). Deleters refuse every other key, whatever a plan says.
 pub fn is_collectable(key: &str) -> bool {
-    parse_managed_key(key).is_some() || parse_managed_folder(key).is_some() || parse_journal_file(key).is_some()
+    garbage_kind(key).is_some()
 }
 
 /// The time a collectable key was minted (the time in its ULID, UTC).
@@ -151,6 +256,8 @@ pub fn minted_at(key: &str) -> Option<DateTime<Utc>> {
     let ulid = parse_managed_key(key)
         .map(|k| k.ulid)
         .or_else(|| parse_managed_folder(key))
+        .or_else(|| parse_staged_object(key).map(|s| s.key.ulid))
+        .or_else(|| parse_clock_probe(key))
         .or_else(|| parse_journal_file(key).map(|f| f.write_id))?;
     DateTime::<Utc>::from_timestamp_millis(ulid.timestamp_ms() as i64)
 }
@@ -206,6 +313,36 @@ mod tests {
         }
         for bad in ["tables/t.lance/data/x.lance", "_lake/lake.json", "objects/", "objects/x/"] {
             assert!(!is_collectable(bad), "{bad}");
+        }
+        // Unfinished uploads of managed objects and clock probes left behind.
+        let object = format!("objects/{ulid}/big.bin");
+        for (good, kind) in [
+            (format!("{object}#1"), GarbageKind::StagedUpload),
+            (format!("{object}#upload=2~abc.DEF-1"), GarbageKind::StagedUpload),
+            (format!("_lake/clock/{ulid}"), GarbageKind::ClockProbe),
+            (format!("_lake/clock/{ulid}#3"), GarbageKind::ClockProbe),
+            (object.clone(), GarbageKind::Object),
+            (format!("objects/{ulid}/"), GarbageKind::EmptyFolder),
+        ] {
+            assert_eq!(garbage_kind(&good), Some(kind), "{good}");
+            assert_eq!(minted_at(&good), minted_at(&object), "{good}");
+        }
+        for bad in [
+            format!("{object}#"),
+            format!("{object}#x"),
+            format!("{object}#1/x"),
+            format!("{object}#upload="),
+            format!("{object}#upload=a/b"),
+            format!("objects/{ulid}/.big#1"),
+            format!("objects/{ulid}#1"),
+            format!("objects/{ulid}/#1"),
+            format!("_lake/clock/{ulid}#upload=1"),
+            format!("_lake/clock/{}", ulid.to_lowercase()),
+            format!("_lake/clock/{ulid}/x"),
+            format!("_lake/registry/{ulid}"),
+            "_lake/clock/".to_string(),
+        ] {
+            assert!(!is_collectable(&bad), "{bad}");
         }
         let log = format!("tables/t.lance/_lake/object_ref_logs/{ulid}.arrows");
         for good in [log.clone(), format!("{log}#12"), format!("{log}#upload=abc.DEF-1")] {

@@ -24,6 +24,12 @@
 //! 5. GC's own garbage in the journals ([`Engine::unreferenced_journal_files`]): reference logs
 //!    (and staged uploads of them) that no journal entry names, minted and last written before
 //!    the cutoff, are candidates too, after the objects.
+//! 6. GC's own garbage elsewhere, under the same age rule (minted and last written before the
+//!    cutoff; nothing can reference it): uploads of managed objects that never finished (a local
+//!    staging file `objects/<ULID>/<name>#<n>` the sweep lists, or an S3 multipart upload), and
+//!    store-clock probes a killed or failed run left under `_lake/clock/`
+//!    ([`ObjectInventory::own_garbage`], merged into the sweep in key order). A staging file
+//!    goes before its folder: the folder it empties goes with it.
 //!
 //! A plan may cover one range of keys ([`PlanOptions::range`], a shard of a sharded plan,
 //! [`crate::shards`]): the sweep lists from the range's start and stops past its end, foreign
@@ -40,9 +46,10 @@
 
 use crate::candidates::{CandidateList, CandidateWriter};
 use crate::error::ObjectsError;
+use crate::inventory::InventoryEntry;
 use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
 use crate::key_range::KeyRange;
-use crate::keys::{first_key_at, minted_at};
+use crate::keys::{first_key_at, garbage_kind, minted_at, GarbageKind};
 use crate::layout::OBJECTS_PREFIX;
 use crate::live_keys::push_live_keys;
 use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
@@ -145,6 +152,11 @@ pub struct PlanStats {
     /// Journal files no journal entry names, old enough to collect (reference logs of writes
     /// that never committed, and staged uploads of them).
     pub journal_garbage: u64,
+    /// Uploads of managed objects that never finished, old enough to collect (local staging
+    /// files, S3 multipart uploads).
+    pub staged_uploads: u64,
+    /// Store-clock probes left behind by killed or failed runs, old enough to collect.
+    pub clock_probes: u64,
     /// Managed keys skipped as live.
     pub live_objects: u64,
     /// Managed keys skipped as younger than the cutoff.
@@ -253,6 +265,12 @@ pub(crate) async fn plan_ranges(
             }
             garbage.sort_by(|a, b| a.key.cmp(&b.key));
         }
+        // GC's own garbage outside the listing (clock probes, S3 multipart uploads of objects).
+        let mut own = if problems.is_empty() {
+            inventory.own_garbage(cutoff).await?.into_iter().collect()
+        } else {
+            std::collections::VecDeque::new()
+        };
         let journal_read = started.elapsed();
         basis.sort();
         problems.sort();
@@ -280,6 +298,12 @@ pub(crate) async fn plan_ranges(
                         stats.young_objects += 1;
                         break 'listing;
                     }
+                    // GC's own garbage that sorts before this entry.
+                    while own.front().is_some_and(|o| o.key < entry.key) {
+                        if let Some(o) = own.pop_front() {
+                            own_candidate(o, ranges, &mut sweeps, &mut stats, cutoff)?;
+                        }
+                    }
                     // The range of the entry; past the last range, the listing is done.
                     let Some(at) = range_of(ranges, &entry.key) else {
                         if ranges.last().is_some_and(|r| r.is_past(&entry.key)) {
@@ -304,9 +328,17 @@ pub(crate) async fn plan_ranges(
                             continue;
                         }
                         EntryKind::EmptyFolder => stats.empty_folders += 1,
-                        EntryKind::Object => {}
+                        EntryKind::Object | EntryKind::Staged => {}
                     }
-                    let Some(minted) = minted_at(&entry.key) else {
+                    // Each kind of listed entry has its one grammar (a key of the S3 listing
+                    // that looks like a staging file is an object outside the grammar).
+                    let grammar = match entry.kind {
+                        EntryKind::Staged => Some(GarbageKind::StagedUpload),
+                        EntryKind::EmptyFolder => Some(GarbageKind::EmptyFolder),
+                        _ => Some(GarbageKind::Object),
+                    };
+                    let minted = minted_at(&entry.key).filter(|_| garbage_kind(&entry.key) == grammar);
+                    let Some(minted) = minted else {
                         stats.unmanaged_keys += 1;
                         continue;
                     };
@@ -319,12 +351,20 @@ pub(crate) async fn plan_ranges(
                         stats.live_objects += 1;
                         continue;
                     }
+                    if entry.kind == EntryKind::Staged {
+                        stats.staged_uploads += 1;
+                    }
                     sweep.candidates.push(Candidate {
                         uri: entry.key,
                         size: entry.size,
                         last_modified: format_time(entry.last_modified),
                     })?;
                 }
+            }
+            // The rest of GC's own garbage sorts after every listed entry (each is minted before
+            // the cutoff, so before the first young key).
+            while let Some(o) = own.pop_front() {
+                own_candidate(o, ranges, &mut sweeps, &mut stats, cutoff)?;
             }
             // The live keys after the last listed entry (young, or past the end of the prefix
             // or of the ranges) name no listed object: with a link met anywhere, each is checked
@@ -384,6 +424,32 @@ pub(crate) async fn plan_ranges(
         })
         .collect();
     Ok((plans, stats))
+}
+
+/// Plans an entry of [`ObjectInventory::own_garbage`] (a clock probe, or an S3 multipart upload
+/// of a managed object) in the range that holds it, when it is one of those kinds, minted and
+/// last written before `cutoff`. Nothing can reference such a key (a reference with `#` is
+/// refused, and `_lake/` is no managed prefix), so no live set is consulted.
+fn own_candidate(
+    entry: InventoryEntry,
+    ranges: &[KeyRange],
+    sweeps: &mut [RangeSweep],
+    stats: &mut PlanStats,
+    cutoff: DateTime<Utc>,
+) -> Result<(), ObjectsError> {
+    let kind = garbage_kind(&entry.key);
+    let old = minted_at(&entry.key).is_some_and(|m| m < cutoff) && entry.last_modified < cutoff;
+    let Some(at) = range_of(ranges, &entry.key) else { return Ok(()) };
+    match kind {
+        Some(GarbageKind::ClockProbe) if old => stats.clock_probes += 1,
+        Some(GarbageKind::StagedUpload) if old => stats.staged_uploads += 1,
+        _ => return Ok(()),
+    }
+    sweeps[at].candidates.push(Candidate {
+        uri: entry.key,
+        size: entry.size,
+        last_modified: format_time(entry.last_modified),
+    })
 }
 
 /// The index of the range of `ranges` (ascending, contiguous) that holds `key`.

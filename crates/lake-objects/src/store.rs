@@ -135,6 +135,15 @@ impl LakeStore {
         self.store.clone()
     }
 
+    /// The same root with its object_store requests going through `wrap(store)` (a wrapper that
+    /// counts, delays or fails some requests: for tests of what a failing store leaves, and for
+    /// instrumentation). The raw S3 requests ([`LakeStore::s3_requests`], [`LakeStore::s3`]) and
+    /// Lance's own access ([`LakeStore::storage_options`]) are not wrapped.
+    pub fn wrapped(mut self, wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>) -> Self {
+        self.store = wrap(self.store);
+        self
+    }
+
     /// Options for Lance to reach the same storage (object_store configuration keys).
     pub fn storage_options(&self) -> &HashMap<String, String> {
         &self.storage_options

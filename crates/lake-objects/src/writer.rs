@@ -85,6 +85,7 @@ impl ManagedObjectWriter {
             let mut write = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
             write.write(&first);
             drop(first);
+            crate::failpoint::crash("upload.mid_multipart");
             let result: Result<(), ObjectsError> = async {
                 loop {
                     let n = reader.read(&mut buf).await.map_err(io)?;

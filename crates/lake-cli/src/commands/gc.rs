@@ -124,6 +124,7 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
     let policy = collector.policy().clone();
     let report = |plan, stats, clock, apply, resumed, plan_seconds, apply_seconds| GcReport {
         inventory: None,
+        restore_tags: Vec::new(),
         plan,
         stats,
         clock,
@@ -234,6 +235,7 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     bar.finish_and_clear();
     let mut report = report?;
     report.inventory = inventory.map(|i| i.summary());
+    report.restore_tags = restore_tags(&engine, report.clock.store_now).await?;
     finish(
         args,
         || report.to_prometheus(),
@@ -241,6 +243,24 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
         || report.to_text(),
         report.exit_code(),
     )
+}
+
+/// The restore tags of every registered table and branch, judged stale or not at `now` (the
+/// store's clock of the run).
+///
+/// # Errors
+/// Engine and storage errors.
+async fn restore_tags(
+    engine: &lake_lance::LanceEngine,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<lake_lance::history::RestoreTag>, CliError> {
+    let mut found = Vec::new();
+    for table in lake_objects::registry::tables(engine.store()).await? {
+        if engine.table_exists(&table).await? {
+            found.extend(engine.restore_tags(&table, now).await?);
+        }
+    }
+    Ok(found)
 }
 
 /// Writes a run's metrics file, prints its JSON or text, and turns its exit code into a result.

@@ -32,6 +32,20 @@ pub struct GcReport {
     /// The S3 Inventory report planned from (`--inventory`), and how much of the listing it
     /// gave.
     pub inventory: Option<ReportSummary>,
+    /// Restore tags of the lake's tables (`lake-restore-*`): each pins its version (and the
+    /// objects it references) until its restore ends, or, stale, until `lake cleanup`.
+    pub restore_tags: Vec<lake_lance::history::RestoreTag>,
+}
+
+/// The report's counts of GC's own garbage among the candidates, by kind (from the planning
+/// counters: absent when resuming or applying a saved plan).
+fn own_garbage(stats: &PlanStats) -> Value {
+    json!({
+        "empty_folders": stats.empty_folders,
+        "staged_uploads": stats.staged_uploads,
+        "clock_probes": stats.clock_probes,
+        "reference_logs": stats.journal_garbage,
+    })
 }
 
 /// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
@@ -97,11 +111,17 @@ impl GcReport {
                 "foreign_entries": s.foreign_entries,
                 "empty_folders": s.empty_folders,
                 "journal_garbage": s.journal_garbage,
+                "staged_uploads": s.staged_uploads,
+                "clock_probes": s.clock_probes,
                 "live_objects": s.live_objects,
                 "young_objects": s.young_objects,
                 "spilled_runs": s.spilled_runs,
             });
         }
+        if let Some(s) = &self.stats {
+            v["own_garbage"] = own_garbage(s);
+        }
+        v["restore_tags"] = serde_json::to_value(&self.restore_tags).unwrap_or(Value::Null);
         if let Some(i) = &self.inventory {
             v["inventory"] = serde_json::to_value(i).unwrap_or(Value::Null);
         }
@@ -223,11 +243,35 @@ impl GcReport {
                 out += &format!("    {f}\n");
             }
         }
+        for t in &self.restore_tags {
+            out += &match t.stale {
+                true => format!(
+                    "  restore tag: `{}` of `{}` pins version {} since {}: STALE (a restore killed after tagging); `lake cleanup ROOT --table {}` removes it\n",
+                    t.name, t.table, t.version, format_time(t.started), t.table
+                ),
+                false => format!(
+                    "  restore tag: `{}` of `{}` pins version {} since {} (a restore in progress, or killed: stale once older than 1.5 x the lake's floor)\n",
+                    t.name, t.table, t.version, format_time(t.started)
+                ),
+            };
+        }
         out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
+        if let Some(s) =
+            self.stats.as_ref().filter(|s| s.empty_folders + s.staged_uploads + s.clock_probes + s.journal_garbage > 0)
+        {
+            out += &format!(
+                "  own garbage: {} empty folders, {} staged uploads, {} clock probes, {} reference logs (left by killed or failed runs; among the candidates)\n",
+                s.empty_folders, s.staged_uploads, s.clock_probes, s.journal_garbage
+            );
+        }
         match p.candidates.first(50) {
             Ok(first) => {
                 for c in first {
-                    out += &format!("    {}  {} bytes  {}\n", c.uri, c.size, c.last_modified);
+                    let kind = match lake_objects::keys::garbage_kind(&c.uri) {
+                        Some(lake_objects::keys::GarbageKind::Object) | None => String::new(),
+                        Some(kind) => format!("  ({})", kind.name().replace('_', " ")),
+                    };
+                    out += &format!("    {}  {} bytes  {}{kind}\n", c.uri, c.size, c.last_modified);
                 }
             }
             Err(e) => out += &format!("    (cannot read the candidate list: {e})\n"),

@@ -1,5 +1,6 @@
 //! Tests of the `lake` binary: the operator's contract (one test binary per crate).
 
+mod garbage;
 mod ingest;
 mod refusals;
 mod s3;

@@ -163,8 +163,10 @@ async fn a_link_swapped_in_after_the_plan_or_referenced_by_a_row_deletes_nothing
 }
 
 /// GC's own garbage: the folders its deletes empty go with them; old empty managed folders
-/// (left by earlier builds) are planned and removed; a young one stays; a folder holding only
-/// an upload still being staged (`name#1`) is planned as empty but left alone at apply.
+/// (left by earlier builds) are planned and removed; a young one stays; the staging file of an
+/// upload minted before the cutoff (`name#1`, a process killed mid-upload: earlier builds
+/// planned its folder as empty and skipped it on every run) is planned as a staged upload and
+/// removed with its folder, while a young upload's staging file stays.
 #[tokio::test(flavor = "multi_thread")]
 async fn emptied_and_empty_folders_are_collected_safely() {
     let lake = new_lake().await;
@@ -182,20 +184,24 @@ async fn emptied_and_empty_folders_are_collected_safely() {
     tokio::time::sleep(Duration::from_millis(15)).await;
     let young_empty = format!("objects/{}/", ulid::Ulid::new());
     std::fs::create_dir_all(root.join(&young_empty)).unwrap();
+    let young_staging = format!("objects/{}/", ulid::Ulid::new());
+    std::fs::create_dir_all(root.join(&young_staging)).unwrap();
+    std::fs::write(root.join(&young_staging).join("big.bin#1"), b"an upload in progress").unwrap();
     let plan = dry_run(&lake, cutoff, 2).await;
     let mut want: Vec<String> =
-        orphans.iter().map(|o| o.key.clone()).chain([old_empty.clone(), staging.clone()]).collect();
+        orphans.iter().map(|o| o.key.clone()).chain([old_empty.clone(), format!("{staging}big.bin#1")]).collect();
     want.sort();
     assert_eq!(plan.candidates.keys().unwrap(), want);
     let report = apply_fresh(&lake, &plan, &ApplyOptions::default()).await.unwrap();
     assert!(report.checkpoint.complete);
-    assert_eq!((report.checkpoint.deleted, report.checkpoint.skipped.len()), (3, 1), "{:?}", report.checkpoint);
+    assert_eq!((report.checkpoint.deleted, report.checkpoint.skipped.len()), (4, 0), "{:?}", report.checkpoint);
     for o in &orphans {
         let folder = root.join(o.key.rsplit_once('/').unwrap().0);
         assert!(!folder.exists(), "{} emptied by the delete and removed", folder.display());
     }
     assert!(!root.join(&old_empty).exists());
-    assert!(root.join(&staging).join("big.bin#1").exists(), "a staged upload is never removed");
+    assert!(!root.join(&staging).exists(), "an old staged upload goes, and its folder with it");
+    assert!(root.join(&young_staging).join("big.bin#1").exists(), "a young staged upload stays");
     assert!(root.join(&young_empty).exists());
     assert!(root.join("objects").is_dir(), "the managed prefix itself stays");
     assert!(lake.store.head(&a.key).await.unwrap().is_some());

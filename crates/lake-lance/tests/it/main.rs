@@ -13,6 +13,7 @@ mod budget;
 mod crash;
 mod dry_run;
 mod foreign_model;
+mod garbage;
 mod gc_scenario;
 mod guard;
 mod history;

@@ -3,7 +3,7 @@
 
 use super::{not_collectable, DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
-use crate::keys::{is_collectable, parse_journal_file, Staged};
+use crate::keys::{is_collectable, split_staged, Staged};
 use crate::store::LakeStore;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -26,7 +26,7 @@ impl StoreDeleter {
 impl ObjectDeleter for StoreDeleter {
     async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError> {
         // Only collectable keys are sent; the others keep their place in the outcomes. Staged
-        // uploads of reference logs are aborted, one request each.
+        // uploads (of reference logs and of managed objects) are aborted, one request each.
         let sent: Vec<&String> = keys.iter().filter(|k| sent_in_bulk(k)).collect();
         let paths: Vec<object_store::path::Path> = sent.iter().map(|k| self.store.path(k)).collect();
         let input = futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed();
@@ -76,8 +76,8 @@ impl ObjectDeleter for StoreDeleter {
         for k in keys {
             let outcome = if sent_in_bulk(k) {
                 outcomes.next().unwrap_or_else(|| DeleteOutcome::Failed("no outcome".into()))
-            } else if let Some(Staged::Upload(id)) = parse_journal_file(k).and_then(|f| f.staged) {
-                self.abort(k, &id).await
+            } else if let Some((upload, Staged::Upload(id))) = is_collectable(k).then(|| split_staged(k)).flatten() {
+                self.abort(upload, &id).await
             } else {
                 not_collectable(k)
             };
@@ -87,21 +87,19 @@ impl ObjectDeleter for StoreDeleter {
     }
 }
 
-/// Keys deleted by DeleteObjects: collectable keys that are neither folders nor uploads.
+/// Keys deleted by DeleteObjects: collectable keys that are neither folders nor multipart
+/// uploads.
 fn sent_in_bulk(key: &str) -> bool {
-    is_collectable(key)
-        && !key.ends_with('/')
-        && !matches!(parse_journal_file(key).and_then(|f| f.staged), Some(Staged::Upload(_)))
+    is_collectable(key) && !key.ends_with('/') && !matches!(split_staged(key), Some((_, Staged::Upload(_))))
 }
 
 impl StoreDeleter {
-    /// Aborts the multipart upload named by `key` (`<log key>#upload=<id>`).
+    /// Aborts the multipart upload `id` of `key` (named in a plan as `<key>#upload=<id>`).
     async fn abort(&self, key: &str, id: &str) -> DeleteOutcome {
         let Some(requests) = self.store.s3_requests() else {
             return DeleteOutcome::Skipped("an upload can only be aborted on an s3:// root".into());
         };
-        let log = key.split_once('#').map(|(log, _)| log).unwrap_or(key);
-        match requests.abort_multipart_upload(self.store.path(log).as_ref(), id).await {
+        match requests.abort_multipart_upload(self.store.path(key).as_ref(), id).await {
             // S3 does not say whether the upload was still there.
             Ok(()) => DeleteOutcome::Absent,
             Err(e) => DeleteOutcome::Failed(e.to_string()),

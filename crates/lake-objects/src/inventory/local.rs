@@ -37,8 +37,10 @@
 //! during that page: what a page read ahead but did not return, and the files of a folder an
 //! earlier page read, are read again.
 //!
-//! Entries are read as object_store's `LocalFileSystem` reads them, except for symbolic links:
-//! files named like its staged uploads (`name#123`) are skipped, entries that vanish while
+//! Entries are read as object_store's `LocalFileSystem` reads them, except for symbolic links
+//! and its staging files: a file named like one of its staged uploads (`name#123`, an upload
+//! that has not finished, or never will: a process killed mid-upload leaves it) is listed as
+//! [`EntryKind::Staged`] (object_store's own listing skips it), entries that vanish while
 //! listing are skipped, a name that is not a valid object key (not UTF-8, or an ASCII control
 //! character) fails the listing, and `size` and `last_modified` are the file's length and
 //! modification time. A symbolic link is never followed (object_store follows them): it is
@@ -152,6 +154,16 @@ impl ObjectInventory for LocalInventory {
         })
         .fuse()
         .boxed()
+    }
+
+    /// Clock probes left under `_lake/clock/` (a staging file of an object's upload is listed by
+    /// the walk itself, [`EntryKind::Staged`]), minted before `cutoff` (see
+    /// [`ObjectInventory::own_garbage`]).
+    fn own_garbage(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        Box::pin(super::own::own_garbage(&self.store, cutoff))
     }
 }
 
@@ -473,9 +485,6 @@ impl Entries {
             name.push('/');
             return Ok(Some(Child { name, meta: None, link: false }));
         }
-        if is_staged_upload(&name) {
-            return Ok(None);
-        }
         let link = kind == FileType::Symlink
             || meta.is_some_and(|m| m.kind == EntryKind::Foreign("symbolic link"))
             || (kind == FileType::Unknown
@@ -704,7 +713,12 @@ impl Walk {
     /// symbolic link points at; an empty folder for a key ending with `/`); `None` when it
     /// vanished (or a folder is no longer one).
     fn entry(&self, key: String, meta: Option<Meta>) -> Result<Option<InventoryEntry>, ObjectsError> {
+        let staged = |kind| match kind {
+            EntryKind::Object if is_staged_upload(&key) => EntryKind::Staged,
+            kind => kind,
+        };
         if let Some(Meta { size, last_modified, kind }) = meta {
+            let kind = staged(kind);
             return Ok(Some(InventoryEntry { key, size, last_modified, kind }));
         }
         let meta = match std::fs::symlink_metadata(self.root.join(key.trim_end_matches('/'))) {
@@ -730,12 +744,15 @@ impl Walk {
             _ => return Ok(None),
         };
         let last_modified: DateTime<Utc> = meta.modified().map_err(|e| ObjectsError::storage(&key, e))?.into();
+        let kind = staged(kind);
         Ok(Some(InventoryEntry { key, size: meta.len(), last_modified, kind }))
     }
 }
 
-/// object_store's `LocalFileSystem` stages uploads as `name#<digits>` and lists no such file.
+/// object_store's `LocalFileSystem` stages uploads as `name#<digits>` (and lists no such file):
+/// true for a key or name whose last segment is one.
 fn is_staged_upload(name: &str) -> bool {
+    let name = name.rsplit('/').next().unwrap_or(name);
     match name.split_once('#') {
         Some((_, suffix)) => !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()),
         None => false,

@@ -12,12 +12,14 @@
 //! starts a new listing.
 
 pub mod local;
+mod own;
 pub mod parallel;
 pub mod report;
 pub mod s3;
 
 use crate::error::ObjectsError;
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 /// What a listed entry is.
@@ -28,6 +30,12 @@ pub enum EntryKind {
     /// An empty folder of a local root, its key ending with `/` (left by deleted objects or
     /// aborted uploads): GC's own garbage when it is old.
     EmptyFolder,
+    /// A local staging file of an upload that never finished (`<key>#<digits>`: object_store's
+    /// `LocalFileSystem` writes every upload there and renames it when it finishes, so a
+    /// process killed mid-upload leaves it), or an incomplete S3 multipart upload
+    /// (`<key>#upload=<id>`, from [`ObjectInventory::own_garbage`]). GC's own garbage when its
+    /// key is a managed key minted before the cutoff ([`crate::keys::parse_staged_object`]).
+    Staged,
     /// Something that is no object and is never listed through, planned or deleted: a symbolic
     /// link, named pipe, socket or device node on a local root, or an S3 key ending with `/`
     /// (a folder marker, made by the S3 console, Hadoop s3a or sync tools). Named in the plan
@@ -85,6 +93,22 @@ pub trait ObjectInventory: Send + Sync {
     /// kind) when listing fails; GC then aborts: it never treats a failed listing as an empty
     /// one.
     fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>>;
+
+    /// GC's own garbage that the store holds outside the listing of `objects/`, for the planner
+    /// to merge into its sweep in key order: store-clock probes left under `_lake/clock/` (and
+    /// their local staging files, [`crate::keys::parse_clock_probe`]), and on S3 the incomplete
+    /// multipart uploads of managed objects (`objects/<ULID>/<name>#upload=<id>`, kind
+    /// [`EntryKind::Staged`], size 0, `last_modified` the time S3 says it was initiated). Only
+    /// entries minted before `cutoff` (by their key's ULID), sorted by key; memory: one entry
+    /// per such probe or upload (each is a left-over of a killed or failed run). The default
+    /// (an inventory of no store, such as a test double) has none.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] when the store cannot be read; GC then aborts.
+    fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        let _ = cutoff;
+        Box::pin(futures::future::ready(Ok(Vec::new())))
+    }
 }
 
 /// A reference to an inventory lists as the inventory does.
@@ -92,12 +116,20 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for &T {
     fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>> {
         (**self).list_from(after, page_size)
     }
+
+    fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        (**self).own_garbage(cutoff)
+    }
 }
 
 /// A boxed inventory lists as the inventory does.
 impl<T: ObjectInventory + ?Sized> ObjectInventory for Box<T> {
     fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, ObjectsError>> {
         (**self).list_from(after, page_size)
+    }
+
+    fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        (**self).own_garbage(cutoff)
     }
 }
 

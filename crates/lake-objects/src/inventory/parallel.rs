@@ -209,6 +209,11 @@ impl<I: ObjectInventory> ObjectInventory for ParallelInventory<I> {
         .fuse()
         .boxed()
     }
+
+    /// The wrapped inventory's own garbage.
+    fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        self.inner.own_garbage(cutoff)
+    }
 }
 
 /// How one listing runs.

@@ -86,4 +86,13 @@ impl ObjectInventory for S3Inventory {
         .fuse()
         .boxed()
     }
+
+    /// Clock probes left under `_lake/clock/` and incomplete multipart uploads of managed
+    /// objects, minted before `cutoff` (see [`ObjectInventory::own_garbage`]).
+    fn own_garbage(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        Box::pin(super::own::own_garbage(&self.store, cutoff))
+    }
 }

@@ -57,7 +57,7 @@ fn build(root: &Path, managed: usize) -> LakeStore {
     for key in TRICKY {
         write(root, key, key.len());
     }
-    write(root, "objects/h#12", 3); // an object_store staged upload: not listed
+    write(root, "objects/h#12", 3); // an object_store staged upload: listed as staged
     for key in ["objects-old/01J00000000000000000000000/x", "objectsx", "stray.bin", "objects.bin"] {
         write(root, key, 1);
     }
@@ -70,7 +70,8 @@ fn build(root: &Path, managed: usize) -> LakeStore {
 }
 
 /// Every entry under `objects/` by a plain recursive walk that follows no symbolic link, sorted
-/// by key: regular files are objects (object_store's staged uploads left out); symbolic links
+/// by key: regular files are objects (object_store's staged uploads `name#<digits>` are staged);
+/// symbolic links
 /// (broken or not), pipes, sockets and devices are foreign; a folder with nothing listed in it
 /// is an empty folder, `key/`.
 fn oracle(store: &LakeStore) -> Vec<InventoryEntry> {
@@ -93,10 +94,10 @@ fn oracle(store: &LakeStore) -> Vec<InventoryEntry> {
                 listed = true;
                 continue;
             }
-            if name.split_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
-                continue;
-            }
+            let staged =
+                name.split_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
             let kind = match () {
+                _ if t.is_file() && staged => EntryKind::Staged,
                 _ if t.is_file() => EntryKind::Object,
                 _ if t.is_symlink() => EntryKind::Foreign("symbolic link"),
                 _ if t.is_fifo() => EntryKind::Foreign("named pipe"),
@@ -189,10 +190,12 @@ fn the_oracle_sees_the_tricky_names() {
     for key in TRICKY.iter().chain(&["objects/link", "objects/broken", "objects/empty/", "objects/e1/e2/e3/"]) {
         assert!(keys.contains(key), "{key}");
     }
-    for key in ["objects/h#12", "objectsx", "objects.bin", "objects/e1/", "objects/e1/e2/"] {
+    for key in ["objectsx", "objects.bin", "objects/e1/", "objects/e1/e2/"] {
         assert!(!keys.contains(&key), "{key}");
     }
-    assert_eq!(keys.len(), 3000 + 40 + TRICKY.len() + 2 + 3);
+    let staged = lake().all.iter().find(|e| e.key == "objects/h#12").map(|e| e.kind);
+    assert_eq!(staged, Some(lake_objects::inventory::EntryKind::Staged));
+    assert_eq!(keys.len(), 3000 + 40 + TRICKY.len() + 2 + 3 + 1);
 }
 
 #[test]
@@ -273,7 +276,7 @@ fn spilled_folders_list_like_a_plain_sorted_walk() {
     let dir = tempfile::tempdir().unwrap();
     let store = straddling(dir.path());
     let all = oracle(&store);
-    assert_eq!(all.len(), 300 + 40 + TRICKY.len() + 2 + 3 + 200 + 2 * SMALL_FOLDER + 1);
+    assert_eq!(all.len(), 300 + 40 + TRICKY.len() + 2 + 3 + 1 + 200 + 2 * SMALL_FOLDER + 1);
     for window in [1, 3, 16, SMALL_FOLDER, SMALL_FOLDER + 1, 200, WINDOW] {
         for readers in [0, 1, 3] {
             for limit in [1, 5, 1000] {

@@ -490,6 +490,14 @@ impl ObjectInventory for ReportInventory {
         .fuse()
         .boxed()
     }
+
+    /// The live listing's own garbage (clock probes and multipart uploads are in no report).
+    fn own_garbage(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<InventoryEntry>, ObjectsError>> {
+        self.inner.listing.own_garbage(cutoff)
+    }
 }
 
 #[cfg(test)]
