@@ -4,6 +4,8 @@
 //! - [`uri`]: normalisation of a row's `uri` against the lake root ([`normalize_reference`]).
 //! - [`location`]: the `DataLocation` Arrow extension type, its exact-layout validation and
 //!   per-batch identity extraction.
+//! - [`managed`]: the managed key grammar (`objects/<ULID>/<name>`) and the rule every write
+//!   applies to the references it adds ([`check_new_reference`]).
 //! - [`delta`]: [`ObjectReferenceDelta`], the per-version reference journal ("sidecar"),
 //!   with canonical encoding and fail-closed decoding.
 //! - [`counts`]: [`ReferenceCounts`], a count map that builds canonical deltas.
@@ -21,6 +23,7 @@ pub mod head;
 pub mod identity;
 mod local_route;
 pub mod location;
+pub mod managed;
 pub mod reflog;
 mod s3_url;
 pub mod uri;
@@ -34,6 +37,7 @@ pub use location::{
     data_location_field, data_location_list_field, data_location_type, DataLocationBuilder, ReferenceColumns,
     DATA_LOCATION_EXTENSION_NAME,
 };
+pub use managed::{check_new_reference, is_managed_key};
 pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,

@@ -10,6 +10,7 @@ mod collector;
 mod conformance;
 mod documents;
 mod inventory;
+mod managed_grammar;
 mod parallel_listing;
 mod planner;
 mod report;
