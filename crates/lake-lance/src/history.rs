@@ -7,6 +7,7 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::scan::writable_columns;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
 
@@ -52,9 +53,16 @@ impl LanceEngine {
     /// Restores `version` of `table` as a new latest version, journaled as a snapshot of
     /// `version`'s references.
     ///
+    /// The restored version's schema must be one the engine can journal, and every reference it
+    /// holds is published again, so each must pass the rule for new references (external or a
+    /// managed key: [`check_republished`]). Restoring a version whose schema the engine can read
+    /// is a way out of a latest version whose schema it cannot.
+    ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] when `version` no longer exists or its journal is
-    /// incomplete; Lance, sidecar and registry errors. The protecting tag is removed on every path.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] when `version`
+    /// no longer exists, its journal is incomplete, or it references an in-root key that is not
+    /// managed; [`LanceEngineError::UnreadableTable`] for its schema; Lance errors. After it:
+    /// sidecar and registry errors. The protecting tag is removed on every path.
     pub async fn restore(&self, table: &str, version: u64) -> Result<CommitOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
         let lance_err =
@@ -64,6 +72,8 @@ impl LanceEngine {
         let result: Result<CommitOutcome, LanceEngineError> = async {
             let counts = self.journal_counts_at(table, version).await?;
             let mut source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
+            writable_columns(&source, table)?;
+            check_republished(table, version, &counts)?;
             source.restore().await.map_err(lance_err("restore"))?;
             let landed = source.version().version;
             self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts)).await?;
@@ -109,6 +119,23 @@ impl LanceEngine {
             source,
         })
     }
+}
+
+/// Checks that every reference of `counts` (the references of `table` at `version`, about to be
+/// published again by a restore or a new branch) is external or a managed key, the rule for
+/// new references (`lake_common::managed`).
+///
+/// # Errors
+/// [`LanceEngineError::InvalidInput`] naming the first reference that is not.
+pub(crate) fn check_republished(table: &str, version: u64, counts: &ReferenceCounts) -> Result<(), LanceEngineError> {
+    for (identity, _) in counts.iter() {
+        if let Err(e) = lake_common::check_new_reference(&identity.uri, &identity.uri) {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` version {version} references what no write may publish again: {e}; nothing was committed"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn lineage_error(table: &str, problem: LineageProblem) -> LanceEngineError {

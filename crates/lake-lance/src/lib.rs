@@ -20,6 +20,9 @@
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
+//! - [`sql`]: the rule that a predicate or an assigned expression is exactly one SQL expression.
+//! - [`uncommitted`]: what a write that never committed leaves, removed by the write itself
+//!   when it is refused, or by `lake cleanup` when it was killed.
 //! - [`update`]: `UPDATE ... SET ... WHERE` journaled as a delta of the reference columns set.
 //! - [`upsert`]: merge insert keyed on columns, journaled from the two manifests.
 //! - `version_diff`: a version's journal entry from the fragments that differ from the previous version's.
@@ -44,6 +47,8 @@ pub mod refs;
 pub mod refs_checkpoint;
 pub mod scan;
 pub mod sidecar;
+pub mod sql;
+pub mod uncommitted;
 pub mod update;
 pub mod upsert;
 pub mod verify;

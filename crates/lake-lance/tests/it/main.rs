@@ -29,3 +29,4 @@ mod stress;
 mod support;
 mod truth;
 mod verify_bounded;
+mod write_doors;
