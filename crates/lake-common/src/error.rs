@@ -113,6 +113,11 @@ pub enum UriError {
     BadRoot { root: String, reason: String },
     #[error("uri `{uri}` is refused because lake cannot tell which object it names: {reason}; write the key relative to the lake root (objects/<ULID>/<name>)")]
     Ambiguous { uri: String, reason: String },
+    /// A reference a write adds names a key inside the lake root that is not a managed object
+    /// key (`crate::managed`): GC could not tell which object it names. `uri` is the row's value,
+    /// `key` the key it names.
+    #[error("uri {uri:?} names {key:?} inside the lake root, which is not a managed object key; a reference into the lake root must be {grammar}, and anything else must be an absolute URL outside the lake root. Upload the file through lake and reference the key it returns", grammar = crate::managed::MANAGED_KEY_GRAMMAR)]
+    NotManaged { uri: String, key: String },
 }
 
 impl DecodeError {

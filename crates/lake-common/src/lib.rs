@@ -4,6 +4,8 @@
 //! - [`uri`]: normalisation of a row's `uri` against the lake root ([`normalize_reference`]).
 //! - [`location`]: the `DataLocation` Arrow extension type, its exact-layout validation and
 //!   per-batch identity extraction.
+//! - [`managed`]: the managed key grammar (`objects/<ULID>/<name>`) and the rule every write
+//!   applies to the references it adds ([`check_new_reference`]).
 //! - [`delta`]: [`ObjectReferenceDelta`], the per-version reference journal ("sidecar"),
 //!   with canonical encoding and fail-closed decoding.
 //! - [`binding`]: [`VersionBinding`], what a journal entry records of the Lance version it
@@ -24,6 +26,7 @@ pub mod head;
 pub mod identity;
 mod local_route;
 pub mod location;
+pub mod managed;
 pub mod reflog;
 mod s3_url;
 pub mod uri;
@@ -41,6 +44,7 @@ pub use location::{
     data_location_field, data_location_list_field, data_location_type, DataLocationBuilder, ReferenceColumns,
     DATA_LOCATION_EXTENSION_NAME,
 };
+pub use managed::{check_new_reference, is_managed_key};
 pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,

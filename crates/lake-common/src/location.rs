@@ -26,6 +26,7 @@
 use crate::counts::ReferenceCounts;
 use crate::error::LocationError;
 use crate::identity::ObjectIdentity;
+use crate::managed::{all_managed_keys, check_new_reference};
 use crate::uri::{all_plain_keys, is_plain_key, normalize_reference, LakeRootUri};
 use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, StringArray, StructArray, UInt64Array,
@@ -102,9 +103,16 @@ pub enum ColumnShape {
 }
 
 /// The validated reference columns of a schema, in schema order.
+///
+/// Made for reading by default: every reference a row holds is visited as it normalises. A
+/// write of new rows uses [`ReferenceColumns::for_new_references`], which also refuses every
+/// reference that names a key inside the lake root that is not a managed key
+/// ([`crate::managed::check_new_reference`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReferenceColumns {
     columns: Vec<(String, ColumnShape)>,
+    /// The references are new (a write adds them): the rule of [`crate::managed`] applies.
+    new_references: bool,
 }
 
 impl ReferenceColumns {
@@ -162,7 +170,21 @@ impl ReferenceColumns {
                 Shape::Other => check_no_nested_location(name, field.data_type())?,
             }
         }
-        Ok(Self { columns })
+        Ok(Self { columns, new_references: false })
+    }
+
+    /// The same columns for the rows a write adds: [`ReferenceColumns::visit`] (and every
+    /// visit) then refuses a reference that names a key inside the lake root that is not a
+    /// managed key ([`LocationError::BadUri`] with [`crate::UriError::NotManaged`]), and
+    /// [`ReferenceColumns::canonical_arrays`] hands out only arrays of managed keys.
+    pub fn for_new_references(mut self) -> Self {
+        self.new_references = true;
+        self
+    }
+
+    /// Whether the rule of [`ReferenceColumns::for_new_references`] applies.
+    pub fn checks_new_references(&self) -> bool {
+        self.new_references
     }
 
     /// Column names and shapes.
@@ -185,7 +207,8 @@ impl ReferenceColumns {
     /// # Errors
     /// [`LocationError::MissingColumn`] when `batch` lacks a column, [`LocationError::BadLayout`]
     /// when its array is not the declared shape, [`LocationError::BadUri`] for a `uri` that
-    /// cannot be normalised against `root`.
+    /// cannot be normalised against `root` (or, for new references, that names an unmanaged
+    /// key inside the root).
     pub fn visit(
         &self,
         batch: &RecordBatch,
@@ -211,7 +234,7 @@ impl ReferenceColumns {
             let array =
                 batch.column_by_name(name).ok_or_else(|| LocationError::MissingColumn { column: name.clone() })?;
             match shape {
-                ColumnShape::Single => visit_struct(name, array, None, root, &mut visit)?,
+                ColumnShape::Single => visit_struct(name, array, None, root, self.new_references, &mut visit)?,
                 ColumnShape::List => {
                     let list = array.as_any().downcast_ref::<ListArray>().ok_or_else(|| bad_array(name, array))?;
                     let offsets = list.value_offsets();
@@ -223,7 +246,7 @@ impl ReferenceColumns {
                         let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
                         if end > start {
                             let values = list.values().slice(start, end - start);
-                            visit_struct(name, &values, Some(row), root, &mut visit)?;
+                            visit_struct(name, &values, Some(row), root, self.new_references, &mut visit)?;
                         }
                     }
                 }
@@ -234,9 +257,10 @@ impl ReferenceColumns {
 
     /// The `(uri, sha256, size)` child arrays of every reference column of `batch` when they can
     /// be journaled as they are: every column is a single DataLocation (not a list), no value is
-    /// null, and every `uri` is already a canonical key ([`is_plain_key`]). `None` otherwise
-    /// (use [`ReferenceColumns::visit_borrowed`]). Lets a writer copy whole arrays instead of
-    /// visiting references one by one.
+    /// null, and every `uri` is already a canonical key ([`is_plain_key`]; for new references,
+    /// a managed key). `None` otherwise (use [`ReferenceColumns::visit_borrowed`], which names
+    /// the row at fault). Lets a writer copy whole arrays instead of visiting references one by
+    /// one.
     pub fn canonical_arrays(&self, batch: &RecordBatch) -> Option<Vec<[ArrayRef; 3]>> {
         let mut out = Vec::with_capacity(self.columns.len());
         for (name, shape) in &self.columns {
@@ -251,6 +275,10 @@ impl ReferenceColumns {
             }
             let uris = children[0].as_any().downcast_ref::<StringArray>()?;
             if !all_plain_keys(uris.value_data(), uris.value_offsets()) {
+                return None;
+            }
+            // A plain key is inside the root: a new one must be managed.
+            if self.new_references && !all_managed_keys(uris.value_data(), uris.value_offsets()) {
                 return None;
             }
             out.push(children);
@@ -353,8 +381,10 @@ fn visit_struct(
     array: &ArrayRef,
     list_row: Option<usize>,
     root: &LakeRootUri,
+    new_references: bool,
     visit: &mut impl FnMut(&str, &[u8; 32], u64),
 ) -> Result<(), LocationError> {
+    let refuse = |row: usize, source| LocationError::BadUri { column: name.to_string(), row, source };
     if !struct_matches(array.data_type(), false) {
         return Err(bad_array(name, array));
     }
@@ -378,11 +408,15 @@ fn visit_struct(
         let sha: &[u8; 32] = shas.value(i).try_into().map_err(|_| bad_array(name, array))?;
         let raw = uris.value(i);
         if is_plain_key(raw) {
+            if new_references {
+                check_new_reference(raw, raw).map_err(|source| refuse(row, source))?;
+            }
             visit(raw, sha, sizes.value(i));
         } else {
-            let uri = normalize_reference(root, raw)
-                .map_err(|source| LocationError::BadUri { column: name.to_string(), row, source })?
-                .into_identity_uri();
+            let uri = normalize_reference(root, raw).map_err(|source| refuse(row, source))?.into_identity_uri();
+            if new_references {
+                check_new_reference(raw, &uri).map_err(|source| refuse(row, source))?;
+            }
             visit(&uri, sha, sizes.value(i));
         }
     }
@@ -637,5 +671,62 @@ mod tests {
         let cols = ReferenceColumns::from_schema(&schema).unwrap();
         assert_eq!(cols.names(), vec!["file".to_string()]);
         assert!(matches!(cols.count(&batch, &root()), Err(LocationError::BadUri { row: 0, .. })));
+    }
+    /// A write's new references must be external or managed keys; reading a version accepts
+    /// what it holds (it describes what another writer wrote). The fast path hands out only
+    /// arrays of managed keys, so a bad key always reaches the check that names its row.
+    #[test]
+    fn new_references_inside_the_root_must_be_managed_keys() {
+        let ulid = "01J9ZJ4G6W8X1Y2Z3A4B5C6D7E";
+        let managed = format!("objects/{ulid}/x.bin");
+        let schema = Arc::new(Schema::new(vec![data_location_field("file", true)]));
+        let batch_of = |uris: &[&str]| {
+            let mut b = DataLocationBuilder::new();
+            for u in uris {
+                b.append(u, [1; 32], 1);
+            }
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(b.finish())]).unwrap()
+        };
+        let read = ReferenceColumns::from_schema(&schema).unwrap();
+        let write = read.clone().for_new_references();
+        assert!(write.checks_new_references() && !read.checks_new_references());
+        let good = batch_of(&[&managed, "s3://elsewhere/objects/x", "https://example.com/a"]);
+        assert_eq!(write.count(&good, &root()).unwrap(), read.count(&good, &root()).unwrap());
+        assert!(write.canonical_arrays(&batch_of(&[&managed, &managed])).is_some());
+
+        let spaced = format!("{managed} ");
+        let file_url = format!("file:///lake/objects/{ulid}");
+        for bad in [
+            spaced.as_str(),
+            &format!("objects/{ulid}"),
+            "objects/x",
+            "tables/t.lance/data/f.lance",
+            "_lake/lake.json",
+            file_url.as_str(),
+            "file:///lake/tables/t.lance/data/f.lance",
+        ] {
+            let batch = batch_of(&[&managed, bad]);
+            assert!(read.count(&batch, &root()).is_ok(), "reading accepts {bad:?}");
+            assert!(write.canonical_arrays(&batch).is_none(), "{bad:?}");
+            let err = write.count(&batch, &root()).unwrap_err();
+            assert!(
+                matches!(&err, LocationError::BadUri { row: 1, source: crate::UriError::NotManaged { uri, .. }, .. } if uri == bad),
+                "{bad:?}: {err}"
+            );
+        }
+        // The same in a list column.
+        let list_schema = Arc::new(Schema::new(vec![data_location_list_field("files", true)]));
+        let mut items = DataLocationBuilder::new();
+        items.append(&managed, [1; 32], 1);
+        items.append("objects/x", [1; 32], 1);
+        let item_field = Arc::new(Field::new("item", data_location_type(), true));
+        let list = ListArray::new(item_field, OffsetBuffer::from_lengths([1, 1]), Arc::new(items.finish()), None);
+        let batch = RecordBatch::try_new(list_schema.clone(), vec![Arc::new(list)]).unwrap();
+        let columns = ReferenceColumns::from_schema(&list_schema).unwrap();
+        assert!(columns.count(&batch, &root()).is_ok());
+        assert!(matches!(
+            columns.for_new_references().count(&batch, &root()),
+            Err(LocationError::BadUri { row: 1, .. })
+        ));
     }
 }

@@ -24,6 +24,11 @@ pub enum LineageProblem {
     Inconsistent { table: String, version: u64, reason: String },
     /// A dataset under the lake's tables folder that the registry does not know.
     UnregisteredDataset { path: String },
+    /// A dataset folder of table `table` that has no version at all and is not registered:
+    /// the files of a first write to the table that never committed (killed between its data
+    /// files and its commit). No version references them. `intent` names a write intent of the
+    /// table (`_lake/intents/<table>/`) when one says that a write may still land.
+    UncommittedDataset { table: String, path: String, intent: Option<String> },
     /// The registry pins a version above the dataset's latest: the dataset went backwards
     /// (restored from a backup?) and the versions it lost may still matter.
     RegistryAhead { table: String, registry: u64, latest: u64 },
@@ -76,6 +81,8 @@ impl fmt::Display for LineageProblem {
             Self::VersionMismatch { table, file, reason } => write!(f, "table `{table}` sidecar file `{file}`: {reason}"),
             Self::Inconsistent { table, version, reason } => write!(f, "table `{table}` journal is inconsistent at version {version}: {reason}"),
             Self::UnregisteredDataset { path } => write!(f, "dataset `{path}` is under the lake's tables but not in the registry; its references are unknown (a first write to it that was killed before its commit leaves this: write to the table again through lake, or remove the folder if it holds no table)"),
+            Self::UncommittedDataset { table, path, intent: None } => write!(f, "table `{table}`: dataset folder `{path}` has no version and is not registered: the files of a first write to `{table}` that never committed (killed?); no version references them. Remove them with `lake cleanup ROOT --table {table} --older-than DUR` (DUR longer than any write to `{table}` that may still be running)"),
+            Self::UncommittedDataset { table, path, intent: Some(intent) } => write!(f, "table `{table}`: dataset folder `{path}` has no version yet and a write to `{table}` may still land (write intent `{intent}`); plan again once it has landed or been resolved"),
             Self::RegistryAhead { table, registry, latest } => write!(f, "table `{table}`: the registry pins version {registry} but the dataset's latest version is {latest}: the dataset went backwards (restored from a backup?); restore its missing versions, or recreate the table"),
             Self::JournalBeyondLatest { table, version, latest } => write!(f, "table `{table}` has a journal entry for version {version} but the dataset's latest version is {latest}: the dataset went backwards under its journal; restore the dataset's versions, or move the journal entries above {latest} aside"),
             Self::WentBackwards { table, was, now } => write!(f, "table `{table}` was at version {was} when the plan was made and is at version {now} now: the dataset went backwards; nothing more is deleted, plan again once it is repaired"),

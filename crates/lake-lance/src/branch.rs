@@ -18,6 +18,7 @@
 
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::scan::writable_columns;
 use lake_common::ObjectReferenceDelta;
 use lake_objects::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
 use lake_objects::registry;
@@ -45,9 +46,12 @@ impl LanceEngine {
     /// `table@branch` (see the module documentation). Returns its first version.
     ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] for a lineage name given as `table`, a branch name
-    /// outside the table-name alphabet, or a source version whose journal is incomplete; Lance
-    /// errors (no such version or tag, a branch of that name exists); sidecar and registry errors.
+    /// Before anything is created: [`LanceEngineError::InvalidInput`] for a lineage name given
+    /// as `table`, a branch name outside the table-name alphabet, a branch of that name that
+    /// exists (in Lance, or files left under its folder), a source version whose
+    /// journal is incomplete or that references an in-root key that is not managed;
+    /// [`LanceEngineError::UnreadableTable`] for the source version's schema; Lance errors (no
+    /// such version or tag). Sidecar and registry errors after Lance made the branch.
     pub async fn create_branch(
         &self,
         table: &str,
@@ -64,13 +68,26 @@ impl LanceEngine {
         let mut ds = self.open(table).await?;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+        // Lance commits a branch that exists again and fails with an internal error, leaving a
+        // transaction file in the branch's folder: refuse it here.
+        let existing = ds.list_branches().await.map_err(lance_err("list branches"))?;
+        if existing.contains_key(branch) || self.lance_files_of_branch(&lineage).await? {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` already has a branch `{branch}` (or files of one under `{}/`); nothing was created. Choose another name, or delete that branch first (`lake branch delete ROOT --table {table} --name {branch}`)",
+                dataset_key(&lineage)
+            )));
+        }
         let version = match from {
             BranchSource::Version(v) => *v,
             // A tag of the main line only: a branch's tag names a version of the branch.
             BranchSource::Tag(tag) => self.tag_of_lineage(table, tag).await?.version,
         };
-        // The source's references, from the journal, before anything is created.
+        // The branch's first version has the source's schema and references: both are checked,
+        // from the dataset and the journal, before anything is created.
         let counts = self.journal_counts_at(table, version).await?;
+        let source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
+        writable_columns(&source, table)?;
+        crate::history::check_republished(table, version, &counts)?;
         let created = ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))?;
         let first = created.version().version;
         self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts), &created).await?;
@@ -117,6 +134,27 @@ impl LanceEngine {
             let _ = std::fs::remove_dir(dir.join(dataset_key(&lineage)));
         }
         Ok(())
+    }
+
+    /// Whether the folder of `lineage` (`t@b`) holds anything of Lance's: a file, or a folder
+    /// other than the engine's journal (`_lake/`, which a branch deleted by another client
+    /// leaves) holding one.
+    ///
+    /// # Errors
+    /// Storage errors.
+    async fn lance_files_of_branch(&self, lineage: &str) -> Result<bool, LanceEngineError> {
+        let (folders, files) = self.store().list_dir(&dataset_key(lineage)).await?;
+        if !files.is_empty() {
+            return Ok(true);
+        }
+        for folder in folders {
+            if folder.trim_end_matches('/').rsplit('/').next() != Some("_lake")
+                && self.store().holds_anything_below(&folder).await?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The branches of `table` that the engine journals (registered lineages), by name.

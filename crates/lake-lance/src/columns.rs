@@ -12,10 +12,12 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::upsert::GuardedReader;
-use crate::version_diff::diff_entry;
+use crate::scan::{count_references, writable_columns};
+use crate::upsert::{refused_or, GuardedReader};
+use crate::version_diff::committed_entry;
 use arrow_array::RecordBatchReader;
 use chrono::Utc;
+use lake_common::{ObjectReferenceDelta, ReferenceColumns};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
 use lance::dataset::ColumnAlteration;
@@ -28,9 +30,13 @@ impl LanceEngine {
     /// One new version (see the module documentation).
     ///
     /// # Errors
-    /// [`LanceEngineError::Location`] for an invalid DataLocation column or value;
-    /// [`LanceEngineError::Guard`] when a referenced managed object is too old to publish; Lance
-    /// errors (no such key column, a column that already exists); sidecar and registry errors.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] for a key
+    /// column missing from either side or of another type, or a new column already in the table
+    /// ([`check_new_columns`]); [`LanceEngineError::UnreadableTable`];
+    /// [`LanceEngineError::Location`] for an invalid DataLocation column or value (a reference
+    /// inside the lake root must be a managed key); [`LanceEngineError::Guard`] when a
+    /// referenced managed object is too old to publish; Lance errors. After it:
+    /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
     pub async fn add_columns(
         &self,
         table: &str,
@@ -39,15 +45,19 @@ impl LanceEngine {
     ) -> Result<CommitOutcome, LanceEngineError> {
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let mut ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
+        check_new_columns(&ds, table, on, &batches.schema())?;
         let reader = GuardedReader::new(table, batches, self.store().root(), Some(guard))?;
-        let oldest = reader.oldest();
+        let (oldest, refusal) = (reader.oldest(), reader.refusal());
         if let Err(source) = ds.merge(reader, on, on).await {
-            // The guard's refusal travels through Lance as a stream error: name it.
+            // The guard's refusal, or a refused reference, travels through Lance as a stream
+            // error: name it.
             let oldest = oldest.lock().ok().and_then(|o| o.identity.clone());
             if let Err(refusal) = guard.check(oldest.iter(), Utc::now()) {
                 return Err(LanceEngineError::Guard { table: table.into(), source: refusal });
             }
-            return Err(LanceEngineError::Lance { table: table.into(), action: "add columns", source });
+            let lance = LanceEngineError::Lance { table: table.into(), action: "add columns", source };
+            return Err(refused_or(table, &refusal, lance));
         }
         self.publish_diff(&ds, table).await
     }
@@ -55,29 +65,72 @@ impl LanceEngine {
     /// Drops `columns` from `table` (a reference column's references are removed). Lance's drop
     /// is metadata-only: the data stays in the files until compaction rewrites them.
     ///
+    /// A table whose schema has a column the engine cannot read references from (a nested or
+    /// look-alike DataLocation another client added) accepts only a drop that removes every such
+    /// column: the way out of that state. That version is journaled as a snapshot of its
+    /// references (the previous version's cannot be read).
+    ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] for a column that is not top-level; Lance errors
-    /// (every column); sidecar and registry errors.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] for a column
+    /// that is not top-level; [`LanceEngineError::UnreadableTable`] when the schema after the
+    /// drop still has an unreadable column; Lance errors. After it:
+    /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
     pub async fn drop_columns(&self, table: &str, columns: &[&str]) -> Result<CommitOutcome, LanceEngineError> {
         let mut ds = self.open(table).await?;
         for column in columns {
             top_level(&ds, table, column)?;
+        }
+        let readable_before = writable_columns(&ds, table).is_ok();
+        if !readable_before {
+            // The schema the drop produces must be readable.
+            let kept: Vec<arrow_schema::FieldRef> = arrow_schema::Schema::from(ds.schema())
+                .fields()
+                .iter()
+                .filter(|f| !columns.contains(&f.name().as_str()))
+                .cloned()
+                .collect();
+            if let Err(source) = ReferenceColumns::from_stored_schema(&arrow_schema::Schema::new(kept)) {
+                let version = ds.version().version;
+                return Err(LanceEngineError::UnreadableTable {
+                    table: table.into(),
+                    version,
+                    source: Box::new(source),
+                });
+            }
         }
         ds.drop_columns(columns).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action: "drop columns",
             source,
         })?;
-        self.publish_diff(&ds, table).await
+        if readable_before {
+            return self.publish_diff(&ds, table).await;
+        }
+        let version = ds.version().version;
+        let now = count_references(&ds, table, self.store().root(), None)
+            .await
+            .map_err(|e| LanceEngineError::Unjournaled { table: table.into(), version, reason: e.to_string() })?;
+        self.publish(ObjectReferenceDelta::snapshot(table, version, &now), &ds).await?;
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: 0,
+            references_added: now.total(),
+            references_removed: 0,
+            rebased: rebased(&ds, version).await,
+        })
     }
 
     /// Renames column `from` of `table` to `to` (a reference column keeps its references).
     ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] for a `from` that is not a top-level column or a `to`
-    /// with a `.` or in use; Lance, sidecar and registry errors.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] for a `from`
+    /// that is not a top-level column or a `to` with a `.` or in use;
+    /// [`LanceEngineError::UnreadableTable`]; Lance errors. After it:
+    /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
     pub async fn rename_column(&self, table: &str, from: &str, to: &str) -> Result<CommitOutcome, LanceEngineError> {
         let mut ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
         top_level(&ds, table, from)?;
         if to.is_empty() || to.contains('.') || ds.schema().field(to).is_some() {
             return Err(LanceEngineError::InvalidInput(format!(
@@ -96,7 +149,7 @@ impl LanceEngine {
     /// Lance, scan, sidecar and registry errors.
     async fn publish_diff(&self, ds: &Dataset, table: &str) -> Result<CommitOutcome, LanceEngineError> {
         let version = ds.version().version;
-        let diff = diff_entry(ds, table, self.store().root()).await?;
+        let diff = committed_entry(ds, table, self.store().root()).await?;
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, ds).await?;
         Ok(CommitOutcome {
@@ -119,4 +172,46 @@ fn top_level(ds: &Dataset, table: &str, column: &str) -> Result<(), LanceEngineE
     Err(LanceEngineError::InvalidInput(format!(
         "table `{table}` has no top-level column `{column}`; columns inside a struct (`a.b`) are not dropped or renamed here"
     )))
+}
+
+/// Checks, before anything is read or written, the inputs of adding the columns of a source of
+/// `source` schema to `ds`, joined on `on`: the key column exists in the table and in the
+/// source with the same type, and every other source column is new to the table and has a
+/// top-level name (no `.`).
+///
+/// # Errors
+/// [`LanceEngineError::InvalidInput`] naming the column at fault.
+pub(crate) fn check_new_columns(
+    ds: &Dataset,
+    table: &str,
+    on: &str,
+    source: &arrow_schema::Schema,
+) -> Result<(), LanceEngineError> {
+    let stored = arrow_schema::Schema::from(ds.schema());
+    let refuse =
+        |why: String| Err(LanceEngineError::InvalidInput(format!("table `{table}`: {why}; nothing was written")));
+    let Ok(key) = stored.field_with_name(on) else {
+        return refuse(format!("has no column `{on}` to match rows on"));
+    };
+    match source.field_with_name(on) {
+        Err(_) => return refuse(format!("the new columns come without the key column `{on}`")),
+        Ok(f) if f.data_type() != key.data_type() => {
+            return refuse(format!(
+                "the key column `{on}` is {} in the table but {} in the new columns",
+                key.data_type(),
+                f.data_type()
+            ))
+        }
+        Ok(_) => {}
+    }
+    for field in source.fields().iter().filter(|f| f.name() != on) {
+        let name = field.name();
+        if name.is_empty() || name.contains('.') {
+            return refuse(format!("`{name}` is not a top-level column name (no `.`)"));
+        }
+        if stored.field_with_name(name).is_ok() {
+            return refuse(format!("already has a column `{name}`"));
+        }
+    }
+    Ok(())
 }

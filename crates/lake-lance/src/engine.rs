@@ -13,16 +13,18 @@
 use crate::create_commit::CreateOnlyCommitHandler;
 use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
-use crate::scan::count_references;
+use crate::scan::{count_references, writable_columns};
 use crate::sidecar;
+use crate::uncommitted::{data_file_keys, discard_refused_write};
 use arrow_array::RecordBatchReader;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lake_common::{DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_common::{
+    DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts,
+};
 use lake_engine::journal::{added_between, Sidecars};
 use lake_engine::{
-    Engine, EngineError, LineageProblem, LineageStamp, TableLineage, TableLocation, TableSet, TableSnapshot,
-    UnreferencedFile,
+    Engine, EngineError, LineageStamp, TableLineage, TableLocation, TableSet, TableSnapshot, UnreferencedFile,
 };
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::failpoint;
@@ -306,6 +308,14 @@ impl LanceEngine {
             // a write; nothing is written for it here.
             return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
         }
+        if exists && !overwrite {
+            // The version an append produces keeps the table's schema: it must be one the
+            // engine can journal (an overwrite replaces it, checked from its batches). The
+            // batches' own columns are judged first.
+            ReferenceColumns::from_schema(&batches.schema())
+                .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            writable_columns(&self.open(table).await?, table)?;
+        }
         let descriptor = LakeDescriptor::load(&self.store).await?;
         let guard = PublicationGuard::from_policy(&descriptor);
         let (reader, worker) = JournalingReader::new(batches, &self.store, table)?;
@@ -324,14 +334,28 @@ impl LanceEngine {
         let started = std::time::Instant::now();
         let written = InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted_stream(source).await;
         let data_written = started.elapsed();
-        let log = worker.finish().await.map_err(|failure| match failure {
-            JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
-            JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
-        })?;
+        // The data files this write created: removed when it is refused before its commit.
+        let data_files = written.as_ref().map(|tx| data_file_keys(table, tx)).unwrap_or_default();
+        let log = match worker.finish().await {
+            Ok(log) => log,
+            Err(failure) => {
+                discard_refused_write(&self.store, table, &data_files, creating).await;
+                return Err(match failure {
+                    JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
+                    JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
+                });
+            }
+        };
         let ds = match self.commit_streamed(table, written, &params, &guard, &log, creating, action).await {
             Ok(ds) => ds,
             Err(e) => {
                 discard_log(&self.store, &log.key).await;
+                // Refused before the commit was attempted: nothing can land, so nothing of this
+                // write stays (another writer's create keeps its folders).
+                if matches!(e, LanceEngineError::Guard { .. } | LanceEngineError::ConcurrentCreate { .. }) {
+                    let first = creating && matches!(e, LanceEngineError::Guard { .. });
+                    discard_refused_write(&self.store, table, &data_files, first).await;
+                }
                 return Err(e);
             }
         };
@@ -435,14 +459,20 @@ impl LanceEngine {
         })
     }
 
-    /// Deletes the rows of `table` matching `predicate` (Lance SQL), journaling the references of
-    /// the deleted rows with their counts, computed from the fragments the delete changed
-    /// (`crate::version_diff`). Returns `None` when no row matched (no new version).
+    /// Deletes the rows of `table` matching `predicate` (one Lance SQL expression,
+    /// [`crate::sql::check_predicate`]), journaling the references of the deleted rows with
+    /// their counts, computed from the fragments the delete changed (`crate::version_diff`).
+    /// Returns `None` when no row matched (no new version).
     ///
     /// # Errors
-    /// Lance errors (including an invalid predicate), sidecar and registry errors.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] for a predicate
+    /// that is not one SQL expression, [`LanceEngineError::UnreadableTable`] for a table whose
+    /// schema the engine cannot journal, Lance errors (an invalid predicate). After it:
+    /// [`LanceEngineError::Unjournaled`], sidecar and registry errors, each naming the version.
     pub async fn delete(&self, table: &str, predicate: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
+        crate::sql::check_predicate(predicate)?;
         let mut ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
         let before = ds.version().version;
         let result = ds.delete(predicate).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
@@ -455,7 +485,7 @@ impl LanceEngine {
         }
         // From the two manifests, not from a count taken before: a predicate need not evaluate
         // the same way twice (`random()`), and Lance may rebase the delete.
-        let diff = crate::version_diff::diff_entry(&result.new_dataset, table, self.store.root()).await?;
+        let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store.root()).await?;
         let references_removed = diff.removed;
         self.publish(diff.entry, &result.new_dataset).await?;
         Ok(Some(CommitOutcome {
@@ -472,9 +502,11 @@ impl LanceEngine {
     /// empty delta. Returns `None` when there was nothing to compact.
     ///
     /// # Errors
-    /// Lance, sidecar and registry errors.
+    /// [`LanceEngineError::UnreadableTable`] (nothing committed); Lance, sidecar and registry
+    /// errors.
     pub async fn compact(&self, table: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
         let mut ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
         let before = ds.version().version;
         compact_files(&mut ds, CompactionOptions::default(), None).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
@@ -525,13 +557,21 @@ impl LanceEngine {
     /// versions went, writes the reference checkpoint at the new oldest retained version
     /// ([`LanceEngine::write_reference_checkpoint`]).
     ///
+    /// A table with no version at all whose folder holds the files of a first write that never
+    /// committed is cleaned up by [`LanceEngine::discard_uncommitted`] instead (its files older
+    /// than `older_than`; `old_versions` is 0).
+    ///
     /// # Errors
-    /// Lance errors.
+    /// Lance errors; as [`LanceEngine::discard_uncommitted`].
     pub async fn cleanup(
         &self,
         table: &str,
         older_than: std::time::Duration,
     ) -> Result<CleanupOutcome, LanceEngineError> {
+        if self.is_uncommitted_dataset(table).await? {
+            let discarded = self.discard_uncommitted(table, older_than).await?;
+            return Ok(CleanupOutcome { old_versions: 0, bytes_removed: discarded.bytes_removed, stale_restore_tags: Vec::new() });
+        }
         let now = lake_objects::clock::StoreClock::read(&lake_objects::clock::ProbeClock, &self.store).await?;
         let stale_restore_tags = self.remove_stale_restore_tags(table, now.store_now).await?;
         let ds = self.open(table).await?;
@@ -657,7 +697,7 @@ impl Engine for LanceEngine {
             // the empty folders of its journal locally: nothing there can reference an object.
             // Checked again before every group of deletes, like any unregistered dataset.
             if !registered && self.store.holds_anything_below(&d).await.map_err(LanceEngineError::from)? {
-                problems.push(LineageProblem::UnregisteredDataset { path: d.clone() });
+                problems.push(self.unregistered_problem(&d, name).await?);
             }
         }
         let tables = names.iter().map(|n| TableLocation { name: n.clone(), uri: self.dataset_uri(n) }).collect();

@@ -20,16 +20,43 @@ use thiserror::Error;
 /// - [`LanceEngineError::ConcurrentCreate`]: transient (the retry appends to the table the other
 ///   writer created).
 /// - Everything else is permanent: invalid references, a missing table, a journal conflict, a
-///   guard refusal, bad input. So is a [`LanceEngineError::SidecarWrite`]: the version is
-///   committed, and retrying the write would commit another one; `lake refs repair` is the fix.
+///   guard refusal, bad input. So are [`LanceEngineError::SidecarWrite`],
+///   [`LanceEngineError::Unjournaled`] and [`LanceEngineError::CommittedUnchecked`]: the version
+///   is committed, and retrying the write would commit another one.
+///
+/// # Committed or not
+///
+/// Every variant whose message says "nothing was committed" is returned only before the write's
+/// Lance commit. [`LanceEngineError::SidecarWrite`], [`LanceEngineError::Unjournaled`] and
+/// [`LanceEngineError::CommittedUnchecked`] say which version was committed
+/// ([`LanceEngineError::committed_version`]).
 #[derive(Debug, Error)]
 pub enum LanceEngineError {
     /// Lance refused or failed.
     #[error("table `{table}`: Lance {action} failed: {source}")]
     Lance { table: String, action: &'static str, source: lance::Error },
-    /// A batch's references are invalid; nothing was committed.
+    /// A batch's references are invalid, refused before the commit: nothing was committed.
+    /// Only writes return it, and only before they commit.
     #[error("table `{table}`: invalid reference, nothing was committed: {source}")]
     Location { table: String, source: LocationError },
+    /// A version's columns or values cannot be read with certainty (a scan, a repair, a
+    /// verification, the journal entry of a version): what was read, not a write's refusal.
+    #[error("table `{table}`: {source}")]
+    Unreadable { table: String, source: LocationError },
+    /// A write refused before its commit because the schema of the version it starts from, or
+    /// of the version it would produce, has a column lake cannot read references from: the
+    /// version it would commit could not be journaled. Nothing was committed.
+    #[error("table `{table}` version {version}: {source}. Refusing to write to it (nothing was committed): lake could not journal the version this write would commit, and GC refuses this table until the column is fixed. Drop the column (`lake columns drop ROOT --table {table} --column {column}`), restore a version without it (`lake restore`), or overwrite the table (`lake ingest --overwrite`)", column = crate::scan::top_level_column(source))]
+    UnreadableTable { table: String, version: u64, source: Box<LocationError> },
+    /// Lance committed `version`, then its journal entry could not be computed: the version
+    /// exists without a journal entry (GC reports it and refuses to apply until it is journaled).
+    #[error("table `{table}` version {version} was committed, but its journal entry could not be computed: {reason}. GC reports version {version} as a version without a journal entry and refuses to apply until it is journaled: `lake refs repair ROOT --table {table} --version {version}` once its rows can be read")]
+    Unjournaled { table: String, version: u64, reason: String },
+    /// Lance committed `version` and the engine journaled it exactly, but the version references
+    /// what the checks before the commit did not see (an expression that evaluated differently
+    /// at the commit): `reason` says what and what to do.
+    #[error("table `{table}` version {version} was committed and journaled (GC keeps what it references live), but {reason}")]
+    CommittedUnchecked { table: String, version: u64, reason: String },
     /// Storage, registry or descriptor failure.
     #[error(transparent)]
     Objects(#[from] ObjectsError),
@@ -57,6 +84,17 @@ pub enum LanceEngineError {
 }
 
 impl LanceEngineError {
+    /// The version the failed write committed before it failed, when it did (see "Committed or
+    /// not" on [`LanceEngineError`]).
+    pub fn committed_version(&self) -> Option<u64> {
+        match self {
+            LanceEngineError::SidecarWrite { version, .. }
+            | LanceEngineError::Unjournaled { version, .. }
+            | LanceEngineError::CommittedUnchecked { version, .. } => Some(*version),
+            _ => None,
+        }
+    }
+
     /// Whether retrying the failed operation can help (the rule is on [`LanceEngineError`]).
     pub fn is_transient(&self) -> bool {
         match self {
@@ -64,6 +102,10 @@ impl LanceEngineError {
             LanceEngineError::Objects(e) => e.is_transient(),
             LanceEngineError::ConcurrentCreate { .. } => true,
             LanceEngineError::Location { .. }
+            | LanceEngineError::Unreadable { .. }
+            | LanceEngineError::UnreadableTable { .. }
+            | LanceEngineError::Unjournaled { .. }
+            | LanceEngineError::CommittedUnchecked { .. }
             | LanceEngineError::NoSuchTable { .. }
             | LanceEngineError::SidecarWrite { .. }
             | LanceEngineError::JournalLog { .. }
@@ -212,10 +254,54 @@ mod tests {
             LanceEngineError::JournalLog { table: "t".into(), message: "m".into() },
             LanceEngineError::SidecarConflict { table: "t".into(), version: 2 },
             LanceEngineError::InvalidInput("bad".into()),
+            LanceEngineError::Unreadable {
+                table: "t".into(),
+                source: LocationError::MissingColumn { column: "c".into() },
+            },
+            LanceEngineError::UnreadableTable {
+                table: "t".into(),
+                version: 2,
+                source: Box::new(LocationError::MissingColumn { column: "c".into() }),
+            },
+            LanceEngineError::Unjournaled { table: "t".into(), version: 3, reason: "r".into() },
+            LanceEngineError::CommittedUnchecked { table: "t".into(), version: 3, reason: "r".into() },
         ];
         for e in permanent {
             assert!(!e.is_transient(), "{e}");
         }
+    }
+
+    /// "Nothing was committed" is said only by errors returned before a commit; the others name
+    /// the committed version.
+    #[test]
+    fn only_errors_before_a_commit_say_nothing_was_committed() {
+        let location = || LocationError::MissingColumn { column: "c".into() };
+        let before = [
+            LanceEngineError::Location { table: "t".into(), source: location() },
+            LanceEngineError::UnreadableTable { table: "t".into(), version: 2, source: Box::new(location()) },
+            LanceEngineError::JournalLog { table: "t".into(), message: "m".into() },
+            LanceEngineError::ConcurrentCreate { table: "t".into() },
+        ];
+        for e in before {
+            assert!(e.to_string().contains("nothing was committed") && e.committed_version().is_none(), "{e}");
+        }
+        let after = [
+            LanceEngineError::SidecarWrite {
+                table: "t".into(),
+                version: 3,
+                source: ObjectsError::storage("k", io(ErrorKind::TimedOut)),
+            },
+            LanceEngineError::Unjournaled { table: "t".into(), version: 3, reason: "r".into() },
+            LanceEngineError::CommittedUnchecked { table: "t".into(), version: 3, reason: "r".into() },
+        ];
+        for e in after {
+            let text = e.to_string();
+            assert!(!text.to_lowercase().contains("nothing was committed") && text.contains("version 3"), "{text}");
+            assert_eq!(e.committed_version(), Some(3));
+        }
+        // A read's error says what was read, not what a write did.
+        let read = LanceEngineError::Unreadable { table: "t".into(), source: location() };
+        assert!(!read.to_string().contains("committed"), "{read}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::scan::writable_columns;
 use chrono::{DateTime, Utc};
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
@@ -135,11 +136,18 @@ impl LanceEngine {
     /// `version`'s references. Stale restore tags of the lineage (restores killed earlier) are
     /// removed first ([`LanceEngine::remove_stale_restore_tags`], by this host's clock).
     ///
+    /// The restored version's schema must be one the engine can journal, and every reference it
+    /// holds is published again, so each must pass the rule for new references (external or a
+    /// managed key: [`check_republished`]). Restoring a version whose schema the engine can read
+    /// is a way out of a latest version whose schema it cannot.
+    ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] when `version` no longer exists, its journal is
-    /// incomplete, or the restore ran past its deadline (its tag older than the publication
-    /// guard's limit, or removed) before committing: nothing was committed, run it again; Lance,
-    /// sidecar and registry errors. The protecting tag is removed on every path.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] when `version`
+    /// no longer exists, its journal is incomplete, it references an in-root key that is not
+    /// managed, or the restore ran past its deadline (its tag older than the publication guard's
+    /// limit, or removed): run it again; [`LanceEngineError::UnreadableTable`] for its schema;
+    /// Lance errors. After it: sidecar and registry errors. The protecting tag is removed on
+    /// every path.
     pub async fn restore(&self, table: &str, version: u64) -> Result<CommitOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
         let policy = LakeDescriptor::load(self.store()).await?;
@@ -169,6 +177,8 @@ impl LanceEngine {
     ) -> Result<CommitOutcome, LanceEngineError> {
         let counts = self.journal_counts_at(table, version).await?;
         let source = ds.checkout_version(version).await.map_err(lance_err(table, "checkout"))?;
+        writable_columns(&source, table)?;
+        check_republished(table, version, &counts)?;
         // The deadline: a tag older than the guard's limit may be judged stale (and removed)
         // while this commit is in flight; refuse instead, and commit within the margin.
         let still_tagged = match ds.tags().get(tag).await {
@@ -351,6 +361,23 @@ fn check_deadline(
         if still_tagged { "" } else { ", which is gone" },
         guard.limit().as_secs(),
     )))
+}
+
+/// Checks that every reference of `counts` (the references of `table` at `version`, about to be
+/// published again by a restore or a new branch) is external or a managed key, the rule for
+/// new references (`lake_common::managed`).
+///
+/// # Errors
+/// [`LanceEngineError::InvalidInput`] naming the first reference that is not.
+pub(crate) fn check_republished(table: &str, version: u64, counts: &ReferenceCounts) -> Result<(), LanceEngineError> {
+    for (identity, _) in counts.iter() {
+        if let Err(e) = lake_common::check_new_reference(&identity.uri, &identity.uri) {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` version {version} references what no write may publish again: {e}; nothing was committed"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn lineage_error(table: &str, problem: LineageProblem) -> LanceEngineError {

@@ -4,6 +4,7 @@
 
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::scan::writable_columns;
 use lance::index::DatasetIndexExt;
 use lance_index::scalar::{InvertedIndexParams, ScalarIndexParams};
 use lance_index::{IndexParams, IndexType};
@@ -109,8 +110,9 @@ impl LanceEngine {
     /// version, journaled as an empty delta.
     ///
     /// # Errors
-    /// Lance errors (an unknown column, a type the index does not support, an existing index
-    /// without `replace`); sidecar and registry errors.
+    /// [`LanceEngineError::UnreadableTable`] (nothing committed); Lance errors (an unknown
+    /// column, a type the index does not support, an existing index without `replace`); sidecar
+    /// and registry errors.
     pub async fn create_index(
         &self,
         table: &str,
@@ -120,6 +122,7 @@ impl LanceEngine {
         replace: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
         let mut ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
         let before = ds.version().version;
         let params = kind.params();
         let columns = [column];
@@ -138,9 +141,11 @@ impl LanceEngine {
     /// Removes the index `name` of `table`: one new version, journaled as an empty delta.
     ///
     /// # Errors
-    /// Lance errors (no index of that name); sidecar and registry errors.
+    /// [`LanceEngineError::UnreadableTable`] (nothing committed); Lance errors (no index of that
+    /// name); sidecar and registry errors.
     pub async fn drop_index(&self, table: &str, name: &str) -> Result<CommitOutcome, LanceEngineError> {
         let mut ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
         let before = ds.version().version;
         ds.drop_index(name).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),

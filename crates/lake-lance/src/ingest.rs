@@ -10,12 +10,15 @@
 //! message: a failed walk or upload (or a producer that stopped) fails the stream, so Lance
 //! commits nothing, and the original error is returned.
 
+use crate::columns::check_new_columns;
 use crate::error::LanceEngineError;
+use crate::scan::writable_columns;
 use crate::{CommitOutcome, LanceEngine};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchReader, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use futures::StreamExt;
 use lake_common::{data_location_field, DataLocationBuilder};
+use lake_objects::layout::{split_lineage, validate_table_name};
 use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
 use lake_objects::ObjectsError;
 use std::path::{Path, PathBuf};
@@ -33,8 +36,9 @@ pub const CHANNEL_BATCHES: usize = 2;
 /// Files uploaded at once.
 pub const UPLOAD_CONCURRENCY: usize = 4;
 
-/// Why a folder ingest failed. Nothing was committed in every case (objects uploaded before the
-/// failure stay, unreferenced, for GC).
+/// Why a folder ingest failed. Nothing was committed, except where the append's error says
+/// which version was (`LanceEngineError::committed_version`); objects uploaded before the failure
+/// stay, unreferenced, for GC.
 #[derive(Debug, Error)]
 pub enum IngestError {
     /// The folder to ingest is not a folder (refused before anything is uploaded).
@@ -50,7 +54,8 @@ pub enum IngestError {
     /// An upload failed.
     #[error(transparent)]
     Upload(#[from] ObjectsError),
-    /// The append (Lance, the journal, the registry) failed.
+    /// The append (Lance, the journal, the registry) failed, or refused the ingest's inputs
+    /// before any file was uploaded ([`LanceEngine::check_ingest`]).
     #[error(transparent)]
     Append(#[from] LanceEngineError),
     /// The stream between the uploads and the append broke: a batch could not be built, the
@@ -321,13 +326,16 @@ pub async fn ingest_dir(engine: &LanceEngine, table: &str, dir: &Path) -> Result
 /// As [`ingest_dir`] in `options.mode` (append, overwrite, upsert or a new column), telling `options.progress` of every upload. Returns the committed version and the
 /// bytes uploaded.
 ///
-/// The uploads stream into the append (see the module documentation); a folder without a
-/// regular file is refused before anything is appended, and a failed walk or upload fails the
-/// append (nothing is committed; objects uploaded before the failure stay, unreferenced, for GC).
+/// Every input that can be checked without the files is checked before the first upload
+/// ([`LanceEngine::check_ingest`]). The uploads stream into the append (see the module
+/// documentation); a folder without a regular file is refused before anything is appended, and
+/// a failed walk or upload fails the append (nothing is committed; objects uploaded before the
+/// failure stay, unreferenced, for GC).
 ///
 /// # Errors
-/// As [`upload_dir`]; [`IngestError::Append`] as [`LanceEngine::append`] and
-/// [`LanceEngine::overwrite`]; [`IngestError::NoRegularFiles`] when `dir` has no regular file.
+/// As [`upload_dir`]; [`IngestError::Append`] as [`LanceEngine::check_ingest`],
+/// [`LanceEngine::append`] and [`LanceEngine::overwrite`]; [`IngestError::NoRegularFiles`] when
+/// `dir` has no regular file.
 pub async fn ingest_dir_with(
     engine: &LanceEngine,
     table: &str,
@@ -337,6 +345,7 @@ pub async fn ingest_dir_with(
     if !dir.is_dir() {
         return Err(IngestError::NotAFolder { dir: dir.to_path_buf() });
     }
+    engine.check_ingest(table, &options.mode).await?;
     let (sender, mut receiver) = mpsc::channel(CHANNEL_BATCHES);
     // The producer's error, kept here (the stream carries only its sentence) and set before the
     // stream fails, so the append's failure can be reported as what caused it.
@@ -419,16 +428,108 @@ struct PathAndFile {
 
 impl PathAndFile {
     fn new(inner: Box<dyn RecordBatchReader + Send>, column: &str) -> Result<Self, LanceEngineError> {
-        if column == "path" || column == "episode" {
+        Ok(Self { inner, schema: path_and_file_schema(column)? })
+    }
+}
+
+/// The schema of [`IngestMode::AddColumn`]'s rows: `path` and the new column `column`.
+///
+/// # Errors
+/// [`LanceEngineError::InvalidInput`] for a column named `path` or `episode`.
+fn path_and_file_schema(column: &str) -> Result<SchemaRef, LanceEngineError> {
+    if column == "path" || column == "episode" {
+        return Err(LanceEngineError::InvalidInput(format!(
+            "the new column cannot be named `{column}`: ingested rows already have it"
+        )));
+    }
+    Ok(Arc::new(Schema::new(vec![
+        Field::new("path", DataType::Utf8, false),
+        lake_common::data_location_field(column, true),
+    ])))
+}
+
+impl LanceEngine {
+    /// Checks every input of an ingest of rows in [`file_table_schema`] into `table` in `mode`
+    /// that can be checked without the files, so that a bad one is refused before the first
+    /// upload: the table name; that a branch (`t@b`) exists (a branch is made by
+    /// `create_branch`) and that the table exists for [`IngestMode::AddColumn`]; for an existing
+    /// table, that its schema is one the engine can journal and that the rows fit it (an append
+    /// or upsert: every row column is a column of the table with the same type, and the table's
+    /// other columns are nullable), the upsert's key columns (present, in the rows and in the
+    /// table, with the same type), and the new column of [`IngestMode::AddColumn`] (a top-level
+    /// name not in use, and a `path` column of the table to match rows on). An overwrite
+    /// replaces the schema: only the name and the branch are checked.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`], [`LanceEngineError::NoSuchTable`] or
+    /// [`LanceEngineError::UnreadableTable`] naming what is wrong; storage and Lance errors.
+    pub async fn check_ingest(&self, table: &str, mode: &IngestMode) -> Result<(), LanceEngineError> {
+        validate_table_name(table)?;
+        if matches!(mode, IngestMode::Upsert { on } if on.is_empty()) {
             return Err(LanceEngineError::InvalidInput(format!(
-                "the new column cannot be named `{column}`: ingested rows already have it"
+                "an upsert into `{table}` needs at least one key column (`on`)"
             )));
         }
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("path", DataType::Utf8, false),
-            lake_common::data_location_field(column, true),
-        ]));
-        Ok(Self { inner, schema })
+        let new_column = match mode {
+            IngestMode::AddColumn { column } => Some(path_and_file_schema(column)?),
+            _ => None,
+        };
+        let exists = self.table_exists(table).await?;
+        let branch = split_lineage(table).1.is_some();
+        if !exists && (branch || new_column.is_some()) {
+            return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
+        }
+        if !exists || matches!(mode, IngestMode::Overwrite) {
+            return Ok(());
+        }
+        let ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
+        if let Some(schema) = new_column {
+            return check_new_columns(&ds, table, "path", &schema);
+        }
+        let stored = Schema::from(ds.schema());
+        let rows = file_table_schema();
+        let refuse = |why: String| {
+            Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}`: {why}, so the ingested rows (episode, path, file) do not fit it; nothing was uploaded"
+            )))
+        };
+        for field in rows.fields() {
+            match stored.field_with_name(field.name()) {
+                Err(_) => return refuse(format!("it has no column `{}`", field.name())),
+                Ok(f) if !same_type(f.data_type(), field.data_type()) => {
+                    return refuse(format!("its column `{}` is {}, not {}", f.name(), f.data_type(), field.data_type()))
+                }
+                Ok(_) => {}
+            }
+        }
+        if let Some(f) = stored.fields().iter().find(|f| rows.field_with_name(f.name()).is_err() && !f.is_nullable()) {
+            return refuse(format!("its column `{}` is not nullable", f.name()));
+        }
+        if let IngestMode::Upsert { on } = mode {
+            for key in on {
+                if rows.field_with_name(key).is_err() {
+                    return Err(LanceEngineError::InvalidInput(format!(
+                        "the upsert key `{key}` is not a column of the ingested rows (episode, path, file); nothing was uploaded"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two Arrow types are the same for a write (Lance compares schemas without field
+/// nullability or metadata): equal, or structs with the same child names and same-typed
+/// children, or lists of such.
+fn same_type(a: &DataType, b: &DataType) -> bool {
+    match (a, b) {
+        (DataType::Struct(x), DataType::Struct(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(y.iter()).all(|(p, q)| p.name() == q.name() && same_type(p.data_type(), q.data_type()))
+        }
+        (DataType::List(x), DataType::List(y)) => same_type(x.data_type(), y.data_type()),
+        _ => a == b,
     }
 }
 

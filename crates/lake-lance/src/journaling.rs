@@ -75,7 +75,9 @@ pub struct JournalWorker {
 
 impl JournalingReader {
     /// Wraps `inner` for a write to `table`; the reference columns are validated from its schema
-    /// first. Must be called inside a Tokio runtime (the worker uploads through it).
+    /// first, and every reference the worker reads must be external or a managed key
+    /// (`lake_common::managed`). Must be called inside a Tokio runtime (the worker uploads
+    /// through it).
     ///
     /// # Errors
     /// [`LanceEngineError::Location`] when a marked column has the wrong layout.
@@ -84,8 +86,10 @@ impl JournalingReader {
         store: &LakeStore,
         table: &str,
     ) -> Result<(Self, JournalWorker), LanceEngineError> {
+        // The rows are new references: one inside the lake root must be a managed key.
         let columns = ReferenceColumns::from_schema(&inner.schema())
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?
+            .for_new_references();
         let (sender, receiver) = sync_channel(CHANNEL_BATCHES);
         let failed = Arc::new(AtomicBool::new(false));
         let write_id = ulid::Ulid::new().to_string();

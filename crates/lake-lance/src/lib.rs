@@ -25,6 +25,9 @@
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
 //! - [`settings`]: table settings that let Lance remove versions on its own (auto-cleanup): a
 //!   named lineage problem, and the engine's command that unsets them.
+//! - [`sql`]: the rule that a predicate or an assigned expression is exactly one SQL expression.
+//! - [`uncommitted`]: what a write that never committed leaves, removed by the write itself
+//!   when it is refused, or by `lake cleanup` when it was killed.
 //! - [`update`]: `UPDATE ... SET ... WHERE` journaled as a delta of the reference columns set.
 //! - [`upsert`]: merge insert keyed on columns, journaled from the two manifests.
 //! - `version_diff`: a version's journal entry from the fragments that differ from the previous version's.
@@ -51,6 +54,8 @@ pub mod refs_checkpoint;
 pub mod scan;
 pub mod settings;
 pub mod sidecar;
+pub mod sql;
+pub mod uncommitted;
 pub mod update;
 pub mod upsert;
 pub mod verify;

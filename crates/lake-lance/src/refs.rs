@@ -41,7 +41,8 @@ impl LanceEngine {
     /// # Errors
     /// Lance errors (the version must still exist); [`LanceEngineError::SidecarConflict`];
     /// [`LanceEngineError::InvalidInput`] for a version that reads files outside its dataset
-    /// folder; [`LanceEngineError::Location`] for columns a scan cannot read with certainty.
+    /// folder; [`LanceEngineError::Unreadable`] for columns or values a scan cannot read with
+    /// certainty.
     pub async fn repair_refs(&self, table: &str, version: u64) -> Result<ObjectReferenceDelta, LanceEngineError> {
         // A version that reads files outside its dataset folder has rows a scan of this table
         // cannot vouch for.

@@ -5,24 +5,55 @@
 
 use crate::error::LanceEngineError;
 use futures::TryStreamExt;
-use lake_common::{LakeRootUri, ReferenceColumns, ReferenceCounts};
+use lake_common::{LakeRootUri, LocationError, ReferenceColumns, ReferenceCounts};
 use lance::Dataset;
 
-/// The reference columns of `ds`'s schema.
+/// The reference columns of `ds`'s schema (at its checked-out version).
 ///
 /// # Errors
-/// [`LanceEngineError::Location`] when a marked column has the wrong layout.
+/// [`LanceEngineError::Unreadable`] when a column cannot be read with certainty (a marked
+/// column of the wrong layout, a look-alike, a nested DataLocation, a blob v2 column).
 pub fn reference_columns(ds: &Dataset, table: &str) -> Result<ReferenceColumns, LanceEngineError> {
     let schema = arrow_schema::Schema::from(ds.schema());
     ReferenceColumns::from_stored_schema(&schema)
-        .map_err(|source| LanceEngineError::Location { table: table.into(), source })
+        .map_err(|source| LanceEngineError::Unreadable { table: table.into(), source })
+}
+
+/// The reference columns of `ds`'s schema, for a write about to commit a version that starts
+/// from `ds` (or has its schema): every write checks this before its commit, so that it never
+/// commits a version it cannot journal.
+///
+/// # Errors
+/// [`LanceEngineError::UnreadableTable`] (nothing was committed), which names the top-level
+/// column to fix ([`top_level_column`]).
+pub(crate) fn writable_columns(ds: &Dataset, table: &str) -> Result<ReferenceColumns, LanceEngineError> {
+    reference_columns(ds, table).map_err(|e| match e {
+        LanceEngineError::Unreadable { table, source } => {
+            LanceEngineError::UnreadableTable { table, version: ds.version().version, source: Box::new(source) }
+        }
+        other => other,
+    })
+}
+
+/// The top-level column a [`LocationError`] of a schema is about (`meta` for `meta.file`).
+pub(crate) fn top_level_column(e: &LocationError) -> &str {
+    let column = match e {
+        LocationError::BadLayout { column, .. }
+        | LocationError::LocationLike { column, .. }
+        | LocationError::Nested { column, .. }
+        | LocationError::Unsupported { column, .. }
+        | LocationError::BadUri { column, .. }
+        | LocationError::MissingColumn { column } => column.as_str(),
+    };
+    column.split('.').next().unwrap_or(column)
 }
 
 /// Counts the references of the rows of `ds` (at its checked-out version) that match `filter`
-/// (Lance SQL), or of every row.
+/// (one Lance SQL expression, [`crate::sql::check_predicate`]), or of every row.
 ///
 /// # Errors
-/// Lance errors, invalid references.
+/// [`LanceEngineError::InvalidInput`] for a filter that is not one SQL expression; Lance errors;
+/// [`LanceEngineError::Unreadable`] for references that cannot be read.
 pub async fn count_references(
     ds: &Dataset,
     table: &str,
@@ -44,6 +75,9 @@ pub(crate) async fn count_scanned(
     filter: Option<&str>,
     fragments: Option<Vec<lance::table::format::Fragment>>,
 ) -> Result<ReferenceCounts, LanceEngineError> {
+    if let Some(f) = filter {
+        crate::sql::check_predicate(f)?;
+    }
     let columns = reference_columns(ds, table)?;
     let mut counts = ReferenceCounts::new();
     if columns.is_empty() || fragments.as_ref().is_some_and(Vec::is_empty) {
@@ -62,7 +96,7 @@ pub(crate) async fn count_scanned(
     while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
         columns
             .visit(&batch, root, |id| counts.add(id, 1))
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            .map_err(|source| LanceEngineError::Unreadable { table: table.into(), source })?;
     }
     Ok(counts)
 }

@@ -6,15 +6,20 @@
 //! the matched rows did not already reference passes the publication guard. The update then runs
 //! with no conflict retry (a retry would evaluate against a newer version than the one checked).
 //!
+//! The predicate and every expression must each be exactly one SQL expression
+//! ([`crate::sql`]), and the values the assigned reference columns get are new references: one
+//! inside the lake root must be a managed key (`lake_common::managed`).
+//!
 //! The journal entry is computed after the commit from the two manifests
 //! (`crate::version_diff`), never from the check: an expression or predicate need not evaluate
 //! the same way twice (`random()`), so only what Lance wrote is journaled. If the committed
-//! version references an object the check did not see, the entry is still written (the journal
-//! stays exact, so GC keeps the object) and the call fails with the guard's error.
+//! version references an object the check did not see and would have refused, the entry is still
+//! written (the journal stays exact, so GC keeps the object) and the call fails with
+//! [`LanceEngineError::CommittedUnchecked`] naming the version.
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::scan::{count_references, reference_columns};
+use crate::scan::{count_references, reference_columns, writable_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 use chrono::Utc;
@@ -61,12 +66,14 @@ impl LanceEngine {
     /// matched (no new version).
     ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] for no assignment, or a column assigned twice;
-    /// [`LanceEngineError::Location`] when an expression gives a reference column a value that is
-    /// not a valid DataLocation; [`LanceEngineError::Guard`] when a newly referenced managed
-    /// object is too old to publish; Lance errors (an unknown column, an invalid expression, a
-    /// conflicting concurrent write); sidecar and registry errors. On any error before the Lance
-    /// commit nothing is committed.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] for no
+    /// assignment, a column assigned twice, or a predicate or expression that is not one SQL
+    /// expression; [`LanceEngineError::UnreadableTable`]; [`LanceEngineError::Location`] when an
+    /// expression gives a reference column a value that is not a valid new reference;
+    /// [`LanceEngineError::Guard`] when a newly referenced managed object is too old to publish;
+    /// Lance errors (an unknown column, an invalid expression, a conflicting concurrent write).
+    /// After it, each naming the committed version: [`LanceEngineError::Unjournaled`],
+    /// [`LanceEngineError::CommittedUnchecked`], sidecar and registry errors.
     pub async fn update(
         &self,
         table: &str,
@@ -80,9 +87,14 @@ impl LanceEngine {
             if assignments[..i].iter().any(|b| b.column == a.column) {
                 return Err(LanceEngineError::InvalidInput(format!("column `{}` is assigned twice", a.column)));
             }
+            crate::sql::check_expression(&a.expression)?;
+        }
+        if let Some(p) = predicate {
+            crate::sql::check_predicate(p)?;
         }
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
         let before = ds.version().version;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
@@ -112,7 +124,7 @@ impl LanceEngine {
         if version == before {
             return Ok(None);
         }
-        let diff = crate::version_diff::diff_entry(&result.new_dataset, table, self.store().root()).await?;
+        let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store().root()).await?;
         // What the commit added that the check did not see (a nondeterministic expression).
         let unseen: Vec<ObjectIdentity> = diff
             .entry
@@ -123,9 +135,9 @@ impl LanceEngine {
             .collect();
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, &result.new_dataset).await?;
-        guard
-            .check(unseen.iter(), Utc::now())
-            .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+        if let Some(reason) = unchecked_references(&guard, &unseen) {
+            return Err(LanceEngineError::CommittedUnchecked { table: table.into(), version, reason });
+        }
         Ok(Some(CommitOutcome {
             table: table.into(),
             version,
@@ -155,7 +167,8 @@ impl LanceEngine {
         let location_err = |source| LanceEngineError::Location { table: table.into(), source };
         let fields: Vec<_> = assigned.iter().filter_map(|a| stored.field_with_name(&a.column).ok().cloned()).collect();
         let subset = Arc::new(Schema::new(fields));
-        let columns = ReferenceColumns::from_stored_schema(&subset).map_err(location_err)?;
+        // The assigned values are new references.
+        let columns = ReferenceColumns::from_stored_schema(&subset).map_err(location_err)?.for_new_references();
         let after: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.expression.as_str())).collect();
         self.count_projected(ds, table, &columns, &subset, &after, predicate).await
     }
@@ -206,4 +219,30 @@ impl LanceEngine {
         }
         Ok(counts)
     }
+}
+
+/// What is wrong with references a committed update added that its checks before the commit
+/// did not see: an in-root key that is not managed, or an object older than the publication
+/// guard allows. `None` when nothing is.
+fn unchecked_references(guard: &PublicationGuard, unseen: &[ObjectIdentity]) -> Option<String> {
+    let mut reasons = Vec::new();
+    for id in unseen {
+        if let Err(e) = lake_common::check_new_reference(&id.uri, &id.uri) {
+            reasons.push(format!("{e}. It blocks every GC plan until no retained version references it: update or delete the rows that hold it, then remove the versions that still do (`lake cleanup`)"));
+        }
+    }
+    // The guard's own message says nothing was committed; here the version was.
+    if let Err(lake_objects::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), Utc::now())
+    {
+        reasons.push(format!(
+            "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `lake refs verify`, and reference a fresh copy (`ManagedObjectWriter::copy_fresh`)"
+        ));
+    }
+    if reasons.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "its expression gave the rows references its checks before the commit did not see (an expression that did not evaluate the same way twice): {}",
+        reasons.join("; ")
+    ))
 }

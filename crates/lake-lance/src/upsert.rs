@@ -11,11 +11,12 @@
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
 use crate::journaling::OldestKey;
-use crate::version_diff::diff_entry;
+use crate::scan::writable_columns;
+use crate::version_diff::committed_entry;
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 use chrono::Utc;
-use lake_common::{LakeRootUri, ReferenceColumns};
+use lake_common::{LakeRootUri, LocationError, ReferenceColumns};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
 use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched};
@@ -32,11 +33,15 @@ pub(crate) struct GuardedReader {
     columns: ReferenceColumns,
     root: LakeRootUri,
     oldest: Arc<Mutex<OldestKey>>,
+    /// The reference that failed the stream, when one did (shared: Lance reports only its echo).
+    refusal: Arc<Mutex<Option<LocationError>>>,
     guard_at_end: Option<PublicationGuard>,
 }
 
 impl GuardedReader {
-    /// Wraps `inner`, whose schema's reference columns are validated now.
+    /// Wraps `inner`, whose schema's reference columns are validated now; its rows are new
+    /// references (`ReferenceColumns::for_new_references`: one inside the lake root must be a
+    /// managed key).
     ///
     /// # Errors
     /// [`LanceEngineError::Location`] for an invalid DataLocation column.
@@ -47,13 +52,32 @@ impl GuardedReader {
         guard_at_end: Option<PublicationGuard>,
     ) -> Result<Self, LanceEngineError> {
         let columns = ReferenceColumns::from_schema(&inner.schema())
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
-        Ok(Self { inner, columns, root: root.clone(), oldest: Arc::default(), guard_at_end })
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?
+            .for_new_references();
+        Ok(Self { inner, columns, root: root.clone(), oldest: Arc::default(), refusal: Arc::default(), guard_at_end })
     }
 
     /// The oldest managed identity seen so far (shared: read it after the source is consumed).
     pub(crate) fn oldest(&self) -> Arc<Mutex<OldestKey>> {
         self.oldest.clone()
+    }
+
+    /// Where the reference that failed the stream is kept (shared: read it when Lance fails).
+    pub(crate) fn refusal(&self) -> Arc<Mutex<Option<LocationError>>> {
+        self.refusal.clone()
+    }
+}
+
+/// The write's error when Lance failed on `source` (`lance_error`): the reference the reader
+/// refused, as [`LanceEngineError::Location`] (nothing was committed), when it refused one.
+pub(crate) fn refused_or(
+    table: &str,
+    refusal: &Mutex<Option<LocationError>>,
+    lance_error: LanceEngineError,
+) -> LanceEngineError {
+    match refusal.lock().ok().and_then(|mut r| r.take()) {
+        Some(source) => LanceEngineError::Location { table: table.into(), source },
+        None => lance_error,
     }
 }
 
@@ -76,6 +100,9 @@ impl Iterator for GuardedReader {
             }
         };
         if let Err(e) = self.columns.visit_borrowed(&batch, &self.root, |uri, sha, size| oldest.offer(uri, sha, size)) {
+            if let Ok(mut refusal) = self.refusal.lock() {
+                *refusal = Some(e.clone());
+            }
             return Some(Err(ArrowError::ExternalError(Box::new(e))));
         }
         Some(Ok(batch))
@@ -95,11 +122,13 @@ impl LanceEngine {
     /// as a delta (see the module documentation).
     ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] without key columns; [`LanceEngineError::Location`]
-    /// for an invalid DataLocation column or value; [`LanceEngineError::Guard`] when a referenced
-    /// managed object is too old to publish; Lance errors (a key column missing from the source
-    /// or the table, a schema that does not match, a conflicting concurrent write); sidecar and
-    /// registry errors. Nothing is committed on an error before the Lance commit.
+    /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] without key
+    /// columns; [`LanceEngineError::UnreadableTable`]; [`LanceEngineError::Location`] for an
+    /// invalid DataLocation column or value (a reference inside the lake root must be a managed
+    /// key); [`LanceEngineError::Guard`] when a referenced managed object is too old to publish;
+    /// Lance errors (a key column missing from the source or the table, a schema that does not
+    /// match, a conflicting concurrent write). After it: [`LanceEngineError::Unjournaled`],
+    /// sidecar and registry errors, each naming the committed version.
     pub async fn upsert(
         &self,
         table: &str,
@@ -116,10 +145,11 @@ impl LanceEngine {
         }
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = Arc::new(self.open(table).await?);
+        writable_columns(&ds, table)?;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
         let reader = GuardedReader::new(table, batches, self.store().root(), None)?;
-        let oldest = reader.oldest();
+        let (oldest, refusal) = (reader.oldest(), reader.refusal());
         let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let job = MergeInsertBuilder::try_new(ds.clone(), on.to_vec())
             .map_err(lance_err("upsert"))?
@@ -129,7 +159,10 @@ impl LanceEngine {
             .try_build()
             .map_err(lance_err("upsert"))?;
         let started = std::time::Instant::now();
-        let uncommitted = job.execute_uncommitted(source).await.map_err(lance_err("upsert"))?;
+        let uncommitted = job
+            .execute_uncommitted(source)
+            .await
+            .map_err(|source| refused_or(table, &refusal, lance_err("upsert")(source)))?;
         let data_written = started.elapsed();
         let oldest = oldest.lock().map(|o| o.identity.clone()).unwrap_or(None);
         // The guard, right before the commit; the commit must land within the margin.
@@ -144,7 +177,7 @@ impl LanceEngine {
             .map_err(lance_err("commit"))?;
         let version = committed.version().version;
         let committed_at = started.elapsed();
-        let diff = diff_entry(&committed, table, self.store().root()).await?;
+        let diff = committed_entry(&committed, table, self.store().root()).await?;
         let diffed_at = started.elapsed();
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, &committed).await?;

@@ -451,7 +451,7 @@ impl LanceEngine {
         };
         let columns = match reference_columns(&ds, table) {
             Ok(columns) => columns,
-            Err(LanceEngineError::Location { source, .. }) => return Ok(unreadable(&source)),
+            Err(LanceEngineError::Unreadable { source, .. }) => return Ok(unreadable(&source)),
             Err(e) => return Err(e),
         };
         if columns.is_empty() {

@@ -65,6 +65,37 @@ pub(crate) async fn diff_entry(
     Ok(VersionEntry { entry, added, removed })
 }
 
+/// The journal entry of the version `ds` is at, which the calling write just committed: as
+/// [`diff_entry`]; when that fails (a row of the previous version that cannot be read, written
+/// by another client), a snapshot of the version from a full scan, which is exact on its own
+/// (`added` is then every reference of the version, `removed` 0).
+///
+/// # Errors
+/// [`LanceEngineError::Unjournaled`] naming the committed version when neither can be computed.
+pub(crate) async fn committed_entry(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+) -> Result<VersionEntry, LanceEngineError> {
+    let version = ds.version().version;
+    let diffed = match diff_entry(ds, table, root).await {
+        Ok(entry) => return Ok(entry),
+        Err(e) => e,
+    };
+    match count_references(ds, table, root, None).await {
+        Ok(now) => {
+            tracing::warn!(table, version, "journaling the version as a snapshot: {diffed}");
+            let added = now.total();
+            Ok(VersionEntry { entry: ObjectReferenceDelta::snapshot(table, version, &now), added, removed: 0 })
+        }
+        Err(scanned) => Err(LanceEngineError::Unjournaled {
+            table: table.into(),
+            version,
+            reason: format!("{diffed}; a scan of version {version} failed too: {scanned}"),
+        }),
+    }
+}
+
 fn sum(counts: &[lake_common::ReferenceCount]) -> u64 {
     counts.iter().map(|r| r.count).sum()
 }

@@ -46,13 +46,6 @@ pub fn sanitize_name(name: &str) -> String {
     out
 }
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 200
-        && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-}
-
 /// Mints a new key for an upload of `name` (sanitised) with a fresh ULID.
 pub fn mint_key(name: &str) -> (String, Ulid) {
     let ulid = Ulid::new();
@@ -62,14 +55,12 @@ pub fn mint_key(name: &str) -> (String, Ulid) {
 /// Parses `key` (relative to the lake root) as a managed key; `None` when it does not match
 /// the grammar exactly.
 pub fn parse_managed_key(key: &str) -> Option<ManagedKey> {
-    let rest = key.strip_prefix(OBJECTS_PREFIX)?.strip_prefix('/')?;
-    let (ulid_text, name) = rest.split_once('/')?;
-    if ulid_text.len() != 26
-        || !ulid_text.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
-        || !valid_name(name)
-    {
+    // The grammar is lake-common's, the one writes are checked against.
+    if !lake_common::is_managed_key(key) {
         return None;
     }
+    let rest = key.strip_prefix(OBJECTS_PREFIX)?.strip_prefix('/')?;
+    let (ulid_text, name) = rest.split_once('/')?;
     let ulid = Ulid::from_string(ulid_text).ok()?;
     // Round-trip to reject non-canonical spellings (I, L, O, U are not Crockford digits).
     if ulid.to_string() != ulid_text {

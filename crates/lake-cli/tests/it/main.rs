@@ -6,6 +6,7 @@ mod refusals;
 mod s3;
 mod shards;
 mod workflow;
+mod write_refusals;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -36,6 +36,25 @@ async fn append_spelled(lake: &TestLake, table: &str, rows: &[(&str, &str, &Mana
         .map_err(|e| e.to_string())
 }
 
+/// Appends `rows` around the engine (plain Lance), then journals the version with `lake refs
+/// repair`: how a reference the engine refuses to write (an in-root key that is not managed)
+/// still reaches a lake (a build before that rule, another Lance client and a repair).
+async fn append_spelled_around_the_engine(lake: &TestLake, table: &str, rows: &[(&str, &str, &ManagedObject)]) {
+    let params = lance::dataset::WriteParams { mode: lance::dataset::WriteMode::Append, ..Default::default() };
+    let batches = RecordBatchIterator::new(vec![Ok(spelled(rows))], schema());
+    let ds = lance::Dataset::write(batches, &lake.engine.dataset_uri(table), Some(params)).await.unwrap();
+    lake.engine.repair_refs(table, ds.version().version).await.unwrap();
+}
+
+/// The engine refuses to write `rows` (a reference inside the lake root that is not a managed
+/// key), and nothing is committed.
+async fn assert_refused_by_the_engine(lake: &TestLake, table: &str, rows: &[(&str, &str, &ManagedObject)]) {
+    let before = lake.engine.versions(table).await.unwrap().len();
+    let refused = append_spelled(lake, table, rows).await.unwrap_err();
+    assert!(refused.contains("not a managed object key") && refused.contains("nothing was committed"), "{refused}");
+    assert_eq!(lake.engine.versions(table).await.unwrap().len(), before, "nothing committed");
+}
+
 async fn apply_plan(lake: &TestLake, plan: &GcPlan) -> Result<ApplyReport, String> {
     let dir = tempfile::tempdir().unwrap();
     let deleter = lake_objects::deleter::for_store(&lake.store);
@@ -64,7 +83,8 @@ async fn assert_kept(lake: &TestLake, plan: &GcPlan, o: &ManagedObject, what: &s
 /// A link at the lake root (outside `objects/`), `<root>/alias -> objects`, and a row that
 /// names an old object through it with a relative key (`alias/<ULID>/x.bin`). The key is not
 /// managed, so the publication guard lets an old object be referenced again; the sweep never
-/// meets the link (it lists `objects/` only).
+/// meets the link (it lists `objects/` only). The engine refuses to write such a key; written
+/// around it (and repaired), GC refuses to plan.
 #[tokio::test(flavor = "multi_thread")]
 async fn attack_relative_key_through_a_root_level_link() {
     let lake = new_lake().await;
@@ -73,7 +93,8 @@ async fn attack_relative_key_through_a_root_level_link() {
     std::os::unix::fs::symlink("objects", root(&lake).join("alias")).unwrap();
     let through = format!("alias/{}", x.key.strip_prefix("objects/").unwrap());
     assert_eq!(std::fs::read(root(&lake).join(&through)).unwrap(), b"precious x");
-    append_spelled(&lake, "t", &[("e", &through, &x)]).await.unwrap();
+    assert_refused_by_the_engine(&lake, "t", &[("e", &through, &x)]).await;
+    append_spelled_around_the_engine(&lake, "t", &[("e", &through, &x)]).await;
     tokio::time::sleep(Duration::from_millis(15)).await;
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert_kept(&lake, &plan, &x, "relative key through <root>/alias").await;
@@ -87,7 +108,8 @@ async fn attack_file_url_through_a_root_level_link() {
     lake.engine.append("t", reader(vec![batch(&[("keep", None)])])).await.unwrap();
     std::os::unix::fs::symlink("objects", root(&lake).join("alias")).unwrap();
     let through = format!("file://{}/alias/{}", root(&lake).display(), x.key.strip_prefix("objects/").unwrap());
-    append_spelled(&lake, "t", &[("e", &through, &x)]).await.unwrap();
+    assert_refused_by_the_engine(&lake, "t", &[("e", &through, &x)]).await;
+    append_spelled_around_the_engine(&lake, "t", &[("e", &through, &x)]).await;
     tokio::time::sleep(Duration::from_millis(15)).await;
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert_kept(&lake, &plan, &x, "file URL through <root>/alias").await;

@@ -31,3 +31,4 @@ mod stress;
 mod support;
 mod truth;
 mod verify_bounded;
+mod write_doors;

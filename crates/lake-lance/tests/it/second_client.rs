@@ -8,14 +8,12 @@
 //! base paths ignored) and the assertion that catches it.
 
 use crate::gc_scenario::dry_run;
-use crate::support::{batch, new_lake, reader, TestLake};
-use arrow_array::{
-    Array, ArrayRef, BinaryArray, Int64Array, ListArray, RecordBatch, RecordBatchIterator, StringArray, StructArray,
-};
+use crate::support::{batch, iter, locations, new_lake, python_like_values, reader, TestLake};
+use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, RecordBatchIterator, StringArray, StructArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use chrono::{DateTime, Utc};
-use lake_common::{data_location_field, data_location_type, DataLocationBuilder, LocationError};
+use lake_common::{data_location_field, data_location_type, LocationError};
 use lake_engine::{Engine, LineageProblem};
 use lake_lance::LanceEngineError;
 use lake_objects::apply::ApplyOptions;
@@ -135,36 +133,11 @@ async fn second_client(lake: &TestLake, table: &str) -> Dataset {
     Dataset::open(&lake.engine.dataset_uri(table)).await.unwrap()
 }
 
-fn iter(batch: RecordBatch) -> RecordBatchIterator<std::vec::IntoIter<Result<RecordBatch, arrow_schema::ArrowError>>> {
-    let schema = batch.schema();
-    RecordBatchIterator::new(vec![Ok(batch)].into_iter(), schema)
-}
-
-/// DataLocation values (the exact layout) for `objects`, `None` a null.
-fn locations(objects: &[Option<&ManagedObject>]) -> StructArray {
-    let mut b = DataLocationBuilder::new();
-    for o in objects {
-        match o {
-            Some(o) => b.append(&o.key, o.sha256, o.size),
-            None => b.append_null(),
-        }
-    }
-    b.finish()
-}
-
-/// The struct a round trip through Python objects gives (`to_pylist()` then `from_pylist`):
-/// `uri: string, sha256: binary, size: int64`, every child nullable, no marker.
+/// The look-alike column `file` of a round trip through Python objects (`to_pylist()` then
+/// `from_pylist`): `uri: string, sha256: binary, size: int64`, every child nullable, no marker.
 fn python_like(objects: &[&ManagedObject]) -> (Field, ArrayRef) {
-    let fields = Fields::from(vec![
-        Field::new("uri", DataType::Utf8, true),
-        Field::new("sha256", DataType::Binary, true),
-        Field::new("size", DataType::Int64, true),
-    ]);
-    let uris: ArrayRef = Arc::new(StringArray::from_iter_values(objects.iter().map(|o| o.key.as_str())));
-    let shas: ArrayRef = Arc::new(BinaryArray::from_iter_values(objects.iter().map(|o| o.sha256.to_vec())));
-    let sizes: ArrayRef = Arc::new(Int64Array::from_iter_values(objects.iter().map(|o| o.size as i64)));
-    let array = StructArray::new(fields.clone(), vec![uris, shas, sizes], None);
-    (Field::new("file", DataType::Struct(fields), true), Arc::new(array))
+    let (fields, array) = python_like_values(objects);
+    (Field::new("file", DataType::Struct(fields), true), array)
 }
 
 /// A batch keyed by `episode` with one more column, for `Dataset::merge`.
@@ -283,7 +256,7 @@ async fn an_overwrite_with_python_like_types_is_refused_by_repair_verify_and_gc(
 
     let err = lake.engine.repair_refs("t", v).await.unwrap_err();
     assert!(
-        matches!(&err, LanceEngineError::Location { source: LocationError::LocationLike { column, .. }, .. } if column == "file"),
+        matches!(&err, LanceEngineError::Unreadable { source: LocationError::LocationLike { column, .. }, .. } if column == "file"),
         "{err}"
     );
     assert!(err.to_string().contains("`file`"), "the error names the column: {err}");
@@ -563,7 +536,7 @@ async fn a_nested_location_is_refused_by_append_and_by_repair() {
     let v = ds.version().version;
     let err = lake.engine.repair_refs("t", v).await.unwrap_err();
     assert!(
-        matches!(&err, LanceEngineError::Location { source: LocationError::Nested { column, .. }, .. } if column == "meta.file"),
+        matches!(&err, LanceEngineError::Unreadable { source: LocationError::Nested { column, .. }, .. } if column == "meta.file"),
         "{err}"
     );
     let problems = lineage_problems(&lake, "t").await;
@@ -619,7 +592,7 @@ async fn a_blob_v2_column_is_refused_by_append_and_by_repair() {
     assert!(stored.field_with_name("video").is_ok(), "the premise: Lance stored the blob column");
     let err = lake.engine.repair_refs("t", v).await.unwrap_err();
     assert!(
-        matches!(&err, LanceEngineError::Location { source: LocationError::Unsupported { column, .. }, .. } if column == "video"),
+        matches!(&err, LanceEngineError::Unreadable { source: LocationError::Unsupported { column, .. }, .. } if column == "video"),
         "{err}"
     );
     let problems = lineage_problems(&lake, "t").await;

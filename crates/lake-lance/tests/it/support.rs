@@ -1,7 +1,9 @@
 //! Helpers: a fresh local lake, uploads, and record batches with DataLocation columns.
 
-use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchReader, StringArray};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_array::{
+    ArrayRef, BinaryArray, Int64Array, RecordBatch, RecordBatchIterator, RecordBatchReader, StringArray, StructArray,
+};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use lake_common::{data_location_field, DataLocationBuilder};
 use lake_lance::LanceEngine;
 use lake_objects::descriptor::LakeDescriptor;
@@ -160,4 +162,39 @@ pub async fn unchecked_plan_now(
         &options,
     )
     .await
+}
+
+/// One batch as a reader (for plain Lance's `Dataset::write` and `merge`).
+pub fn iter(
+    batch: RecordBatch,
+) -> RecordBatchIterator<std::vec::IntoIter<Result<RecordBatch, arrow_schema::ArrowError>>> {
+    let schema = batch.schema();
+    RecordBatchIterator::new(vec![Ok(batch)].into_iter(), schema)
+}
+
+/// DataLocation values (the exact layout) for `objects`, `None` a null.
+pub fn locations(objects: &[Option<&ManagedObject>]) -> StructArray {
+    let mut b = DataLocationBuilder::new();
+    for o in objects {
+        match o {
+            Some(o) => b.append(&o.key, o.sha256, o.size),
+            None => b.append_null(),
+        }
+    }
+    b.finish()
+}
+
+/// The struct a round trip through Python objects gives (`to_pylist()` then `from_pylist`) for
+/// `objects`: `uri: string, sha256: binary, size: int64`, every child nullable, no marker.
+pub fn python_like_values(objects: &[&ManagedObject]) -> (Fields, ArrayRef) {
+    let fields = Fields::from(vec![
+        Field::new("uri", DataType::Utf8, true),
+        Field::new("sha256", DataType::Binary, true),
+        Field::new("size", DataType::Int64, true),
+    ]);
+    let uris: ArrayRef = Arc::new(StringArray::from_iter_values(objects.iter().map(|o| o.key.as_str())));
+    let shas: ArrayRef = Arc::new(BinaryArray::from_iter_values(objects.iter().map(|o| o.sha256.to_vec())));
+    let sizes: ArrayRef = Arc::new(Int64Array::from_iter_values(objects.iter().map(|o| o.size as i64)));
+    let array: ArrayRef = Arc::new(StructArray::new(fields.clone(), vec![uris, shas, sizes], None));
+    (fields, array)
 }

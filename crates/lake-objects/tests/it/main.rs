@@ -11,6 +11,7 @@ mod conformance;
 mod documents;
 mod inventory;
 mod own_garbage;
+mod managed_grammar;
 mod parallel_listing;
 mod planner;
 mod report;
