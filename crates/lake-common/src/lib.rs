@@ -7,6 +7,8 @@
 //! - [`delta`]: [`ObjectReferenceDelta`], the per-version reference journal ("sidecar"),
 //!   with canonical encoding and fail-closed decoding.
 //! - [`counts`]: [`ReferenceCounts`], a count map that builds canonical deltas.
+//! - [`intent`]: [`intent::WriteIntent`], the record of a commit that may still land (GC keeps
+//!   its references).
 //!
 //! This crate knows nothing of Lance or of storage; it is pure data and rules.
 
@@ -19,6 +21,7 @@ pub mod delta;
 pub mod error;
 pub mod head;
 pub mod identity;
+pub mod intent;
 mod local_route;
 pub mod location;
 pub mod reflog;
@@ -34,7 +37,7 @@ pub use location::{
     data_location_field, data_location_list_field, data_location_type, DataLocationBuilder, ReferenceColumns,
     DATA_LOCATION_EXTENSION_NAME,
 };
-pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
+pub use reflog::{decode_reference_log, visit_reference_log, LogTotals, ReferenceLogEncoder};
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,
 };

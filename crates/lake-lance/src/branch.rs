@@ -18,7 +18,11 @@
 
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{IntentFacts, IntentRefs};
+use lake_common::intent::IntentOperation;
 use lake_common::ObjectReferenceDelta;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
 use lake_objects::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
 use lake_objects::registry;
 
@@ -61,7 +65,7 @@ impl LanceEngine {
         }
         let lineage = branch_lineage(table, branch);
         validate_table_name(&lineage)?;
-        let mut ds = self.open(table).await?;
+        let ds = self.open(table).await?;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
         let version = match from {
@@ -70,9 +74,34 @@ impl LanceEngine {
         };
         // The source's references, from the journal, before anything is created.
         let counts = self.journal_counts_at(table, version).await?;
-        let created = ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))?;
+        // The intent names them (the branch's first version is the source's number: a version
+        // above `version - 1` of the branch is this write's).
+        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
+        let facts = IntentFacts {
+            restored_version: Some(version),
+            ..IntentFacts::new(IntentOperation::CreateBranch, version.saturating_sub(1))
+        };
+        let ids = counts.iter().map(|(id, _)| id.clone()).collect();
+        let intent = self.begin_intent(&lineage, facts, IntentRefs::Identities(ids), &guard).await?;
+        let created = async {
+            let mut ds = self.open_gated(table, None, &intent.gate).await?;
+            ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))
+        }
+        .await;
+        let created = match created {
+            Ok(created) => created,
+            Err(e) if !intent.gate.issued() => {
+                self.drop_intent(&intent, false).await;
+                return Err(e);
+            }
+            Err(e) => {
+                let first = self.settle_intent(&intent, e).await?;
+                return self.landed_outcome(&lineage, first, 0).await;
+            }
+        };
         let first = created.version().version;
         self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts)).await?;
+        self.end_intent(&intent).await;
         Ok(CommitOutcome {
             table: lineage,
             version: first,

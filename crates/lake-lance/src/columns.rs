@@ -5,21 +5,24 @@
 //! otherwise a delta of the rewritten fragments (nothing moves for a column that holds no
 //! reference).
 //!
-//! Adding columns streams the source through the reference validation and keeps its oldest
-//! managed key; Lance's `Dataset::merge` commits as soon as it has read the source, so the
-//! publication guard is checked when the source ends, and a refusal fails the stream (Lance
-//! aborts, nothing committed).
+//! Adding columns reads the whole source first (Lance's `Dataset::merge` holds it in memory for
+//! its hash join anyway, and commits as soon as it has written the new column files), validating
+//! its references and collecting the distinct ones; the write intent names them
+//! (`crate::intent_commit`); the publication guard checks them; then the merge runs on the
+//! version read, every commit through the intent's gate.
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::upsert::GuardedReader;
+use crate::intent_commit::{IntentFacts, IntentRefs};
 use crate::version_diff::diff_entry;
-use arrow_array::RecordBatchReader;
-use chrono::Utc;
+use arrow_array::{RecordBatchIterator, RecordBatchReader};
+use lake_common::intent::IntentOperation;
+use lake_common::{ObjectIdentity, ReferenceColumns};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
 use lance::dataset::ColumnAlteration;
 use lance::Dataset;
+use std::collections::BTreeSet;
 
 impl LanceEngine {
     /// Adds the columns of `batches` (every column but `on`) to `table`, joined on the key
@@ -38,18 +41,62 @@ impl LanceEngine {
         batches: Box<dyn RecordBatchReader + Send>,
     ) -> Result<CommitOutcome, LanceEngineError> {
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
-        let mut ds = self.open(table).await?;
-        let reader = GuardedReader::new(table, batches, self.store().root(), Some(guard))?;
-        let oldest = reader.oldest();
-        if let Err(source) = ds.merge(reader, on, on).await {
-            // The guard's refusal travels through Lance as a stream error: name it.
-            let oldest = oldest.lock().ok().and_then(|o| o.identity.clone());
-            if let Err(refusal) = guard.check(oldest.iter(), Utc::now()) {
-                return Err(LanceEngineError::Guard { table: table.into(), source: refusal });
-            }
-            return Err(LanceEngineError::Lance { table: table.into(), action: "add columns", source });
+        let ds = self.open(table).await?;
+        let before = ds.version().version;
+        let schema = batches.schema();
+        let columns = ReferenceColumns::from_schema(&schema)
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        let mut collected = Vec::new();
+        let mut references = BTreeSet::new();
+        for batch in batches {
+            let batch = batch.map_err(|e| LanceEngineError::InvalidInput(format!("table `{table}`: reading the new columns failed: {e}")))?;
+            columns
+                .visit(&batch, self.store().root(), |id| {
+                    references.insert(id);
+                })
+                .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            collected.push(batch);
         }
-        self.publish_diff(&ds, table).await
+        self.resolve_before_commit(table).await;
+        let references: Vec<ObjectIdentity> = references.into_iter().collect();
+        let intent = self
+            .begin_intent(
+                table,
+                IntentFacts::new(IntentOperation::AddColumns, before),
+                IntentRefs::Identities(references.clone()),
+                &guard,
+            )
+            .await?;
+        if let Err(source) = guard.check(references.iter(), self.writer_now()) {
+            self.drop_intent(&intent, false).await;
+            return Err(LanceEngineError::Guard { table: table.into(), source });
+        }
+        let merged = async {
+            let mut ds = self.open_gated(table, Some(before), &intent.gate).await?;
+            let source = RecordBatchIterator::new(collected.into_iter().map(Ok), schema);
+            ds.merge(source, on, on).await.map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "add columns",
+                source,
+            })?;
+            Ok::<_, LanceEngineError>(ds)
+        }
+        .await;
+        match merged {
+            Ok(ds) => {
+                let outcome = self.publish_diff(&ds, table).await?;
+                self.end_intent(&intent).await;
+                Ok(outcome)
+            }
+            Err(e) if !intent.gate.issued() => {
+                self.drop_intent(&intent, false).await;
+                Err(e)
+            }
+            Err(e) => {
+                let version = self.settle_intent(&intent, e).await?;
+                self.landed_outcome(table, version, 0).await
+            }
+        }
     }
 
     /// Drops `columns` from `table` (a reference column's references are removed). Lance's drop

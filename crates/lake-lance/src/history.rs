@@ -3,11 +3,17 @@
 //! A restore commits an older version's content as the new latest version; its journal entry is
 //! a snapshot of that version's references, computed from the journal (not a scan). While the
 //! restore runs, the source version is protected from version cleanup by a temporary Lance tag
-//! (Lance's cleanup never removes tagged versions), so its data files cannot vanish under it.
+//! (Lance's cleanup never removes tagged versions), so its data files cannot vanish under it,
+//! and a write intent names the references it restores (`crate::intent_commit`), so they stay
+//! live should the commit land after the tag is gone.
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{IntentFacts, IntentRefs};
+use lake_common::intent::IntentOperation;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
 use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
 
 /// Prefix of the temporary tags that protect a restore's source version.
@@ -63,10 +69,36 @@ impl LanceEngine {
         ds.tags().create(&tag, version).await.map_err(lance_err("tag the restore source"))?;
         let result: Result<CommitOutcome, LanceEngineError> = async {
             let counts = self.journal_counts_at(table, version).await?;
-            let mut source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
-            source.restore().await.map_err(lance_err("restore"))?;
+            self.resolve_before_commit(table).await;
+            // The intent names the restored references: the tag keeps the source version's
+            // data, the intent its objects, should the commit land after both were released.
+            let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
+            let facts = IntentFacts {
+                restored_version: Some(version),
+                ..IntentFacts::new(IntentOperation::Restore, ds.version().version)
+            };
+            let ids = counts.iter().map(|(id, _)| id.clone()).collect();
+            let intent = self.begin_intent(table, facts, IntentRefs::Identities(ids), &guard).await?;
+            let restored = async {
+                let mut source = self.open_gated(table, Some(version), &intent.gate).await?;
+                source.restore().await.map_err(lance_err("restore"))?;
+                Ok::<_, LanceEngineError>(source)
+            }
+            .await;
+            let source = match restored {
+                Ok(source) => source,
+                Err(e) if !intent.gate.issued() => {
+                    self.drop_intent(&intent, false).await;
+                    return Err(e);
+                }
+                Err(e) => {
+                    let landed = self.settle_intent(&intent, e).await?;
+                    return self.landed_outcome(table, landed, 0).await;
+                }
+            };
             let landed = source.version().version;
             self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts)).await?;
+            self.end_intent(&intent).await;
             Ok(CommitOutcome {
                 table: table.into(),
                 version: landed,

@@ -6,6 +6,10 @@
 //! the matched rows did not already reference passes the publication guard. The update then runs
 //! with no conflict retry (a retry would evaluate against a newer version than the one checked).
 //!
+//! Before the check, the write intent names those new references (`crate::intent_commit`):
+//! GC keeps them until the version is journaled or proven never to land, and the update's
+//! commit goes through the intent's gate (no manifest write after its deadline).
+//!
 //! The journal entry is computed after the commit from the two manifests
 //! (`crate::version_diff`), never from the check: an expression or predicate need not evaluate
 //! the same way twice (`random()`), so only what Lance wrote is journaled. If the committed
@@ -14,11 +18,12 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{IntentFacts, IntentRefs};
 use crate::scan::{count_references, reference_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
-use chrono::Utc;
 use futures::TryStreamExt;
+use lake_common::intent::IntentOperation;
 use lake_common::{ObjectIdentity, ReferenceColumns, ReferenceCounts};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
@@ -95,21 +100,46 @@ impl LanceEngine {
         // Objects the matched rows already referenced (in any reference column) stay live through
         // the update; only the others are new to these rows and must pass the guard.
         let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
-        let fresh: Vec<&ObjectIdentity> =
-            added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).collect();
-        guard.check(fresh, Utc::now()).map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
-
-        let mut builder = UpdateBuilder::new(Arc::new(ds));
-        if let Some(p) = predicate {
-            builder = builder.update_where(p).map_err(lance_err("update"))?;
+        let fresh: Vec<ObjectIdentity> =
+            added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
+        self.resolve_before_commit(table).await;
+        // The intent before the guard: GC keeps the new references until the version is
+        // journaled or proven never to land (`crate::intent_commit`).
+        let intent = self
+            .begin_intent(table, IntentFacts::new(IntentOperation::Update, before), IntentRefs::Identities(fresh.clone()), &guard)
+            .await?;
+        if let Err(source) = guard.check(fresh.iter(), self.writer_now()) {
+            self.drop_intent(&intent, false).await;
+            return Err(LanceEngineError::Guard { table: table.into(), source });
         }
-        for a in assignments {
-            builder = builder.set(&a.column, &a.expression).map_err(lance_err("update"))?;
+        let executed = async {
+            // The version checked, opened with every commit through the intent's gate.
+            let ds = self.open_gated(table, Some(before), &intent.gate).await?;
+            let mut builder = UpdateBuilder::new(Arc::new(ds));
+            if let Some(p) = predicate {
+                builder = builder.update_where(p).map_err(lance_err("update"))?;
+            }
+            for a in assignments {
+                builder = builder.set(&a.column, &a.expression).map_err(lance_err("update"))?;
+            }
+            let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
+            job.execute().await.map_err(lance_err("update"))
         }
-        let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
-        let result = job.execute().await.map_err(lance_err("update"))?;
+        .await;
+        let result = match executed {
+            Ok(result) => result,
+            Err(e) if !intent.gate.issued() => {
+                self.drop_intent(&intent, false).await;
+                return Err(e);
+            }
+            Err(e) => {
+                let version = self.settle_intent(&intent, e).await?;
+                return self.landed_outcome(table, version, 0).await.map(Some);
+            }
+        };
         let version = result.new_dataset.version().version;
         if version == before {
+            self.drop_intent(&intent, false).await;
             return Ok(None);
         }
         let diff = crate::version_diff::diff_entry(&result.new_dataset, table, self.store().root()).await?;
@@ -123,8 +153,9 @@ impl LanceEngine {
             .collect();
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry).await?;
+        self.end_intent(&intent).await;
         guard
-            .check(unseen.iter(), Utc::now())
+            .check(unseen.iter(), self.writer_now())
             .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
         Ok(Some(CommitOutcome {
             table: table.into(),

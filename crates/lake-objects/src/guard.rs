@@ -20,8 +20,51 @@ use crate::descriptor::LakeDescriptor;
 use crate::keys::parse_managed_key;
 use chrono::{DateTime, Utc};
 use lake_common::ObjectIdentity;
+use std::sync::Mutex;
 use std::time::Duration;
 use thiserror::Error;
+
+/// The writer's clock, which the guard reads "now" from (the ULID of a managed key was minted
+/// by the same host's clock). Production uses [`SystemClock`]; a test of the guard injects a
+/// [`FixedWriterClock`] (`LanceEngine::with_writer_clock`) instead of sleeping, so its verdict
+/// does not depend on how fast the machine is.
+pub trait WriterClock: Send + Sync + std::fmt::Debug {
+    /// Now, UTC.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// This host's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl WriterClock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A writer clock that reads a time the test sets: the guard's verdict on an object minted at
+/// `t` is then a function of `set(t + age)`, not of the machine's speed.
+#[derive(Debug)]
+pub struct FixedWriterClock(Mutex<DateTime<Utc>>);
+
+impl FixedWriterClock {
+    /// A clock reading `at`.
+    pub fn new(at: DateTime<Utc>) -> Self {
+        Self(Mutex::new(at))
+    }
+
+    /// Makes the clock read `at` from now on.
+    pub fn set(&self, at: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = at;
+    }
+}
+
+impl WriterClock for FixedWriterClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// A refusal to publish.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
