@@ -90,7 +90,7 @@ impl LanceEngine {
         .await;
         let created = match created {
             Ok(created) => created,
-            Err(e) if !intent.gate.issued() => {
+            Err(e) if !intent.gate.uncertain() => {
                 self.drop_intent(&intent, false).await;
                 return Err(e);
             }

@@ -33,7 +33,9 @@ impl LanceEngine {
     /// # Errors
     /// [`LanceEngineError::Location`] for an invalid DataLocation column or value;
     /// [`LanceEngineError::Guard`] when a referenced managed object is too old to publish; Lance
-    /// errors (no such key column, a column that already exists); sidecar and registry errors.
+    /// errors (no such key column, a column that already exists); sidecar and registry errors;
+    /// [`LanceEngineError::NotCommitted`] / [`LanceEngineError::CommitUncertain`] when the
+    /// commit failed after its manifest write was sent (see [`LanceEngine::append`]).
     pub async fn add_columns(
         &self,
         table: &str,
@@ -88,7 +90,7 @@ impl LanceEngine {
                 self.end_intent(&intent).await;
                 Ok(outcome)
             }
-            Err(e) if !intent.gate.issued() => {
+            Err(e) if !intent.gate.uncertain() => {
                 self.drop_intent(&intent, false).await;
                 Err(e)
             }

@@ -80,6 +80,14 @@ impl CheckedCommitHandler {
         Ok(Arc::new(Self { inner, create_only, gate }))
     }
 
+    /// Tells the gate how a manifest write it let through ended: a conflict (the store refused
+    /// the create-only write: the slot belongs to another commit) is certain never to land.
+    fn after_publish(&self, published: &Result<ManifestLocation, CommitError>) {
+        if let (Some(gate), Err(CommitError::CommitConflict)) = (&self.gate, published) {
+            gate.refused();
+        }
+    }
+
     /// The checks, right before a manifest is published.
     async fn before_publish(&self, manifest: &Manifest, transaction: Option<&Transaction>) -> Result<(), CommitError> {
         if self.create_only {
@@ -166,7 +174,10 @@ impl CommitHandler for CheckedCommitHandler {
         transaction: Option<Transaction>,
     ) -> Result<ManifestLocation, CommitError> {
         self.before_publish(manifest, transaction.as_ref()).await?;
-        self.inner.commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction).await
+        let published =
+            self.inner.commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction).await;
+        self.after_publish(&published);
+        published
     }
 
     fn supports_predecessor_condition(&self) -> bool {
@@ -202,7 +213,8 @@ impl CommitHandler for CheckedCommitHandler {
         predecessor: &PredecessorIdentity,
     ) -> Result<ManifestLocation, CommitError> {
         self.before_publish(manifest, transaction.as_ref()).await?;
-        self.inner
+        let published = self
+            .inner
             .commit_after(
                 manifest,
                 indices,
@@ -213,7 +225,9 @@ impl CommitHandler for CheckedCommitHandler {
                 transaction,
                 predecessor,
             )
-            .await
+            .await;
+        self.after_publish(&published);
+        published
     }
 
     async fn forget_version(&self, base_path: &Path, version: u64, identity: &str) -> lance::Result<()> {

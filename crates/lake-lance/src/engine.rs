@@ -327,9 +327,17 @@ impl LanceEngine {
     /// Appends `batches` to `table` (creating it on first use) as one new version, journaling
     /// the references of every batch as Lance consumes it (a delta).
     ///
+    /// The write records a write intent before its guard check and commits through its gate
+    /// (`crate::intent_commit`): a commit that fails after its manifest write was sent is
+    /// resolved before the call returns (it may wait until the commit's deadline passes).
+    ///
     /// # Errors
     /// [`LanceEngineError::Location`] for an invalid DataLocation column or value (nothing is
-    /// committed); Lance, sidecar and registry errors.
+    /// committed); [`LanceEngineError::Guard`]; [`LanceEngineError::NotCommitted`] when the
+    /// commit failed and was proven never to land; [`LanceEngineError::CommitUncertain`] when it
+    /// may still land (its intent keeps the objects; `lake refs recover` decides); Lance,
+    /// sidecar and registry errors. A commit that landed although Lance reported a failure is
+    /// journaled and returned as success.
     pub async fn append(
         &self,
         table: &str,
@@ -425,8 +433,9 @@ impl LanceEngine {
         };
         let ds = match self.commit_streamed(table, transaction, &params, &guard, &log, creating, action, &intent).await {
             Ok(ds) => ds,
-            Err(e) if !intent.gate.issued() => {
-                // No manifest write was issued: nothing of this write can land.
+            Err(e) if !intent.gate.uncertain() => {
+                // No manifest write that may land was issued (none, or each refused as a
+                // conflict): nothing of this write can land.
                 self.drop_intent(&intent, true).await;
                 return Err(e);
             }

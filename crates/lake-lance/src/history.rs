@@ -87,7 +87,7 @@ impl LanceEngine {
             .await;
             let source = match restored {
                 Ok(source) => source,
-                Err(e) if !intent.gate.issued() => {
+                Err(e) if !intent.gate.uncertain() => {
                     self.drop_intent(&intent, false).await;
                     return Err(e);
                 }

@@ -16,8 +16,10 @@
 //!    name it. Two-phase commits also get Lance's own timeout of the remaining span (so the
 //!    caller does not wait longer).
 //! 3. Success: the journal entry is written, the registry advanced, then the intent removed.
-//!    A failure before any manifest write was issued: nothing can land; the intent (and a log
-//!    of a write that never committed) is removed. Any other failure: the outcome is unknown
+//!    A failure when no manifest write was issued, or each one issued was refused by the store
+//!    as a create-only conflict (its slot belongs to another commit): nothing can land; the
+//!    intent (and a log of a write that never committed) is removed. Any other failure: the
+//!    outcome is unknown
 //!    (a timeout stops the waiting, not the write); the writer resolves the intent
 //!    (`crate::resolve`, fencing once the deadline has passed) and reports what it found:
 //!    committed (the entry is written and the call succeeds), not committed, or pending
@@ -68,13 +70,21 @@ pub(crate) struct CommitGate {
     /// Where to record attempt markers (operations committing inside Lance).
     markers: Option<(LakeStore, String, String)>,
     issued: AtomicU64,
+    /// Manifest writes the store refused as create-only conflicts (never to land).
+    refused: AtomicU64,
     recorded: Mutex<BTreeSet<String>>,
 }
 
 impl CommitGate {
-    /// Whether any manifest write was issued (false: nothing of this write can land).
-    pub(crate) fn issued(&self) -> bool {
-        self.issued.load(Ordering::Acquire) > 0
+    /// Whether a manifest write was issued whose outcome is not known to be a refusal: it may
+    /// have landed, or land later (false: nothing of this write can land).
+    pub(crate) fn uncertain(&self) -> bool {
+        self.issued.load(Ordering::Acquire) > self.refused.load(Ordering::Acquire)
+    }
+
+    /// Records that the store refused one manifest write (a create-only conflict).
+    pub(crate) fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Time left before the deadline (zero once it passed).
@@ -270,6 +280,7 @@ impl LanceEngine {
             deadline,
             markers,
             issued: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             recorded: Mutex::new(BTreeSet::new()),
         });
         Ok(IntentWrite {
@@ -322,8 +333,8 @@ impl LanceEngine {
         }
     }
 
-    /// Step 3 when the commit failed before any manifest write was issued: nothing of the write
-    /// can land. Removes the intent, then the write's reference log (a streamed write's own when
+    /// Step 3 when the commit failed with no manifest write that may land ([`CommitGate::uncertain`]
+    /// is false): nothing of the write can land. Removes the intent, then the write's reference log (a streamed write's own when
     /// `discard_streamed_log`).
     pub(crate) async fn drop_intent(&self, write: &IntentWrite, discard_streamed_log: bool) {
         if let Err(e) = intents::remove(self.store(), &write.table, &write.write_id).await {
@@ -337,7 +348,7 @@ impl LanceEngine {
         }
     }
 
-    /// Step 3 after a commit failed once a manifest write was issued: the outcome is unknown
+    /// Step 3 after a commit failed once a manifest write that may land was issued: the outcome is unknown
     /// until the intent is resolved. Resolves it (fencing after the deadline) and returns the
     /// version it landed as, or the error that says the truth: `failure` with "not committed"
     /// when it was proven not to land, [`LanceEngineError::CommitUncertain`] when it is still

@@ -214,6 +214,15 @@ impl LanceEngine {
         }
     }
 
+    /// The granularity of the store's `last_modified` (S3's `Last-Modified` has whole seconds).
+    fn time_granularity(&self) -> Duration {
+        if self.store().s3().is_some() {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(1)
+        }
+    }
+
     /// `last_modified + deadline + slack`: after it (store clock) no attempt of the intent's
     /// commit can start.
     fn deadline_bound(&self, intent: &ListedIntent) -> Option<DateTime<Utc>> {
@@ -334,10 +343,21 @@ impl LanceEngine {
                     ),
                 });
             }
-            let waiting = bound - Utc::now();
+            // A fence must be written when the store's clock, as its `Last-Modified` reads it
+            // (whole seconds on S3), is past the bound: by this host's clock, one granularity
+            // later; if the last version (an earlier fence) still reads too early, this host's
+            // clock is behind the store's by at least the difference, which is waited too.
+            let behind = versions
+                .values()
+                .next_back()
+                .map(|last| bound - *last)
+                .filter(|d| *d > chrono::Duration::zero() && fences > 0)
+                .unwrap_or_else(chrono::Duration::zero);
+            let granularity = chrono::Duration::from_std(self.time_granularity()).unwrap_or_default();
+            let waiting = bound + granularity + behind - Utc::now();
             let may_fence = match fence {
                 Fence::No => false,
-                Fence::IfDue => waiting < chrono::Duration::zero(),
+                Fence::IfDue => waiting <= chrono::Duration::zero(),
                 Fence::Wait => true,
             };
             if !may_fence || fences >= FENCE_ATTEMPTS {

@@ -71,7 +71,9 @@ impl LanceEngine {
     /// not a valid DataLocation; [`LanceEngineError::Guard`] when a newly referenced managed
     /// object is too old to publish; Lance errors (an unknown column, an invalid expression, a
     /// conflicting concurrent write); sidecar and registry errors. On any error before the Lance
-    /// commit nothing is committed.
+    /// commit nothing is committed. [`LanceEngineError::NotCommitted`] /
+    /// [`LanceEngineError::CommitUncertain`] when the commit failed after its manifest write was
+    /// sent (see [`LanceEngine::append`]).
     pub async fn update(
         &self,
         table: &str,
@@ -128,7 +130,7 @@ impl LanceEngine {
         .await;
         let result = match executed {
             Ok(result) => result,
-            Err(e) if !intent.gate.issued() => {
+            Err(e) if !intent.gate.uncertain() => {
                 self.drop_intent(&intent, false).await;
                 return Err(e);
             }

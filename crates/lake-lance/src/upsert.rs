@@ -37,6 +37,8 @@ impl LanceEngine {
     /// managed object is too old to publish; Lance errors (a key column missing from the source
     /// or the table, a schema that does not match, a conflicting concurrent write); sidecar and
     /// registry errors. Nothing is committed on an error before the Lance commit.
+    /// [`LanceEngineError::NotCommitted`] / [`LanceEngineError::CommitUncertain`] when the
+    /// commit failed after its manifest write was sent (see [`LanceEngine::append`]).
     pub async fn upsert(
         &self,
         table: &str,
@@ -113,7 +115,7 @@ impl LanceEngine {
         .await;
         let committed = match committed {
             Ok(committed) => committed,
-            Err(e) if !intent.gate.issued() => {
+            Err(e) if !intent.gate.uncertain() => {
                 self.drop_intent(&intent, true).await;
                 return Err(e);
             }

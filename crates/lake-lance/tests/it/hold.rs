@@ -39,6 +39,8 @@ pub enum Mode {
     Wait,
     /// Held; the caller gets an error at once.
     FailCaller,
+    /// The next manifest write only, as [`Mode::FailCaller`]; then [`Mode::Off`].
+    FailCallerOnce,
 }
 
 #[derive(Default)]
@@ -154,6 +156,9 @@ impl ObjectStore for HoldingStore {
         let held = {
             let mut state = self.hold.state.lock().unwrap();
             let mode = state.mode;
+            if mode == Mode::FailCallerOnce && is_manifest(location) {
+                state.mode = Mode::Off;
+            }
             (mode != Mode::Off && is_manifest(location)).then(|| {
                 let (release, released) = oneshot::channel::<()>();
                 let (landed_tx, landed) = oneshot::channel::<bool>();
@@ -178,7 +183,7 @@ impl ObjectStore for HoldingStore {
             let _ = landed_tx.send(result.is_ok());
             let _ = result_tx.send(result);
         });
-        if mode == Mode::FailCaller {
+        if matches!(mode, Mode::FailCaller | Mode::FailCallerOnce) {
             return Err(object_store::Error::Generic {
                 store: "HoldingStore",
                 source: "connection reset while the response was awaited (the write is held by the test)".into(),

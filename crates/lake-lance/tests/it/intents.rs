@@ -349,3 +349,182 @@ async fn cleanup_resolves_late_commits_first_and_refuses_while_one_is_undecided(
     assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 }
+
+/// One step of the model tests (`operations_model`): an append of `rows` referencing the fresh
+/// object `fresh`, whose manifest write is held past the writer's deadline, interleaved with GC
+/// runs (plan and apply at a cutoff of now), checking after every one that no object a retained
+/// version references, or a pending intent names, is missing. `variant` picks the delay:
+/// 0, the held write is released while the writer waits for its deadline (it lands, or the
+/// writer's fence takes its slot first: either is reported truthfully); 1, the writer's fence
+/// proves it abandoned; 2, the writer gives up (its fence held too) and the write lands after
+/// GC ran, then `lake refs recover` journals it. Returns a description of what happened.
+pub async fn delayed_commit_step(
+    lake: &TestLake,
+    hold: &ManifestHold,
+    table: &str,
+    rows: Box<dyn arrow_array::RecordBatchReader + Send>,
+    fresh: &ManagedObject,
+    variant: u64,
+) -> String {
+    // `pending`: the fresh object is still protected (an intent names it, or it landed).
+    let check = |stage: &'static str, pending: bool| async move {
+        gc_now(lake).await;
+        let also: Vec<&ManagedObject> = if pending { vec![fresh] } else { Vec::new() };
+        assert_nothing_referenced_is_missing(lake, &[table], &also).await;
+        stage
+    };
+    match variant {
+        0 | 1 => {
+            hold.set(Mode::FailCallerOnce);
+            let (outcome, ()) = tokio::join!(lake.engine.append(table, rows), async {
+                hold.wait_held(1).await;
+                check("while held", true).await;
+                if variant == 0 {
+                    hold.release(0).await;
+                }
+            });
+            let landed = match (&outcome, variant) {
+                (Ok(o), 0) => format!("landed late as version {}", o.version),
+                (Err(LanceEngineError::NotCommitted { .. }), _) => "not committed (fenced)".to_string(),
+                (other, _) => panic!("delayed append, variant {variant}: {other:?}"),
+            };
+            if variant == 1 {
+                assert_eq!(hold.release_all().await, vec![false], "the fence took the held write's slot");
+            }
+            assert!(intent_keys(lake).await.is_empty());
+            check("after", outcome.is_ok()).await;
+            landed
+        }
+        _ => {
+            hold.set(Mode::FailCaller);
+            let err = lake.engine.append(table, rows).await.unwrap_err();
+            assert!(matches!(err, LanceEngineError::CommitUncertain { .. }), "{err}");
+            check("while held, writer gone", true).await;
+            let landed = hold.release_all().await;
+            hold.set(Mode::Off);
+            assert_eq!(landed, vec![true, false], "the append lands, its writer's fence finds the slot taken");
+            check("landed, not journaled", true).await;
+            let report = lake.engine.recover_writes(Some(table)).await.unwrap();
+            assert!(matches!(report.intents[0].resolution, Resolution::Committed { .. }), "{report:?}");
+            check("recovered", true).await;
+            "landed after GC ran, recovered".to_string()
+        }
+    }
+}
+
+/// The input on S3: an ingest whose manifest PUT a proxy on loopback holds past the
+/// writer's deadline (and its fence's too). The writer says the version may still land; GC
+/// plans and applies while the PUT is held and deletes none of the ingest's objects; the PUT
+/// lands; recovery journals it; lineage is complete and every referenced object exists. Then
+/// the same with the fence let through: the writer proves its commit abandoned.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_an_ingest_held_past_its_deadline_is_protected_then_recovered() {
+    use crate::hold_proxy::HoldProxy;
+    use lake_objects::descriptor::LakeDescriptor;
+    use lake_objects::writer::ManagedObjectWriter;
+    use lake_objects::LakeStore;
+    let bucket = std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET: run through scripts/test.sh");
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
+    let proxy = HoldProxy::start(&endpoint).await;
+    let root = format!("s3://{bucket}/intents-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
+    let store = LakeStore::open_with_options(&root, &options).unwrap();
+    LakeDescriptor::create(&store, Duration::from_secs(3600)).await.unwrap();
+    let lake = TestLake {
+        _dir: None,
+        engine: LanceEngine::new(store.clone()).with_memory_budget(2048).with_commit_deadline(DEADLINE),
+        writer: ManagedObjectWriter::new(store.clone()),
+        store,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let folder = |name: &str, files: &[&str]| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for f in files {
+            std::fs::write(d.join(f), format!("{name}/{f}")).unwrap();
+        }
+        d
+    };
+    let objects = |lake: &TestLake| {
+        let store = lake.store.clone();
+        async move { store.list_all("objects/").await.unwrap().into_iter().map(|(k, _)| k).collect::<BTreeSet<_>>() }
+    };
+    lake_lance::ingest::ingest_dir(&lake.engine, "t", &folder("first", &["a.bin", "b.bin"])).await.unwrap();
+
+    // Held past the deadline, the writer's fence too: the outcome is unknown.
+    let before = objects(&lake).await;
+    proxy.hold(true);
+    let err = lake_lance::ingest::ingest_dir(&lake.engine, "t", &folder("late", &["c.bin", "d.bin"])).await.unwrap_err();
+    assert!(err.to_string().contains("may still land"), "{err}");
+    let uploaded: BTreeSet<String> = objects(&lake).await.difference(&before).cloned().collect();
+    assert_eq!(uploaded.len(), 2);
+    assert_eq!(proxy.held().len(), 2, "{:?}", proxy.held());
+    let planned = gc_now(&lake).await;
+    assert!(planned.is_disjoint(&uploaded), "objects of a commit that may land were planned: {planned:?}");
+    assert!(objects(&lake).await.is_superset(&uploaded));
+    assert_eq!(proxy.release_all().await, vec![true, false], "the ingest's PUT lands, the fence's finds its slot taken");
+    proxy.hold(false);
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(planned_objects(&plan).is_disjoint(&uploaded));
+    assert!(referenced(&lake, "t").await.is_superset(&uploaded));
+    assert!(lake_lance::verify::check_retained_objects(&lake.engine).await.unwrap().is_ok());
+
+    // Held, then the fence is let through: it takes the slot after the deadline.
+    let before = objects(&lake).await;
+    proxy.hold(true);
+    let engine = &lake.engine;
+    let late = folder("lost", &["e.bin"]);
+    let (outcome, ()) = tokio::join!(lake_lance::ingest::ingest_dir(engine, "t", &late), async {
+        proxy.wait_held(1).await;
+        proxy.hold(false);
+    });
+    let err = outcome.unwrap_err();
+    assert!(err.to_string().contains("was not committed"), "{err}");
+    assert_eq!(proxy.release_all().await, vec![false]);
+    assert!(intent_keys(&lake).await.is_empty());
+    let lost: BTreeSet<String> = objects(&lake).await.difference(&before).cloned().collect();
+    assert!(referenced(&lake, "t").await.is_disjoint(&lost));
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// An intent GC cannot read (edited: its seal breaks; its log edited; a stray file in the
+/// intents folder) makes every plan incomplete: GC cannot know which objects it protects.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edited_or_stray_intent_makes_the_plan_incomplete() {
+    let (lake, hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    hold.set(Mode::FailCaller);
+    let late = lake.upload("late", b"late").await;
+    assert!(matches!(lake.engine.append("t", one("e1", &late)).await, Err(LanceEngineError::CommitUncertain { .. })));
+    let key = intent_keys(&lake).await.remove(0);
+    let good = lake.store.get(&key).await.unwrap().unwrap();
+    let lake = &lake;
+    let incomplete = || async move {
+        let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+        assert!(!plan.lineage_complete && plan.candidates.is_empty(), "{:?}", plan.problems);
+        plan.problems.join("\n")
+    };
+    let edited = String::from_utf8(good.to_vec()).unwrap().replacen("\"read_version\":1", "\"read_version\":0", 1);
+    lake.store.put(&key, edited.into_bytes()).await.unwrap();
+    let problems = incomplete().await;
+    assert!(problems.contains(&key) && problems.contains("seal"), "{problems}");
+    lake.store.put(&key, good.to_vec()).await.unwrap();
+    let log_key = format!("tables/t.lance/_lake/object_ref_logs/{}.arrows", key.rsplit('/').next().unwrap().trim_end_matches(".json"));
+    let log = lake.store.get(&log_key).await.unwrap().unwrap();
+    let mut tampered = log.to_vec();
+    tampered[0] ^= 1;
+    lake.store.put(&log_key, tampered).await.unwrap();
+    assert!(incomplete().await.contains("reference log"));
+    lake.store.put(&log_key, log.to_vec()).await.unwrap();
+    lake.store.put("_lake/intents/t/notes.txt", b"stray".to_vec()).await.unwrap();
+    assert!(incomplete().await.contains("notes.txt"));
+    lake.store.delete("_lake/intents/t/notes.txt").await.unwrap();
+    let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&late.key));
+    hold.set(Mode::Off);
+}

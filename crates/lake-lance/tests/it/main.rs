@@ -16,6 +16,7 @@ mod gc_scenario;
 mod guard;
 mod history;
 mod hold;
+mod hold_proxy;
 mod ingest;
 mod intents;
 mod lineage;
