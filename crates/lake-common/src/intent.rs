@@ -209,7 +209,9 @@ impl WriteIntent {
                 bad(format!("{} inline references, more than {INLINE_INTENT_LIMIT}", ids.len()))
             }
             IntentReferences::Inline(ids) => match ids.windows(2).position(|w| w[0] >= w[1]) {
-                Some(i) => bad(format!("inline reference {} ({}) is not after the one before it", i + 1, ids[i + 1].uri)),
+                Some(i) => {
+                    bad(format!("inline reference {} ({}) is not after the one before it", i + 1, ids[i + 1].uri))
+                }
                 None => Ok(()),
             },
             IntentReferences::Log(_) => Ok(()),

@@ -18,7 +18,7 @@
 
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{IntentFacts, IntentRefs};
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use lake_common::intent::IntentOperation;
 use lake_common::ObjectReferenceDelta;
 use lake_objects::descriptor::LakeDescriptor;
@@ -88,16 +88,9 @@ impl LanceEngine {
             ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))
         }
         .await;
-        let created = match created {
-            Ok(created) => created,
-            Err(e) if !intent.gate.uncertain() => {
-                self.drop_intent(&intent, false).await;
-                return Err(e);
-            }
-            Err(e) => {
-                let first = self.settle_intent(&intent, e).await?;
-                return self.landed_outcome(&lineage, first, 0).await;
-            }
+        let created = match self.after_commit(&intent, created, false).await? {
+            Committed::Now(created) => created,
+            Committed::Late(first) => return self.landed_outcome(&lineage, first, 0).await,
         };
         let first = created.version().version;
         self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts)).await?;

@@ -13,7 +13,7 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{IntentFacts, IntentRefs};
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use crate::version_diff::diff_entry;
 use arrow_array::{RecordBatchIterator, RecordBatchReader};
 use lake_common::intent::IntentOperation;
@@ -45,20 +45,36 @@ impl LanceEngine {
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = self.open(table).await?;
         let before = ds.version().version;
-        let schema = batches.schema();
-        let columns = ReferenceColumns::from_schema(&schema)
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
-        let mut collected = Vec::new();
-        let mut references = BTreeSet::new();
-        for batch in batches {
-            let batch = batch.map_err(|e| LanceEngineError::InvalidInput(format!("table `{table}`: reading the new columns failed: {e}")))?;
-            columns
-                .visit(&batch, self.store().root(), |id| {
-                    references.insert(id);
-                })
-                .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
-            collected.push(batch);
-        }
+        // The source is read on a blocking thread (a reader may block while it waits for its
+        // rows, as an ingest's does), validated, and its distinct references collected.
+        let root = self.store().root().clone();
+        let name = table.to_string();
+        let read = tokio::task::spawn_blocking(move || {
+            let schema = batches.schema();
+            let columns = ReferenceColumns::from_schema(&schema)
+                .map_err(|source| LanceEngineError::Location { table: name.clone(), source })?;
+            let mut collected = Vec::new();
+            let mut references = BTreeSet::new();
+            for batch in batches {
+                let batch = batch.map_err(|e| LanceEngineError::Lance {
+                    table: name.clone(),
+                    action: "add columns",
+                    source: lance::Error::from(e),
+                })?;
+                columns
+                    .visit(&batch, &root, |id| {
+                        references.insert(id);
+                    })
+                    .map_err(|source| LanceEngineError::Location { table: name.clone(), source })?;
+                collected.push(batch);
+            }
+            Ok::<_, LanceEngineError>((schema, collected, references))
+        })
+        .await
+        .map_err(|e| {
+            LanceEngineError::InvalidInput(format!("table `{table}`: reading the new columns stopped: {e}"))
+        })?;
+        let (schema, collected, references) = read?;
         self.resolve_before_commit(table).await;
         let references: Vec<ObjectIdentity> = references.into_iter().collect();
         let intent = self
@@ -84,20 +100,13 @@ impl LanceEngine {
             Ok::<_, LanceEngineError>(ds)
         }
         .await;
-        match merged {
-            Ok(ds) => {
+        match self.after_commit(&intent, merged, false).await? {
+            Committed::Now(ds) => {
                 let outcome = self.publish_diff(&ds, table).await?;
                 self.end_intent(&intent).await;
                 Ok(outcome)
             }
-            Err(e) if !intent.gate.uncertain() => {
-                self.drop_intent(&intent, false).await;
-                Err(e)
-            }
-            Err(e) => {
-                let version = self.settle_intent(&intent, e).await?;
-                self.landed_outcome(table, version, 0).await
-            }
+            Committed::Late(version) => self.landed_outcome(table, version, 0).await,
         }
     }
 

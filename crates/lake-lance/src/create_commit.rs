@@ -174,8 +174,10 @@ impl CommitHandler for CheckedCommitHandler {
         transaction: Option<Transaction>,
     ) -> Result<ManifestLocation, CommitError> {
         self.before_publish(manifest, transaction.as_ref()).await?;
-        let published =
-            self.inner.commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction).await;
+        let published = self
+            .inner
+            .commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction)
+            .await;
         self.after_publish(&published);
         published
     }

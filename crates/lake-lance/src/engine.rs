@@ -12,8 +12,8 @@
 
 use crate::create_commit::CheckedCommitHandler;
 use crate::error::LanceEngineError;
-use crate::intent_commit::{CommitGate, IntentFacts, IntentRefs, IntentWrite};
-use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
+use crate::intent_commit::{CommitGate, Committed, IntentFacts, IntentRefs, IntentWrite};
+use crate::journaling::{discard_log, JournalLog, JournalingReader};
 use crate::scan::count_references;
 use crate::sidecar;
 use arrow_array::RecordBatchReader;
@@ -233,9 +233,10 @@ impl LanceEngine {
         gate: &Arc<CommitGate>,
     ) -> Result<Dataset, LanceEngineError> {
         let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "open", source };
-        let handler = CheckedCommitHandler::for_uri(&self.dataset_uri(table), &self.store_params(), false, Some(gate.clone()))
-            .await
-            .map_err(lance_err)?;
+        let handler =
+            CheckedCommitHandler::for_uri(&self.dataset_uri(table), &self.store_params(), false, Some(gate.clone()))
+                .await
+                .map_err(lance_err)?;
         let mut builder = self.dataset_builder(table).with_commit_handler(handler);
         if let Some(v) = version {
             builder = builder.with_version(v);
@@ -261,10 +262,11 @@ impl LanceEngine {
         if !self.table_exists(table).await? {
             return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
         }
-        self.dataset_builder(table)
-            .load()
-            .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "open", source })
+        self.dataset_builder(table).load().await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "open",
+            source,
+        })
     }
 
     /// Journals version `delta.version` and advances the registry: the tail of every commit.
@@ -390,10 +392,7 @@ impl LanceEngine {
         let started = std::time::Instant::now();
         let written = InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted_stream(source).await;
         let data_written = started.elapsed();
-        let log = worker.finish().await.map_err(|failure| match failure {
-            JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
-            JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
-        })?;
+        let log = worker.finish().await.map_err(|failure| failure.into_error(table))?;
         // Lance's data phase refuses a create too once the dataset exists (another writer's).
         let transaction = match written {
             Ok(transaction) => transaction,
@@ -431,19 +430,11 @@ impl LanceEngine {
                 return Err(e);
             }
         };
-        let ds = match self.commit_streamed(table, transaction, &params, &guard, &log, creating, action, &intent).await {
-            Ok(ds) => ds,
-            Err(e) if !intent.gate.uncertain() => {
-                // No manifest write that may land was issued (none, or each refused as a
-                // conflict): nothing of this write can land.
-                self.drop_intent(&intent, true).await;
-                return Err(e);
-            }
-            Err(e) => {
-                // The commit may still land: resolved (journaled by the resolver if it did).
-                let version = self.settle_intent(&intent, e).await?;
-                return self.landed_outcome(table, version, log.rows).await;
-            }
+        let committed =
+            self.commit_streamed(table, transaction, &params, &guard, &log, creating, action, &intent).await;
+        let ds = match self.after_commit(&intent, committed, true).await? {
+            Committed::Now(ds) => ds,
+            Committed::Late(version) => return self.landed_outcome(table, version, log.rows).await,
         };
         failpoint::hit("append.after_lance_commit")?;
         let committed = started.elapsed();
@@ -509,10 +500,7 @@ impl LanceEngine {
         rows: u64,
     ) -> Result<CommitOutcome, LanceEngineError> {
         let (added, removed) = match sidecar::read(&self.store, table, version).await? {
-            Some(Ok(entry)) => (
-                entry.added.iter().map(|r| r.count).sum(),
-                entry.removed.iter().map(|r| r.count).sum(),
-            ),
+            Some(Ok(entry)) => (entry.added.iter().map(|r| r.count).sum(), entry.removed.iter().map(|r| r.count).sum()),
             _ => (0, 0),
         };
         Ok(CommitOutcome {
@@ -748,13 +736,21 @@ impl LanceEngine {
     /// # Errors
     /// Lance errors.
     pub async fn scan_version(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
+        let ds = self.open_version(table, version).await?;
+        count_references(&ds, table, self.store.root(), None).await
+    }
+
+    /// Opens `version` of `table`.
+    ///
+    /// # Errors
+    /// As [`LanceEngine::open`]; Lance errors (no such version).
+    pub(crate) async fn open_version(&self, table: &str, version: u64) -> Result<Dataset, LanceEngineError> {
         let ds = self.open(table).await?;
-        let ds = ds.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
+        ds.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action: "checkout",
             source,
-        })?;
-        count_references(&ds, table, self.store.root(), None).await
+        })
     }
 
     pub(crate) async fn lineage_and_sidecars(&self, table: &str) -> Result<(TableLineage, Sidecars), LanceEngineError> {

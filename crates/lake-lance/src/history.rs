@@ -9,12 +9,12 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{IntentFacts, IntentRefs};
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use lake_common::intent::IntentOperation;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
+use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
-use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
 
 /// Prefix of the temporary tags that protect a restore's source version.
 pub const RESTORE_TAG_PREFIX: &str = "lake-restore-";
@@ -85,16 +85,9 @@ impl LanceEngine {
                 Ok::<_, LanceEngineError>(source)
             }
             .await;
-            let source = match restored {
-                Ok(source) => source,
-                Err(e) if !intent.gate.uncertain() => {
-                    self.drop_intent(&intent, false).await;
-                    return Err(e);
-                }
-                Err(e) => {
-                    let landed = self.settle_intent(&intent, e).await?;
-                    return self.landed_outcome(table, landed, 0).await;
-                }
+            let source = match self.after_commit(&intent, restored, false).await? {
+                Committed::Now(source) => source,
+                Committed::Late(landed) => return self.landed_outcome(table, landed, 0).await,
             };
             let landed = source.version().version;
             self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts)).await?;

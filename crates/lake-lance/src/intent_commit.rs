@@ -138,6 +138,14 @@ impl CommitGate {
     }
 }
 
+/// How a commit with an intent ended, when it did not fail.
+pub(crate) enum Committed<T> {
+    /// The commit call succeeded: its result (the caller journals the version).
+    Now(T),
+    /// The call failed but the commit landed as this version, journaled by the resolver.
+    Late(u64),
+}
+
 /// The references an intent names.
 pub(crate) enum IntentRefs<'a> {
     /// The write's own reference log (finished, named by the write's id): a streamed write's,
@@ -271,10 +279,8 @@ impl LanceEngine {
                 return Err(e.into());
             }
         };
-        let markers = facts
-            .transaction_uuid
-            .is_none()
-            .then(|| (self.store().clone(), table.to_string(), facts.write_id.clone()));
+        let markers =
+            facts.transaction_uuid.is_none().then(|| (self.store().clone(), table.to_string(), facts.write_id.clone()));
         let gate = Arc::new(CommitGate {
             anchor,
             deadline,
@@ -324,7 +330,7 @@ impl LanceEngine {
     /// a log written for it, which no journal entry names). A failure is logged: the intent
     /// then stays until a resolver finds the version journaled.
     pub(crate) async fn end_intent(&self, write: &IntentWrite) {
-        if let Err(e) = intents::remove(self.store(), &write.table, &write.write_id).await {
+        if let Err(e) = self.remove_intent(write).await {
             tracing::warn!(intent = %write.key, "could not remove the write intent of a journaled version: {e}");
             return;
         }
@@ -333,11 +339,24 @@ impl LanceEngine {
         }
     }
 
+    /// Removes `write`'s intent and the attempt markers its gate wrote (no listing).
+    async fn remove_intent(&self, write: &IntentWrite) -> Result<(), lake_objects::ObjectsError> {
+        let markers: Vec<String> = match &write.gate.markers {
+            Some(_) => write
+                .transaction_uuids()
+                .iter()
+                .map(|uuid| intents::attempt_key(&write.table, &write.write_id, uuid))
+                .collect(),
+            None => Vec::new(),
+        };
+        intents::remove_known(self.store(), &write.table, &write.write_id, &markers).await
+    }
+
     /// Step 3 when the commit failed with no manifest write that may land ([`CommitGate::uncertain`]
     /// is false): nothing of the write can land. Removes the intent, then the write's reference log (a streamed write's own when
     /// `discard_streamed_log`).
     pub(crate) async fn drop_intent(&self, write: &IntentWrite, discard_streamed_log: bool) {
-        if let Err(e) = intents::remove(self.store(), &write.table, &write.write_id).await {
+        if let Err(e) = self.remove_intent(write).await {
             // The intent stays and keeps the objects until a resolver removes it (its deadline
             // passes with no version carrying its transaction).
             tracing::warn!(intent = %write.key, "could not remove the write intent of a write that was not committed: {e}");
@@ -345,6 +364,30 @@ impl LanceEngine {
         }
         if write.own_log || discard_streamed_log {
             discard_log(self.store(), &reference_log_key(&write.table, &write.write_id)).await;
+        }
+    }
+
+    /// Step 3 for every outcome of a commit: success as it is; a failure with no manifest write
+    /// that may land drops the intent (and, with `discard_streamed_log`, the write's own log)
+    /// and returns the failure; any other failure is settled ([`LanceEngine::settle_intent`]):
+    /// the version it landed as, or the error that says the truth.
+    ///
+    /// # Errors
+    /// The commit's failure, [`LanceEngineError::NotCommitted`], or
+    /// [`LanceEngineError::CommitUncertain`].
+    pub(crate) async fn after_commit<T>(
+        &self,
+        write: &IntentWrite,
+        committed: Result<T, LanceEngineError>,
+        discard_streamed_log: bool,
+    ) -> Result<Committed<T>, LanceEngineError> {
+        match committed {
+            Ok(value) => Ok(Committed::Now(value)),
+            Err(e) if !write.gate.uncertain() => {
+                self.drop_intent(write, discard_streamed_log).await;
+                Err(e)
+            }
+            Err(e) => self.settle_intent(write, e).await.map(Committed::Late),
         }
     }
 
@@ -365,11 +408,9 @@ impl LanceEngine {
                 tracing::warn!(table = %write.table, version, "the commit reported as failed ({failure}) landed; journaled");
                 Ok(version)
             }
-            Ok(Resolution::Abandoned { proof }) => Err(LanceEngineError::NotCommitted {
-                table: write.table.clone(),
-                proof,
-                source: Box::new(failure),
-            }),
+            Ok(Resolution::Abandoned { proof }) => {
+                Err(LanceEngineError::NotCommitted { table: write.table.clone(), proof, source: Box::new(failure) })
+            }
             Ok(Resolution::Pending { reason }) => Err(self.uncertain(write, reason, failure)),
             Err(e) => Err(self.uncertain(write, format!("resolving it failed: {e}"), failure)),
         }

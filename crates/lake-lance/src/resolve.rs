@@ -409,12 +409,7 @@ impl LanceEngine {
                     sidecar::write(self.store(), &ObjectReferenceDelta::snapshot(table, version, &counts)).await?;
                 }
                 _ => {
-                    let ds = self.open(table).await?;
-                    let ds = ds.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
-                        table: table.into(),
-                        action: "checkout",
-                        source,
-                    })?;
+                    let ds = self.open_version(table, version).await?;
                     let diff = crate::version_diff::diff_entry(&ds, table, self.store().root()).await?;
                     sidecar::write(self.store(), &diff.entry).await?;
                 }

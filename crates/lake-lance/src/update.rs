@@ -18,7 +18,7 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{IntentFacts, IntentRefs};
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use crate::scan::{count_references, reference_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
@@ -108,7 +108,12 @@ impl LanceEngine {
         // The intent before the guard: GC keeps the new references until the version is
         // journaled or proven never to land (`crate::intent_commit`).
         let intent = self
-            .begin_intent(table, IntentFacts::new(IntentOperation::Update, before), IntentRefs::Identities(fresh.clone()), &guard)
+            .begin_intent(
+                table,
+                IntentFacts::new(IntentOperation::Update, before),
+                IntentRefs::Identities(fresh.clone()),
+                &guard,
+            )
             .await?;
         if let Err(source) = guard.check(fresh.iter(), self.writer_now()) {
             self.drop_intent(&intent, false).await;
@@ -128,16 +133,9 @@ impl LanceEngine {
             job.execute().await.map_err(lance_err("update"))
         }
         .await;
-        let result = match executed {
-            Ok(result) => result,
-            Err(e) if !intent.gate.uncertain() => {
-                self.drop_intent(&intent, false).await;
-                return Err(e);
-            }
-            Err(e) => {
-                let version = self.settle_intent(&intent, e).await?;
-                return self.landed_outcome(table, version, 0).await.map(Some);
-            }
+        let result = match self.after_commit(&intent, executed, false).await? {
+            Committed::Now(result) => result,
+            Committed::Late(version) => return self.landed_outcome(table, version, 0).await.map(Some),
         };
         let version = result.new_dataset.version().version;
         if version == before {

@@ -14,8 +14,8 @@
 use crate::create_commit::CheckedCommitHandler;
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{IntentFacts, IntentRefs};
-use crate::journaling::{discard_log, JournalFailure, JournalingReader};
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
+use crate::journaling::{discard_log, JournalingReader};
 use crate::version_diff::diff_entry;
 use arrow_array::RecordBatchReader;
 use lake_common::intent::IntentOperation;
@@ -68,10 +68,7 @@ impl LanceEngine {
             .map_err(lance_err("upsert"))?;
         let started = std::time::Instant::now();
         let uncommitted = job.execute_uncommitted(source).await;
-        let log = worker.finish().await.map_err(|failure| match failure {
-            JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
-            JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
-        })?;
+        let log = worker.finish().await.map_err(|failure| failure.into_error(table))?;
         let uncommitted = match uncommitted {
             Ok(uncommitted) => uncommitted,
             Err(source) => {
@@ -101,9 +98,14 @@ impl LanceEngine {
                 .check(log.oldest.iter(), self.writer_now())
                 .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
             let uri = self.dataset_uri(table);
-            let handler = CheckedCommitHandler::for_uri(&uri, &self.write_params(lance::dataset::WriteMode::Append).store_params, false, Some(intent.gate.clone()))
-                .await
-                .map_err(lance_err("commit"))?;
+            let handler = CheckedCommitHandler::for_uri(
+                &uri,
+                &self.write_params(lance::dataset::WriteMode::Append).store_params,
+                false,
+                Some(intent.gate.clone()),
+            )
+            .await
+            .map_err(lance_err("commit"))?;
             CommitBuilder::new(ds)
                 .with_skip_auto_cleanup(true)
                 .with_timeout(Some(intent.gate.remaining().max(Duration::from_millis(1))))
@@ -113,17 +115,10 @@ impl LanceEngine {
                 .map_err(lance_err("commit"))
         }
         .await;
-        let committed = match committed {
-            Ok(committed) => committed,
-            Err(e) if !intent.gate.uncertain() => {
-                self.drop_intent(&intent, true).await;
-                return Err(e);
-            }
-            Err(e) => {
-                let version = self.settle_intent(&intent, e).await?;
-                let stats = &uncommitted.stats;
-                return self.landed_outcome(table, version, stats.num_inserted_rows + stats.num_updated_rows).await;
-            }
+        let rows = uncommitted.stats.num_inserted_rows + uncommitted.stats.num_updated_rows;
+        let committed = match self.after_commit(&intent, committed, true).await? {
+            Committed::Now(committed) => committed,
+            Committed::Late(version) => return self.landed_outcome(table, version, rows).await,
         };
         let version = committed.version().version;
         let committed_at = started.elapsed();
@@ -144,11 +139,10 @@ impl LanceEngine {
             publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
             "upsert committed and journaled"
         );
-        let stats = uncommitted.stats;
         Ok(CommitOutcome {
             table: table.into(),
             version,
-            rows: stats.num_inserted_rows + stats.num_updated_rows,
+            rows,
             references_added,
             references_removed,
             rebased: rebased(&committed, version).await,

@@ -120,7 +120,9 @@ pub async fn list(store: &LakeStore, table: Option<&str>) -> Result<(Vec<ListedI
             strays.unknown.push(key);
             continue;
         };
-        let Some((folder, file)) = rest.split_once('/').filter(|(f, name)| validate_table_name(f).is_ok() && !name.contains('/')) else {
+        let Some((folder, file)) =
+            rest.split_once('/').filter(|(f, name)| validate_table_name(f).is_ok() && !name.contains('/'))
+        else {
             strays.unknown.push(key);
             continue;
         };
@@ -139,9 +141,12 @@ pub async fn list(store: &LakeStore, table: Option<&str>) -> Result<(Vec<ListedI
             });
             continue;
         }
-        let marker = file.strip_suffix(".attempt").and_then(|m| m.split_once('.')).filter(|(w, u)| is_ulid(w) && is_uuid(u));
+        let marker =
+            file.strip_suffix(".attempt").and_then(|m| m.split_once('.')).filter(|(w, u)| is_ulid(w) && is_uuid(u));
         match marker {
-            Some((write_id, uuid)) => markers.push((key.clone(), folder.to_string(), write_id.to_string(), uuid.to_string())),
+            Some((write_id, uuid)) => {
+                markers.push((key.clone(), folder.to_string(), write_id.to_string(), uuid.to_string()))
+            }
             None => strays.unknown.push(key),
         }
     }
@@ -197,17 +202,35 @@ pub async fn record_attempt(store: &LakeStore, table: &str, write_id: &str, uuid
     store.put_create(&attempt_key(table, write_id, uuid), Vec::<u8>::new()).await.map(|_| ())
 }
 
-/// Removes the intent of write `write_id` of `table`: its attempt markers first, then the
-/// document (whose absence means "resolved"). Missing files are not an error.
+/// Removes the intent of write `write_id` of `table`: its attempt markers first (found by
+/// listing the table's intents), then the document (whose absence means "resolved"). Missing
+/// files are not an error.
 ///
 /// # Errors
 /// [`ObjectsError::Storage`].
 pub async fn remove(store: &LakeStore, table: &str, write_id: &str) -> Result<(), ObjectsError> {
     let marker_prefix = format!("{}/{write_id}.", intent_prefix(table));
+    let mut markers = Vec::new();
     for (key, _) in store.list_all(&format!("{}/", intent_prefix(table))).await? {
         if key.starts_with(&marker_prefix) && key.ends_with(".attempt") {
-            store.delete(&key).await?;
+            markers.push(key);
         }
+    }
+    remove_known(store, table, write_id, &markers).await
+}
+
+/// As [`remove`], for a writer that knows its attempt markers' keys (no listing).
+///
+/// # Errors
+/// [`ObjectsError::Storage`].
+pub async fn remove_known(
+    store: &LakeStore,
+    table: &str,
+    write_id: &str,
+    markers: &[String],
+) -> Result<(), ObjectsError> {
+    for key in markers {
+        store.delete(key).await?;
     }
     store.delete(&intent_key(table, write_id)).await?;
     if let Some(dir) = store.local_dir() {
@@ -264,7 +287,10 @@ pub async fn visit_references(
     }
     match read {
         Ok(n) if n == log.references => Ok(Ok(n)),
-        Ok(n) => Ok(Err(format!("the reference log {key} it names has {n} references, the intent records {}", log.references))),
+        Ok(n) => Ok(Err(format!(
+            "the reference log {key} it names has {n} references, the intent records {}",
+            log.references
+        ))),
         Err(e) => Ok(Err(format!("the reference log {key} it names: {e}"))),
     }
 }

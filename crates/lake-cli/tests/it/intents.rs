@@ -60,7 +60,8 @@ fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
     let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(dry["write_intents"]["count"], 0, "{dry}");
     assert_eq!(dry["lineage_complete"], true, "the fence is journaled: {dry}");
-    let candidates: Vec<&str> = dry["candidates"].as_array().unwrap().iter().filter_map(|c| c["uri"].as_str()).collect();
+    let candidates: Vec<&str> =
+        dry["candidates"].as_array().unwrap().iter().filter_map(|c| c["uri"].as_str()).collect();
     assert_eq!(candidates, vec![object.key.as_str()], "{dry}");
     let verify = json(&ok(&["refs", "verify", &root, "--json"]));
     assert_eq!(verify["ok"], true, "{verify}");

@@ -4,10 +4,9 @@
 //!
 //! A held write runs in a task of its own, exactly as the blocking thread of a local rename or an
 //! HTTP request already sent keeps going when its caller stops waiting: the manifest lands when
-//! (and if) the test releases it. Two modes: [`Mode::Wait`], the caller waits for the held write
-//! (a slow store: the writer's own deadline ends its wait); [`Mode::FailCaller`], the caller gets
-//! an error at once while the write stays held (a response lost on the way back, a client-side
-//! timeout): what a timeout does, without waiting for one. Nothing here depends on time: the test
+//! (and if) the test releases it. The caller gets an error at once while the write stays held
+//! ([`Mode::FailCaller`]: a response lost on the way back, a client-side timeout): what a
+//! timeout does, without waiting for one. Nothing here depends on time: the test
 //! waits for a write to be held ([`ManifestHold::wait_held`]) and releases it
 //! ([`ManifestHold::release`]) explicitly.
 
@@ -35,8 +34,6 @@ pub enum Mode {
     /// Written at once.
     #[default]
     Off,
-    /// Held; the caller waits for it.
-    Wait,
     /// Held; the caller gets an error at once.
     FailCaller,
     /// The next manifest write only, as [`Mode::FailCaller`]; then [`Mode::Off`].
@@ -191,7 +188,9 @@ impl ObjectStore for HoldingStore {
         }
         match result_rx.await {
             Ok(result) => result,
-            Err(_) => Err(object_store::Error::Generic { store: "HoldingStore", source: "the held write was dropped".into() }),
+            Err(_) => {
+                Err(object_store::Error::Generic { store: "HoldingStore", source: "the held write was dropped".into() })
+            }
         }
     }
 

@@ -48,7 +48,8 @@ impl Drop for HoldProxy {
 impl HoldProxy {
     /// Listens on a free loopback port, forwarding to `upstream` (`http://host:port`).
     pub async fn start(upstream: &str) -> Self {
-        let target = upstream.strip_prefix("http://").expect("plain http:// only").split('/').next().unwrap().to_string();
+        let target =
+            upstream.strip_prefix("http://").expect("plain http:// only").split('/').next().unwrap().to_string();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared::default());

@@ -105,7 +105,10 @@ async fn an_append_held_past_its_deadline_lands_later_and_gc_keeps_its_objects()
     assert_nothing_referenced_is_missing(&lake, &["t"], &[&first, &late]).await;
     // The log of the write is GC's own garbage only once no intent names it.
     let (plan, stats) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
-    assert!(plan.candidates.keys().unwrap().iter().all(|k| !k.contains("object_ref_logs")), "the intent's log was planned");
+    assert!(
+        plan.candidates.keys().unwrap().iter().all(|k| !k.contains("object_ref_logs")),
+        "the intent's log was planned"
+    );
     assert_eq!(stats.write_intents.len(), 1, "the dry run reports the intent");
     assert_eq!(stats.write_intents[0].key, intent);
 
@@ -168,7 +171,7 @@ async fn a_second_resolver_racing_the_writer_journals_the_late_version_once() {
     let (outcome, recovered) = tokio::join!(engine.append("t", one("e1", &late)), async {
         hold.wait_held(1).await;
         hold.set(Mode::Off);
-        assert_eq!(hold.release(0).await, true, "the held write lands as version 2");
+        assert!(hold.release(0).await, "the held write lands as version 2");
         engine.recover_writes(Some("t")).await.unwrap()
     });
     let outcome = outcome.unwrap();
@@ -455,7 +458,8 @@ async fn s3_an_ingest_held_past_its_deadline_is_protected_then_recovered() {
     // Held past the deadline, the writer's fence too: the outcome is unknown.
     let before = objects(&lake).await;
     proxy.hold(true);
-    let err = lake_lance::ingest::ingest_dir(&lake.engine, "t", &folder("late", &["c.bin", "d.bin"])).await.unwrap_err();
+    let err =
+        lake_lance::ingest::ingest_dir(&lake.engine, "t", &folder("late", &["c.bin", "d.bin"])).await.unwrap_err();
     assert!(err.to_string().contains("may still land"), "{err}");
     let uploaded: BTreeSet<String> = objects(&lake).await.difference(&before).cloned().collect();
     assert_eq!(uploaded.len(), 2);
@@ -463,7 +467,11 @@ async fn s3_an_ingest_held_past_its_deadline_is_protected_then_recovered() {
     let planned = gc_now(&lake).await;
     assert!(planned.is_disjoint(&uploaded), "objects of a commit that may land were planned: {planned:?}");
     assert!(objects(&lake).await.is_superset(&uploaded));
-    assert_eq!(proxy.release_all().await, vec![true, false], "the ingest's PUT lands, the fence's finds its slot taken");
+    assert_eq!(
+        proxy.release_all().await,
+        vec![true, false],
+        "the ingest's PUT lands, the fence's finds its slot taken"
+    );
     proxy.hold(false);
     let report = lake.engine.recover_writes(None).await.unwrap();
     assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
@@ -513,7 +521,10 @@ async fn an_edited_or_stray_intent_makes_the_plan_incomplete() {
     let problems = incomplete().await;
     assert!(problems.contains(&key) && problems.contains("seal"), "{problems}");
     lake.store.put(&key, good.to_vec()).await.unwrap();
-    let log_key = format!("tables/t.lance/_lake/object_ref_logs/{}.arrows", key.rsplit('/').next().unwrap().trim_end_matches(".json"));
+    let log_key = format!(
+        "tables/t.lance/_lake/object_ref_logs/{}.arrows",
+        key.rsplit('/').next().unwrap().trim_end_matches(".json")
+    );
     let log = lake.store.get(&log_key).await.unwrap().unwrap();
     let mut tampered = log.to_vec();
     tampered[0] ^= 1;

@@ -185,7 +185,8 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                     None => Err("no branch".into()),
                 },
                 16 => {
-                    let fresh = lake.upload(&format!("h{history}s{step}late"), b"a commit held past its deadline").await;
+                    let fresh =
+                        lake.upload(&format!("h{history}s{step}late"), b"a commit held past its deadline").await;
                     let rows = reader(vec![batch(&[(e_ref, Some(&fresh)), ("e1", Some(&y))])]);
                     let what = delayed_commit_step(&lake, &hold, "t", rows, &fresh, next(3)).await;
                     delayed.push(what);

@@ -201,9 +201,10 @@ async fn objects_named_by_a_write_intent_are_never_planned_or_deleted() {
 
     let dir = tempfile::tempdir().unwrap();
     let deleter = lake_objects::deleter::for_store(&f.store);
-    let report = apply(&engine, &deleter, &dir.path().join("c").as_path().into(), Some(&before), &ApplyOptions::default())
-        .await
-        .unwrap();
+    let report =
+        apply(&engine, &deleter, &dir.path().join("c").as_path().into(), Some(&before), &ApplyOptions::default())
+            .await
+            .unwrap();
     assert_eq!(report.checkpoint.revived, vec![o[1].key.clone()], "the intent's object is revived, not deleted");
     assert!(f.store.head(&o[1].key).await.unwrap().is_some());
     assert!(f.store.head(&o[2].key).await.unwrap().is_none());
