@@ -13,7 +13,7 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
+use crate::intent_commit::{Committed, IntentFacts};
 use crate::version_diff::diff_entry;
 use arrow_array::{RecordBatchIterator, RecordBatchReader};
 use lake_common::intent::IntentOperation;
@@ -75,20 +75,9 @@ impl LanceEngine {
             LanceEngineError::InvalidInput(format!("table `{table}`: reading the new columns stopped: {e}"))
         })?;
         let (schema, collected, references) = read?;
-        self.resolve_before_commit(table).await;
         let references: Vec<ObjectIdentity> = references.into_iter().collect();
-        let intent = self
-            .begin_intent(
-                table,
-                IntentFacts::new(IntentOperation::AddColumns, before),
-                IntentRefs::Identities(references.clone()),
-                &guard,
-            )
-            .await?;
-        if let Err(source) = guard.check(references.iter(), self.writer_now()) {
-            self.drop_intent(&intent, false).await;
-            return Err(LanceEngineError::Guard { table: table.into(), source });
-        }
+        let facts = IntentFacts::new(IntentOperation::AddColumns, before);
+        let intent = self.begin_guarded(table, facts, references, &guard).await?;
         let merged = async {
             let mut ds = self.open_gated(table, Some(before), &intent.gate).await?;
             let source = RecordBatchIterator::new(collected.into_iter().map(Ok), schema);

@@ -300,6 +300,28 @@ impl LanceEngine {
         })
     }
 
+    /// Steps 1 and 2's guard for a write whose new references are `ids` (in memory): resolves
+    /// the table's intents past their deadline, writes the intent, then checks the guard on
+    /// `ids` (a refusal removes the intent again: nothing was committed).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Guard`]; as [`LanceEngine::begin_intent`].
+    pub(crate) async fn begin_guarded(
+        &self,
+        table: &str,
+        facts: IntentFacts,
+        ids: Vec<ObjectIdentity>,
+        guard: &PublicationGuard,
+    ) -> Result<IntentWrite, LanceEngineError> {
+        self.resolve_before_commit(table).await;
+        let intent = self.begin_intent(table, facts, IntentRefs::Identities(ids.clone()), guard).await?;
+        if let Err(source) = guard.check(ids.iter(), self.writer_now()) {
+            self.drop_intent(&intent, false).await;
+            return Err(LanceEngineError::Guard { table: table.into(), source });
+        }
+        Ok(intent)
+    }
+
     /// Writes `ids` (sorted) as a reference log of write `write_id`, for an intent.
     async fn write_intent_log(
         &self,

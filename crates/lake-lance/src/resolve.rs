@@ -167,11 +167,11 @@ impl LanceEngine {
 
     /// Resolves the intent of `write` (the caller's own write). An intent already gone was
     /// resolved by another resolver: the write is committed if a version above its read version
-    /// carries its transaction, else that resolver proved it abandoned.
+    /// carries its transaction, else that resolver proved it abandoned. (Boxed: the future of
+    /// the write that awaits it stays small.)
     ///
     /// # Errors
     /// Storage, Lance and journal errors.
-    /// (Boxed: a writer's future that awaits it stays small.)
     pub(crate) fn resolve_write<'a>(
         &'a self,
         write: &'a IntentWrite,
@@ -244,10 +244,9 @@ impl LanceEngine {
         let prefix = format!("{}/_versions/", dataset_key(table));
         let mut times = BTreeMap::new();
         for (key, meta) in self.store().list_all(&prefix).await? {
-            let name = key.rsplit('/').next().unwrap_or(&key);
-            if name.contains('/') || !name.ends_with(".manifest") {
+            let Some(name) = key.strip_prefix(&prefix).filter(|n| !n.contains('/') && n.ends_with(".manifest")) else {
                 continue;
-            }
+            };
             let version = ManifestNamingScheme::detect_scheme(name).and_then(|s| s.parse_version(name));
             if let Some(v) = version.filter(|v| *v > 0 && !lance_table::format::is_detached_version(*v)) {
                 times.insert(v, meta.last_modified);

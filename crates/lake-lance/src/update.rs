@@ -18,7 +18,7 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
+use crate::intent_commit::{Committed, IntentFacts};
 use crate::scan::{count_references, reference_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
@@ -104,21 +104,10 @@ impl LanceEngine {
         let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
         let fresh: Vec<ObjectIdentity> =
             added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
-        self.resolve_before_commit(table).await;
         // The intent before the guard: GC keeps the new references until the version is
         // journaled or proven never to land (`crate::intent_commit`).
-        let intent = self
-            .begin_intent(
-                table,
-                IntentFacts::new(IntentOperation::Update, before),
-                IntentRefs::Identities(fresh.clone()),
-                &guard,
-            )
-            .await?;
-        if let Err(source) = guard.check(fresh.iter(), self.writer_now()) {
-            self.drop_intent(&intent, false).await;
-            return Err(LanceEngineError::Guard { table: table.into(), source });
-        }
+        let intent =
+            self.begin_guarded(table, IntentFacts::new(IntentOperation::Update, before), fresh, &guard).await?;
         let executed = async {
             // The version checked, opened with every commit through the intent's gate.
             let ds = self.open_gated(table, Some(before), &intent.gate).await?;

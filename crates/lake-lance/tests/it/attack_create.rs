@@ -371,7 +371,8 @@ async fn timing_out_create(min_age: Duration) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake");
     let mut lake = crate::support::new_lake_with_policy(root.to_str().unwrap(), min_age).await;
-    lake.engine = lake_lance::LanceEngine::new(lake.store.clone()).with_memory_budget(2048).with_commit_deadline(min_age);
+    lake.engine =
+        lake_lance::LanceEngine::new(lake.store.clone()).with_memory_budget(2048).with_commit_deadline(min_age);
     let mut outcomes = std::collections::BTreeMap::<String, u32>::new();
     let mut in_table = Vec::new();
     for t in 0..40 {
