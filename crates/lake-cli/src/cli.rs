@@ -210,6 +210,26 @@ pub enum RefsCommand {
     /// manifest identity. Otherwise nothing of the table is rewritten and the command exits 1
     /// naming the differences. A plan made before must be made again.
     Bind(VerifyArgs),
+    /// Resolve write intents: commits reported as failed or timed out whose version may still
+    /// land (their objects are kept from GC meanwhile). For each intent: if a version carries
+    /// its transaction, journal that version (committed); once a version appeared after the
+    /// intent's deadline and none up to it is the write's, remove the intent and its write's
+    /// log (abandoned: the commit can no longer land). Waits for the deadline and commits a
+    /// content-preserving fence version (a config change) when no later version exists yet.
+    /// Exits 1 when an intent stays pending (the report says why).
+    Recover(RecoverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Lake root.
+    pub root: String,
+    /// Only this table's intents (`t`, or `t@b` for a branch).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,8 @@
 //! - [`binding`]: [`VersionBinding`], what a journal entry records of the Lance version it
 //!   describes (its transaction's UUID, its manifest's size and e-tag).
 //! - [`counts`]: [`ReferenceCounts`], a count map that builds canonical deltas.
+//! - [`intent`]: [`intent::WriteIntent`], the record of a commit that may still land (GC keeps
+//!   its references).
 //!
 //! This crate knows nothing of Lance or of storage; it is pure data and rules.
 
@@ -24,6 +26,7 @@ pub mod delta;
 pub mod error;
 pub mod head;
 pub mod identity;
+pub mod intent;
 mod local_route;
 pub mod location;
 pub mod managed;
@@ -45,7 +48,7 @@ pub use location::{
     DATA_LOCATION_EXTENSION_NAME,
 };
 pub use managed::{check_new_reference, is_managed_key};
-pub use reflog::{decode_reference_log, LogTotals, ReferenceLogEncoder};
+pub use reflog::{decode_reference_log, visit_reference_log, LogTotals, ReferenceLogEncoder};
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,
 };

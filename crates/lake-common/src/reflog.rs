@@ -207,6 +207,26 @@ fn corrupt(reason: impl std::fmt::Display) -> DecodeError {
 /// # Errors
 /// [`DecodeError::CorruptLog`], [`DecodeError::LogMismatch`].
 pub fn decode_reference_log(bytes: &[u8], table: &str, write_id: &str) -> Result<(ReferenceCounts, u64), DecodeError> {
+    let mut counts = ReferenceCounts::new();
+    let references = visit_reference_log(bytes, table, write_id, |identity| {
+        counts.add(identity, 1);
+        Ok(())
+    })?;
+    Ok((counts, references))
+}
+
+/// Reads a reference log as [`decode_reference_log`] checks it, handing every reference (one
+/// per row, in log order, unsorted) to `visit` instead of counting them: memory is one record
+/// batch. Returns the number of references.
+///
+/// # Errors
+/// As [`decode_reference_log`], and whatever `visit` returns.
+pub fn visit_reference_log(
+    bytes: &[u8],
+    table: &str,
+    write_id: &str,
+    mut visit: impl FnMut(ObjectIdentity) -> Result<(), DecodeError>,
+) -> Result<u64, DecodeError> {
     // End-of-stream marker: continuation 0xFFFFFFFF then a zero length (arrow IPC format).
     if !bytes.ends_with(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0]) {
         return Err(corrupt("the stream does not end with the end-of-stream marker (truncated?)"));
@@ -223,18 +243,17 @@ pub fn decode_reference_log(bytes: &[u8], table: &str, write_id: &str) -> Result
             return Err(DecodeError::LogMismatch { field: key, expected: expected.into(), found: found.into() });
         }
     }
-    let mut counts = ReferenceCounts::new();
     let mut references = 0u64;
     for batch in reader {
         let batch = batch.map_err(corrupt)?;
         let (uri, sha256, size) = columns(&batch)?;
         for row in 0..batch.num_rows() {
             let sha: [u8; 32] = sha256.value(row).try_into().map_err(|_| corrupt("sha256 is not 32 bytes"))?;
-            counts.add(ObjectIdentity::new(uri.value(row), sha, size.value(row)), 1);
+            visit(ObjectIdentity::new(uri.value(row), sha, size.value(row)))?;
         }
         references += batch.num_rows() as u64;
     }
-    Ok((counts, references))
+    Ok(references)
 }
 
 fn columns(batch: &RecordBatch) -> Result<(&StringArray, &FixedSizeBinaryArray, &UInt64Array), DecodeError> {

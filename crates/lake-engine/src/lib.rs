@@ -110,6 +110,37 @@ pub struct UnreferencedFile {
     pub last_modified_ms: i64,
 }
 
+/// A write intent as GC sees it: a write whose commit may still land and whose references GC
+/// keeps until the intent is resolved (`lake_common::intent`; `docs/safety.md`, "Commits that
+/// land late").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IntentInfo {
+    /// Key of the intent document relative to the lake root
+    /// (`_lake/intents/<table>/<write_id>.json`).
+    pub key: String,
+    /// The lineage written (`t` or `t@b`).
+    pub table: String,
+    /// The operation (`append`, `update`, ...).
+    pub operation: String,
+    /// When the store last wrote the document, milliseconds since the Unix epoch (UTC).
+    pub last_modified_ms: i64,
+    /// The writer's deadline, milliseconds after a moment taken before the document was written.
+    pub deadline_ms: u64,
+    /// References the intent names (rows of its log, or its inline identities).
+    pub references: u64,
+}
+
+/// The write intents of a lake, read once by a plan after its cutoff is fixed and before any
+/// lineage ([`Engine::write_intents`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteIntents {
+    /// Every intent read, sorted by key.
+    pub intents: Vec<IntentInfo>,
+    /// Intents (or the reference logs they name) that could not be read or did not match their
+    /// seal: GC cannot know what they protect, so a plan with any is incomplete.
+    pub problems: Vec<String>,
+}
+
 /// The engine trait: tables, their snapshots (lineage and live references), their stamps, and
 /// what versions added.
 ///
@@ -170,4 +201,17 @@ pub trait Engine: Send + Sync {
         location: &TableLocation,
         cutoff_ms: i64,
     ) -> Result<Vec<UnreferencedFile>, EngineError>;
+
+    /// Every write intent of the lake: hands each reference an intent names to `visit`
+    /// (unsorted; a reference log's are read one record batch at a time) and returns the intents
+    /// and the problems met. GC calls it after fixing its cutoff and before reading any lineage,
+    /// and keeps what `visit` receives live (`docs/safety.md`, "Commits that land late").
+    ///
+    /// # Errors
+    /// [`EngineError::Storage`] when the intents cannot be listed or read (never an empty
+    /// answer); whatever `visit` returns.
+    async fn write_intents(
+        &self,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<WriteIntents, EngineError>;
 }

@@ -27,12 +27,36 @@ struct MemTable {
 #[derive(Debug, Default)]
 pub struct MemoryEngine {
     tables: Mutex<BTreeMap<String, MemTable>>,
+    /// Write intents with the references each names, by key.
+    intents: Mutex<BTreeMap<String, (crate::IntentInfo, Vec<ObjectIdentity>)>>,
 }
 
 impl MemoryEngine {
     /// An engine with no tables.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Records a write intent of `table` naming `references` (what an engine writes before a
+    /// commit that may land late); returns its key.
+    pub fn add_intent(&self, table: &str, references: Vec<ObjectIdentity>) -> String {
+        let mut guard = self.intents.lock().unwrap_or_else(|p| p.into_inner());
+        let key = format!("_lake/intents/{table}/{:026}.json", guard.len());
+        let info = crate::IntentInfo {
+            key: key.clone(),
+            table: table.to_string(),
+            operation: "append".into(),
+            last_modified_ms: 0,
+            deadline_ms: 0,
+            references: references.len() as u64,
+        };
+        guard.insert(key.clone(), (info, references));
+        key
+    }
+
+    /// Removes the write intent `key` (its commit was journaled or can no longer land).
+    pub fn remove_intent(&self, key: &str) {
+        self.intents.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
 
     fn with_table<R>(&self, table: &str, f: impl FnOnce(&mut MemTable) -> R) -> R {
@@ -222,5 +246,21 @@ impl Engine for MemoryEngine {
         _cutoff_ms: i64,
     ) -> Result<Vec<crate::UnreferencedFile>, EngineError> {
         Ok(Vec::new())
+    }
+
+    async fn write_intents(
+        &self,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<crate::WriteIntents, EngineError> {
+        let intents: Vec<(crate::IntentInfo, Vec<ObjectIdentity>)> =
+            self.intents.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut found = crate::WriteIntents::default();
+        for (info, references) in intents {
+            for identity in references {
+                visit(identity)?;
+            }
+            found.intents.push(info);
+        }
+        Ok(found)
     }
 }

@@ -18,8 +18,12 @@
 
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use crate::scan::writable_columns;
+use lake_common::intent::IntentOperation;
 use lake_common::ObjectReferenceDelta;
+use lake_objects::descriptor::LakeDescriptor;
+use lake_objects::guard::PublicationGuard;
 use lake_objects::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
 use lake_objects::registry;
 
@@ -65,7 +69,7 @@ impl LanceEngine {
         }
         let lineage = branch_lineage(table, branch);
         validate_table_name(&lineage)?;
-        let mut ds = self.open(table).await?;
+        let ds = self.open(table).await?;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
         // Lance commits a branch that exists again and fails with an internal error, leaving a
@@ -85,12 +89,30 @@ impl LanceEngine {
         // The branch's first version has the source's schema and references: both are checked,
         // from the dataset and the journal, before anything is created.
         let counts = self.journal_counts_at(table, version).await?;
+        // The intent names them (the branch's first version is the source's number: a version
+        // above `version - 1` of the branch is this write's).
         let source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
         writable_columns(&source, table)?;
         crate::history::check_republished(table, version, &counts)?;
-        let created = ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))?;
+        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
+        let facts = IntentFacts {
+            restored_version: Some(version),
+            ..IntentFacts::new(IntentOperation::CreateBranch, version.saturating_sub(1))
+        };
+        let ids = counts.iter().map(|(id, _)| id.clone()).collect();
+        let intent = self.begin_intent(&lineage, facts, IntentRefs::Identities(ids), &guard).await?;
+        let created = async {
+            let mut ds = self.open_gated(table, None, &intent.gate).await?;
+            ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))
+        }
+        .await;
+        let created = match self.after_commit(&intent, created, false).await? {
+            Committed::Now(created) => created,
+            Committed::Late(first) => return self.landed_outcome(&lineage, first, 0).await,
+        };
         let first = created.version().version;
         self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts), &created).await?;
+        self.end_intent(&intent).await;
         Ok(CommitOutcome {
             table: lineage,
             version: first,

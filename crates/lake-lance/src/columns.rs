@@ -5,23 +5,25 @@
 //! otherwise a delta of the rewritten fragments (nothing moves for a column that holds no
 //! reference).
 //!
-//! Adding columns streams the source through the reference validation and keeps its oldest
-//! managed key; Lance's `Dataset::merge` commits as soon as it has read the source, so the
-//! publication guard is checked when the source ends, and a refusal fails the stream (Lance
-//! aborts, nothing committed).
+//! Adding columns reads the whole source first (Lance's `Dataset::merge` holds it in memory for
+//! its hash join anyway, and commits as soon as it has written the new column files), validating
+//! its references and collecting the distinct ones; the write intent names them
+//! (`crate::intent_commit`); the publication guard checks them; then the merge runs on the
+//! version read, every commit through the intent's gate.
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{Committed, IntentFacts};
 use crate::scan::{count_references, writable_columns};
-use crate::upsert::{refused_or, GuardedReader};
 use crate::version_diff::committed_entry;
-use arrow_array::RecordBatchReader;
-use chrono::Utc;
-use lake_common::{ObjectReferenceDelta, ReferenceColumns};
+use arrow_array::{RecordBatchIterator, RecordBatchReader};
+use lake_common::intent::IntentOperation;
+use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceColumns};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
 use lance::dataset::ColumnAlteration;
 use lance::Dataset;
+use std::collections::BTreeSet;
 
 impl LanceEngine {
     /// Adds the columns of `batches` (every column but `on`) to `table`, joined on the key
@@ -36,7 +38,9 @@ impl LanceEngine {
     /// [`LanceEngineError::Location`] for an invalid DataLocation column or value (a reference
     /// inside the lake root must be a managed key); [`LanceEngineError::Guard`] when a
     /// referenced managed object is too old to publish; Lance errors. After it:
-    /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
+    /// [`LanceEngineError::Unjournaled`], sidecar and registry errors;
+    /// [`LanceEngineError::NotCommitted`] / [`LanceEngineError::CommitUncertain`] when the
+    /// commit failed after its manifest write was sent (see [`LanceEngine::append`]).
     pub async fn add_columns(
         &self,
         table: &str,
@@ -44,22 +48,63 @@ impl LanceEngine {
         batches: Box<dyn RecordBatchReader + Send>,
     ) -> Result<CommitOutcome, LanceEngineError> {
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
-        let mut ds = self.open(table).await?;
+        let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         check_new_columns(&ds, table, on, &batches.schema())?;
-        let reader = GuardedReader::new(table, batches, self.store().root(), Some(guard))?;
-        let (oldest, refusal) = (reader.oldest(), reader.refusal());
-        if let Err(source) = ds.merge(reader, on, on).await {
-            // The guard's refusal, or a refused reference, travels through Lance as a stream
-            // error: name it.
-            let oldest = oldest.lock().ok().and_then(|o| o.identity.clone());
-            if let Err(refusal) = guard.check(oldest.iter(), Utc::now()) {
-                return Err(LanceEngineError::Guard { table: table.into(), source: refusal });
+        let before = ds.version().version;
+        // The source is read on a blocking thread (a reader may block while it waits for its
+        // rows, as an ingest's does), validated, and its distinct references collected.
+        let root = self.store().root().clone();
+        let name = table.to_string();
+        let read = tokio::task::spawn_blocking(move || {
+            let schema = batches.schema();
+            let columns = ReferenceColumns::from_schema(&schema)
+                .map_err(|source| LanceEngineError::Location { table: name.clone(), source })?
+                .for_new_references();
+            let mut collected = Vec::new();
+            let mut references = BTreeSet::new();
+            for batch in batches {
+                let batch = batch.map_err(|e| LanceEngineError::Lance {
+                    table: name.clone(),
+                    action: "add columns",
+                    source: lance::Error::from(e),
+                })?;
+                columns
+                    .visit(&batch, &root, |id| {
+                        references.insert(id);
+                    })
+                    .map_err(|source| LanceEngineError::Location { table: name.clone(), source })?;
+                collected.push(batch);
             }
-            let lance = LanceEngineError::Lance { table: table.into(), action: "add columns", source };
-            return Err(refused_or(table, &refusal, lance));
+            Ok::<_, LanceEngineError>((schema, collected, references))
+        })
+        .await
+        .map_err(|e| {
+            LanceEngineError::InvalidInput(format!("table `{table}`: reading the new columns stopped: {e}"))
+        })?;
+        let (schema, collected, references) = read?;
+        let references: Vec<ObjectIdentity> = references.into_iter().collect();
+        let facts = IntentFacts::new(IntentOperation::AddColumns, before);
+        let intent = self.begin_guarded(table, facts, references, &guard).await?;
+        let merged = async {
+            let mut ds = self.open_gated(table, Some(before), &intent.gate).await?;
+            let source = RecordBatchIterator::new(collected.into_iter().map(Ok), schema);
+            ds.merge(source, on, on).await.map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "add columns",
+                source,
+            })?;
+            Ok::<_, LanceEngineError>(ds)
         }
-        self.publish_diff(&ds, table).await
+        .await;
+        match self.after_commit(&intent, merged, false).await? {
+            Committed::Now(ds) => {
+                let outcome = self.publish_diff(&ds, table).await?;
+                self.end_intent(&intent).await;
+                Ok(outcome)
+            }
+            Committed::Late(version) => self.landed_outcome(table, version, 0).await,
+        }
     }
 
     /// Drops `columns` from `table` (a reference column's references are removed). Lance's drop

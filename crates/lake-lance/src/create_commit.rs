@@ -1,20 +1,28 @@
-//! A create lands only as version 1.
+//! The commit handler every engine commit that adds references goes through
+//! ([`CheckedCommitHandler`]): it runs lake's checks right before Lance publishes a manifest,
+//! then lets the handler Lance would use publish it.
 //!
-//! Lance commits a create as an `Overwrite` transaction. When another writer's create lands
-//! between the moment this writer last saw no table and Lance's commit, `CommitBuilder` loads the
-//! dataset that now exists and commits the `Overwrite` on top of it as version 2, replacing the
-//! other writer's rows after that writer was told its append succeeded (Lance 14,
-//! `CommitBuilder::execute`: a destination that exists goes through `commit_transaction`, where an
-//! `Overwrite` conflicts with nothing). [`CreateOnlyCommitHandler`] wraps the commit handler
-//! Lance would use for the table (`commit_handler_from_url`: conditional put on S3 and local
-//! disk) and refuses to publish any manifest version but 1 with
-//! [`CommitError::CommitConflict`]; the engine then reports `ConcurrentCreate` (nothing of this
-//! write is in the table; the retry appends). Tested by the Python attack suite
-//! (`test_concurrent_first_appends_never_lose_rows`) and the tests below, against real Lance
-//! datasets.
+//! Two checks, each optional:
+//!
+//! **A create lands only as version 1.** Lance commits a create as an `Overwrite` transaction.
+//! When another writer's create lands between the moment this writer last saw no table and
+//! Lance's commit, `CommitBuilder` loads the dataset that now exists and commits the `Overwrite`
+//! on top of it as version 2, replacing the other writer's rows after that writer was told its
+//! append succeeded (Lance 14, `CommitBuilder::execute`: a destination that exists goes through
+//! `commit_transaction`, where an `Overwrite` conflicts with nothing). With `create_only`, the
+//! handler refuses to publish any manifest version but 1 with [`CommitError::CommitConflict`];
+//! the engine then reports `ConcurrentCreate` (nothing of this write is in the table; the retry
+//! appends). Tested by the Python attack suite (`test_concurrent_first_appends_never_lose_rows`)
+//! and the tests below, against real Lance datasets.
+//!
+//! **No manifest write after the write's deadline** ([`crate::intent_commit::CommitGate`]): a
+//! write that recorded a write intent publishes its manifest only before its deadline, and
+//! records the transaction's UUID first when the intent could not name it. This is what lets a
+//! resolver prove later that a commit can no longer land (`crate::resolve`).
 
 use std::sync::Arc;
 
+use crate::intent_commit::CommitGate;
 use futures::stream::BoxStream;
 use lance::io::{ObjectStore, ObjectStoreParams};
 use lance_table::format::{IndexMetadata, Manifest, Transaction};
@@ -36,30 +44,64 @@ fn first_version_only(manifest: &Manifest) -> Result<(), CommitError> {
     }
 }
 
-/// A [`CommitHandler`] that publishes version 1 through the wrapped handler and refuses every
-/// other version with [`CommitError::CommitConflict`]; every other method is the wrapped
-/// handler's.
+/// A [`CommitHandler`] that runs lake's checks before the wrapped handler publishes a manifest
+/// (see the module documentation); every other method is the wrapped handler's.
 #[derive(Debug)]
-pub(crate) struct CreateOnlyCommitHandler {
+pub(crate) struct CheckedCommitHandler {
     inner: Arc<dyn CommitHandler>,
+    create_only: bool,
+    gate: Option<Arc<CommitGate>>,
 }
 
-impl CreateOnlyCommitHandler {
-    /// The handler Lance resolves for `uri` (with `params`), wrapped.
+impl CheckedCommitHandler {
+    /// The handler Lance resolves for `uri` (with `params`), publishing version 1 only.
+    #[cfg(test)]
+    ///
+    /// # Errors
+    /// Lance's, for a URI scheme it has no commit handler for.
+    pub(crate) async fn create_only(
+        uri: &str,
+        params: &Option<ObjectStoreParams>,
+    ) -> lance::Result<Arc<dyn CommitHandler>> {
+        Self::for_uri(uri, params, true, None).await
+    }
+
+    /// The handler Lance resolves for `uri` (with `params`), with the checks asked for.
     ///
     /// # Errors
     /// Lance's, for a URI scheme it has no commit handler for.
     pub(crate) async fn for_uri(
         uri: &str,
         params: &Option<ObjectStoreParams>,
+        create_only: bool,
+        gate: Option<Arc<CommitGate>>,
     ) -> lance::Result<Arc<dyn CommitHandler>> {
         let inner = lance_table::io::commit::commit_handler_from_url(uri, params).await?;
-        Ok(Arc::new(Self { inner }))
+        Ok(Arc::new(Self { inner, create_only, gate }))
+    }
+
+    /// Tells the gate how a manifest write it let through ended: a conflict (the store refused
+    /// the create-only write: the slot belongs to another commit) is certain never to land.
+    fn after_publish(&self, published: &Result<ManifestLocation, CommitError>) {
+        if let (Some(gate), Err(CommitError::CommitConflict)) = (&self.gate, published) {
+            gate.refused();
+        }
+    }
+
+    /// The checks, right before a manifest is published.
+    async fn before_publish(&self, manifest: &Manifest, transaction: Option<&Transaction>) -> Result<(), CommitError> {
+        if self.create_only {
+            first_version_only(manifest)?;
+        }
+        match &self.gate {
+            Some(gate) => gate.before_publish(manifest, transaction).await,
+            None => Ok(()),
+        }
     }
 }
 
 #[async_trait::async_trait]
-impl CommitHandler for CreateOnlyCommitHandler {
+impl CommitHandler for CheckedCommitHandler {
     fn is_version_not_found_definitive(&self) -> bool {
         self.inner.is_version_not_found_definitive()
     }
@@ -131,8 +173,13 @@ impl CommitHandler for CreateOnlyCommitHandler {
         naming_scheme: ManifestNamingScheme,
         transaction: Option<Transaction>,
     ) -> Result<ManifestLocation, CommitError> {
-        first_version_only(manifest)?;
-        self.inner.commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction).await
+        self.before_publish(manifest, transaction.as_ref()).await?;
+        let published = self
+            .inner
+            .commit(manifest, indices, base_path, object_store, manifest_writer, naming_scheme, transaction)
+            .await;
+        self.after_publish(&published);
+        published
     }
 
     fn supports_predecessor_condition(&self) -> bool {
@@ -167,8 +214,9 @@ impl CommitHandler for CreateOnlyCommitHandler {
         transaction: Option<Transaction>,
         predecessor: &PredecessorIdentity,
     ) -> Result<ManifestLocation, CommitError> {
-        first_version_only(manifest)?;
-        self.inner
+        self.before_publish(manifest, transaction.as_ref()).await?;
+        let published = self
+            .inner
             .commit_after(
                 manifest,
                 indices,
@@ -179,7 +227,9 @@ impl CommitHandler for CreateOnlyCommitHandler {
                 transaction,
                 predecessor,
             )
-            .await
+            .await;
+        self.after_publish(&published);
+        published
     }
 
     async fn forget_version(&self, base_path: &Path, version: u64, identity: &str) -> lance::Result<()> {
@@ -215,7 +265,7 @@ mod tests {
     /// Two creates race: the second's data files are written while the table does not exist,
     /// the first lands, then the second commits. Through Lance's own handler the second lands
     /// as version 2 and replaces the first's rows (the hole, kept here so a Lance change that
-    /// closes it shows); through [`CreateOnlyCommitHandler`] it is refused as a conflict and
+    /// closes it shows); through [`CheckedCommitHandler::create_only`] it is refused as a conflict and
     /// the first's rows stay the table's.
     #[tokio::test]
     async fn a_create_landing_on_another_create_is_refused() {
@@ -228,7 +278,7 @@ mod tests {
             InsertBuilder::new(uri.as_str()).with_params(&params).execute(rows(&[1])).await.unwrap();
             let mut commit = CommitBuilder::new(uri.as_str()).with_max_retries(1);
             if wrapped {
-                commit = commit.with_commit_handler(CreateOnlyCommitHandler::for_uri(&uri, &None).await.unwrap());
+                commit = commit.with_commit_handler(CheckedCommitHandler::create_only(&uri, &None).await.unwrap());
             }
             let outcome = commit.execute(second).await;
             if wrapped {
@@ -249,7 +299,7 @@ mod tests {
         let params = WriteParams { mode: WriteMode::Create, ..Default::default() };
         let create =
             InsertBuilder::new(uri.as_str()).with_params(&params).execute_uncommitted(rows(&[7, 8])).await.unwrap();
-        let handler = CreateOnlyCommitHandler::for_uri(&uri, &None).await.unwrap();
+        let handler = CheckedCommitHandler::create_only(&uri, &None).await.unwrap();
         CommitBuilder::new(uri.as_str())
             .with_commit_handler(handler)
             .with_max_retries(1)

@@ -10,9 +10,10 @@
 //! commit protocol above and shares its helpers; lineage, live references, history, ingest and
 //! verification live in their own modules.)
 
-use crate::create_commit::CreateOnlyCommitHandler;
+use crate::create_commit::CheckedCommitHandler;
 use crate::error::LanceEngineError;
-use crate::journaling::{discard_log, JournalFailure, JournalLog, JournalingReader};
+use crate::intent_commit::{CommitGate, Committed, IntentFacts, IntentRefs, IntentWrite};
+use crate::journaling::{discard_log, JournalLog, JournalingReader};
 use crate::scan::{count_references, writable_columns};
 use crate::sidecar;
 use crate::uncommitted::{data_file_keys, discard_refused_write};
@@ -28,14 +29,14 @@ use lake_engine::{
 };
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::failpoint;
-use lake_objects::guard::PublicationGuard;
+use lake_objects::guard::{PublicationGuard, SystemClock, WriterClock};
 use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
 use lake_objects::registry;
 use lake_objects::store::LakeStore;
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
-use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
+use lance::io::{ObjectStoreParams, StorageOptionsAccessor, WrappingObjectStore};
 use lance::Dataset;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -99,6 +100,13 @@ pub struct LanceEngine {
     /// Sorted runs the journal replays of this engine spilled, in total (a counter for
     /// reports; no state a call depends on).
     journal_runs: std::sync::atomic::AtomicU64,
+    /// The clock the publication guard reads (the system's, or a test's).
+    writer_clock: Arc<dyn WriterClock>,
+    /// The commit deadline of every write with an intent, when set (else per operation:
+    /// `crate::intent_commit`).
+    commit_deadline: Option<Duration>,
+    /// Wraps the object store of every dataset the engine opens or writes, when set.
+    store_wrapper: Option<Arc<dyn WrappingObjectStore>>,
 }
 
 impl std::fmt::Debug for LanceEngine {
@@ -114,7 +122,51 @@ impl LanceEngine {
             store,
             memory_budget: lake_objects::spill::share(lake_objects::spill::DEFAULT_MEMORY_BUDGET).0,
             journal_runs: std::sync::atomic::AtomicU64::new(0),
+            writer_clock: Arc::new(SystemClock),
+            commit_deadline: None,
+            store_wrapper: None,
         }
+    }
+
+    /// The same engine with the publication guard reading `clock` instead of the system's
+    /// (tests of the guard and of age gates inject a [`lake_objects::guard::FixedWriterClock`]
+    /// rather than sleeping).
+    pub fn with_writer_clock(mut self, clock: Arc<dyn WriterClock>) -> Self {
+        self.writer_clock = clock;
+        self
+    }
+
+    /// The same engine giving every write with an intent the commit deadline `deadline` (the
+    /// span after which it publishes no manifest; default: the guard's margin between 30 s and
+    /// 5 min for two-phase commits, 30 min for operations that write inside Lance's call). A
+    /// fence waits at most this long too. Safety does not depend on it
+    /// (`crate::intent_commit`).
+    pub fn with_commit_deadline(mut self, deadline: Duration) -> Self {
+        self.commit_deadline = Some(deadline.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// The same engine wrapping the object store of every Lance dataset it opens or writes
+    /// with `wrapper` (Lance's `ObjectStoreParams::object_store_wrapper`): tracing, or a fault
+    /// injected by a test (a manifest write held back).
+    pub fn with_object_store_wrapper(mut self, wrapper: Arc<dyn WrappingObjectStore>) -> Self {
+        self.store_wrapper = Some(wrapper);
+        self
+    }
+
+    /// The commit deadline override, if any.
+    pub(crate) fn commit_deadline_override(&self) -> Option<Duration> {
+        self.commit_deadline
+    }
+
+    /// How long a resolver's fence may take to commit.
+    pub(crate) fn fence_timeout(&self) -> Duration {
+        self.commit_deadline.unwrap_or(crate::intent_commit::MIN_COMMIT_DEADLINE)
+    }
+
+    /// Now by the writer's clock (what the publication guard judges age against).
+    pub(crate) fn writer_now(&self) -> DateTime<Utc> {
+        self.writer_clock.now()
     }
 
     /// The same engine replaying journals with at most `bytes` of sorted-run buffers in memory
@@ -151,16 +203,54 @@ impl LanceEngine {
     }
 
     pub(crate) fn write_params(&self, mode: WriteMode) -> WriteParams {
-        let mut params = WriteParams { mode, skip_auto_cleanup: true, ..Default::default() };
-        if !self.store.storage_options().is_empty() {
-            params.store_params = Some(ObjectStoreParams {
-                storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(
-                    self.store.storage_options().clone(),
-                ))),
-                ..Default::default()
-            });
+        WriteParams { mode, skip_auto_cleanup: true, store_params: self.store_params(), ..Default::default() }
+    }
+
+    /// The object store parameters of every dataset the engine opens or writes: the store's
+    /// options and the engine's wrapper (none when there are neither).
+    fn store_params(&self) -> Option<ObjectStoreParams> {
+        if self.store.storage_options().is_empty() && self.store_wrapper.is_none() {
+            return None;
         }
-        params
+        let accessor = (!self.store.storage_options().is_empty())
+            .then(|| Arc::new(StorageOptionsAccessor::with_static_options(self.store.storage_options().clone())));
+        Some(ObjectStoreParams {
+            storage_options_accessor: accessor,
+            object_store_wrapper: self.store_wrapper.clone(),
+            ..Default::default()
+        })
+    }
+
+    /// A builder of `table`'s dataset with the engine's store parameters.
+    fn dataset_builder(&self, table: &str) -> DatasetBuilder {
+        let builder = DatasetBuilder::from_uri(self.dataset_uri(table));
+        match self.store_params() {
+            Some(params) => builder.with_store_params(params),
+            None => builder,
+        }
+    }
+
+    /// Opens `table` (at `version`, else its latest) with every commit through `gate`: what an
+    /// operation that commits inside Lance's own call writes through.
+    ///
+    /// # Errors
+    /// As [`LanceEngine::open`].
+    pub(crate) async fn open_gated(
+        &self,
+        table: &str,
+        version: Option<u64>,
+        gate: &Arc<CommitGate>,
+    ) -> Result<Dataset, LanceEngineError> {
+        let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "open", source };
+        let handler =
+            CheckedCommitHandler::for_uri(&self.dataset_uri(table), &self.store_params(), false, Some(gate.clone()))
+                .await
+                .map_err(lance_err)?;
+        let mut builder = self.dataset_builder(table).with_commit_handler(handler);
+        if let Some(v) = version {
+            builder = builder.with_version(v);
+        }
+        builder.load().await.map_err(lance_err)
     }
 
     /// True when `table` has a dataset (a `_versions` folder).
@@ -181,11 +271,11 @@ impl LanceEngine {
         if !self.table_exists(table).await? {
             return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
         }
-        DatasetBuilder::from_uri(self.dataset_uri(table))
-            .with_storage_options(self.store.storage_options().clone())
-            .load()
-            .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "open", source })
+        self.dataset_builder(table).load().await.map_err(|source| LanceEngineError::Lance {
+            table: table.into(),
+            action: "open",
+            source,
+        })
     }
 
     /// Journals version `delta.version`, bound to `committed` (the dataset at that version, as
@@ -271,9 +361,17 @@ impl LanceEngine {
     /// Appends `batches` to `table` (creating it on first use) as one new version, journaling
     /// the references of every batch as Lance consumes it (a delta).
     ///
+    /// The write records a write intent before its guard check and commits through its gate
+    /// (`crate::intent_commit`): a commit that fails after its manifest write was sent is
+    /// resolved before the call returns (it may wait until the commit's deadline passes).
+    ///
     /// # Errors
     /// [`LanceEngineError::Location`] for an invalid DataLocation column or value (nothing is
-    /// committed); Lance, sidecar and registry errors.
+    /// committed); [`LanceEngineError::Guard`]; [`LanceEngineError::NotCommitted`] when the
+    /// commit failed and was proven never to land; [`LanceEngineError::CommitUncertain`] when it
+    /// may still land (its intent keeps the objects; `lake refs recover` decides); Lance,
+    /// sidecar and registry errors. A commit that landed although Lance reported a failure is
+    /// journaled and returned as success.
     pub async fn append(
         &self,
         table: &str,
@@ -340,19 +438,58 @@ impl LanceEngine {
             Ok(log) => log,
             Err(failure) => {
                 discard_refused_write(&self.store, table, &data_files, creating).await;
-                return Err(match failure {
-                    JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
-                    JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
+                return Err(failure.into_error(table));
+            }
+        };
+        // Lance's data phase refuses a create too once the dataset exists (another writer's).
+        let transaction = match written {
+            Ok(transaction) => transaction,
+            Err(source) => {
+                discard_log(&self.store, &log.key).await;
+                return Err(match source {
+                    lance::Error::DatasetAlreadyExists { .. } if creating => {
+                        LanceEngineError::ConcurrentCreate { table: table.into() }
+                    }
+                    source => LanceEngineError::Lance { table: table.into(), action, source },
                 });
             }
         };
-        let ds = match self.commit_streamed(table, written, &params, &guard, &log, creating, action).await {
-            Ok(ds) => ds,
+        if exists {
+            self.resolve_before_commit(table).await;
+        }
+        // The intent before the guard: from here until it is resolved, GC keeps the log's
+        // references (`crate::intent_commit`).
+        let operation = match (creating, overwrite) {
+            (true, _) => lake_common::intent::IntentOperation::Create,
+            (false, true) => lake_common::intent::IntentOperation::Overwrite,
+            (false, false) => lake_common::intent::IntentOperation::Append,
+        };
+        let facts = IntentFacts {
+            operation,
+            write_id: log.write_id.clone(),
+            transaction_uuid: Some(transaction.uuid.clone()),
+            read_version: transaction.read_version,
+            restored_version: None,
+        };
+        let intent = match self.begin_intent(table, facts, IntentRefs::Log(&log), &guard).await {
+            Ok(intent) => intent,
             Err(e) => {
                 discard_log(&self.store, &log.key).await;
-                // Refused before the commit was attempted: nothing can land, so nothing of this
-                // write stays (another writer's create keeps its folders).
-                if matches!(e, LanceEngineError::Guard { .. } | LanceEngineError::ConcurrentCreate { .. }) {
+                discard_refused_write(&self.store, table, &data_files, creating).await;
+                return Err(e);
+            }
+        };
+        let committed =
+            self.commit_streamed(table, transaction, &params, &guard, &log, creating, action, &intent).await;
+        // Refused before any manifest write (the guard, another writer's create): nothing of
+        // this write can land, so nothing of it stays (another writer's create keeps its folders).
+        let refused = matches!(&committed, Err(LanceEngineError::Guard { .. } | LanceEngineError::ConcurrentCreate { .. }))
+            && !intent.gate.uncertain();
+        let ds = match self.after_commit(&intent, committed, true).await {
+            Ok(Committed::Now(ds)) => ds,
+            Ok(Committed::Late(version)) => return self.landed_outcome(table, version, log.rows).await,
+            Err(e) => {
+                if refused {
                     let first = creating && matches!(e, LanceEngineError::Guard { .. });
                     discard_refused_write(&self.store, table, &data_files, first).await;
                 }
@@ -379,6 +516,7 @@ impl LanceEngine {
         .bound(crate::binding::binding_of(&self.store, table, &ds).await?);
         sidecar::write_head(&self.store, &head).await?;
         self.advance(table, version).await?;
+        self.end_intent(&intent).await;
         tracing::debug!(
             table,
             version,
@@ -400,29 +538,60 @@ impl LanceEngine {
         })
     }
 
+    /// Resolves the intents of `table` that are past their deadline (writers that may be
+    /// gone), without fencing: the tail of a commit that landed late gets its journal entry
+    /// before another version builds on it. A failure is logged: it never stops this write.
+    pub(crate) async fn resolve_before_commit(&self, table: &str) {
+        match self.resolve_due_intents(table, crate::resolve::Fence::No).await {
+            Ok(resolved) => {
+                for r in resolved {
+                    tracing::info!(intent = %r.key, resolution = ?r.resolution, "resolved a write intent past its deadline");
+                }
+            }
+            Err(e) => tracing::warn!(table, "could not resolve the write intents past their deadline: {e}"),
+        }
+    }
+
+    /// The outcome of a write that landed as `version` after its commit was reported as
+    /// failed, from the journal entry the resolver wrote.
+    pub(crate) async fn landed_outcome(
+        &self,
+        table: &str,
+        version: u64,
+        rows: u64,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        let (added, removed) = match sidecar::read(&self.store, table, version).await? {
+            Some(Ok(entry)) => (entry.added.iter().map(|r| r.count).sum(), entry.removed.iter().map(|r| r.count).sum()),
+            _ => (0, 0),
+        };
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows,
+            references_added: added,
+            references_removed: removed,
+            rebased: false,
+        })
+    }
+
     /// Phase 2 of a streamed write: the publication guard on the oldest new reference, then the
-    /// Lance commit within the guard's margin.
+    /// Lance commit through the intent's gate, with Lance's timeout set to what is left of the
+    /// deadline.
     #[allow(clippy::too_many_arguments)]
     async fn commit_streamed(
         &self,
         table: &str,
-        written: lance::Result<lance::dataset::transaction::Transaction>,
+        transaction: lance::dataset::transaction::Transaction,
         params: &WriteParams,
         guard: &PublicationGuard,
         log: &JournalLog,
         creating: bool,
         action: &'static str,
+        intent: &IntentWrite,
     ) -> Result<Dataset, LanceEngineError> {
-        // Lance's data phase refuses a create too once the dataset exists (another writer's).
-        let transaction = written.map_err(|source| match source {
-            lance::Error::DatasetAlreadyExists { .. } if creating => {
-                LanceEngineError::ConcurrentCreate { table: table.into() }
-            }
-            source => LanceEngineError::Lance { table: table.into(), action, source },
-        })?;
-        // The guard, right before the commit; the commit must land within the margin.
+        // The guard, right before the commit (the intent is written: its objects are kept).
         guard
-            .check(log.oldest.iter(), Utc::now())
+            .check(log.oldest.iter(), self.writer_now())
             .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
         // Lance commits a create (an `Overwrite` transaction) on top of a dataset that appeared
         // since the write began, replacing its rows: the table another writer created while
@@ -433,18 +602,21 @@ impl LanceEngine {
             return Err(LanceEngineError::ConcurrentCreate { table: table.into() });
         }
         let uri = self.dataset_uri(table);
+        let lance_error = |source: lance::Error| LanceEngineError::Lance { table: table.into(), action, source };
+        let handler =
+            CheckedCommitHandler::for_uri(uri.as_str(), &params.store_params, creating, Some(intent.gate.clone()))
+                .await
+                .map_err(lance_error)?;
         let mut commit = CommitBuilder::new(uri.as_str())
             .with_skip_auto_cleanup(true)
-            .with_timeout(Some(guard.margin().max(Duration::from_millis(1))));
+            .with_timeout(Some(intent.gate.remaining().max(Duration::from_millis(1))))
+            .with_commit_handler(handler);
         if let Some(store_params) = params.store_params.clone() {
             commit = commit.with_store_params(store_params);
         }
-        let lance_error = |source: lance::Error| LanceEngineError::Lance { table: table.into(), action, source };
         if creating {
             // One attempt: a retry would only meet the other writer's version 1 again.
-            let handler =
-                CreateOnlyCommitHandler::for_uri(uri.as_str(), &params.store_params).await.map_err(lance_error)?;
-            commit = commit.with_commit_handler(handler).with_max_retries(1);
+            commit = commit.with_max_retries(1);
         }
         commit.execute(transaction).await.map_err(|source| match source {
             lance::Error::DatasetAlreadyExists { .. }
@@ -575,6 +747,25 @@ impl LanceEngine {
         let now = lake_objects::clock::StoreClock::read(&lake_objects::clock::ProbeClock, &self.store).await?;
         let stale_restore_tags = self.remove_stale_restore_tags(table, now.store_now).await?;
         let ds = self.open(table).await?;
+        // Write intents past their deadline first: a commit that landed late is journaled while
+        // its version (and the transaction that identifies it) still exists, and one that cannot
+        // be resolved yet stops the cleanup (it could remove the version that decides it).
+        let stuck: Vec<String> = self
+            .resolve_due_intents(table, crate::resolve::Fence::IfDue)
+            .await?
+            .into_iter()
+            .filter_map(|r| match r.resolution {
+                crate::resolve::Resolution::Pending { reason } => Some(format!("{} ({reason})", r.key)),
+                _ => None,
+            })
+            .collect();
+        if !stuck.is_empty() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` has write intents past their deadline that cannot be resolved yet: {}; cleaning up versions now could remove the one that shows whether such a commit landed, so nothing was cleaned up. Run `lake refs recover {} --table {table}`, then clean up again",
+                stuck.join("; "),
+                self.store.display_root()
+            )));
+        }
         // Lance removes the transactions of the versions it cleans up, and with them the proof
         // that a version without a sidecar is content-preserving: write those entries first.
         crate::foreign::materialize_implied(self.store(), &ds, table).await?;
@@ -634,13 +825,21 @@ impl LanceEngine {
     /// # Errors
     /// Lance errors.
     pub async fn scan_version(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
+        let ds = self.open_version(table, version).await?;
+        count_references(&ds, table, self.store.root(), None).await
+    }
+
+    /// Opens `version` of `table`.
+    ///
+    /// # Errors
+    /// As [`LanceEngine::open`]; Lance errors (no such version).
+    pub(crate) async fn open_version(&self, table: &str, version: u64) -> Result<Dataset, LanceEngineError> {
         let ds = self.open(table).await?;
-        let ds = ds.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
+        ds.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
             action: "checkout",
             source,
-        })?;
-        count_references(&ds, table, self.store.root(), None).await
+        })
     }
 
     pub(crate) async fn lineage_and_sidecars(&self, table: &str) -> Result<(TableLineage, Sidecars), LanceEngineError> {
@@ -766,5 +965,12 @@ impl Engine for LanceEngine {
         cutoff_ms: i64,
     ) -> Result<Vec<UnreferencedFile>, EngineError> {
         Ok(self.journal_garbage(&location.name, cutoff_ms).await?)
+    }
+
+    async fn write_intents(
+        &self,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<lake_engine::WriteIntents, EngineError> {
+        Ok(lake_objects::intents::read_all(&self.store, visit).await.map_err(LanceEngineError::from)?)
     }
 }

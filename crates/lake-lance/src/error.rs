@@ -19,15 +19,20 @@ use thiserror::Error;
 /// - [`LanceEngineError::Objects`]: as [`ObjectsError::is_transient`].
 /// - [`LanceEngineError::ConcurrentCreate`]: transient (the retry appends to the table the other
 ///   writer created).
+/// - [`LanceEngineError::NotCommitted`]: as the failure it carries (the commit is proven not to
+///   land, so a retry commits once).
 /// - Everything else is permanent: invalid references, a missing table, a journal conflict, a
 ///   guard refusal, bad input. So are [`LanceEngineError::SidecarWrite`],
 ///   [`LanceEngineError::Unjournaled`] and [`LanceEngineError::CommittedUnchecked`]: the version
-///   is committed, and retrying the write would commit another one.
+///   is committed, and retrying the write would commit another one. So is
+///   [`LanceEngineError::CommitUncertain`]: the version may still land, and a blind retry could
+///   commit the rows twice; `lake refs recover` tells.
 ///
 /// # Committed or not
 ///
 /// Every variant whose message says "nothing was committed" is returned only before the write's
-/// Lance commit. [`LanceEngineError::SidecarWrite`], [`LanceEngineError::Unjournaled`] and
+/// Lance commit (or, for [`LanceEngineError::NotCommitted`], once it is proven that it can no
+/// longer land). [`LanceEngineError::SidecarWrite`], [`LanceEngineError::Unjournaled`] and
 /// [`LanceEngineError::CommittedUnchecked`] say which version was committed
 /// ([`LanceEngineError::committed_version`]).
 #[derive(Debug, Error)]
@@ -81,6 +86,16 @@ pub enum LanceEngineError {
     /// Bad input refused before anything was written.
     #[error("{0}")]
     InvalidInput(String),
+    /// A commit failed after it issued a manifest write, and resolution proved it can no longer
+    /// land: nothing of the write is in the table (its write intent and reference log are
+    /// removed).
+    #[error("table `{table}`: the write was not committed ({source}); version {proof} appeared after its deadline and no version up to it is this write's, so it can no longer land. Retry the write")]
+    NotCommitted { table: String, proof: u64, source: Box<LanceEngineError> },
+    /// A commit failed after it issued a manifest write and its outcome is not known yet: the
+    /// version may still land. Its objects stay protected from GC by the write intent `intent`
+    /// until it is resolved.
+    #[error("table `{table}`: the commit's outcome is unknown ({source}): the version may still land. Its objects stay protected from garbage collection by the write intent {intent} until it is resolved ({reason}). Run `lake refs recover {root} --table {table}` once the writer has stopped: it journals the version if it landed, or proves it never will; retrying the write before that may commit the rows twice")]
+    CommitUncertain { table: String, intent: String, root: String, reason: String, source: Box<LanceEngineError> },
 }
 
 impl LanceEngineError {
@@ -111,7 +126,10 @@ impl LanceEngineError {
             | LanceEngineError::JournalLog { .. }
             | LanceEngineError::SidecarConflict { .. }
             | LanceEngineError::Guard { .. }
-            | LanceEngineError::InvalidInput(_) => false,
+            | LanceEngineError::InvalidInput(_)
+            | LanceEngineError::CommitUncertain { .. } => false,
+            // Proven not committed: retrying can help as much as it could the failure.
+            LanceEngineError::NotCommitted { source, .. } => source.is_transient(),
         }
     }
 }

@@ -4,19 +4,24 @@
 //! a snapshot of that version's references, computed from the journal (not a scan). While the
 //! restore runs, the source version is protected from version cleanup by a temporary Lance tag
 //! `lake-restore-<ULID>` (Lance's cleanup never removes tagged versions), so its data files
-//! cannot vanish under it, nor (GC keeping every retained version's references) its objects.
+//! cannot vanish under it, nor (GC keeping every retained version's references) its objects;
+//! and a write intent names the references it restores (`crate::intent_commit`), so they stay
+//! live should the commit land after the tag is gone.
 //!
 //! A restore killed between its tag and its end leaves the tag, which would pin the old version
 //! (and its objects) for good. Such a tag is **stale** once no restore can still commit under
 //! it, and then `lake cleanup` (and the next restore of the lineage) removes it. What bounds a
 //! restore: right before its commit it checks that its tag is younger than the publication
 //! guard's limit (`min_age - margin` of the lake's policy floor, by the restoring host's clock,
-//! against the tag's ULID minted by the same clock) and still exists, and the commit must land
-//! within `margin` (Lance's commit timeout) or is abandoned. With the guard's assumption that a
-//! host's clock and the store's differ by less than `margin` (so two hosts' clocks by less than
-//! `2 x margin`), a restore tag older than `min_age + 2 x margin` by the clock of any host or
-//! the store ([`restore_tag_stale_after`]) belongs to a restore that has committed, failed, or
-//! can no longer commit. A stale tag is reported by `lake versions` and `lake gc` until it is
+//! against the tag's ULID minted by the same clock) and still exists, and its commit goes
+//! through the write intent's gate, which publishes no manifest after the commit deadline
+//! ([`crate::intent_commit::default_commit_deadline`], counted from before that check). With
+//! the guard's assumption that a host's clock and the store's differ by less than `margin` (so
+//! two hosts' clocks by less than `2 x margin`), a restore tag older than
+//! `min_age + 2 x margin + deadline` by the clock of any host or the store
+//! ([`restore_tag_stale_after`]) belongs to a restore that has committed, failed, or can no
+//! longer commit (a manifest write already in flight then targets a version that exists, or is
+//! the restore's own: `docs/write-intents.md`). A stale tag is reported by `lake versions` and `lake gc` until it is
 //! removed.
 //!
 //! Tags are shared by a table and its branches in Lance 14 (one `_refs/tags/` folder at the
@@ -30,8 +35,10 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{default_commit_deadline, Committed, IntentFacts, IntentRefs};
 use crate::scan::writable_columns;
 use chrono::{DateTime, Utc};
+use lake_common::intent::IntentOperation;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
 use lake_objects::descriptor::LakeDescriptor;
@@ -39,10 +46,7 @@ use lake_objects::failpoint;
 use lake_objects::guard::PublicationGuard;
 use lake_objects::layout::{branch_lineage, split_lineage};
 use lance::dataset::refs::TagContents;
-use lance::dataset::transaction::{Operation, Transaction};
-use lance::dataset::CommitBuilder;
 use lance::Dataset;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Prefix of the temporary tags that protect a restore's source version.
@@ -65,14 +69,19 @@ pub struct RestoreTag {
 }
 
 /// How old a restore tag must be to be stale: the lake's policy floor `min_age` plus twice the
-/// publication guard's margin (`min_age / 4`), so `1.5 x min_age`. A restore commits only while
-/// its tag is younger than `min_age - margin` (by its own clock) and within `margin` of that
-/// check, and any host's clock differs from the store's by less than `margin` (the guard's
-/// assumption; see the module documentation), so from another host's clock it has landed or
-/// stopped by `min_age + 2 x margin`.
+/// publication guard's margin (`min_age / 4`) plus the restore's commit deadline
+/// ([`default_commit_deadline`]: the margin clamped to 30 s..5 min), so 95 minutes for a
+/// one-hour floor and 36 seconds for a 4-second one. A restore starts its commit only while its
+/// tag is younger than `min_age - margin` (by its own clock), its intent's gate refuses a
+/// manifest write past the deadline, and any host's clock differs from the store's by less than
+/// `margin` (the guard's assumption; see the module documentation), so from another host's
+/// clock it has landed or stopped by then.
 pub fn restore_tag_stale_after(policy: &LakeDescriptor) -> Duration {
     let guard = PublicationGuard::from_policy(policy);
-    policy.min_age().saturating_add(guard.margin().saturating_mul(2))
+    policy
+        .min_age()
+        .saturating_add(guard.margin().saturating_mul(2))
+        .saturating_add(default_commit_deadline(&guard))
 }
 
 /// The ULID time of a restore tag's name; `None` for any other tag.
@@ -188,17 +197,33 @@ impl LanceEngine {
                 return Err(LanceEngineError::Lance { table: table.into(), action: "read the restore tag", source })
             }
         };
-        check_deadline(table, version, tag, still_tagged, guard, Utc::now())?;
-        let latest = ds.latest_version_id().await.map_err(lance_err(table, "read the latest version"))?;
-        let transaction = Transaction::new(latest, Operation::Restore { version }, None);
-        let restored = CommitBuilder::new(Arc::new(source))
-            .with_skip_auto_cleanup(true)
-            .with_timeout(Some(guard.margin().max(Duration::from_millis(1))))
-            .execute(transaction)
-            .await
-            .map_err(lance_err(table, "restore"))?;
+        self.resolve_before_commit(table).await;
+        // The intent names the restored references: the tag keeps the source version's data,
+        // the intent its objects, should the commit land after both were released. Its gate
+        // publishes no manifest after the deadline, counted from before the tag's age is checked.
+        let facts = IntentFacts {
+            restored_version: Some(version),
+            ..IntentFacts::new(IntentOperation::Restore, ds.version().version)
+        };
+        let ids = counts.iter().map(|(id, _)| id.clone()).collect();
+        let intent = self.begin_intent(table, facts, IntentRefs::Identities(ids), guard).await?;
+        if let Err(late) = check_deadline(table, version, tag, still_tagged, guard, Utc::now()) {
+            self.drop_intent(&intent, false).await;
+            return Err(late);
+        }
+        let restored = async {
+            let mut source = self.open_gated(table, Some(version), &intent.gate).await?;
+            source.restore().await.map_err(lance_err(table, "restore"))?;
+            Ok::<_, LanceEngineError>(source)
+        }
+        .await;
+        let restored = match self.after_commit(&intent, restored, false).await? {
+            Committed::Now(restored) => restored,
+            Committed::Late(landed) => return self.landed_outcome(table, landed, 0).await,
+        };
         let landed = restored.version().version;
         self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts), &restored).await?;
+        self.end_intent(&intent).await;
         Ok(CommitOutcome {
             table: table.into(),
             version: landed,
@@ -401,7 +426,8 @@ mod tests {
             created_at: "2026-01-01T00:00:00.000Z".into(),
             gc: lake_objects::descriptor::GcPolicy { min_age_seconds: 3600 },
         };
-        assert_eq!(restore_tag_stale_after(&policy), Duration::from_secs(5400));
+        // 3600 s + 2 x 900 s + a 300 s deadline (the 900 s margin clamped to 5 minutes).
+        assert_eq!(restore_tag_stale_after(&policy), Duration::from_secs(5700));
     }
 
     #[test]

@@ -3,15 +3,18 @@
 //! A streamed write finishes its reference log before the Lance commit and writes the sidecar
 //! head naming it after the commit. A write that fails deletes its log; a write killed before
 //! its commit leaves it, or on S3 an incomplete multipart upload of it, or locally object_store's
-//! staging file `<log>#<n>`. Such a file is garbage when no sidecar names its write and it was
-//! last written before the GC cutoff: a log is finished before its write's commit, which must
-//! land within the publication guard's margin (a fraction of `min_age`), so a log older than
-//! `min_age` whose write has not committed never will; one whose write did commit is named by
-//! a sidecar, or its version has none and the lineage is incomplete (GC plans nothing).
+//! staging file `<log>#<n>`. Such a file is garbage when neither a sidecar nor a write intent
+//! names its write and it was last written before the GC cutoff. A write's intent is written
+//! after its log is finished and before its commit, and is removed only once the version is
+//! journaled (its head names the log) or the commit is proven never to land
+//! (`crate::resolve`): a log whose commit may still land is always named. A log that no intent
+//! names either was never committed (its intent was never written, or its write was
+//! abandoned), or its version was journaled by another entry (the logs written for upserts and
+//! for the intents of other operations, removed with the intent but left by a crash).
 //!
-//! The sidecars are read only when a file old enough is found (the common case costs one
-//! listing of the log folder). Any sidecar that mentions the write's id protects its log, even
-//! one that does not decode.
+//! The sidecars and intents are read only when a file old enough is found (the common case
+//! costs one listing of the log folder). Any sidecar that mentions the write's id protects its
+//! log, even one that does not decode; so does any intent of the table, even an unreadable one.
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
@@ -40,7 +43,9 @@ impl LanceEngine {
         if old.is_empty() {
             return Ok(Vec::new());
         }
-        let named = self.named_write_ids(table).await?;
+        let mut named = self.named_write_ids(table).await?;
+        let (intents, _) = lake_objects::intents::list(self.store(), Some(table)).await?;
+        named.extend(intents.into_iter().map(|i| i.write_id));
         old.retain(|f| !named.contains(&f.write_id));
         let mut files: Vec<UnreferencedFile> = old.into_iter().map(|f| f.file).collect();
         files.sort_by(|a, b| a.key.cmp(&b.key));

@@ -61,6 +61,16 @@ pub enum JournalFailure {
     Log(String),
 }
 
+impl JournalFailure {
+    /// The engine's error for a write to `table` whose journal failed (nothing was committed).
+    pub fn into_error(self, table: &str) -> LanceEngineError {
+        match self {
+            JournalFailure::Location(source) => LanceEngineError::Location { table: table.into(), source },
+            JournalFailure::Log(message) => LanceEngineError::JournalLog { table: table.into(), message },
+        }
+    }
+}
+
 /// A `RecordBatchReader` that passes every batch to the journal worker.
 pub struct JournalingReader {
     inner: Box<dyn RecordBatchReader + Send>,

@@ -15,11 +15,15 @@
 //!   killed restores removed) and tags of one lineage.
 //! - [`index`]: index creation and removal (content-preserving versions).
 //! - [`ingest`]: folder ingest (walk, streamed uploads, one append of a row per file).
+//! - [`intent_commit`]: the write-intent protocol around every commit that adds references
+//!   (intent before the guard, a commit gate with a deadline, resolution on an unknown outcome).
 //! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
 //! - `lineage`: a table's lineage, stamp and structural problems (branches, base paths).
 //! - `live`: the live references of a table for planning, streamed in bounded memory.
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
 //! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
+//! - [`resolve`]: resolution of write intents (committed, abandoned, pending), fences, and
+//!   `lake refs recover`.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
@@ -45,12 +49,14 @@ pub mod foreign;
 pub mod history;
 pub mod index;
 pub mod ingest;
+pub mod intent_commit;
 mod journal_garbage;
 pub mod journaling;
 mod lineage;
 mod live;
 pub mod refs;
 pub mod refs_checkpoint;
+pub mod resolve;
 pub mod scan;
 pub mod settings;
 pub mod sidecar;

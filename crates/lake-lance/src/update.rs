@@ -10,6 +10,10 @@
 //! ([`crate::sql`]), and the values the assigned reference columns get are new references: one
 //! inside the lake root must be a managed key (`lake_common::managed`).
 //!
+//! Before the check, the write intent names those new references (`crate::intent_commit`):
+//! GC keeps them until the version is journaled or proven never to land, and the update's
+//! commit goes through the intent's gate (no manifest write after its deadline).
+//!
 //! The journal entry is computed after the commit from the two manifests
 //! (`crate::version_diff`), never from the check: an expression or predicate need not evaluate
 //! the same way twice (`random()`), so only what Lance wrote is journaled. If the committed
@@ -19,11 +23,12 @@
 
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
+use crate::intent_commit::{Committed, IntentFacts};
 use crate::scan::{count_references, reference_columns, writable_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
-use chrono::Utc;
 use futures::TryStreamExt;
+use lake_common::intent::IntentOperation;
 use lake_common::{ObjectIdentity, ReferenceColumns, ReferenceCounts};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
@@ -74,6 +79,8 @@ impl LanceEngine {
     /// Lance errors (an unknown column, an invalid expression, a conflicting concurrent write).
     /// After it, each naming the committed version: [`LanceEngineError::Unjournaled`],
     /// [`LanceEngineError::CommittedUnchecked`], sidecar and registry errors.
+    /// [`LanceEngineError::NotCommitted`] / [`LanceEngineError::CommitUncertain`] when the commit
+    /// failed after its manifest write was sent (see [`LanceEngine::append`]).
     pub async fn update(
         &self,
         table: &str,
@@ -107,21 +114,33 @@ impl LanceEngine {
         // Objects the matched rows already referenced (in any reference column) stay live through
         // the update; only the others are new to these rows and must pass the guard.
         let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
-        let fresh: Vec<&ObjectIdentity> =
-            added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).collect();
-        guard.check(fresh, Utc::now()).map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
-
-        let mut builder = UpdateBuilder::new(Arc::new(ds));
-        if let Some(p) = predicate {
-            builder = builder.update_where(p).map_err(lance_err("update"))?;
+        let fresh: Vec<ObjectIdentity> =
+            added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
+        // The intent before the guard: GC keeps the new references until the version is
+        // journaled or proven never to land (`crate::intent_commit`).
+        let intent =
+            self.begin_guarded(table, IntentFacts::new(IntentOperation::Update, before), fresh, &guard).await?;
+        let executed = async {
+            // The version checked, opened with every commit through the intent's gate.
+            let ds = self.open_gated(table, Some(before), &intent.gate).await?;
+            let mut builder = UpdateBuilder::new(Arc::new(ds));
+            if let Some(p) = predicate {
+                builder = builder.update_where(p).map_err(lance_err("update"))?;
+            }
+            for a in assignments {
+                builder = builder.set(&a.column, &a.expression).map_err(lance_err("update"))?;
+            }
+            let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
+            job.execute().await.map_err(lance_err("update"))
         }
-        for a in assignments {
-            builder = builder.set(&a.column, &a.expression).map_err(lance_err("update"))?;
-        }
-        let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
-        let result = job.execute().await.map_err(lance_err("update"))?;
+        .await;
+        let result = match self.after_commit(&intent, executed, false).await? {
+            Committed::Now(result) => result,
+            Committed::Late(version) => return self.landed_outcome(table, version, 0).await.map(Some),
+        };
         let version = result.new_dataset.version().version;
         if version == before {
+            self.drop_intent(&intent, false).await;
             return Ok(None);
         }
         let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store().root()).await?;
@@ -135,7 +154,8 @@ impl LanceEngine {
             .collect();
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, &result.new_dataset).await?;
-        if let Some(reason) = unchecked_references(&guard, &unseen) {
+        self.end_intent(&intent).await;
+        if let Some(reason) = unchecked_references(&guard, &unseen, self.writer_now()) {
             return Err(LanceEngineError::CommittedUnchecked { table: table.into(), version, reason });
         }
         Ok(Some(CommitOutcome {
@@ -224,7 +244,11 @@ impl LanceEngine {
 /// What is wrong with references a committed update added that its checks before the commit
 /// did not see: an in-root key that is not managed, or an object older than the publication
 /// guard allows. `None` when nothing is.
-fn unchecked_references(guard: &PublicationGuard, unseen: &[ObjectIdentity]) -> Option<String> {
+fn unchecked_references(
+    guard: &PublicationGuard,
+    unseen: &[ObjectIdentity],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<String> {
     let mut reasons = Vec::new();
     for id in unseen {
         if let Err(e) = lake_common::check_new_reference(&id.uri, &id.uri) {
@@ -232,7 +256,7 @@ fn unchecked_references(guard: &PublicationGuard, unseen: &[ObjectIdentity]) -> 
         }
     }
     // The guard's own message says nothing was committed; here the version was.
-    if let Err(lake_objects::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), Utc::now())
+    if let Err(lake_objects::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), now)
     {
         reasons.push(format!(
             "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `lake refs verify`, and reference a fresh copy (`ManagedObjectWriter::copy_fresh`)"

@@ -1,119 +1,30 @@
 //! Upsert (Lance's merge insert) through the engine: rows of a source stream replace the rows of
 //! the table with the same key, and rows with a new key are inserted, as one version.
 //!
-//! The source streams through a [`GuardedReader`] that validates its reference columns and keeps
-//! the oldest managed key; Lance writes the new fragments without committing
-//! (`MergeInsertJob::execute_uncommitted`); the publication guard checks that key; the commit
-//! follows within the guard's margin. The journal entry is computed from the two manifests
+//! The source streams through a [`JournalingReader`] that validates its reference columns, keeps
+//! the oldest managed key and writes every reference to a reference log; Lance writes the new
+//! fragments without committing (`MergeInsertJob::execute_uncommitted`); the write intent names
+//! that log (`crate::intent_commit`: GC keeps its objects until the version is journaled or
+//! proven never to land); the publication guard checks the oldest key; the commit goes through
+//! the intent's gate. The journal entry is computed from the two manifests
 //! (`crate::version_diff`): removed = the replaced rows' references, added = the written rows',
-//! exact whatever Lance did with duplicate keys or a rebase onto a concurrent commit.
+//! exact whatever Lance did with duplicate keys or a rebase onto a concurrent commit. The log
+//! only serves the intent and is removed with it.
 
+use crate::create_commit::CheckedCommitHandler;
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::journaling::OldestKey;
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
+use crate::journaling::{discard_log, JournalingReader};
 use crate::scan::writable_columns;
 use crate::version_diff::committed_entry;
-use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_schema::{ArrowError, SchemaRef};
-use chrono::Utc;
-use lake_common::{LakeRootUri, LocationError, ReferenceColumns};
+use arrow_array::RecordBatchReader;
+use lake_common::intent::IntentOperation;
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
 use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// A source stream that validates the references of every batch as it passes and keeps the
-/// oldest managed key (shared with the caller). With `guard_at_end`, the stream checks the
-/// publication guard on that key when the source ends and fails (Lance then aborts, nothing
-/// committed) when it is too old: for Lance operations that commit as soon as they have read
-/// their source (`Dataset::merge`).
-pub(crate) struct GuardedReader {
-    inner: Box<dyn RecordBatchReader + Send>,
-    columns: ReferenceColumns,
-    root: LakeRootUri,
-    oldest: Arc<Mutex<OldestKey>>,
-    /// The reference that failed the stream, when one did (shared: Lance reports only its echo).
-    refusal: Arc<Mutex<Option<LocationError>>>,
-    guard_at_end: Option<PublicationGuard>,
-}
-
-impl GuardedReader {
-    /// Wraps `inner`, whose schema's reference columns are validated now; its rows are new
-    /// references (`ReferenceColumns::for_new_references`: one inside the lake root must be a
-    /// managed key).
-    ///
-    /// # Errors
-    /// [`LanceEngineError::Location`] for an invalid DataLocation column.
-    pub(crate) fn new(
-        table: &str,
-        inner: Box<dyn RecordBatchReader + Send>,
-        root: &LakeRootUri,
-        guard_at_end: Option<PublicationGuard>,
-    ) -> Result<Self, LanceEngineError> {
-        let columns = ReferenceColumns::from_schema(&inner.schema())
-            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?
-            .for_new_references();
-        Ok(Self { inner, columns, root: root.clone(), oldest: Arc::default(), refusal: Arc::default(), guard_at_end })
-    }
-
-    /// The oldest managed identity seen so far (shared: read it after the source is consumed).
-    pub(crate) fn oldest(&self) -> Arc<Mutex<OldestKey>> {
-        self.oldest.clone()
-    }
-
-    /// Where the reference that failed the stream is kept (shared: read it when Lance fails).
-    pub(crate) fn refusal(&self) -> Arc<Mutex<Option<LocationError>>> {
-        self.refusal.clone()
-    }
-}
-
-/// The write's error when Lance failed on `source` (`lance_error`): the reference the reader
-/// refused, as [`LanceEngineError::Location`] (nothing was committed), when it refused one.
-pub(crate) fn refused_or(
-    table: &str,
-    refusal: &Mutex<Option<LocationError>>,
-    lance_error: LanceEngineError,
-) -> LanceEngineError {
-    match refusal.lock().ok().and_then(|mut r| r.take()) {
-        Some(source) => LanceEngineError::Location { table: table.into(), source },
-        None => lance_error,
-    }
-}
-
-impl Iterator for GuardedReader {
-    type Item = Result<RecordBatch, ArrowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let Ok(mut oldest) = self.oldest.lock() else {
-            return Some(Err(ArrowError::ExternalError("the guard's state is poisoned".into())));
-        };
-        let batch = match self.inner.next() {
-            Some(Ok(batch)) => batch,
-            Some(Err(e)) => return Some(Err(e)),
-            None => {
-                let guard = self.guard_at_end.take()?;
-                return guard
-                    .check(oldest.identity.iter(), Utc::now())
-                    .err()
-                    .map(|e| Err(ArrowError::ExternalError(Box::new(e))));
-            }
-        };
-        if let Err(e) = self.columns.visit_borrowed(&batch, &self.root, |uri, sha, size| oldest.offer(uri, sha, size)) {
-            if let Ok(mut refusal) = self.refusal.lock() {
-                *refusal = Some(e.clone());
-            }
-            return Some(Err(ArrowError::ExternalError(Box::new(e))));
-        }
-        Some(Ok(batch))
-    }
-}
-
-impl RecordBatchReader for GuardedReader {
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema()
-    }
-}
 
 impl LanceEngine {
     /// Upserts `batches` into `table` keyed on the columns `on`: a source row whose key matches
@@ -129,6 +40,8 @@ impl LanceEngine {
     /// Lance errors (a key column missing from the source or the table, a schema that does not
     /// match, a conflicting concurrent write). After it: [`LanceEngineError::Unjournaled`],
     /// sidecar and registry errors, each naming the committed version.
+    /// [`LanceEngineError::NotCommitted`] / [`LanceEngineError::CommitUncertain`] when the
+    /// commit failed after its manifest write was sent (see [`LanceEngine::append`]).
     pub async fn upsert(
         &self,
         table: &str,
@@ -148,8 +61,7 @@ impl LanceEngine {
         writable_columns(&ds, table)?;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
-        let reader = GuardedReader::new(table, batches, self.store().root(), None)?;
-        let (oldest, refusal) = (reader.oldest(), reader.refusal());
+        let (reader, worker) = JournalingReader::new(batches, self.store(), table)?;
         let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let job = MergeInsertBuilder::try_new(ds.clone(), on.to_vec())
             .map_err(lance_err("upsert"))?
@@ -159,28 +71,67 @@ impl LanceEngine {
             .try_build()
             .map_err(lance_err("upsert"))?;
         let started = std::time::Instant::now();
-        let uncommitted = job
-            .execute_uncommitted(source)
-            .await
-            .map_err(|source| refused_or(table, &refusal, lance_err("upsert")(source)))?;
+        let uncommitted = job.execute_uncommitted(source).await;
+        let log = worker.finish().await.map_err(|failure| failure.into_error(table))?;
+        let uncommitted = match uncommitted {
+            Ok(uncommitted) => uncommitted,
+            Err(source) => {
+                discard_log(self.store(), &log.key).await;
+                return Err(lance_err("upsert")(source));
+            }
+        };
         let data_written = started.elapsed();
-        let oldest = oldest.lock().map(|o| o.identity.clone()).unwrap_or(None);
-        // The guard, right before the commit; the commit must land within the margin.
-        guard
-            .check(oldest.iter(), Utc::now())
-            .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
-        let committed = CommitBuilder::new(ds)
-            .with_skip_auto_cleanup(true)
-            .with_timeout(Some(guard.margin().max(Duration::from_millis(1))))
-            .execute(uncommitted.transaction)
+        self.resolve_before_commit(table).await;
+        let facts = IntentFacts {
+            operation: IntentOperation::Upsert,
+            write_id: log.write_id.clone(),
+            transaction_uuid: Some(uncommitted.transaction.uuid.clone()),
+            read_version: uncommitted.transaction.read_version,
+            restored_version: None,
+        };
+        let intent = match self.begin_intent(table, facts, IntentRefs::Log(&log), &guard).await {
+            Ok(intent) => intent,
+            Err(e) => {
+                discard_log(self.store(), &log.key).await;
+                return Err(e);
+            }
+        };
+        // The guard, right before the commit (the intent keeps the objects meanwhile).
+        let committed = async {
+            guard
+                .check(log.oldest.iter(), self.writer_now())
+                .map_err(|source| LanceEngineError::Guard { table: table.into(), source })?;
+            let uri = self.dataset_uri(table);
+            let handler = CheckedCommitHandler::for_uri(
+                &uri,
+                &self.write_params(lance::dataset::WriteMode::Append).store_params,
+                false,
+                Some(intent.gate.clone()),
+            )
             .await
             .map_err(lance_err("commit"))?;
+            CommitBuilder::new(ds)
+                .with_skip_auto_cleanup(true)
+                .with_timeout(Some(intent.gate.remaining().max(Duration::from_millis(1))))
+                .with_commit_handler(handler)
+                .execute(uncommitted.transaction)
+                .await
+                .map_err(lance_err("commit"))
+        }
+        .await;
+        let rows = uncommitted.stats.num_inserted_rows + uncommitted.stats.num_updated_rows;
+        let committed = match self.after_commit(&intent, committed, true).await? {
+            Committed::Now(committed) => committed,
+            Committed::Late(version) => return self.landed_outcome(table, version, rows).await,
+        };
         let version = committed.version().version;
         let committed_at = started.elapsed();
         let diff = committed_entry(&committed, table, self.store().root()).await?;
         let diffed_at = started.elapsed();
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, &committed).await?;
+        // The log served the intent only: no journal entry names it.
+        self.end_intent(&intent).await;
         tracing::debug!(
             table,
             version,
@@ -192,11 +143,10 @@ impl LanceEngine {
             publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
             "upsert committed and journaled"
         );
-        let stats = uncommitted.stats;
         Ok(CommitOutcome {
             table: table.into(),
             version,
-            rows: stats.num_inserted_rows + stats.num_updated_rows,
+            rows,
             references_added,
             references_removed,
             rebased: rebased(&committed, version).await,

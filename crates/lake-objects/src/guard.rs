@@ -5,23 +5,87 @@
 //! that publishes a reference to an object that old could race a GC plan that already lists it.
 //! So, right before committing, every newly referenced managed object must be younger than
 //! `min_age - margin`; otherwise the commit is refused with [`GuardError::TooOld`] and nothing is
-//! committed. The commit must then land within `margin` of the check (a deadline), or it is
-//! abandoned. To re-use an old object, copy it server-side to a fresh key first
+//! committed. To re-use an old object, copy it server-side to a fresh key first
 //! ([`crate::writer::ManagedObjectWriter::copy_fresh`]).
 //!
+//! The check comes after the write recorded its write intent ([`crate::intents`]), which keeps
+//! the references live from then until the commit is journaled or proven never to land, however
+//! long the commit takes. GC reads the intents after fixing its cutoff: an intent it did not see
+//! was written, and its guard checked, after the cutoff, so its objects are younger than the
+//! cutoff (`docs/write-intents.md`). A commit's duration is no longer assumed.
+//!
 //! Age is measured without a storage request per object: an object's age is the writer's clock
-//! now minus the time in its key's ULID, which the writer's clock minted when the upload started.
-//! Both readings come from the same clock, so a constant offset between the writer's clock and
-//! the store's cancels out. What is assumed: the writer's clock and the store's clock differ by
-//! less than `margin` (GC judges age by the store's clock), and a commit takes less than
-//! `margin` (enforced by the deadline). `margin` is a quarter of `min_age`.
+//! now ([`WriterClock`]) minus the time in its key's ULID, which the writer's clock minted when
+//! the upload started. Both readings come from the same clock, so a constant offset between the
+//! writer's clock and the store's cancels out. What is assumed: the writer's clock and the
+//! store's clock differ by less than `margin` (GC judges age by the store's clock). `margin` is a
+//! quarter of `min_age`.
 
 use crate::descriptor::LakeDescriptor;
 use crate::keys::parse_managed_key;
 use chrono::{DateTime, Utc};
 use lake_common::ObjectIdentity;
+use std::sync::Mutex;
 use std::time::Duration;
 use thiserror::Error;
+
+/// The writer's clock, which the guard reads "now" from (the ULID of a managed key was minted
+/// by the same host's clock). Production uses [`SystemClock`]; a test of the guard injects a
+/// [`FixedWriterClock`] (`LanceEngine::with_writer_clock`) instead of sleeping, so its verdict
+/// does not depend on how fast the machine is.
+pub trait WriterClock: Send + Sync + std::fmt::Debug {
+    /// Now, UTC.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// This host's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl WriterClock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        #[cfg(feature = "test-clock")]
+        if let Some(behind) = writer_clock_behind_for_tests() {
+            return Utc::now() - behind;
+        }
+        Utc::now()
+    }
+}
+
+/// Test builds of the `lake` binary only (the `test-clock` feature): the writer's clock, as the
+/// guard reads it, set back by the duration in `LAKE_UNCHECKED_WRITER_CLOCK_BEHIND` (humantime,
+/// e.g. `1h`), so that a test of the binary that ingests many files on a loaded machine is not
+/// refused by a guard it does not test. Compiled out of every other build.
+#[cfg(feature = "test-clock")]
+fn writer_clock_behind_for_tests() -> Option<chrono::Duration> {
+    std::env::var("LAKE_UNCHECKED_WRITER_CLOCK_BEHIND")
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+}
+
+/// A writer clock that reads a time the test sets: the guard's verdict on an object minted at
+/// `t` is then a function of `set(t + age)`, not of the machine's speed.
+#[derive(Debug)]
+pub struct FixedWriterClock(Mutex<DateTime<Utc>>);
+
+impl FixedWriterClock {
+    /// A clock reading `at`.
+    pub fn new(at: DateTime<Utc>) -> Self {
+        Self(Mutex::new(at))
+    }
+
+    /// Makes the clock read `at` from now on.
+    pub fn set(&self, at: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = at;
+    }
+}
+
+impl WriterClock for FixedWriterClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// A refusal to publish.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

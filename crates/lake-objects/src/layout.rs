@@ -4,6 +4,7 @@
 //! _lake/lake.json                                lake descriptor (GC policy)
 //! _lake/registry/<table>/<seq:020>.json          table registry, one create-only document per advance
 //! _lake/clock/<ulid>                             short-lived probes that read the store's clock
+//! _lake/intents/<table>/<write_id>.json          write intents of commits that may still land
 //! tables/<table>.lance/                          one Lance dataset per table
 //! tables/<table>.lance/_lake/object_refs/<v>.json  the reference journal of version v
 //! tables/<table>.lance/tree/<branch>/            a Lance branch of the table (its own dataset)
@@ -19,6 +20,8 @@ pub const DESCRIPTOR_KEY: &str = "_lake/lake.json";
 pub const REGISTRY_PREFIX: &str = "_lake/registry";
 /// Folder of clock probes.
 pub const CLOCK_PREFIX: &str = "_lake/clock";
+/// Folder of write intents (`crate::intents`), one folder per lineage name.
+pub const INTENTS_PREFIX: &str = "_lake/intents";
 /// Folder of the Lance datasets.
 pub const TABLES_PREFIX: &str = "tables";
 /// Folder of managed objects (no trailing slash).

@@ -14,6 +14,8 @@
 //! - [`registry`]: the table registry, advanced by compare-and-swap on create-only documents.
 //! - [`failpoint`]: failure injection points for crash tests (test builds only).
 //! - [`guard`]: the writer-side publication guard (refuse references to objects GC may delete).
+//! - [`intents`]: write intents, the records of commits that may still land (GC keeps their
+//!   references).
 //! - [`writer`]: the managed object writer (streaming upload, SHA-256 while writing).
 //! - [`clock`]: "now" read from the store's clock.
 //! - [`inventory`]: key-ordered, paginated listings of the managed prefix; `inventory::parallel`
@@ -42,6 +44,7 @@ pub mod descriptor;
 pub mod error;
 pub mod failpoint;
 pub mod guard;
+pub mod intents;
 pub mod inventory;
 pub mod key_range;
 pub mod keys;

@@ -12,7 +12,7 @@ use crate::error::ObjectsError;
 use crate::keys::parse_managed_key;
 use crate::spill::{MergedKeys, SortedRuns};
 use lake_common::is_external_identity;
-use lake_engine::{Engine, EngineError, RetainedRoots, TableSnapshot};
+use lake_engine::{Engine, EngineError, RetainedRoots, TableSnapshot, WriteIntents};
 
 /// Reads the live identities of `snapshot` at its retained versions and pushes the keys inside
 /// the lake root to `runs`. Returns the number of live identities read and the problems met (an
@@ -58,16 +58,35 @@ pub(crate) fn push_live_keys(
     }
 }
 
-/// The live keys of every registered table as the engine shows them now, for apply.
+/// Reads the lake's write intents ([`Engine::write_intents`]) and pushes the key of every
+/// reference inside the lake root they name to `runs`: the objects of commits that may still
+/// land are live. Called after the cutoff is fixed and before any lineage is read
+/// (`docs/safety.md`, "Commits that land late").
+///
+/// # Errors
+/// Engine and storage errors; a spill folder that fails.
+pub(crate) async fn push_intent_keys(engine: &dyn Engine, runs: &mut SortedRuns) -> Result<WriteIntents, ObjectsError> {
+    let mut push = |identity: lake_common::ObjectIdentity| {
+        if is_external_identity(&identity.uri) {
+            return Ok(());
+        }
+        runs.push(identity.uri).map_err(|e| EngineError::backend(e, false))
+    };
+    Ok(engine.write_intents(&mut push).await?)
+}
+
+/// The live keys of every registered table as the engine shows them now, for apply, and the
+/// references of every write intent (read first, as a plan reads them).
 ///
 /// # Errors
 /// [`ObjectsError::LineageIncomplete`] when any table's lineage has problems; engine, storage
 /// and spill errors.
 pub(crate) async fn live_now(engine: &dyn Engine, budget: usize) -> Result<LiveKeys, ObjectsError> {
+    let mut runs = SortedRuns::new(budget);
+    let intents = push_intent_keys(engine, &mut runs).await?;
     let tables = engine.tables().await?;
     let mut problems: Vec<lake_engine::LineageProblem> = tables.problems.clone();
-    let mut messages = Vec::new();
-    let mut runs = SortedRuns::new(budget);
+    let mut messages = intents.problems;
     for location in &tables.tables {
         let snapshot = engine.snapshot(location).await?;
         if !snapshot.lineage().problems.is_empty() {

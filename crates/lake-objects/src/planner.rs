@@ -1,8 +1,10 @@
 //! The planner: which managed objects are orphans older than the cutoff.
 //!
-//! 1. The cutoff is fixed first (by the caller, from the store's clock), then lineage is read:
-//!    an object that becomes referenced after lineage was read must already be younger than the
-//!    cutoff (the writer-side guard), so it cannot be a candidate.
+//! 1. The cutoff is fixed first (by the caller, from the store's clock), then the write intents
+//!    are read (their references are live: commits that may still land), then lineage: an
+//!    object that becomes referenced after lineage was read was either named by an intent read
+//!    here or published after the cutoff and is younger than it (the writer-side guard), so it
+//!    cannot be a candidate (`docs/safety.md`, "Commits that land late").
 //! 2. Lineage of every registered table; any problem makes the plan incomplete, with no
 //!    candidates (apply refuses it; the dry run names every problem).
 //! 3. The live set: the union over tables of the live identities of each table's snapshot
@@ -51,7 +53,7 @@ use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
 use crate::key_range::KeyRange;
 use crate::keys::{first_key_at, garbage_kind, minted_at, GarbageKind};
 use crate::layout::OBJECTS_PREFIX;
-use crate::live_keys::push_live_keys;
+use crate::live_keys::{push_intent_keys, push_live_keys};
 use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
 use crate::spill::SortedRuns;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -163,6 +165,11 @@ pub struct PlanStats {
     pub young_objects: u64,
     /// Sorted runs of live keys spilled to disk (0: the live set fit the memory budget).
     pub spilled_runs: u64,
+    /// Write intents read (commits that may still land; their references are live), sorted by
+    /// key. A pending one is resolved by the next write to its table or by `lake refs recover`.
+    pub write_intents: Vec<lake_engine::IntentInfo>,
+    /// References the write intents name (kept live).
+    pub intent_references: u64,
 }
 
 /// RFC 3339 UTC with milliseconds, the plan's time format.
@@ -232,8 +239,15 @@ pub(crate) async fn plan_ranges(
     let consumer = async {
         let mut sweeps: Vec<RangeSweep> =
             ranges.iter().map(|_| RangeSweep::new(options.memory_budget / ranges.len())).collect();
+        // The write intents, after the cutoff and before any lineage: the references of a
+        // commit that may still land are live.
+        let mut live_runs = SortedRuns::new(options.memory_budget);
+        let intents = push_intent_keys(engine, &mut live_runs).await?;
+        stats.intent_references = intents.intents.iter().map(|i| i.references).sum();
+        stats.write_intents = intents.intents;
         let table_set = engine.tables().await?;
         let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
+        problems.extend(intents.problems);
         let mut basis = Vec::new();
         // Table by table: lineage, then (while every table so far is complete) its live keys, as
         // sorted runs spilled past the memory budget and merged in key order later. Replaying
@@ -242,7 +256,6 @@ pub(crate) async fn plan_ranges(
         // every problem, but not replayed. A table whose journal turns out incomplete while it
         // is replayed (a version committed since its lineage was read, its sidecar not yet
         // written) makes the plan incomplete, like any problem.
-        let mut live_runs = SortedRuns::new(options.memory_budget);
         for location in &table_set.tables {
             let snapshot = engine.snapshot(location).await?;
             let lineage = snapshot.lineage();

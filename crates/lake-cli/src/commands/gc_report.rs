@@ -120,6 +120,7 @@ impl GcReport {
         }
         if let Some(s) = &self.stats {
             v["own_garbage"] = own_garbage(s);
+            v["write_intents"] = intents_json(s);
         }
         v["restore_tags"] = serde_json::to_value(&self.restore_tags).unwrap_or(Value::Null);
         if let Some(i) = &self.inventory {
@@ -228,6 +229,9 @@ impl GcReport {
         for b in &p.basis {
             out += &format!("  table `{}` at version {}\n", b.table, b.version);
         }
+        if let Some(s) = self.stats.as_ref().filter(|s| !s.write_intents.is_empty()) {
+            out += &intents_text(s, &p.root);
+        }
         if !p.lineage_complete {
             out += "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
             for problem in &p.problems {
@@ -250,7 +254,7 @@ impl GcReport {
                     t.name, t.table, t.version, format_time(t.started), t.table
                 ),
                 false => format!(
-                    "  restore tag: `{}` of `{}` pins version {} since {} (a restore in progress, or killed: stale once older than 1.5 x the lake's floor)\n",
+                    "  restore tag: `{}` of `{}` pins version {} since {} (a restore in progress, or killed: stale once older than the lake's floor + 2 x its margin + the commit deadline)\n",
                     t.name, t.table, t.version, format_time(t.started)
                 ),
             };
@@ -329,5 +333,38 @@ pub(crate) fn header(
         humantime::format_duration(policy.min_age())
     );
     out += &format!("  store clock: {} (local clock {:+} ms)\n", format_time(clock.store_now), clock.skew_ms());
+    out
+}
+
+/// The write intents a plan read (commits that may still land; their references are kept), for
+/// `--json`: count, oldest, tables, references kept, and each intent.
+pub(crate) fn intents_json(stats: &lake_objects::planner::PlanStats) -> Value {
+    let intents = &stats.write_intents;
+    let mut tables: Vec<&str> = intents.iter().map(|i| i.table.as_str()).collect();
+    tables.sort();
+    tables.dedup();
+    let oldest = intents.iter().map(|i| i.last_modified_ms).min().and_then(chrono::DateTime::from_timestamp_millis);
+    json!({
+        "count": intents.len(),
+        "oldest": oldest.map(format_time),
+        "tables": tables,
+        "references": stats.intent_references,
+        "intents": intents,
+    })
+}
+
+/// The same as lines of text.
+fn intents_text(stats: &lake_objects::planner::PlanStats, root: &str) -> String {
+    let v = intents_json(stats);
+    let mut out = format!(
+        "  write intents: {} (oldest {}) in table(s) {}: commits that may still land; their {} references are kept. `lake refs recover {root}` resolves those whose writer stopped\n",
+        stats.write_intents.len(),
+        v["oldest"].as_str().unwrap_or("?"),
+        v["tables"].as_array().map(|t| t.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+        stats.intent_references
+    );
+    for i in stats.write_intents.iter().take(20) {
+        out += &format!("    {} ({}, {} references)\n", i.key, i.operation, i.references);
+    }
     out
 }

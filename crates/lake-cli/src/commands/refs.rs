@@ -1,6 +1,6 @@
-//! `lake refs verify`, `lake refs repair`, `lake refs bind`.
+//! `lake refs verify`, `lake refs repair`, `lake refs bind`, `lake refs recover`.
 
-use crate::cli::{RefsCommand, RepairArgs, VerifyArgs};
+use crate::cli::{RecoverArgs, RefsCommand, RepairArgs, VerifyArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
 use serde_json::json;
@@ -14,6 +14,7 @@ pub async fn run(command: &RefsCommand) -> Result<(), CliError> {
         RefsCommand::Verify(a) => verify(a).await,
         RefsCommand::Repair(a) => repair(a).await,
         RefsCommand::Bind(a) => bind(a).await,
+        RefsCommand::Recover(a) => recover(a).await,
     }
 }
 
@@ -58,6 +59,44 @@ async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
         Ok(())
     } else {
         Err(CliError::Exit { code: 1, message: format!("{} table(s) not bound (see the report)", refused.len()) })
+    }
+}
+
+async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
+    use lake_lance::resolve::Resolution;
+    let (_, _, engine) = open_lake(&args.root).await?;
+    if let Some(table) = &args.table {
+        lake_objects::layout::validate_table_name(table)?;
+    }
+    let report = engine.recover_writes(args.table.as_deref()).await?;
+    if args.json {
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        v["pending"] = json!(report.pending());
+        print_json(&v);
+    } else {
+        if report.intents.is_empty() {
+            println!("no write intents: every commit is resolved");
+        }
+        for i in &report.intents {
+            let what = match &i.resolution {
+                Resolution::Committed { version } => format!("committed as version {version}, journaled"),
+                Resolution::Abandoned { proof } => {
+                    format!("not committed (version {proof} appeared after its deadline); intent and log removed")
+                }
+                Resolution::Pending { reason } => format!("PENDING: {reason}"),
+            };
+            println!("  {} ({} on `{}`, written {}): {what}", i.key, i.operation, i.table, i.written);
+        }
+        if report.stray_markers_removed > 0 {
+            println!("  removed {} attempt markers whose intent was already resolved", report.stray_markers_removed);
+        }
+    }
+    match report.pending() {
+        0 => Ok(()),
+        n => Err(CliError::Exit {
+            code: 1,
+            message: format!("{n} write intent(s) still pending; their objects stay protected (see the report)"),
+        }),
     }
 }
 

@@ -63,7 +63,8 @@ fn a_staging_file_of_a_killed_ingest_is_reported_and_collected() {
 /// The input: `lake restore` killed after tagging its source and before its commit
 /// (failure point `restore.after_tag`) left `lake-restore-*`, which pinned version 1 for good and
 /// was never reported. `lake versions` now marks it as a restore's tag, `lake gc` reports it, and
-/// once it is stale (1.5 x the floor after the restore began, by the store's clock)
+/// once it is stale (floor 4 s + 2 x margin 1 s + commit deadline 30 s = 36 s after the restore
+/// began, by the store's clock)
 /// `lake cleanup` removes it and then version 1; its object becomes a candidate.
 #[test]
 fn a_tag_of_a_killed_restore_is_reported_and_removed_by_cleanup_once_stale() {
@@ -88,7 +89,7 @@ fn a_tag_of_a_killed_restore_is_reported_and_removed_by_cleanup_once_stale() {
         (c["old_versions"].as_u64(), c["stale_restore_tags_removed"].as_array().map(Vec::len)),
         (Some(0), Some(0))
     );
-    advance_clock(Duration::from_secs(7));
+    advance_clock(Duration::from_secs(40));
     let gc = ok(&["gc", &root, "--min-age", "4s"]);
     assert!(gc.contains(&format!("restore tag: `{tag}` of `t` pins version 1")) && gc.contains("STALE"), "{gc}");
     let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));

@@ -352,11 +352,12 @@ async fn attack_create_races_a_second_client_create_v1_paths() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. A create whose commit hits the guard's deadline (`with_timeout(margin)`).
+// 3. A create whose commit hits its deadline.
 
-/// A lake whose policy gives a commit deadline of a few milliseconds: some creates time out
-/// before Lance publishes version 1, some after (the version landed, the engine reported a
-/// failure and discarded the reference log). Whatever happened, GC must plan no object that a
+/// An engine whose commits get a deadline of a few milliseconds: some creates are refused by
+/// the commit gate before their manifest write, some time out while it is in flight (the
+/// version may land; the writer resolves its write intent: committed and journaled, or still
+/// pending with its objects protected). Whatever happened, GC must plan no object that a
 /// version in the table references: a version without a sidecar must make the lineage
 /// incomplete, not be read as empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -369,7 +370,9 @@ async fn attack_create_timing_out_after_version_one_landed() {
 async fn timing_out_create(min_age: Duration) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake");
-    let lake = crate::support::new_lake_with_policy(root.to_str().unwrap(), min_age).await;
+    let mut lake = crate::support::new_lake_with_policy(root.to_str().unwrap(), min_age).await;
+    lake.engine =
+        lake_lance::LanceEngine::new(lake.store.clone()).with_memory_budget(2048).with_commit_deadline(min_age);
     let mut outcomes = std::collections::BTreeMap::<String, u32>::new();
     let mut in_table = Vec::new();
     for t in 0..40 {
@@ -380,6 +383,8 @@ async fn timing_out_create(min_age: Duration) {
         let kind = match &r {
             Ok(_) => "ok".to_string(),
             Err(LanceEngineError::Lance { source: lance::Error::Timeout { .. }, .. }) => "timeout".into(),
+            Err(LanceEngineError::NotCommitted { .. }) => "not committed".into(),
+            Err(LanceEngineError::CommitUncertain { .. }) => "uncertain".into(),
             Err(LanceEngineError::Guard { .. }) => "guard".into(),
             Err(e) => format!("other: {e}"),
         };

@@ -54,7 +54,8 @@ async fn lake_with_old_version() -> (TestLake, lake_objects::writer::ManagedObje
 /// `restore.after_tag`). Earlier builds left the tag for good: version 1 was never cleaned up
 /// and `a` never collected, and nothing reported it. The tag is now shown as a restore's, kept
 /// while its restore could still commit (`lake cleanup` leaves it), and removed once stale
-/// (1.5 x the lake's floor after the restore began); then version 1 goes and `a` is collected.
+/// (the lake's floor + 2 x margin + the 5-minute commit deadline after the restore began: 95
+/// minutes for the 1-hour floor); then version 1 goes and `a` is collected.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restore_killed_after_its_tag_is_reported_and_its_tag_removed_once_stale() {
     let (lake, a) = lake_with_old_version().await;
@@ -71,12 +72,12 @@ async fn a_restore_killed_after_its_tag_is_reported_and_its_tag_removed_once_sta
     assert!(cleaned.stale_restore_tags.is_empty());
     assert_eq!(versions_of(&lake, "t").await, vec![1, 2]);
     assert!(!candidates(&dry_run(&lake, cutoff_now().await, 10).await).contains(&a.key));
-    // Past 1.5 x the floor (one hour here) it is stale: reported, then removed.
-    let later = Utc::now() + chrono::Duration::minutes(91);
+    // Past 95 minutes (floor one hour) it is stale: reported, then removed.
+    let later = Utc::now() + chrono::Duration::minutes(96);
     let reported = lake.engine.restore_tags("t", later).await.unwrap();
     assert_eq!((reported.len(), reported[0].stale, reported[0].version), (1, true, 1));
-    let at = Utc::now() + chrono::Duration::minutes(89);
-    assert!(lake.engine.remove_stale_restore_tags("t", at).await.unwrap().is_empty(), "not stale before 1.5 x");
+    let at = Utc::now() + chrono::Duration::minutes(94);
+    assert!(lake.engine.remove_stale_restore_tags("t", at).await.unwrap().is_empty(), "not stale before 95 minutes");
     let removed = lake.engine.remove_stale_restore_tags("t", later).await.unwrap();
     assert_eq!(removed.iter().map(|t| t.name.clone()).collect::<Vec<_>>(), vec![tag]);
     assert!(tags_of(&lake, "t").await.iter().all(|(_, tags)| tags.is_empty()));

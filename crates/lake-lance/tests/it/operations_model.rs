@@ -2,7 +2,9 @@
 //! histories of appends, deletes, updates, upserts, a reference column added, renamed and
 //! dropped, indexes built and dropped (by the engine and by another Lance client), config
 //! changes by another client, compaction, version cleanup, branches created, written on and
-//! deleted, and GC applies. After every step:
+//! deleted, GC applies, and appends whose manifest write is held past the writer's deadline
+//! (`intents::delayed_commit_step`: GC runs while it is held, and it lands, is fenced off, or
+//! lands after its writer gave up and is recovered). After every step:
 //! - the journal replays to what full scans of every retained version show (`verify_refs`);
 //! - a dry run plans exactly the true orphans: every managed object in the store that no
 //!   retained version of the table or of a branch references, read by a plain scan of every
@@ -11,6 +13,8 @@
 //! - after an apply, every referenced object still exists.
 
 use crate::gc_scenario::dry_run;
+use crate::hold::ManifestHold;
+use crate::intents::{delayed_commit_step, held_engine};
 use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
 use crate::truth::{planned_objects, referenced};
 use chrono::Utc;
@@ -38,8 +42,12 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
         (seed >> 33) % n
     };
     let (mut applied, mut journaled) = (0, 0);
+    let mut delayed = Vec::new();
     for history in 0..5 {
-        let lake = new_lake().await;
+        let mut lake = new_lake().await;
+        // Every commit may be held (a delayed step); the deadline is `intents::DEADLINE`.
+        let hold = ManifestHold::new();
+        lake.engine = held_engine(&lake, &hold);
         let mut ops: Vec<String> = Vec::new();
         let mut pool: Vec<ManagedObject> = Vec::new();
         lake.engine.append("t", reader(vec![batch(&[("e0", None)])])).await.unwrap();
@@ -64,7 +72,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 .find(|f| f.name == "thumb" || f.name == "preview")
                 .map(|f| f.name.clone());
             let e_ref = e.as_str();
-            const NAMES: [&str; 16] = [
+            const NAMES: [&str; 17] = [
                 "append",
                 "append",
                 "delete",
@@ -81,8 +89,9 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 "branch create",
                 "branch write",
                 "branch delete",
+                "delayed append",
             ];
-            let op = next(16) as usize;
+            let op = next(17) as usize;
             let branches = lake.engine.branches("t").await.unwrap();
             let result: Result<(), String> = match op {
                 0 | 1 => lake
@@ -175,6 +184,15 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                     Some(b) => lake.engine.delete_branch("t", b).await.map_err(|e| e.to_string()),
                     None => Err("no branch".into()),
                 },
+                16 => {
+                    let fresh =
+                        lake.upload(&format!("h{history}s{step}late"), b"a commit held past its deadline").await;
+                    let rows = reader(vec![batch(&[(e_ref, Some(&fresh)), ("e1", Some(&y))])]);
+                    let what = delayed_commit_step(&lake, &hold, "t", rows, &fresh, next(3)).await;
+                    delayed.push(what);
+                    pool.push(fresh);
+                    Ok(())
+                }
                 _ => Ok(()), // GC only (below).
             };
             ops.push(format!("{}{}", NAMES[op], if result.is_ok() { "" } else { " (refused)" }));
@@ -207,6 +225,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
         }
         println!("history {history}: {ops:?}");
     }
-    println!("{journaled} steps checked, {applied} applies");
+    println!("{journaled} steps checked, {applied} applies, delayed commits: {delayed:?}");
     assert!(applied > 5, "the histories must reach applies ({applied})");
+    assert!(delayed.len() >= 3, "the histories must reach delayed commits ({delayed:?})");
 }

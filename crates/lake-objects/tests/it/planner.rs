@@ -173,3 +173,43 @@ async fn a_spilled_live_set_gives_the_same_plan_as_memory() {
     let live: BTreeSet<String> = engine.true_live_set().into_iter().map(|i| i.uri).collect();
     assert_eq!(keys(&spilled), o.iter().map(|x| x.key.clone()).filter(|k| !live.contains(k)).collect());
 }
+
+/// Objects a write intent names (a commit that may still land) are live: never planned, and an
+/// apply of a plan made before the intent (or edited to name them) revives them instead of
+/// deleting them, because apply reads the intents with the live keys at its start. The plan's
+/// counters report the intents.
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_named_by_a_write_intent_are_never_planned_or_deleted() {
+    use lake_objects::apply::ApplyOptions;
+    use lake_objects::unchecked::apply_unchecked as apply;
+    let f = fixture();
+    let o = objects(&f, 3).await;
+    let engine = MemoryEngine::new();
+    engine.append("t", &[o[0].identity()]);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let cutoff = Utc::now();
+    let before = gc(&f, &engine, cutoff, 10).await;
+    assert_eq!(keys(&before), BTreeSet::from([o[1].key.clone(), o[2].key.clone()]));
+
+    let key = engine.add_intent("t", vec![o[1].identity(), ObjectIdentity::new("s3://elsewhere/x", [1; 32], 1)]);
+    let options = PlanOptions::new(f.store.root(), Duration::from_secs(60), cutoff).page_size(1).memory_budget(3);
+    let (with_intent, stats) = plan(&engine, &LocalInventory::new(f.store.clone()), &options).await.unwrap();
+    assert!(with_intent.lineage_complete);
+    assert_eq!(keys(&with_intent), BTreeSet::from([o[2].key.clone()]));
+    assert_eq!(stats.write_intents.iter().map(|i| i.key.clone()).collect::<Vec<_>>(), vec![key.clone()]);
+    assert_eq!(stats.intent_references, 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    let deleter = lake_objects::deleter::for_store(&f.store);
+    let report =
+        apply(&engine, &deleter, &dir.path().join("c").as_path().into(), Some(&before), &ApplyOptions::default())
+            .await
+            .unwrap();
+    assert_eq!(report.checkpoint.revived, vec![o[1].key.clone()], "the intent's object is revived, not deleted");
+    assert!(f.store.head(&o[1].key).await.unwrap().is_some());
+    assert!(f.store.head(&o[2].key).await.unwrap().is_none());
+
+    // Resolved (its commit proven never to land): the object is an orphan again.
+    engine.remove_intent(&key);
+    assert_eq!(keys(&gc(&f, &engine, cutoff, 10).await), BTreeSet::from([o[1].key.clone()]));
+}

@@ -81,10 +81,16 @@ async fn collector(l: &Lake, inventory: Option<ReportInventory>, at: DateTime<Ut
 }
 
 /// The candidate keys of a plan made as four shards in one process, in shard order, at a
-/// cutoff 20 ms after now (so that the shards' time ranges split the objects written by the
-/// test, not a minute mostly after them); at least two shards have candidates.
+/// cutoff 20 ms after the last object the test wrote was written (so that the shards' time
+/// ranges split the objects written by the test, however long the test took since: a cutoff
+/// from "now" put every object in the first shard on a loaded machine; the objects written after
+/// the reports lie past the first quarter of the range); at least two shards have candidates.
 async fn sharded_keys(l: &Lake, inventory: Option<ReportInventory>) -> Vec<String> {
-    let at = Utc::now() + chrono::Duration::milliseconds(1020);
+    let listed = l.store.list_all("objects/").await.unwrap();
+    let minted = listed.iter().filter_map(|(key, _)| lake_objects::keys::minted_at(key));
+    let written = listed.iter().map(|(_, meta)| meta.last_modified);
+    let last = minted.chain(written).max().unwrap();
+    let at = last + chrono::Duration::milliseconds(1020);
     let settings = PlanSettings { memory_budget: 4096, ..PlanSettings::default() };
     let gc = collector(l, inventory, at).await;
     let sharded = gc.plan_sharded(&Horizon::new(Duration::from_secs(1)), &settings, 4).await.unwrap();

@@ -63,6 +63,12 @@ impl Engine for Tables {
         let old = self.garbage.iter().filter(|f| location.name == "t" && f.last_modified_ms < cutoff_ms);
         Ok(old.cloned().collect())
     }
+    async fn write_intents(
+        &self,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<lake_engine::WriteIntents, EngineError> {
+        self.memory.write_intents(visit).await
+    }
 }
 
 /// A lake whose clock reads two hours ahead (so a one-hour horizon's cutoff is an hour from

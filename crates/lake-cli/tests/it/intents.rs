@@ -1,0 +1,68 @@
+//! Write intents through the binary (issue 22, kind 2): a writer killed after writing its
+//! intent and before its commit leaves the intent; every dry run reports it and keeps its
+//! objects; `lake refs recover` proves the commit can no longer land (a fence after the
+//! deadline), removes the intent, and the objects become orphans.
+
+use crate::{ok, write_files};
+use lake_common::intent::{IntentOperation, IntentReferences, WriteIntent, INTENT_FORMAT_VERSION};
+use lake_objects::writer::ManagedObjectWriter;
+use lake_objects::LakeStore;
+use std::time::Duration;
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+#[test]
+fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let src = dir.path().join("src");
+    write_files(&src, &[("a.bin", "a")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
+    // What a writer leaves when it is killed between its intent and its commit: an object it
+    // uploaded and the intent naming it (its deadline long past).
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (object, key) = runtime.block_on(async {
+        let store = LakeStore::open(&root).unwrap();
+        let object = ManagedObjectWriter::new(store.clone()).upload("killed.bin", &b"killed writer"[..]).await.unwrap();
+        let intent = WriteIntent {
+            format_version: INTENT_FORMAT_VERSION,
+            table: "t".into(),
+            write_id: ulid::Ulid::new().to_string(),
+            operation: IntentOperation::Append,
+            transaction_uuid: Some("0b6c1f64-5d2e-4c1a-9f3e-7a8b9c0d1e2f".into()),
+            read_version: 1,
+            deadline_ms: 10,
+            restored_version: None,
+            references: IntentReferences::Inline(vec![object.identity()]),
+        };
+        (object, lake_objects::intents::write(&store, &intent).await.unwrap())
+    });
+    crate::advance_clock(Duration::from_millis(4200));
+
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(dry["write_intents"]["count"], 1, "{dry}");
+    assert_eq!(dry["write_intents"]["tables"], serde_json::json!(["t"]));
+    assert_eq!(dry["write_intents"]["intents"][0]["key"], key.as_str());
+    assert_eq!(dry["candidate_count"], 0, "the intent keeps the killed writer's object: {dry}");
+    let text = ok(&["gc", &root, "--min-age", "4s"]);
+    assert!(text.contains("write intents: 1") && text.contains("lake refs recover"), "{text}");
+
+    let recovered = json(&ok(&["refs", "recover", &root, "--json"]));
+    assert_eq!(recovered["pending"], 0, "{recovered}");
+    assert_eq!(recovered["intents"][0]["resolution"]["state"], "abandoned", "{recovered}");
+    assert_eq!(recovered["intents"][0]["resolution"]["proof"], 2, "the fence is version 2: {recovered}");
+    let text = ok(&["refs", "recover", &root]);
+    assert!(text.contains("no write intents"), "{text}");
+
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(dry["write_intents"]["count"], 0, "{dry}");
+    assert_eq!(dry["lineage_complete"], true, "the fence is journaled: {dry}");
+    let candidates: Vec<&str> =
+        dry["candidates"].as_array().unwrap().iter().filter_map(|c| c["uri"].as_str()).collect();
+    assert_eq!(candidates, vec![object.key.as_str()], "{dry}");
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+}

@@ -1,0 +1,541 @@
+//! Commits reported as failed that land later (issue 22, kind 2): write intents keep their
+//! objects from GC until resolution finds the version (and journals it) or proves it can no
+//! longer land.
+//!
+//! Every test holds manifest writes with [`ManifestHold`] (a Lance object-store wrapper; the
+//! write goes on in its own task while its caller gets an error at once, as after a lost
+//! response) and releases them explicitly: no test races the clock. The deadline is 5 s, which
+//! no commit's preparation comes near; a resolver waits it out before fencing. Plans are made at
+//! a cutoff of "now", so every object a retained version or an intent does not protect is a
+//! candidate.
+
+use crate::hold::{HoldWrapper, ManifestHold, Mode};
+use crate::support::{apply_fresh, batch, keyed_locations, new_lake, reader, unchecked_plan_now, TestLake};
+use crate::truth::{planned_objects, referenced};
+use lake_lance::resolve::Resolution;
+use lake_lance::update::Assignment;
+use lake_lance::{LanceEngine, LanceEngineError};
+use lake_objects::writer::ManagedObject;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The deadline the engine gives every commit in these tests: far longer than any commit takes
+/// to issue its manifest write, on any machine.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// A local lake (policy floor 1 h: the guard never refuses here) whose engine holds manifest
+/// writes on demand and gives commits [`DEADLINE`].
+pub async fn held_lake() -> (TestLake, Arc<ManifestHold>) {
+    let mut lake = new_lake().await;
+    let hold = ManifestHold::new();
+    lake.engine = held_engine(&lake, &hold);
+    (lake, hold)
+}
+
+/// The engine of `lake` holding manifest writes through `hold`.
+pub fn held_engine(lake: &TestLake, hold: &Arc<ManifestHold>) -> LanceEngine {
+    LanceEngine::new(lake.store.clone())
+        .with_memory_budget(2048)
+        .with_object_store_wrapper(Arc::new(HoldWrapper(hold.clone())))
+        .with_commit_deadline(DEADLINE)
+}
+
+/// A dry run at a cutoff of now, then an apply of it when it has candidates; returns the
+/// objects it planned.
+pub async fn gc_now(lake: &TestLake) -> BTreeSet<String> {
+    let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+    let planned = planned_objects(&plan);
+    if plan.lineage_complete && !plan.candidates.is_empty() {
+        apply_fresh(lake, &plan, &Default::default()).await.unwrap();
+    }
+    planned
+}
+
+/// Every object a retained version of `tables` references exists, and so does every object in
+/// `also` (named by a pending intent).
+pub async fn assert_nothing_referenced_is_missing(lake: &TestLake, tables: &[&str], also: &[&ManagedObject]) {
+    let mut keys: BTreeSet<String> = also.iter().map(|o| o.key.clone()).collect();
+    for t in tables {
+        keys.extend(referenced(lake, t).await);
+    }
+    for key in keys.iter().filter(|k| k.starts_with("objects/")) {
+        assert!(lake.store.head(key).await.unwrap().is_some(), "{key} is referenced (or protected) but was deleted");
+    }
+}
+
+/// The lake's intents (keys).
+pub async fn intent_keys(lake: &TestLake) -> Vec<String> {
+    lake_objects::intents::list(&lake.store, None).await.unwrap().0.into_iter().map(|i| i.key).collect()
+}
+
+fn one(lake_key: &str, o: &ManagedObject) -> Box<dyn arrow_array::RecordBatchReader + Send> {
+    reader(vec![batch(&[(lake_key, Some(o))])])
+}
+
+/// The issue's input, locally: an append whose manifest write is held past its deadline (and
+/// whose writer's fence is held too, so the writer cannot learn the outcome). The writer says
+/// the version may still land and names the intent; GC plans and applies while the write is
+/// held and deletes nothing the version will reference; the write lands; `lake refs recover`
+/// journals it; the lineage is complete and every referenced object exists.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_append_held_past_its_deadline_lands_later_and_gc_keeps_its_objects() {
+    let (lake, hold) = held_lake().await;
+    let first = lake.upload("first", b"first").await;
+    lake.engine.append("t", one("e0", &first)).await.unwrap();
+    let late = lake.upload("late", b"a commit that lands late").await;
+
+    hold.set(Mode::FailCaller);
+    let outcome = lake.engine.append("t", one("e1", &late)).await;
+    // The writer's commit failed after its manifest write was sent; it waited for its deadline,
+    // and its fence was held as well.
+    let err = outcome.unwrap_err();
+    let intent = match &err {
+        LanceEngineError::CommitUncertain { intent, .. } => intent.clone(),
+        other => panic!("expected an uncertain commit, got {other}"),
+    };
+    let text = err.to_string();
+    assert!(text.contains("may still land") && text.contains(&intent) && text.contains("lake refs recover"), "{text}");
+    assert_eq!(intent_keys(&lake).await, vec![intent.clone()]);
+    assert_eq!(hold.held().len(), 2, "the append's manifest and the writer's fence are held");
+
+    // GC while the write is held: the intent keeps the late object.
+    let planned = gc_now(&lake).await;
+    assert!(!planned.contains(&late.key), "the held commit's object was planned");
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[&first, &late]).await;
+    // The log of the write is GC's own garbage only once no intent names it.
+    let (plan, stats) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(
+        plan.candidates.keys().unwrap().iter().all(|k| !k.contains("object_ref_logs")),
+        "the intent's log was planned"
+    );
+    assert_eq!(stats.write_intents.len(), 1, "the dry run reports the intent");
+    assert_eq!(stats.write_intents[0].key, intent);
+
+    // The held write lands (version 2); the fence's, for the same slot, is refused.
+    assert_eq!(hold.release_all().await, vec![true, false]);
+    hold.set(Mode::Off);
+    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 2);
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    assert_eq!(report.intents.len(), 1);
+    assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
+    assert!(intent_keys(&lake).await.is_empty());
+
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&late.key));
+    gc_now(&lake).await;
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+    assert!(referenced(&lake, "t").await.contains(&late.key));
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// The writer's own resolution: its manifest write is held past the deadline, then the fence
+/// (not held) takes the version slot after the deadline, which proves the held write can no
+/// longer land. The writer says "not committed"; its intent and log are gone; the released
+/// write is refused; the table never references the object, which becomes an orphan.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timed_out_writer_fences_and_reports_not_committed() {
+    let (lake, hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    let lost = lake.upload("lost", b"never committed").await;
+    hold.set(Mode::FailCaller);
+    let engine = &lake.engine;
+    let (outcome, ()) = tokio::join!(engine.append("t", one("e1", &lost)), async {
+        hold.wait_held(1).await;
+        hold.set(Mode::Off);
+    });
+    match outcome {
+        Err(LanceEngineError::NotCommitted { proof, .. }) => assert_eq!(proof, 2),
+        other => panic!("expected not committed, got {other:?}"),
+    }
+    assert!(intent_keys(&lake).await.is_empty());
+    assert_eq!(hold.release_all().await, vec![false], "the held write finds its slot taken");
+    let logs = lake.store.list_all("tables/t.lance/_lake/object_ref_logs/").await.unwrap();
+    assert_eq!(logs.len(), 1, "only the first append's log is left: {logs:?}");
+    assert!(!referenced(&lake, "t").await.contains(&lost.key));
+    assert!(gc_now(&lake).await.contains(&lost.key), "the abandoned write's object is an orphan");
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// The writer's commit lands late while the writer waits for its deadline: whichever of the
+/// writer and a second resolver (`lake refs recover`, racing it) resolves first journals the
+/// version; the other finds it journaled. The writer reports success with the version.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_resolver_racing_the_writer_journals_the_late_version_once() {
+    let (lake, hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    let late = lake.upload("late", b"late").await;
+    hold.set(Mode::FailCaller);
+    let engine = &lake.engine;
+    let (outcome, recovered) = tokio::join!(engine.append("t", one("e1", &late)), async {
+        hold.wait_held(1).await;
+        hold.set(Mode::Off);
+        assert!(hold.release(0).await, "the held write lands as version 2");
+        engine.recover_writes(Some("t")).await.unwrap()
+    });
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.version, 2);
+    for r in &recovered.intents {
+        assert_eq!(r.resolution, Resolution::Committed { version: 2 });
+    }
+    assert!(intent_keys(&lake).await.is_empty());
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&late.key));
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// A writer killed after writing its intent (its task dropped while the manifest write is held):
+/// GC keeps the objects; once the write lands, recovery journals it. A second killed writer
+/// whose write never lands is proven abandoned by recovery's fence.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writer_killed_after_its_intent_is_recovered_either_way() {
+    let (lake, hold) = held_lake().await;
+    let lake = Arc::new(lake);
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    for lands in [true, false] {
+        let object = lake.upload("killed", format!("killed writer, lands {lands}").as_bytes()).await;
+        hold.set(Mode::FailCaller);
+        let writer = {
+            let (lake, object) = (lake.clone(), object.clone());
+            tokio::spawn(async move { lake.engine.append("t", one("killed", &object)).await })
+        };
+        hold.wait_held(1).await;
+        writer.abort();
+        assert!(writer.await.unwrap_err().is_cancelled());
+        assert_eq!(intent_keys(&lake).await.len(), 1, "the killed writer's intent stays");
+        assert!(!gc_now(&lake).await.contains(&object.key));
+        assert_nothing_referenced_is_missing(&lake, &["t"], &[&object]).await;
+        hold.set(Mode::Off);
+        let latest = lake.engine.versions("t").await.unwrap().len() as u64;
+        if lands {
+            assert_eq!(hold.release_all().await, vec![true]);
+        }
+        let report = lake.engine.recover_writes(None).await.unwrap();
+        let expected = if lands {
+            Resolution::Committed { version: latest + 1 }
+        } else {
+            Resolution::Abandoned { proof: latest + 1 }
+        };
+        assert_eq!(report.intents[0].resolution, expected);
+        if !lands {
+            assert_eq!(hold.release_all().await, vec![false]);
+        }
+        assert!(intent_keys(&lake).await.is_empty());
+        assert_eq!(referenced(&lake, "t").await.contains(&object.key), lands);
+        gc_now(&lake).await;
+        assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+        assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+    }
+}
+
+/// Runs `write` with manifest writes held until the writer gave up (its fence held too), runs
+/// GC meanwhile, releases the write, recovers, and checks the version is journaled and nothing
+/// referenced is missing.
+async fn held_write_lands_after_gc(
+    lake: &TestLake,
+    hold: &ManifestHold,
+    table: &str,
+    protected: &[&ManagedObject],
+    write: impl std::future::Future<Output = Result<(), LanceEngineError>>,
+) {
+    hold.set(Mode::FailCaller);
+    let err = write.await.unwrap_err();
+    assert!(matches!(err, LanceEngineError::CommitUncertain { .. }), "{err}");
+    let planned = gc_now(lake).await;
+    for o in protected {
+        assert!(!planned.contains(&o.key), "{} was planned while its commit may land", o.key);
+    }
+    assert_nothing_referenced_is_missing(lake, &[table], protected).await;
+    let landed = hold.release_all().await;
+    hold.set(Mode::Off);
+    assert_eq!(landed.first(), Some(&true), "the held write lands first");
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    assert!(matches!(report.intents[0].resolution, Resolution::Committed { .. }), "{report:?}");
+    let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    gc_now(lake).await;
+    let now = referenced(lake, table).await;
+    for o in protected {
+        assert!(now.contains(&o.key), "{} is not in the landed version", o.key);
+    }
+    assert_nothing_referenced_is_missing(lake, &[table], &[]).await;
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// An upsert, an update and columns added, each held past its deadline: the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn upserts_updates_and_new_columns_held_past_their_deadline_keep_their_objects() {
+    let (lake, hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+
+    let upserted = lake.upload("upserted", b"upserted").await;
+    let on = vec!["episode".to_string()];
+    held_write_lands_after_gc(&lake, &hold, "t", &[&upserted], async {
+        lake.engine.upsert("t", &on, one("e0", &upserted)).await.map(|_| ())
+    })
+    .await;
+
+    // An update adds no object its rows did not reference (a literal DataLocation cannot be
+    // written in Lance SQL: the cast to the column's non-null children is refused), so its
+    // intent names nothing; its late version is still journaled exactly (from the manifests).
+    let set: Assignment = "file = NULL".parse().unwrap();
+    held_write_lands_after_gc(&lake, &hold, "t", &[], async {
+        lake.engine.update("t", &[set], Some("episode = 'e0'")).await.map(|_| ())
+    })
+    .await;
+
+    let thumb = lake.upload("thumb", b"thumb").await;
+    held_write_lands_after_gc(&lake, &hold, "t", &[&thumb], async {
+        lake.engine.add_columns("t", "episode", keyed_locations("thumb", &[("e0", Some(&thumb))])).await.map(|_| ())
+    })
+    .await;
+}
+
+/// A create of a new table whose version 1 is held past the deadline: no version can prove it
+/// abandoned (no other writer can take version 1 without creating the table), so it stays
+/// pending and keeps its object; when it lands, recovery journals and registers the table.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_held_past_its_deadline_is_pending_until_it_lands() {
+    let (lake, hold) = held_lake().await;
+    let created = lake.upload("created", b"first row of a new table").await;
+    hold.set(Mode::FailCaller);
+    let err = lake.engine.append("new", one("e0", &created)).await.unwrap_err();
+    match &err {
+        LanceEngineError::CommitUncertain { reason, .. } => assert!(reason.contains("no version"), "{err}"),
+        other => panic!("expected an uncertain commit, got {other}"),
+    }
+    assert!(!gc_now(&lake).await.contains(&created.key));
+    assert!(lake.store.head(&created.key).await.unwrap().is_some());
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    assert!(matches!(report.intents[0].resolution, Resolution::Pending { .. }), "{report:?}");
+    assert_eq!(hold.release_all().await, vec![true]);
+    hold.set(Mode::Off);
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 1 });
+    assert_eq!(lake_objects::registry::tables(&lake.store).await.unwrap(), vec!["new".to_string()]);
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&created.key));
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// `lake cleanup` resolves a table's intents past their deadline before it removes versions:
+/// a commit that landed late is journaled first (its transaction, which identifies it, is still
+/// there), so cleaning up its version afterwards loses nothing; while an intent cannot be
+/// resolved (its fence is held), cleanup refuses and cleans nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn cleanup_resolves_late_commits_first_and_refuses_while_one_is_undecided() {
+    let (lake, hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    let late = lake.upload("late", b"late").await;
+    hold.set(Mode::FailCaller);
+    assert!(matches!(lake.engine.append("t", one("e1", &late)).await, Err(LanceEngineError::CommitUncertain { .. })));
+    // Undecided: cleanup's own fence is held as well.
+    let err = lake.engine.cleanup("t", Duration::ZERO).await.unwrap_err();
+    assert!(err.to_string().contains("lake refs recover"), "{err}");
+    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was cleaned up");
+    // The late write lands; the fences find their slots taken.
+    let landed = hold.release_all().await;
+    hold.set(Mode::Off);
+    assert_eq!(landed.iter().filter(|l| **l).count(), 1, "{landed:?}");
+    // Another version on top, so that cleanup removes the late one.
+    lake.engine.append("t", one("e2", &lake.upload("after", b"after").await)).await.unwrap();
+    let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    assert!(cleaned.old_versions >= 2, "{cleaned:?}");
+    assert!(intent_keys(&lake).await.is_empty(), "cleanup resolved the intent");
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&late.key), "the late row is in the latest version");
+    gc_now(&lake).await;
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// One step of the model tests (`operations_model`): an append of `rows` referencing the fresh
+/// object `fresh`, whose manifest write is held past the writer's deadline, interleaved with GC
+/// runs (plan and apply at a cutoff of now), checking after every one that no object a retained
+/// version references, or a pending intent names, is missing. `variant` picks the delay:
+/// 0, the held write is released while the writer waits for its deadline (it lands, or the
+/// writer's fence takes its slot first: either is reported truthfully); 1, the writer's fence
+/// proves it abandoned; 2, the writer gives up (its fence held too) and the write lands after
+/// GC ran, then `lake refs recover` journals it. Returns a description of what happened.
+pub async fn delayed_commit_step(
+    lake: &TestLake,
+    hold: &ManifestHold,
+    table: &str,
+    rows: Box<dyn arrow_array::RecordBatchReader + Send>,
+    fresh: &ManagedObject,
+    variant: u64,
+) -> String {
+    // `pending`: the fresh object is still protected (an intent names it, or it landed).
+    let check = |stage: &'static str, pending: bool| async move {
+        gc_now(lake).await;
+        let also: Vec<&ManagedObject> = if pending { vec![fresh] } else { Vec::new() };
+        assert_nothing_referenced_is_missing(lake, &[table], &also).await;
+        stage
+    };
+    match variant {
+        0 | 1 => {
+            hold.set(Mode::FailCallerOnce);
+            let (outcome, ()) = tokio::join!(lake.engine.append(table, rows), async {
+                hold.wait_held(1).await;
+                check("while held", true).await;
+                if variant == 0 {
+                    hold.release(0).await;
+                }
+            });
+            let landed = match (&outcome, variant) {
+                (Ok(o), 0) => format!("landed late as version {}", o.version),
+                (Err(LanceEngineError::NotCommitted { .. }), _) => "not committed (fenced)".to_string(),
+                (other, _) => panic!("delayed append, variant {variant}: {other:?}"),
+            };
+            if variant == 1 {
+                assert_eq!(hold.release_all().await, vec![false], "the fence took the held write's slot");
+            }
+            assert!(intent_keys(lake).await.is_empty());
+            check("after", outcome.is_ok()).await;
+            landed
+        }
+        _ => {
+            hold.set(Mode::FailCaller);
+            let err = lake.engine.append(table, rows).await.unwrap_err();
+            assert!(matches!(err, LanceEngineError::CommitUncertain { .. }), "{err}");
+            check("while held, writer gone", true).await;
+            let landed = hold.release_all().await;
+            hold.set(Mode::Off);
+            assert_eq!(landed, vec![true, false], "the append lands, its writer's fence finds the slot taken");
+            check("landed, not journaled", true).await;
+            let report = lake.engine.recover_writes(Some(table)).await.unwrap();
+            assert!(matches!(report.intents[0].resolution, Resolution::Committed { .. }), "{report:?}");
+            check("recovered", true).await;
+            "landed after GC ran, recovered".to_string()
+        }
+    }
+}
+
+/// The issue's input on S3: an ingest whose manifest PUT a proxy on loopback holds past the
+/// writer's deadline (and its fence's too). The writer says the version may still land; GC
+/// plans and applies while the PUT is held and deletes none of the ingest's objects; the PUT
+/// lands; recovery journals it; lineage is complete and every referenced object exists. Then
+/// the same with the fence let through: the writer proves its commit abandoned.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_an_ingest_held_past_its_deadline_is_protected_then_recovered() {
+    use crate::hold_proxy::HoldProxy;
+    use lake_objects::descriptor::LakeDescriptor;
+    use lake_objects::writer::ManagedObjectWriter;
+    use lake_objects::LakeStore;
+    let bucket = std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET: run through scripts/test.sh");
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
+    let proxy = HoldProxy::start(&endpoint).await;
+    let root = format!("s3://{bucket}/intents-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
+    let store = LakeStore::open_with_options(&root, &options).unwrap();
+    LakeDescriptor::create(&store, Duration::from_secs(3600)).await.unwrap();
+    let lake = TestLake {
+        _dir: None,
+        engine: LanceEngine::new(store.clone()).with_memory_budget(2048).with_commit_deadline(DEADLINE),
+        writer: ManagedObjectWriter::new(store.clone()),
+        store,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let folder = |name: &str, files: &[&str]| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for f in files {
+            std::fs::write(d.join(f), format!("{name}/{f}")).unwrap();
+        }
+        d
+    };
+    let objects = |lake: &TestLake| {
+        let store = lake.store.clone();
+        async move { store.list_all("objects/").await.unwrap().into_iter().map(|(k, _)| k).collect::<BTreeSet<_>>() }
+    };
+    lake_lance::ingest::ingest_dir(&lake.engine, "t", &folder("first", &["a.bin", "b.bin"])).await.unwrap();
+
+    // Held past the deadline, the writer's fence too: the outcome is unknown.
+    let before = objects(&lake).await;
+    proxy.hold(true);
+    let err =
+        lake_lance::ingest::ingest_dir(&lake.engine, "t", &folder("late", &["c.bin", "d.bin"])).await.unwrap_err();
+    assert!(err.to_string().contains("may still land"), "{err}");
+    let uploaded: BTreeSet<String> = objects(&lake).await.difference(&before).cloned().collect();
+    assert_eq!(uploaded.len(), 2);
+    assert_eq!(proxy.held().len(), 2, "{:?}", proxy.held());
+    let planned = gc_now(&lake).await;
+    assert!(planned.is_disjoint(&uploaded), "objects of a commit that may land were planned: {planned:?}");
+    assert!(objects(&lake).await.is_superset(&uploaded));
+    assert_eq!(
+        proxy.release_all().await,
+        vec![true, false],
+        "the ingest's PUT lands, the fence's finds its slot taken"
+    );
+    proxy.hold(false);
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(planned_objects(&plan).is_disjoint(&uploaded));
+    assert!(referenced(&lake, "t").await.is_superset(&uploaded));
+    assert!(lake_lance::verify::check_retained_objects(&lake.engine).await.unwrap().is_ok());
+
+    // Held, then the fence is let through: it takes the slot after the deadline.
+    let before = objects(&lake).await;
+    proxy.hold(true);
+    let engine = &lake.engine;
+    let late = folder("lost", &["e.bin"]);
+    let (outcome, ()) = tokio::join!(lake_lance::ingest::ingest_dir(engine, "t", &late), async {
+        proxy.wait_held(1).await;
+        proxy.hold(false);
+    });
+    let err = outcome.unwrap_err();
+    assert!(err.to_string().contains("was not committed"), "{err}");
+    assert_eq!(proxy.release_all().await, vec![false]);
+    assert!(intent_keys(&lake).await.is_empty());
+    let lost: BTreeSet<String> = objects(&lake).await.difference(&before).cloned().collect();
+    assert!(referenced(&lake, "t").await.is_disjoint(&lost));
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
+/// An intent GC cannot read (edited: its seal breaks; its log edited; a stray file in the
+/// intents folder) makes every plan incomplete: GC cannot know which objects it protects.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edited_or_stray_intent_makes_the_plan_incomplete() {
+    let (lake, hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    hold.set(Mode::FailCaller);
+    let late = lake.upload("late", b"late").await;
+    assert!(matches!(lake.engine.append("t", one("e1", &late)).await, Err(LanceEngineError::CommitUncertain { .. })));
+    let key = intent_keys(&lake).await.remove(0);
+    let good = lake.store.get(&key).await.unwrap().unwrap();
+    let lake = &lake;
+    let incomplete = || async move {
+        let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+        assert!(!plan.lineage_complete && plan.candidates.is_empty(), "{:?}", plan.problems);
+        plan.problems.join("\n")
+    };
+    let edited = String::from_utf8(good.to_vec()).unwrap().replacen("\"read_version\":1", "\"read_version\":0", 1);
+    lake.store.put(&key, edited.into_bytes()).await.unwrap();
+    let problems = incomplete().await;
+    assert!(problems.contains(&key) && problems.contains("seal"), "{problems}");
+    lake.store.put(&key, good.to_vec()).await.unwrap();
+    let log_key = format!(
+        "tables/t.lance/_lake/object_ref_logs/{}.arrows",
+        key.rsplit('/').next().unwrap().trim_end_matches(".json")
+    );
+    let log = lake.store.get(&log_key).await.unwrap().unwrap();
+    let mut tampered = log.to_vec();
+    tampered[0] ^= 1;
+    lake.store.put(&log_key, tampered).await.unwrap();
+    assert!(incomplete().await.contains("reference log"));
+    lake.store.put(&log_key, log.to_vec()).await.unwrap();
+    lake.store.put("_lake/intents/t/notes.txt", b"stray".to_vec()).await.unwrap();
+    assert!(incomplete().await.contains("notes.txt"));
+    lake.store.delete("_lake/intents/t/notes.txt").await.unwrap();
+    let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&late.key));
+    hold.set(Mode::Off);
+}
