@@ -3,13 +3,15 @@
 //! `conformance` is the storage-facing suite every backend runs (object_store's pattern);
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
 //! `inventory` checks the local inventory against object_store's full listing; `report` plans
-//! from S3 Inventory reports (LocalStack).
+//! from S3 Inventory reports (LocalStack); `outputs` checks where documents written for an
+//! operator may go, and how plans, checkpoints and shards bind (issue 22, kinds 1, 6, 7, 9).
 
 mod attack_api;
 mod collector;
 mod conformance;
 mod documents;
 mod inventory;
+mod outputs;
 mod parallel_listing;
 mod planner;
 mod report;
