@@ -61,12 +61,7 @@ impl CliError {
 ///
 /// # Errors
 /// [`CliError::Usage`].
-pub fn check_range(
-    flag: &str,
-    value: u64,
-    range: std::ops::RangeInclusive<u64>,
-    why: &str,
-) -> Result<(), CliError> {
+pub fn check_range(flag: &str, value: u64, range: std::ops::RangeInclusive<u64>, why: &str) -> Result<(), CliError> {
     if range.contains(&value) {
         return Ok(());
     }

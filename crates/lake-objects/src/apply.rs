@@ -134,7 +134,8 @@ pub(crate) async fn apply_loaded(
                 Some(loaded)
             } else if loaded.checkpoint.complete {
                 tracing::info!(old = %loaded.checkpoint.plan_digest, new = %digest, "the checkpoint records a finished apply of another plan; the new plan replaces it");
-                replaced = Some(ReplacedApply { plan_digest: loaded.checkpoint.plan_digest, cutoff: loaded.plan.cutoff });
+                replaced =
+                    Some(ReplacedApply { plan_digest: loaded.checkpoint.plan_digest, cutoff: loaded.plan.cutoff });
                 None
             } else {
                 let c = &loaded.checkpoint;
@@ -315,7 +316,8 @@ pub(crate) async fn apply_loaded(
 /// repair that would race it. Any other refusal is returned as it is.
 fn writer_in_flight(error: ObjectsError, plan: &GcPlan) -> ObjectsError {
     let ObjectsError::LineageIncomplete { problems } = &error else { return error };
-    let since_plan = |table: &str, version: u64| plan.basis.iter().find(|b| b.table == table).is_none_or(|b| version > b.version);
+    let since_plan =
+        |table: &str, version: u64| plan.basis.iter().find(|b| b.table == table).is_none_or(|b| version > b.version);
     let mut pending = Vec::new();
     for problem in problems {
         match problem {

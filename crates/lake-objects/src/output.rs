@@ -72,7 +72,9 @@ impl DocumentKind {
     /// (pretty-printed as lake writes them, or compact); a metrics file must be read whole.
     pub fn recognises(self, head: &[u8], whole: bool) -> bool {
         match self {
-            Self::Plan => json_head_is(head, &["{", "\"digest\"", ":", "\"", ",", "\"plan\"", ":", "{", "\"format_version\""]),
+            Self::Plan => {
+                json_head_is(head, &["{", "\"digest\"", ":", "\"", ",", "\"plan\"", ":", "{", "\"format_version\""])
+            }
             Self::ShardManifest => {
                 json_head_is(head, &["{", "\"digest\"", ":", "\"", ",", "\"manifest\"", ":", "{", "\"format_version\""])
             }
@@ -207,7 +209,8 @@ impl RootFolders {
                 continue;
             }
             ids.insert((meta.dev(), meta.ino()));
-            let below_objects = folder.strip_prefix(&path).is_ok_and(|rel| rel.starts_with(crate::layout::OBJECTS_PREFIX));
+            let below_objects =
+                folder.strip_prefix(&path).is_ok_and(|rel| rel.starts_with(crate::layout::OBJECTS_PREFIX));
             if depth >= 3 || below_objects {
                 continue;
             }
@@ -232,9 +235,8 @@ impl RootFolders {
             return true;
         }
         // A folder with the identity of the root or of one of its folders: a bind mount.
-        path.ancestors().any(|a| {
-            std::fs::metadata(a).is_ok_and(|m| m.is_dir() && self.ids.contains(&(m.dev(), m.ino())))
-        })
+        path.ancestors()
+            .any(|a| std::fs::metadata(a).is_ok_and(|m| m.is_dir() && self.ids.contains(&(m.dev(), m.ino()))))
     }
 }
 
@@ -279,7 +281,12 @@ fn resolve_existing_prefix(folder: &Path) -> Result<PathBuf, String> {
                 match existing.components().next_back() {
                     Some(Component::Normal(name)) => rest.push(name.to_owned()),
                     Some(Component::CurDir) => {}
-                    _ => return Err(format!("`{}` cannot be resolved: a folder before it does not exist", existing.display())),
+                    _ => {
+                        return Err(format!(
+                            "`{}` cannot be resolved: a folder before it does not exist",
+                            existing.display()
+                        ))
+                    }
                 }
                 existing.pop();
             }
@@ -330,16 +337,17 @@ pub fn parse_local(flag: &str, text: &str) -> Result<PathBuf, ObjectsError> {
     }
 }
 
-/// A local file lake writes a document of one kind to, outside the lake (see the module
-/// documentation).
+/// A local path lake writes to, outside the lake (see the module documentation): a file that
+/// receives a document of one kind ([`OutputPath::write`]), or the folder of a sharded plan
+/// ([`OutputPath::prepare_folder`], [`OutputPath::file`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputFile {
+pub struct OutputPath {
     path: PathBuf,
     force: bool,
 }
 
-impl OutputFile {
-    /// The file at `path` (relative to the working folder, or absolute); an existing file is
+impl OutputPath {
+    /// The path `path` (relative to the working folder, or absolute); an existing file is
     /// replaced only by a document of the same kind.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into(), force: false }
@@ -353,8 +361,9 @@ impl OutputFile {
         parse_local(flag, text).map(Self::new)
     }
 
-    /// The same file, replacing an existing regular file of any kind when `force` (never a
-    /// folder, device, pipe or socket, and never inside the lake).
+    /// The same path, replacing an existing regular file of any kind (or, as a sharded plan's
+    /// folder, writing into a folder holding anything) when `force`; never a folder, device,
+    /// pipe or socket as a file, and never inside the lake.
     pub fn force(mut self, force: bool) -> Self {
         self.force = force;
         self
@@ -367,7 +376,7 @@ impl OutputFile {
 
     /// Checks that a document of `kind` may be written here for the lake `root`: the file is
     /// outside the root by any route, its folder exists, and what is there is nothing, an empty
-    /// file or a document of `kind` (anything regular with [`OutputFile::force`]).
+    /// file or a document of `kind` (anything regular with [`OutputPath::force`]).
     ///
     /// # Errors
     /// [`ObjectsError::Output`] naming the file and what to do.
@@ -391,11 +400,11 @@ impl OutputFile {
         check_replaceable(&self.path, kind, self.force).map_err(refuse)
     }
 
-    /// Writes a document of `kind`, what `produce` streams, after [`OutputFile::check`],
+    /// Writes a document of `kind`, what `produce` streams, after [`OutputPath::check`],
     /// atomically ([`write_atomically`]).
     ///
     /// # Errors
-    /// As [`OutputFile::check`]; [`ObjectsError::Io`] when writing fails (the destination is
+    /// As [`OutputPath::check`]; [`ObjectsError::Io`] when writing fails (the destination is
     /// then unchanged).
     pub fn write(
         &self,
@@ -406,89 +415,22 @@ impl OutputFile {
         self.check(root, kind)?;
         write_atomically(&self.path, produce)
     }
-}
 
-/// Whether an existing `path` may be replaced by a document of `kind`; a message saying why
-/// not.
-fn check_replaceable(path: &Path, kind: DocumentKind, force: bool) -> Result<(), String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot be inspected before it is replaced ({e}); nothing was written")),
-    };
-    if meta.is_dir() {
-        return Err("is a folder; give a file path".into());
-    }
-    if !meta.is_file() {
-        return Err("is not a regular file (a device, pipe or socket): lake writes its documents through a temporary file renamed over the destination, which would replace it. Give a regular file path; nothing was written".into());
-    }
-    if meta.len() == 0 || force {
-        return Ok(());
-    }
-    let limit = if kind == DocumentKind::Metrics { METRICS_MAX_BYTES } else { HEAD_BYTES as u64 };
-    let mut head = Vec::new();
-    if let Err(e) = std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut head)) {
-        return Err(format!("cannot be read to tell what it is ({e}); nothing was written"));
-    }
-    if kind.recognises(&head, head.len() as u64 == meta.len()) {
-        return Ok(());
-    }
-    Err(format!(
-        "already exists and is not a {} (the kind being written); refusing to replace it. Choose another path, remove it, or pass --force to replace it; nothing was written",
-        kind.describe()
-    ))
-}
-
-/// A local folder lake writes a sharded plan to (`manifest.json` and `shard-00000.json`, ...),
-/// outside the lake (see the module documentation).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputFolder {
-    path: PathBuf,
-    force: bool,
-}
-
-impl OutputFolder {
-    /// The folder at `path`; an existing folder is written into only when it is empty or holds
-    /// a sharded plan.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), force: false }
+    /// The file `name` in this folder, with this path's `force`.
+    pub fn file(&self, name: &str) -> OutputPath {
+        OutputPath::new(self.path.join(name)).force(self.force)
     }
 
-    /// Parses an operator's value of `flag` (see [`parse_local`]).
-    ///
-    /// # Errors
-    /// As [`parse_local`].
-    pub fn parse(flag: &str, text: &str) -> Result<Self, ObjectsError> {
-        parse_local(flag, text).map(Self::new)
-    }
-
-    /// The same folder, written into whatever else it holds when `force` (files of the names a
-    /// sharded plan uses are replaced; never inside the lake).
-    pub fn force(mut self, force: bool) -> Self {
-        self.force = force;
-        self
-    }
-
-    /// The path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The file `name` in the folder, with the folder's `force`.
-    pub fn file(&self, name: &str) -> OutputFile {
-        OutputFile::new(self.path.join(name)).force(self.force)
-    }
-
-    /// Checks the folder for the lake `root` and creates it when it does not exist (its parent
-    /// must: only the last folder is created, so that a typo cannot create a tree). The folder
-    /// and every file a sharded plan writes in it must be outside the root by any route; an
-    /// existing folder must be empty or hold only a manifest and shard documents (anything with
-    /// [`OutputFolder::force`]).
+    /// Checks this path as the folder of a sharded plan for the lake `root` and creates it when
+    /// it does not exist (its parent must: only the last folder is created, so that a typo
+    /// cannot create a tree). The folder and every file a sharded plan writes in it must be
+    /// outside the root by any route; an existing folder must be empty or hold only a manifest
+    /// and shard documents (anything with [`OutputPath::force`]).
     ///
     /// # Errors
     /// [`ObjectsError::Output`] naming the folder and what to do; [`ObjectsError::Io`] when it
     /// cannot be created or read.
-    pub fn prepare(&self, root: &LakeRootUri) -> Result<(), ObjectsError> {
+    pub fn prepare_folder(&self, root: &LakeRootUri) -> Result<(), ObjectsError> {
         let shown = self.path.display().to_string();
         let refuse = |m: String| ObjectsError::Output { path: shown.clone(), message: m };
         let io = |source| ObjectsError::Io { path: shown.clone(), source };
@@ -542,10 +484,41 @@ impl OutputFolder {
     }
 }
 
+/// Whether an existing `path` may be replaced by a document of `kind`; a message saying why
+/// not.
+fn check_replaceable(path: &Path, kind: DocumentKind, force: bool) -> Result<(), String> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot be inspected before it is replaced ({e}); nothing was written")),
+    };
+    if meta.is_dir() {
+        return Err("is a folder; give a file path".into());
+    }
+    if !meta.is_file() {
+        return Err("is not a regular file (a device, pipe or socket): lake writes its documents through a temporary file renamed over the destination, which would replace it. Give a regular file path; nothing was written".into());
+    }
+    if meta.len() == 0 || force {
+        return Ok(());
+    }
+    let limit = if kind == DocumentKind::Metrics { METRICS_MAX_BYTES } else { HEAD_BYTES as u64 };
+    let mut head = Vec::new();
+    if let Err(e) = std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut head)) {
+        return Err(format!("cannot be read to tell what it is ({e}); nothing was written"));
+    }
+    if kind.recognises(&head, head.len() as u64 == meta.len()) {
+        return Ok(());
+    }
+    Err(format!(
+        "already exists and is not a {} (the kind being written); refusing to replace it. Choose another path, remove it, or pass --force to replace it; nothing was written",
+        kind.describe()
+    ))
+}
+
 /// Writes what `produce` streams to the local file `path` atomically and durably: a temporary
 /// file in the same folder, fsynced, renamed over `path`, then the folder fsynced. A crash
 /// leaves the previous file or the new one, never a torn one. No check: callers check the
-/// destination first ([`OutputFile::check`], [`crate::checkpoint::CheckpointLocation`]).
+/// destination first ([`OutputPath::check`], [`crate::checkpoint::CheckpointLocation`]).
 ///
 /// # Errors
 /// [`ObjectsError::Io`]; the destination is then unchanged.

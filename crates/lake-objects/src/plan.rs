@@ -9,7 +9,7 @@
 use crate::candidates::CandidateList;
 use crate::error::ObjectsError;
 use crate::key_range::KeyRange;
-use crate::output::{DocumentKind, OutputFile};
+use crate::output::{DocumentKind, OutputPath};
 use lake_engine::LineageBasis;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -186,13 +186,13 @@ impl GcPlan {
     /// Writes the plan document ([`GcPlan::write_document`], what `lake gc --out FILE` writes)
     /// to `out`, under the rules of [`crate::output`]: outside the plan's own lake (its `root`)
     /// by any spelling or route, over nothing, an empty file or another plan document (any
-    /// regular file with [`OutputFile::force`]), atomically.
+    /// regular file with [`OutputPath::force`]), atomically.
     ///
     /// # Errors
     /// [`ObjectsError::Root`] for a file inside the lake; [`ObjectsError::Output`] for a file
     /// of another kind, a folder or a device there, or a folder that does not exist;
     /// [`ObjectsError::Io`].
-    pub fn save(&self, out: &OutputFile) -> Result<(), ObjectsError> {
+    pub fn save(&self, out: &OutputPath) -> Result<(), ObjectsError> {
         let root = crate::output::document_root(&self.root)?;
         out.write(&root, DocumentKind::Plan, |w| self.write_document(w))
     }

@@ -26,7 +26,7 @@
 
 use crate::error::ObjectsError;
 use crate::key_range::KeyRange;
-use crate::output::{document_root, DocumentKind, OutputFolder};
+use crate::output::{document_root, DocumentKind, OutputPath};
 use crate::plan::{GcPlan, PlanShard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -388,10 +388,10 @@ impl ShardManifest {
     /// [`ObjectsError::Root`] for a folder inside the lake; [`ObjectsError::Output`] for a file
     /// of another kind there; [`ObjectsError::Io`].
     pub fn save(&self, dir: &Path) -> Result<(), ObjectsError> {
-        self.save_in(&OutputFolder::new(dir))
+        self.save_in(&OutputPath::new(dir))
     }
 
-    fn save_in(&self, folder: &OutputFolder) -> Result<(), ObjectsError> {
+    fn save_in(&self, folder: &OutputPath) -> Result<(), ObjectsError> {
         let bytes = self.to_document();
         let root = document_root(&self.root)?;
         folder.file(MANIFEST_FILE).write(&root, DocumentKind::ShardManifest, |out| out.write_all(&bytes))
@@ -537,13 +537,13 @@ impl ShardedPlan {
     /// # Errors
     /// As [`ShardedPlan::save_to`].
     pub fn save(&self, dir: &Path) -> Result<(), ObjectsError> {
-        self.save_to(&OutputFolder::new(dir))
+        self.save_to(&OutputPath::new(dir))
     }
 
     /// Writes every shard's plan document, then the manifest, into `folder`, each atomically,
     /// under the rules of [`crate::output`]: the folder (created when missing, its parent must
     /// exist) and its files lie outside the plan's lake by any route, and an existing folder is
-    /// empty or holds a sharded plan (anything with [`OutputFolder::force`]). Shard documents
+    /// empty or holds a sharded plan (anything with [`OutputPath::force`]). Shard documents
     /// of an earlier plan beyond this one's count are removed after the manifest is written. A
     /// crash in between leaves the earlier manifest (if any), which the new shard documents do
     /// not match: loading them is refused, never mixed.
@@ -551,9 +551,9 @@ impl ShardedPlan {
     /// # Errors
     /// [`ObjectsError::Root`] for a folder inside the lake; [`ObjectsError::Output`] for a
     /// folder holding other files; [`ObjectsError::Io`].
-    pub fn save_to(&self, folder: &OutputFolder) -> Result<(), ObjectsError> {
+    pub fn save_to(&self, folder: &OutputPath) -> Result<(), ObjectsError> {
         let root = document_root(&self.manifest.root)?;
-        folder.prepare(&root)?;
+        folder.prepare_folder(&root)?;
         for plan in &self.plans {
             let index = shard_of(plan)?.index;
             folder.file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))?;
@@ -562,8 +562,15 @@ impl ShardedPlan {
         let io = |source| ObjectsError::Io { path: folder.path().display().to_string(), source };
         for entry in std::fs::read_dir(folder.path()).map_err(io)? {
             let entry = entry.map_err(io)?;
-            let stale = parse_shard_file_name(&entry.file_name().to_string_lossy()).is_some_and(|i| i >= self.manifest.count);
-            if stale && folder.file(&entry.file_name().to_string_lossy()).force(false).check(&root, DocumentKind::Plan).is_ok() {
+            let stale =
+                parse_shard_file_name(&entry.file_name().to_string_lossy()).is_some_and(|i| i >= self.manifest.count);
+            if stale
+                && folder
+                    .file(&entry.file_name().to_string_lossy())
+                    .force(false)
+                    .check(&root, DocumentKind::Plan)
+                    .is_ok()
+            {
                 std::fs::remove_file(entry.path()).map_err(io)?;
             }
         }
@@ -593,5 +600,5 @@ impl ShardedPlan {
 pub fn save_shard(plan: &GcPlan, dir: &Path) -> Result<(), ObjectsError> {
     let index = shard_of(plan)?.index;
     let root = document_root(&plan.root)?;
-    OutputFolder::new(dir).file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))
+    OutputPath::new(dir).file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))
 }

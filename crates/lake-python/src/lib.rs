@@ -95,7 +95,7 @@ fn objects_err(e: lake_objects::ObjectsError) -> PyErr {
     use lake_objects::ObjectsError as E;
     let kind = match &e {
         E::Policy(_) | E::Root { .. } | E::Output { .. } => Kind::Policy,
-        E::PlanIncomplete { .. } => Kind::Lineage,
+        E::PlanIncomplete { .. } | E::JournalPending { .. } => Kind::Lineage,
         E::Storage { .. } | E::Io { .. } => Kind::Storage,
         _ => Kind::Other,
     };
@@ -600,7 +600,7 @@ fn sharded_documents(plan: &ShardedPlan) -> PyResult<(String, Vec<String>)> {
 #[pyo3(signature = (path, document, force=false))]
 fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
     let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?;
-    plan.save(&lake_objects::output::OutputFile::new(path).force(force)).map_err(objects_err)
+    plan.save(&lake_objects::output::OutputPath::new(path).force(force)).map_err(objects_err)
 }
 
 /// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created when its
@@ -616,7 +616,7 @@ fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>, 
         .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
         .collect::<Result<Vec<_>, _>>()
         .map_err(objects_err)?;
-    let folder = lake_objects::output::OutputFolder::new(dir).force(force);
+    let folder = lake_objects::output::OutputPath::new(dir).force(force);
     ShardedPlan { manifest, plans }.save_to(&folder).map_err(objects_err)
 }
 

@@ -12,7 +12,7 @@ use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
 use lake_objects::inventory::report::{ReportInventory, ReportOptions};
-use lake_objects::output::{DocumentKind, LakeRootUri, OutputFile};
+use lake_objects::output::{DocumentKind, LakeRootUri, OutputPath};
 use lake_objects::plan::GcPlan;
 use lake_objects::spill::share;
 use std::path::PathBuf;
@@ -46,9 +46,9 @@ pub struct GcRequest {
     /// Listing requests in flight on an S3 root.
     pub list_streams: usize,
     /// Where to write the plan document (checked against the lake before planning).
-    pub out: Option<OutputFile>,
+    pub out: Option<OutputPath>,
     /// Where to write the run's metrics (checked against the lake before planning).
-    pub metrics: Option<OutputFile>,
+    pub metrics: Option<OutputPath>,
     /// A saved plan to apply instead of planning.
     pub plan: Option<PathBuf>,
     /// Largest accepted difference between this host's clock and the store's.
@@ -137,10 +137,10 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     let force = args.force;
     // With --shards, --out names a folder (see `gc_shards`).
     let out = match (&args.out, args.shards) {
-        (Some(text), None) => Some(OutputFile::parse("--out", text)?.force(force)),
+        (Some(text), None) => Some(OutputPath::parse("--out", text)?.force(force)),
         _ => None,
     };
-    let metrics = args.metrics_file.as_deref().map(|t| OutputFile::parse("--metrics-file", t)).transpose()?;
+    let metrics = args.metrics_file.as_deref().map(|t| OutputPath::parse("--metrics-file", t)).transpose()?;
     Ok(GcRequest {
         min_age,
         allow_below_policy: args.allow_below_policy,
@@ -316,7 +316,7 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
 /// atomically), prints its JSON or text, and turns its exit code into a result.
 fn finish(
     args: &GcArgs,
-    metrics: Option<(&OutputFile, &LakeRootUri)>,
+    metrics: Option<(&OutputPath, &LakeRootUri)>,
     prometheus: impl FnOnce() -> String,
     json: impl FnOnce(&mut dyn std::io::Write) -> serde_json::Result<()>,
     text: impl FnOnce() -> String,

@@ -362,8 +362,7 @@ mod tests {
         let spilled = writer.finish().unwrap();
         assert!(spilled.is_spilled());
         let json = |r: &GcReport| serde_json::to_value(JsonReport(r)).unwrap();
-        let (from_disk, from_memory) =
-            (json(&report(spilled)), json(&report(CandidateList::from_sorted(candidates))));
+        let (from_disk, from_memory) = (json(&report(spilled)), json(&report(CandidateList::from_sorted(candidates))));
         assert_eq!(from_disk["candidates"].as_array().map(Vec::len), Some(50));
         assert_eq!(from_disk, from_memory);
     }

@@ -11,7 +11,7 @@ use crate::commands::gc::GcRequest;
 use crate::error::CliError;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, PlannedShards};
-use lake_objects::output::OutputFolder;
+use lake_objects::output::OutputPath;
 use lake_objects::shards::{shard_checkpoint_name, ShardEntry, ShardManifest, MAX_SHARDS};
 use lake_objects::spill::share;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub enum ShardRequest {
     /// A sharded dry run of this many shards, written to the folder when given.
-    Plan { shards: usize, out: Option<OutputFolder> },
+    Plan { shards: usize, out: Option<OutputPath> },
     /// Apply the sharded plan whose manifest is `manifest`, each shard with its checkpoint in
     /// `checkpoint_dir`; only shard `only` when given.
     Apply { manifest: PathBuf, checkpoint_dir: String, only: Option<u64> },
@@ -37,7 +37,7 @@ pub fn shard_request(args: &GcArgs) -> Result<Option<ShardRequest>, CliError> {
                 "--shards {shards} must be between 1 and {MAX_SHARDS} (every shard reads the whole journal; only the listing is split)"
             )));
         }
-        let out = args.out.as_deref().map(|t| OutputFolder::parse("--out", t)).transpose()?;
+        let out = args.out.as_deref().map(|t| OutputPath::parse("--out", t)).transpose()?;
         return Ok(Some(ShardRequest::Plan { shards, out: out.map(|o| o.force(args.force)) }));
     }
     match (&args.manifest, &args.checkpoint_dir) {
@@ -76,12 +76,12 @@ async fn plan(
     req: &GcRequest,
     horizon: &Horizon,
     shards: usize,
-    out: Option<&OutputFolder>,
+    out: Option<&OutputPath>,
 ) -> Result<ShardedReport, CliError> {
     // The folder (and the metrics file) are checked before planning: a typo costs nothing,
     // and nothing is ever written inside the lake or over files of another kind.
     if let Some(dir) = out {
-        dir.prepare(collector.store().root())?;
+        dir.prepare_folder(collector.store().root())?;
     }
     if let Some(metrics) = &req.metrics {
         metrics.check(collector.store().root(), lake_objects::output::DocumentKind::Metrics)?;

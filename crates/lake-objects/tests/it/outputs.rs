@@ -7,6 +7,7 @@
 //! Every test asserts the safe outcome on a real local store, and that nothing under the root
 //! changed (every path and byte).
 
+use crate::attack_api::tree;
 use chrono::{DateTime, Utc};
 use lake_common::ObjectIdentity;
 use lake_engine::memory::MemoryEngine;
@@ -15,11 +16,10 @@ use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::clock::FixedClock;
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
 use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::output::{DocumentKind, OutputFile, OutputFolder};
+use lake_objects::output::{DocumentKind, OutputPath};
 use lake_objects::plan::GcPlan;
 use lake_objects::shards::{save_shard, shard_file_name, ShardEntry, ShardManifest, ShardedPlan, MANIFEST_FILE};
 use lake_objects::{LakeStore, ObjectsError};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use ulid::Ulid;
@@ -72,39 +72,20 @@ fn horizon() -> Horizon {
     Horizon::new(Duration::from_secs(3600))
 }
 
-/// Every path under `dir` (folders and links too, not following links) with a file's bytes or
-/// a link's target.
-fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(base).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_dir() {
-                out.insert(format!("{rel}/"), None);
-                walk(base, &path, out);
-            } else if meta.file_type().is_symlink() {
-                out.insert(rel, Some(std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes()));
-            } else {
-                out.insert(rel, std::fs::read(&path).ok());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
 fn is_root_refusal(result: Result<(), ObjectsError>, what: &str) {
     match result {
-        Err(ObjectsError::Root { message, .. }) => assert!(message.contains("inside the lake root"), "{what}: {message}"),
+        Err(ObjectsError::Root { message, .. }) => {
+            assert!(message.contains("inside the lake root"), "{what}: {message}")
+        }
         other => panic!("{what}: expected a refusal inside the lake root, got {other:?}"),
     }
 }
 
 fn is_output_refusal(result: Result<(), ObjectsError>, needle: &str) {
     match result {
-        Err(ObjectsError::Output { message, .. }) => assert!(message.contains(needle), "expected `{needle}` in {message}"),
+        Err(ObjectsError::Output { message, .. }) => {
+            assert!(message.contains(needle), "expected `{needle}` in {message}")
+        }
         other => panic!("expected an output refusal ({needle}), got {other:?}"),
     }
 }
@@ -181,7 +162,7 @@ async fn documents_are_never_written_inside_the_lake_by_any_route() {
         files.extend([format!("{dir}/{at}/new.json"), format!("{dir}/{at}/lake.json")]);
     }
     for text in &files {
-        let out = OutputFile::new(text);
+        let out = OutputPath::new(text);
         is_root_refusal(plan.save(&out), &format!("plan at {text}"));
         is_root_refusal(plan.save(&out.clone().force(true)), &format!("plan at {text}, forced"));
         let metrics = out.write(l.store.root(), DocumentKind::Metrics, |w| w.write_all(b"lake_gc_x 1\n"));
@@ -193,7 +174,7 @@ async fn documents_are_never_written_inside_the_lake_by_any_route() {
     }
     // `file:` URLs of an operator's value are paths too.
     for text in [format!("file://{root}/plan.json"), format!("file:{root}/objects/x.json")] {
-        is_root_refusal(plan.save(&OutputFile::parse("--out", &text).unwrap()), &text);
+        is_root_refusal(plan.save(&OutputPath::parse("--out", &text).unwrap()), &text);
     }
     let mut folders = vec![
         root.clone(),
@@ -208,7 +189,7 @@ async fn documents_are_never_written_inside_the_lake_by_any_route() {
         folders.extend([format!("{dir}/{at}"), format!("{dir}/{at}/plans")]);
     }
     for text in &folders {
-        let folder = OutputFolder::new(text);
+        let folder = OutputPath::new(text);
         is_root_refusal(sharded.save_to(&folder), &format!("sharded plan in {text}"));
         is_root_refusal(sharded.save_to(&folder.clone().force(true)), &format!("sharded plan in {text}, forced"));
         is_root_refusal(sharded.manifest.save(Path::new(text)), &format!("manifest in {text}"));
@@ -218,7 +199,7 @@ async fn documents_are_never_written_inside_the_lake_by_any_route() {
     assert_eq!(tree(&l.root), before, "a path or byte under the lake root changed");
     assert!(l.store.head(&live).await.unwrap().is_some());
     // The same documents outside the lake are written.
-    plan.save(&OutputFile::new(l.path("plan.json"))).unwrap();
+    plan.save(&OutputPath::new(l.path("plan.json"))).unwrap();
     sharded.save(&l.path("plans")).unwrap();
     assert_eq!(ShardedPlan::load(&l.path("plans")).unwrap(), sharded);
 }
@@ -239,32 +220,34 @@ async fn an_existing_file_is_replaced_only_by_a_document_of_its_kind() {
     std::fs::write(&metrics_text, b"# HELP lake_gc_x X.\n# TYPE lake_gc_x gauge\nlake_gc_x{root=\"r\"} 1\n").unwrap();
     let json = l.path("other.json");
     std::fs::write(&json, br#"{"digest": "x", "manifest": {"format_version": 1}}"#).unwrap();
-    is_output_refusal(plan.save(&OutputFile::new(&user)), "not a GC plan document");
-    is_output_refusal(plan.save(&OutputFile::new(&metrics_text)), "not a GC plan document");
-    is_output_refusal(plan.save(&OutputFile::new(&json)), "refusing to replace it");
+    is_output_refusal(plan.save(&OutputPath::new(&user)), "not a GC plan document");
+    is_output_refusal(plan.save(&OutputPath::new(&metrics_text)), "not a GC plan document");
+    is_output_refusal(plan.save(&OutputPath::new(&json)), "refusing to replace it");
     let metrics = |path: &Path, force: bool| {
-        OutputFile::new(path).force(force).write(l.store.root(), DocumentKind::Metrics, |w| w.write_all(b"lake_gc_y 2\n"))
+        OutputPath::new(path)
+            .force(force)
+            .write(l.store.root(), DocumentKind::Metrics, |w| w.write_all(b"lake_gc_y 2\n"))
     };
     is_output_refusal(metrics(&user, false), "not a lake metrics file");
     assert_eq!(std::fs::read(&user).unwrap(), b"my notes", "refusals leave the file as it was");
     // A folder or a device: never, even forced (the rename would replace the node itself).
-    is_output_refusal(plan.save(&OutputFile::new(l.dir.path()).force(true)), "folder");
-    is_output_refusal(plan.save(&OutputFile::new("/dev/null").force(true)), "not a regular file");
-    is_output_refusal(plan.save(&OutputFile::new(l.path("missing/plan.json"))), "does not exist");
+    is_output_refusal(plan.save(&OutputPath::new(l.dir.path()).force(true)), "folder");
+    is_output_refusal(plan.save(&OutputPath::new("/dev/null").force(true)), "not a regular file");
+    is_output_refusal(plan.save(&OutputPath::new(l.path("missing/plan.json"))), "does not exist");
     assert!(!l.path("missing").exists(), "no folder is created from a file path");
     // Same kind, an empty file, or forced: replaced whole, permissions kept.
     metrics(&metrics_text, false).unwrap();
     assert_eq!(std::fs::read(&metrics_text).unwrap(), b"lake_gc_y 2\n");
     let p = l.path("plan.json");
-    plan.save(&OutputFile::new(&p)).unwrap();
+    plan.save(&OutputPath::new(&p)).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
-    plan.save(&OutputFile::new(&p)).unwrap();
+    plan.save(&OutputPath::new(&p)).unwrap();
     assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
     assert_eq!(GcPlan::from_document(&std::fs::read(&p).unwrap(), "p").unwrap().digest(), plan.digest());
     let empty = l.path("empty.json");
     std::fs::write(&empty, b"").unwrap();
-    plan.save(&OutputFile::new(&empty)).unwrap();
-    plan.save(&OutputFile::new(&user).force(true)).unwrap();
+    plan.save(&OutputPath::new(&empty)).unwrap();
+    plan.save(&OutputPath::new(&user).force(true)).unwrap();
     assert_eq!(GcPlan::from_document(&std::fs::read(&user).unwrap(), "u").unwrap().digest(), plan.digest());
     let left: Vec<_> = std::fs::read_dir(l.dir.path())
         .unwrap()
@@ -298,9 +281,9 @@ async fn a_sharded_plan_is_written_only_into_an_empty_folder_or_over_a_sharded_p
     std::fs::write(mine.join("thesis.tex"), b"chapter 1").unwrap();
     is_output_refusal(two.save(&mine), "thesis.tex");
     std::fs::write(mine.join(MANIFEST_FILE), b"my manifest").unwrap();
-    is_output_refusal(two.save_to(&OutputFolder::new(&mine)), "not part of a sharded plan");
+    is_output_refusal(two.save_to(&OutputPath::new(&mine)), "not part of a sharded plan");
     assert_eq!(std::fs::read(mine.join(MANIFEST_FILE)).unwrap(), b"my manifest");
-    two.save_to(&OutputFolder::new(&mine).force(true)).unwrap();
+    two.save_to(&OutputPath::new(&mine).force(true)).unwrap();
     assert_eq!(std::fs::read(mine.join("thesis.tex")).unwrap(), b"chapter 1", "forced: other files left alone");
     assert_eq!(ShardedPlan::load(&mine).unwrap(), two);
 }
@@ -418,7 +401,9 @@ async fn shard_documents_are_checked_against_the_manifest_before_any_delete() {
     for result in [
         forged.check_folder(&dir, &[0]).map(|_| ()),
         forged.check_shard(&forged_plan),
-        gc.apply_shard(&forged, &forged_plan, &horizon(), &l.ckpt("f.ckpt"), &ApplyOptions::default()).await.map(|_| ()),
+        gc.apply_shard(&forged, &forged_plan, &horizon(), &l.ckpt("f.ckpt"), &ApplyOptions::default())
+            .await
+            .map(|_| ()),
     ] {
         match result {
             Err(ObjectsError::Policy(message)) => assert!(message.contains("outside that range"), "{message}"),
