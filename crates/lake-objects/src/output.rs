@@ -379,7 +379,8 @@ impl OutputPath {
     /// file or a document of `kind` (anything regular with [`OutputPath::force`]).
     ///
     /// # Errors
-    /// [`ObjectsError::Output`] naming the file and what to do.
+    /// [`ObjectsError::Root`] for a file inside the lake (or one whose route cannot be
+    /// resolved); [`ObjectsError::Output`] naming the file and what to do otherwise.
     pub fn check(&self, root: &LakeRootUri, kind: DocumentKind) -> Result<(), ObjectsError> {
         let shown = self.path.display().to_string();
         let refuse = |m: String| ObjectsError::Output { path: shown.clone(), message: m };

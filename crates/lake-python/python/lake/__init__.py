@@ -520,8 +520,9 @@ class Gc:
         progress in `checkpoint` (a local path or `s3://` URL outside the lake; the plan is saved
         beside it as `<checkpoint>.plan.json`).
 
-        Resumes the apply `checkpoint` records when there is one of the same plan; a checkpoint
-        of another plan is refused (`LakeError`: choose a new checkpoint path). Stops after
+        Resumes the apply `checkpoint` records when there is one of the same plan; a finished
+        apply of another plan there is replaced by this one, an unfinished one refuses it
+        (`LakeError` naming both plans: resume it first, or choose a new checkpoint path). Stops after
         `max_pages` pages when given; Ctrl-C (`KeyboardInterrupt`) stops it at the next group
         boundary with the groups already done recorded. Either way, call again to resume.
 
