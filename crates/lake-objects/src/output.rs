@@ -388,10 +388,7 @@ impl OutputPath {
             return Err(refuse("names a folder; give a file path".into()));
         }
         check_outside(&shown, Destination::Local(&self.path), root)?;
-        let folder = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
+        let folder = folder_of(&self.path);
         if !folder.is_dir() {
             return Err(refuse(format!(
                 "its folder {} does not exist; create it first (lake creates no folders from a file path, so that a typo cannot)",
@@ -447,10 +444,7 @@ impl OutputPath {
                 ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = match self.path.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => p,
-                    _ => Path::new("."),
-                };
+                let parent = folder_of(&self.path);
                 if !parent.is_dir() {
                     return Err(refuse(format!(
                         "its parent folder {} does not exist; create it first (lake creates only the last folder, so that a typo cannot create a tree)",
@@ -528,10 +522,7 @@ pub fn write_atomically(
     produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), ObjectsError> {
     let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = folder_of(path);
     // A new file gets the usual mode (0666 less the umask), a replaced one keeps its own (a
     // metrics file read by another user's exporter, say); tempfile's default would be 0600.
     use std::os::unix::fs::PermissionsExt;
@@ -540,7 +531,7 @@ pub fn write_atomically(
         .prefix(".lake-")
         .suffix(".tmp")
         .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(&dir)
+        .tempfile_in(dir)
         .map_err(io)?;
     if let Some(permissions) = existing {
         tmp.as_file().set_permissions(permissions).map_err(io)?;
@@ -550,10 +541,18 @@ pub fn write_atomically(
     drop(out);
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
-    if let Ok(d) = std::fs::File::open(&dir) {
+    if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The folder `path` lies in (`.` for a bare name).
+pub(crate) fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 #[cfg(test)]
