@@ -88,11 +88,14 @@ pub enum Command {
     Config(ConfigArgs),
     /// Plan (dry run) or apply the garbage collection of orphan managed objects.
     ///
-    /// Without --apply, prints the plan and deletes nothing. With --apply and --checkpoint PATH,
-    /// persists the plan beside PATH (PATH.plan.json), revalidates it against the journal, and
-    /// deletes page by page, recording progress in PATH after every group of pages; if PATH
-    /// already records an apply, resumes it instead of planning again (a finished one is
-    /// reported and nothing is done).
+    /// Without --apply, prints the plan and deletes nothing (and writes nothing inside the lake:
+    /// --out, --metrics-file and checkpoints must lie outside it, by any path or link). With
+    /// --apply and --checkpoint PATH, persists the plan beside PATH (PATH.plan.json),
+    /// revalidates it against the journal, and deletes page by page, recording progress in PATH
+    /// after every group of pages. If PATH records an unfinished apply, the same command resumes
+    /// it (no new plan is made); if it records a finished one (yesterday's run at a fixed path),
+    /// a new plan is made and replaces it. --plan FILE applies a saved plan the same way; it is
+    /// refused while PATH records an unfinished apply of another plan (both plans are named).
     ///
     /// Sharded plans (for large lakes, or to spread the deletes over processes): `lake gc ROOT
     /// --min-age D --shards N --out DIR` writes a manifest and N shard plans over disjoint key
@@ -103,7 +106,8 @@ pub enum Command {
     ///
     /// Exit codes: 0 done; 1 refused or failed (nothing, or only what PATH records, was
     /// deleted); 3 dry run on incomplete lineage (see `problems`); 4 apply stopped with work
-    /// left (failed deletes or --max-pages): run the same command again to resume.
+    /// left (failed deletes, --max-pages, or a version committed since the plan whose journal
+    /// entry a running writer has not written yet): run the same command again to resume.
     Gc(Box<GcArgs>),
     /// Run the main job end to end on a fresh local lake and check the result.
     ///
@@ -239,10 +243,10 @@ pub struct VerifyArgs {
     /// Only this table (default: every registered table).
     #[arg(long)]
     pub table: Option<String>,
-    /// Memory for verification's sorted-run buffers, in MiB: a third each holds the journal's
-    /// counts of the table being verified, its scanned counts, and the referenced objects still
-    /// to check; past it they spill to the temporary folder (`TMPDIR`), so verification's memory
-    /// does not grow with the lake.
+    /// Memory for verification's sorted-run buffers, in MiB (1 to 1048576): a third each holds
+    /// the journal's counts of the table being verified, its scanned counts, and the referenced
+    /// objects still to check; past it they spill to the temporary folder (`TMPDIR`), so
+    /// verification's memory does not grow with the lake.
     #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
     /// Print one JSON object instead of text.
@@ -427,8 +431,9 @@ pub struct GcArgs {
     /// Delete the planned objects (requires --checkpoint).
     #[arg(long)]
     pub apply: bool,
-    /// Where the apply's progress is recorded (a local file, or s3://bucket/key), with its plan
-    /// beside it at PATH.plan.json; resumes when it exists.
+    /// Where the apply's progress is recorded (a local file, file:///abs/path, or
+    /// s3://bucket/key; outside the lake), with its plan beside it at PATH.plan.json. An
+    /// unfinished apply recorded there is resumed; a finished one is replaced by a new plan.
     #[arg(long, value_name = "PATH")]
     pub checkpoint: Option<String>,
     /// Accept a --min-age below the lake's policy floor.
@@ -438,36 +443,48 @@ pub struct GcArgs {
     /// that. Two dry runs of the same lake state at the same cutoff give identical plans.
     #[arg(long, value_name = "RFC3339")]
     pub cutoff: Option<String>,
-    /// Write the plan document (with its digest) to FILE. With --shards, FILE is a folder that
-    /// receives manifest.json and one plan document per shard.
+    /// Write the plan document (with its digest) to FILE (a local path or file:///abs/path,
+    /// outside the lake). An existing FILE is replaced only if it is empty or a plan document
+    /// (--force: any regular file), atomically. With --shards, FILE is a folder (created if its
+    /// parent exists) that receives manifest.json and one plan document per shard; an existing
+    /// folder must be empty or hold a sharded plan (--force: anything).
     #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub out: Option<String>,
     /// Apply the plan saved in FILE by an earlier dry run (`--out FILE`) instead of planning
     /// again; its digest is checked, and apply still revalidates it against the journal.
+    /// Refused while --checkpoint records an unfinished apply of another plan.
     #[arg(long, value_name = "FILE", requires = "apply")]
     pub plan: Option<PathBuf>,
-    /// Also write the run's metrics to FILE in the Prometheus text format.
+    /// Also write the run's metrics to FILE in the Prometheus text format (outside the lake; an
+    /// existing FILE is replaced only if it is empty or a lake metrics file, --force: any
+    /// regular file, atomically).
     #[arg(long, value_name = "FILE")]
-    pub metrics_file: Option<PathBuf>,
-    /// Memory for planning's sorted-run buffers, in MiB: half holds the journal of the table
-    /// being replayed, half the live keys (and then the candidate list); past it they spill to
-    /// the temporary folder (`TMPDIR`), so planning's memory does not grow with the lake.
+    pub metrics_file: Option<String>,
+    /// Let --out and --metrics-file replace an existing regular file, and --shards N --out DIR
+    /// write into a folder, that is not a document of the same kind. Never inside the lake.
+    #[arg(long)]
+    pub force: bool,
+    /// Memory for planning's sorted-run buffers, in MiB (1 to 1048576): half holds the journal
+    /// of the table being replayed, half the live keys (and then the candidate list); past it
+    /// they spill to the temporary folder (`TMPDIR`), so planning's memory does not grow with
+    /// the lake.
     #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
-    /// Refuse to run when this host's clock differs from the store's by more than this (GC
-    /// judges age by the store's clock; a large difference means something is wrong).
+    /// Refuse to run when this host's clock differs from the store's by more than this, 1s to
+    /// 1d (GC judges age by the store's clock; a large difference means something is wrong).
     #[arg(long, value_name = "DUR", default_value = "5m")]
     pub max_clock_skew: String,
     /// Keys per delete request (1-1000).
     #[arg(long, default_value_t = 1000)]
     pub page_size: usize,
-    /// Delete requests in flight at once.
+    /// Delete requests in flight at once (1-64).
     #[arg(long, default_value_t = lake_objects::apply::DEFAULT_CONCURRENCY)]
     pub delete_concurrency: usize,
-    /// Stop the apply after this many delete pages (resume later with the same command).
+    /// Stop the apply after this many delete pages, at least 1 (resume later with the same
+    /// command).
     #[arg(long)]
     pub max_pages: Option<u64>,
-    /// Objects per inventory listing page.
+    /// Objects per inventory listing page (1-1000, S3's ListObjectsV2 limit).
     #[arg(long, default_value_t = 1000)]
     pub list_page_size: usize,
     /// Print one JSON object instead of text.
@@ -489,7 +506,9 @@ pub struct GcArgs {
     pub manifest: Option<PathBuf>,
     /// Folder of the shards' checkpoints (outside the lake; a local folder that exists, or
     /// s3://bucket/prefix): shard I's progress is CKDIR/shard-0000I.ckpt, its plan beside it
-    /// (.plan.json). Keep one folder per sharded plan.
+    /// (.plan.json). An unfinished shard apply there is resumed; a finished one of an earlier
+    /// sharded plan is replaced. Every shard document is checked against the manifest before
+    /// the first delete.
     #[arg(long, value_name = "CKDIR", requires = "manifest")]
     pub checkpoint_dir: Option<String>,
     /// With --manifest: apply only shard I (0-based), e.g. one shard per process or machine;
@@ -503,17 +522,19 @@ pub struct GcArgs {
     /// --inventory-margin are listed live. CSV and Parquet reports.
     #[arg(long, value_name = "MANIFEST_URL")]
     pub inventory: Option<String>,
-    /// Refuse an --inventory report older than this by the store's clock (a weekly report plus
-    /// AWS's 48 h delivery delay).
+    /// Refuse an --inventory report older than this by the store's clock, 1s to 365d (a weekly
+    /// report plus AWS's 48 h delivery delay).
     #[arg(long, value_name = "DUR", default_value = "9d")]
     pub inventory_max_age: String,
-    /// Read from an --inventory report only the keys minted this long before its creation time;
-    /// later ones are listed live (AWS's reports are eventually consistent snapshots).
+    /// Read from an --inventory report only the keys minted this long before its creation time,
+    /// 0s to 365d; later ones are listed live (AWS's reports are eventually consistent
+    /// snapshots).
     #[arg(long, value_name = "DUR", default_value = "48h")]
     pub inventory_margin: String,
     /// Listing requests in flight on an S3 root: `objects/` is listed as ranges of mint time,
     /// concurrently, in key order, each range buffering a bounded number of pages (the plan is
-    /// the same whatever N); 1 lists one page at a time. A local root is listed by one walk.
+    /// the same whatever N, 1 to 64); 1 lists one page at a time. A local root is listed by one
+    /// walk.
     #[arg(long, value_name = "N", default_value_t = lake_objects::collector::DEFAULT_LIST_STREAMS)]
     pub list_streams: usize,
 }

@@ -45,13 +45,72 @@ impl CliError {
         }
     }
 
-    /// The process exit code.
+    /// The process exit code: 4 when an apply stopped because a version committed since its
+    /// plan has no journal entry yet (a writer between its commit and its journal entry: work
+    /// left, run the same command again), 1 for every other failure.
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Exit { code, .. } => *code,
+            CliError::Objects(ObjectsError::JournalPending { .. }) => 4,
             _ => 1,
         }
     }
+}
+
+/// Checks a numeric flag's value against the range it may take, naming the flag and why.
+///
+/// # Errors
+/// [`CliError::Usage`].
+pub fn check_range(flag: &str, value: u64, range: std::ops::RangeInclusive<u64>, why: &str) -> Result<(), CliError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "{flag} {value} must be between {} and {} ({why}); nothing was done",
+        range.start(),
+        range.end()
+    )))
+}
+
+/// The largest memory budget a command accepts, in MiB (1 TiB): past the machine's memory a
+/// budget no longer bounds anything, it only delays the spill until the process is killed.
+pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 20;
+
+/// A memory budget flag (`--memory-budget-mib`) in bytes, checked: at least 1 MiB (0 would
+/// spill every key to a file of its own), at most [`MAX_MEMORY_BUDGET_MIB`].
+///
+/// # Errors
+/// [`CliError::Usage`].
+pub fn memory_budget_bytes(mib: usize) -> Result<usize, CliError> {
+    check_range(
+        "--memory-budget-mib",
+        mib as u64,
+        1..=MAX_MEMORY_BUDGET_MIB,
+        "MiB of sorted-run buffers held before spilling to TMPDIR; 0 would spill every key alone",
+    )?;
+    Ok(mib.saturating_mul(1024 * 1024))
+}
+
+/// Parses a humantime duration flag and checks it against `min..=max`.
+///
+/// # Errors
+/// [`CliError::Usage`].
+pub fn parse_duration_within(
+    flag: &str,
+    text: &str,
+    min: std::time::Duration,
+    max: std::time::Duration,
+    why: &str,
+) -> Result<std::time::Duration, CliError> {
+    let d = parse_duration(flag, text)?;
+    if d < min || d > max {
+        return Err(CliError::Usage(format!(
+            "{flag} {text} must be between {} and {} ({why}); nothing was done",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        )));
+    }
+    Ok(d)
 }
 
 /// Parses a humantime duration, naming the flag on error.
@@ -81,5 +140,22 @@ mod tests {
         assert!(!CliError::Exit { code: 3, message: "incomplete".into() }.is_transient());
         let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "missing");
         assert!(!CliError::Io { path: "p".into(), source: missing }.is_transient());
+    }
+
+    #[test]
+    fn numeric_flags_are_bounded() {
+        assert!(check_range("--x", 0, 1..=4, "why").is_err());
+        assert!(check_range("--x", 5, 1..=4, "why").is_err());
+        assert!(check_range("--x", 4, 1..=4, "why").is_ok());
+        assert!(memory_budget_bytes(0).is_err());
+        assert!(memory_budget_bytes(usize::MAX).is_err());
+        assert_eq!(memory_budget_bytes(2).unwrap(), 2 << 20);
+        let s = std::time::Duration::from_secs;
+        assert!(parse_duration_within("--d", "0s", s(1), s(9), "why").is_err());
+        assert!(parse_duration_within("--d", "10s", s(1), s(9), "why").is_err());
+        assert_eq!(parse_duration_within("--d", "9s", s(1), s(9), "why").unwrap(), s(9));
+        let pending = CliError::Objects(ObjectsError::JournalPending { pending: vec![("t".into(), 3)] });
+        assert_eq!(pending.exit_code(), 4);
+        assert!(pending.is_transient());
     }
 }

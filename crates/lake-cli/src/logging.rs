@@ -9,5 +9,8 @@ pub fn init() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr closed, a broken pipe) is dropped: the
+        // subscriber's own report of it would go through std's panicking `eprintln!`.
+        .log_internal_errors(false)
         .init();
 }

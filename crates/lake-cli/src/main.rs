@@ -1,5 +1,8 @@
 //! The `lake` binary: a thin layer of commands over the lake libraries.
 
+// First: its `print!`, `println!` and `eprintln!` replace std's in every module below.
+#[macro_use]
+mod stdio;
 mod cli;
 mod commands;
 mod error;
@@ -10,6 +13,7 @@ use cli::{Cli, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    stdio::reserve_standard_descriptors();
     let cli = Cli::parse();
     logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -40,11 +44,19 @@ fn main() -> ExitCode {
             Command::Demo(a) => commands::demo::run(a).await,
         }
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let code = match result {
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("lake: {e}");
-            ExitCode::from(e.exit_code())
+            e.exit_code()
         }
+    };
+    // Output that was lost (not a reader that went away) fails a command that succeeded.
+    match stdio::stdout_failure() {
+        Some(failure) if code == 0 => {
+            eprintln!("lake: cannot write standard output: {failure}");
+            ExitCode::from(1)
+        }
+        _ => ExitCode::from(code),
     }
 }

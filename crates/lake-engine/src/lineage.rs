@@ -75,7 +75,7 @@ pub enum LineageProblem {
 impl fmt::Display for LineageProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::MissingSidecar { table, version } => write!(f, "table `{table}` version {version} has no reference sidecar (written around the engine?); run `lake refs repair ROOT --table {table} --version {version}`"),
+            Self::MissingSidecar { table, version } => write!(f, "table `{table}` version {version} has no reference sidecar: if a writer is still running on the table, it is between its Lance commit and its journal entry (run the same command again once it has finished; do not repair while it runs); if none is (a writer crashed after its commit, or the version was written around the engine), run `lake refs repair ROOT --table {table} --version {version}`"),
             Self::UndecodableSidecar { table, version, reason } => write!(f, "table `{table}` version {version}: sidecar cannot be decoded: {reason}"),
             Self::ParentGap { table, version, needed_by } => write!(f, "table `{table}` version {version} has no sidecar, but replaying version {needed_by} needs it"),
             Self::VersionMismatch { table, file, reason } => write!(f, "table `{table}` sidecar file `{file}`: {reason}"),

@@ -110,6 +110,17 @@ impl MemoryEngine {
         self.commit(table, &refs.iter().cloned().collect(), &ReferenceCounts::new(), false)
     }
 
+    /// Writes the missing sidecar of `version` as a snapshot of its content: what the writer of
+    /// a version committed by [`MemoryEngine::append_without_sidecar`] writes next (or what a
+    /// repair rebuilds).
+    pub fn write_sidecar(&self, table: &str, version: u64) {
+        self.with_existing_table(table, |t| {
+            if let Some(content) = t.versions.get(&version).cloned() {
+                t.sidecars.insert(version, Ok(ObjectReferenceDelta::snapshot(table, version, &content)));
+            }
+        });
+    }
+
     /// Replaces the sidecar of `version` by a decode error.
     pub fn corrupt_sidecar(&self, table: &str, version: u64, error: DecodeError) {
         self.with_existing_table(table, |t| {

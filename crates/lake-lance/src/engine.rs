@@ -769,8 +769,17 @@ impl LanceEngine {
         // Lance removes the transactions of the versions it cleans up, and with them the proof
         // that a version without a sidecar is content-preserving: write those entries first.
         crate::foreign::materialize_implied(self.store(), &ds, table).await?;
+        // Lance computes `now - older_than` unchecked (a panic past chrono's range): refuse a
+        // duration that reaches before the earliest representable time here.
         let older = chrono::Duration::from_std(older_than)
-            .map_err(|_| LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large")))?;
+            .ok()
+            .filter(|d| chrono::Utc::now().checked_sub_signed(*d).is_some())
+            .ok_or_else(|| {
+                LanceEngineError::InvalidInput(format!(
+                    "--older-than {}s reaches before the earliest time this build can represent; use a shorter duration",
+                    older_than.as_secs()
+                ))
+            })?;
         let stats = ds
             .cleanup_old_versions(older, Some(false), Some(false))
             .await

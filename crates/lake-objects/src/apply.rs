@@ -27,7 +27,7 @@ use crate::failpoint;
 use crate::live_keys::{live_now, LiveKeys};
 use crate::plan::GcPlan;
 use crate::revalidation::Revalidation;
-use lake_engine::Engine;
+use lake_engine::{Engine, LineageProblem};
 use std::collections::BTreeSet;
 
 /// Default keys per delete page: S3's DeleteObjects limit.
@@ -73,6 +73,16 @@ impl Default for ApplyOptions {
     }
 }
 
+/// A finished apply of another plan that a new plan's apply replaced at the same checkpoint
+/// path (see [`crate::collector::GarbageCollector::apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplacedApply {
+    /// The digest of the plan the checkpoint recorded.
+    pub plan_digest: String,
+    /// That plan's cutoff (RFC 3339 UTC).
+    pub cutoff: String,
+}
+
 /// What one apply run did, plus the checkpoint's totals.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyReport {
@@ -84,6 +94,10 @@ pub struct ApplyReport {
     pub pages: u64,
     /// True when this run found the checkpoint already complete.
     pub was_complete: bool,
+    /// True when the checkpoint already recorded this plan's apply (this run resumed it).
+    pub resumed: bool,
+    /// The finished apply of another plan this run's plan replaced at the checkpoint path.
+    pub replaced: Option<ReplacedApply>,
 }
 
 /// Applies `plan`, or resumes the apply recorded at `checkpoint_path`, whose checkpoint the
@@ -91,10 +105,18 @@ pub struct ApplyReport {
 /// inspects it first ([`crate::collector::GarbageCollector`] checks its plan's lake, horizon and
 /// cutoff) reads the checkpoint and its plan once. See the module documentation.
 ///
+/// A checkpoint that records another plan than `plan`: when that apply is complete, `plan`
+/// replaces it (the finished checkpoint is removed first, then the plan document and a new
+/// checkpoint are written: a crash in between leaves no checkpoint, and the next run starts
+/// again); when it is not, the run is refused naming both plans, and nothing is deleted.
+///
 /// # Errors
-/// [`ObjectsError::Checkpoint`] for a checkpoint bound to another plan or edited;
-/// [`ObjectsError::LineageIncomplete`] when the plan or the current journal is incomplete;
-/// engine and storage errors. Progress made before an error is in the checkpoint.
+/// [`ObjectsError::Checkpoint`] for a checkpoint bound to another, unfinished plan, or edited,
+/// or a plan naming a key apply never deletes (checked for every candidate before the first
+/// delete); [`ObjectsError::LineageIncomplete`] when the plan or the current journal is
+/// incomplete; [`ObjectsError::JournalPending`] when a version committed since the plan has no
+/// journal entry yet; engine and storage errors. Progress made before an error is in the
+/// checkpoint.
 pub(crate) async fn apply_loaded(
     engine: &dyn Engine,
     deleter: &dyn ObjectDeleter,
@@ -104,24 +126,53 @@ pub(crate) async fn apply_loaded(
     options: &ApplyOptions,
 ) -> Result<ApplyReport, ObjectsError> {
     let shown = checkpoint_path.display();
-    let (mut cp, plan) = match (loaded, plan) {
+    let mut replaced = None;
+    let loaded = match (loaded, plan) {
         (Some(loaded), Some(p)) => {
             let digest = p.digest();
-            if loaded.checkpoint.plan_digest != digest {
+            if loaded.checkpoint.plan_digest == digest {
+                Some(loaded)
+            } else if loaded.checkpoint.complete {
+                tracing::info!(old = %loaded.checkpoint.plan_digest, new = %digest, "the checkpoint records a finished apply of another plan; the new plan replaces it");
+                replaced =
+                    Some(ReplacedApply { plan_digest: loaded.checkpoint.plan_digest, cutoff: loaded.plan.cutoff });
+                None
+            } else {
+                let c = &loaded.checkpoint;
                 return Err(ObjectsError::Checkpoint {
                     path: shown,
                     message: format!(
-                        "it records the apply of plan {} but this run's plan is {digest}; resume with the same plan, or choose a new checkpoint path for a new plan",
-                        loaded.checkpoint.plan_digest,
+                        "it records the apply of plan {} (cutoff {}), which is not finished ({} of {} candidates attempted, {} failed), but this run's plan is {digest} (cutoff {}); nothing was deleted. Finish the recorded apply first (resume it: the same command without a plan, e.g. `lake gc ROOT --min-age D --apply --checkpoint {}`, or Gc.apply(None, checkpoint=...)), then apply the new plan; or apply the new plan with another checkpoint path",
+                        c.plan_digest,
+                        loaded.plan.cutoff,
+                        c.next_index,
+                        c.candidates,
+                        c.failed.len(),
+                        p.cutoff,
+                        checkpoint_path.display(),
                     ),
                 });
             }
-            (loaded.checkpoint, loaded.plan)
         }
-        (Some(loaded), None) => (loaded.checkpoint, loaded.plan),
+        (loaded, _) => loaded,
+    };
+    let resumed = loaded.is_some();
+    let (mut cp, plan) = match (loaded, plan) {
+        (Some(loaded), _) => (loaded.checkpoint, loaded.plan),
         (None, Some(p)) => {
             if !p.lineage_complete {
                 return Err(ObjectsError::PlanIncomplete { problems: p.problems.clone() });
+            }
+            // Every candidate before anything is written or deleted.
+            p.check_candidates(0).map_err(|m| ObjectsError::Checkpoint {
+                path: shown.clone(),
+                message: format!("{m}. Nothing was deleted; make a new plan"),
+            })?;
+            if replaced.is_some() {
+                // The finished checkpoint first: then a crash leaves no checkpoint (the old plan
+                // document beside it is replaced below, as a plan document), never a checkpoint
+                // bound to a plan document it does not match.
+                checkpoint_path.remove().await?;
             }
             // The plan first (once, streamed), then the checkpoint bound to it: a crash between
             // the two leaves no checkpoint, and the next run writes both again.
@@ -139,15 +190,20 @@ pub(crate) async fn apply_loaded(
         }
     };
     if cp.complete {
-        return Ok(ApplyReport { checkpoint: cp, plan, pages: 0, was_complete: true });
+        return Ok(ApplyReport { checkpoint: cp, plan, pages: 0, was_complete: true, resumed, replaced });
     }
+    // What is left of a resumed plan, checked whole before its first delete.
+    plan.check_candidates(cp.next_index).map_err(|m| ObjectsError::Checkpoint {
+        path: shown.clone(),
+        message: format!("{m}. Nothing more was deleted; make a new plan"),
+    })?;
     // The lineage now against the plan's basis; again before every later group of deletes.
-    let mut lineage = Revalidation::start(engine, &plan).await?;
+    let mut lineage = Revalidation::start(engine, &plan).await.map_err(|e| writer_in_flight(e, &plan))?;
     let mut checked = true;
     // Every key is also checked against the live keys as the journal shows them now, not only
     // against what versions since the plan added: a plan document can be edited and its digest
     // recomputed by anyone.
-    let mut live = live_now(engine, options.memory_budget).await?;
+    let mut live = live_now(engine, options.memory_budget).await.map_err(|e| writer_in_flight(e, &plan))?;
     let mut revived: BTreeSet<String> = cp.revived.iter().cloned().collect();
     cp.failed.sort();
 
@@ -157,7 +213,7 @@ pub(crate) async fn apply_loaded(
     // Retry earlier failures first, each checked like a first attempt.
     while !cp.failed.is_empty() && budget_left(pages) {
         if !std::mem::take(&mut checked) {
-            lineage.refresh().await?;
+            lineage.refresh().await.map_err(|e| writer_in_flight(e, &plan))?;
         }
         let taken: Vec<String> = cp.failed.iter().take(page_size).cloned().collect();
         let mut still_failed: Vec<String> = cp.failed[taken.len()..].to_vec();
@@ -179,7 +235,7 @@ pub(crate) async fn apply_loaded(
     let mut cursor = plan.candidates.cursor(cp.next_index)?;
     while cp.next_index < total && budget_left(pages) {
         if !std::mem::take(&mut checked) {
-            lineage.refresh().await?;
+            lineage.refresh().await.map_err(|e| writer_in_flight(e, &plan))?;
         }
         // Up to `concurrency` pages in flight; the checkpoint is saved after all of them.
         let mut batches: Vec<Vec<String>> = Vec::new();
@@ -250,7 +306,36 @@ pub(crate) async fn apply_loaded(
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;
-    Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false })
+    Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false, resumed, replaced })
+}
+
+/// A lineage refusal whose every problem is a version committed since `plan` without its
+/// journal entry (a missing sidecar, or the gap it leaves below a newer version) is
+/// [`ObjectsError::JournalPending`]: a writer between its Lance commit and its journal entry
+/// looks exactly like that, and rerunning the same command once it finished is the fix, not a
+/// repair that would race it. Any other refusal is returned as it is.
+fn writer_in_flight(error: ObjectsError, plan: &GcPlan) -> ObjectsError {
+    let ObjectsError::LineageIncomplete { problems } = &error else { return error };
+    let since_plan =
+        |table: &str, version: u64| plan.basis.iter().find(|b| b.table == table).is_none_or(|b| version > b.version);
+    let mut pending = Vec::new();
+    for problem in problems {
+        match problem {
+            LineageProblem::MissingSidecar { table, version } | LineageProblem::ParentGap { table, version, .. }
+                if since_plan(table, *version) =>
+            {
+                if !pending.contains(&(table.clone(), *version)) {
+                    pending.push((table.clone(), *version));
+                }
+            }
+            _ => return error,
+        }
+    }
+    if pending.is_empty() {
+        error
+    } else {
+        ObjectsError::JournalPending { pending }
+    }
 }
 
 /// The keys of `batch` (ascending, and after every key asked before) that are not live now and

@@ -16,6 +16,7 @@
 //! a local temporary file ([`crate::candidates::LOADED_LIST_BUDGET_BYTES`]).
 
 use crate::error::ObjectsError;
+use crate::output::write_atomically;
 use crate::plan::GcPlan;
 use crate::store::LakeStore;
 use serde::{Deserialize, Serialize};
@@ -39,19 +40,21 @@ pub enum CheckpointLocation {
 }
 
 impl CheckpointLocation {
-    /// Parses `--checkpoint`: `s3://bucket/key` or a local file path. A local path must name a
-    /// file in a folder that exists: a typo must not create folders (nothing is created until
-    /// apply writes the checkpoint).
+    /// Parses `--checkpoint`: `s3://bucket/key` (`s3a://`, `s3n://` alike), a local file path,
+    /// or a `file:` URL of one. A local path must name a file in a folder that exists: a typo
+    /// must not create folders (nothing is created until apply writes the checkpoint).
     ///
     /// # Errors
     /// [`ObjectsError::Root`] for an empty location, an `s3://` location without a key, a local
-    /// path that ends with `/` or is a folder, or whose folder does not exist.
+    /// path that ends with `/` or is a folder, or whose folder does not exist;
+    /// [`ObjectsError::Output`] for a URL of another scheme.
     pub fn parse(text: &str) -> Result<Self, ObjectsError> {
         let refuse = |m: &str| ObjectsError::Root { root: format!("--checkpoint `{text}`"), message: m.to_string() };
         if text.trim().is_empty() {
             return Err(refuse("is empty: give the checkpoint a file path (say gc.ckpt) or s3://bucket/key"));
         }
-        if text.starts_with("s3://") || text.starts_with("s3a://") {
+        let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if matches!(scheme.as_deref(), Some("s3" | "s3a" | "s3n")) {
             let (folder, name) = text
                 .rsplit_once('/')
                 .filter(|(f, n)| !n.is_empty() && f.len() > "s3://".len())
@@ -62,7 +65,7 @@ impl CheckpointLocation {
             let store = LakeStore::open(folder)?;
             return Ok(Self::Store { store: Box::new(store), key: name.to_string(), shown: text.to_string() });
         }
-        let path = PathBuf::from(text);
+        let path = crate::output::parse_local("--checkpoint", text)?;
         if text.ends_with('/') || path.is_dir() {
             return Err(refuse("names a folder; the checkpoint is a file: give a file name inside it (say gc.ckpt)"));
         }
@@ -79,43 +82,25 @@ impl CheckpointLocation {
         Ok(Self::Local(path))
     }
 
-    /// Refuses a checkpoint inside the lake `store`'s root: apply writes the checkpoint and its
-    /// plan document there, and must never write over anything of the lake.
+    /// Refuses a checkpoint, or the plan document saved beside it, inside the lake `store`'s
+    /// root, by any spelling or route ([`crate::output::check_outside`]: `..`, symbolic links,
+    /// bind mounts, `file:` URLs, S3 spellings of the root's bucket and prefix): apply writes
+    /// both there, and must never write over anything of the lake.
     ///
     /// # Errors
     /// [`ObjectsError::Root`] naming the location.
     pub fn check_outside(&self, store: &LakeStore) -> Result<(), ObjectsError> {
-        let refuse = || ObjectsError::Root {
-            root: format!("--checkpoint `{}`", self.display()),
-            message: format!(
-                "is inside the lake root {}; keep the checkpoint and its plan document outside the lake",
-                store.display_root()
-            ),
-        };
-        // The folder a local file lands in, with links and `..` resolved.
-        let inside_local = |path: &std::path::Path, root: &std::path::Path| {
-            let folder = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            folder.canonicalize().unwrap_or(folder).starts_with(root)
-        };
-        match (self, store.local_dir()) {
-            (Self::Local(path), Some(root)) if inside_local(path, root) => return Err(refuse()),
-            // A store checkpoint on a local store (built by hand): where its file lands.
-            (Self::Store { store: at, key, .. }, Some(root)) => match at.local_dir() {
-                Some(dir) if !inside_local(&dir.join(key), root) => {}
-                _ => return Err(refuse()),
-            },
-            (Self::Store { store: at, key, .. }, None) => {
-                let same_bucket = at.root().authority() == store.root().authority();
-                let full = at.path(key).to_string();
-                let root = store.prefix().to_string();
-                if same_bucket && (root.is_empty() || full.starts_with(&format!("{root}/"))) {
-                    return Err(refuse());
-                }
+        use crate::output::{check_outside, Destination};
+        for at in [self.clone(), self.plan_location()] {
+            let shown = format!("--checkpoint `{}`", at.display());
+            match &at {
+                Self::Local(path) => check_outside(&shown, Destination::Local(path), store.root())?,
+                // A store location on a local store (built by hand): where its file lands.
+                Self::Store { store: on, key, .. } => match on.local_dir() {
+                    Some(dir) => check_outside(&shown, Destination::Local(&dir.join(key)), store.root())?,
+                    None => check_outside(&shown, Destination::Url(&on.root().join(key)), store.root())?,
+                },
             }
-            _ => {}
         }
         Ok(())
     }
@@ -134,6 +119,29 @@ impl CheckpointLocation {
                 key: format!("{key}{PLAN_SUFFIX}"),
                 shown: format!("{shown}{PLAN_SUFFIX}"),
             },
+        }
+    }
+
+    /// Removes the checkpoint at this location (not its plan document); nothing there is no
+    /// error. Apply removes a finished checkpoint this way before a new plan replaces it.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Io`] or [`ObjectsError::Storage`].
+    pub(crate) async fn remove(&self) -> Result<(), ObjectsError> {
+        match self {
+            Self::Local(path) => match std::fs::remove_file(path) {
+                Ok(()) => {
+                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        if let Ok(d) = std::fs::File::open(dir) {
+                            let _ = d.sync_all();
+                        }
+                    }
+                    Ok(())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(ObjectsError::Io { path: path.display().to_string(), source: e }),
+            },
+            Self::Store { store, key, .. } => store.delete(key).await,
         }
     }
 
@@ -158,7 +166,7 @@ impl CheckpointLocation {
 
     async fn write(&self, bytes: Vec<u8>) -> Result<(), ObjectsError> {
         match self {
-            Self::Local(path) => write_local(path, |out| out.write_all(&bytes)),
+            Self::Local(path) => write_atomically(path, |out| out.write_all(&bytes)),
             Self::Store { store, key, .. } => store.put(key, bytes).await,
         }
     }
@@ -170,7 +178,7 @@ impl CheckpointLocation {
         produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), ObjectsError> {
         match self {
-            Self::Local(path) => write_local(path, produce),
+            Self::Local(path) => write_atomically(path, produce),
             Self::Store { store, key, shown } => {
                 let tmp_dir = std::env::temp_dir().display().to_string();
                 let io = |source| ObjectsError::Io { path: tmp_dir.clone(), source };
@@ -208,29 +216,6 @@ impl From<&Path> for CheckpointLocation {
     fn from(p: &Path) -> Self {
         Self::Local(p.to_path_buf())
     }
-}
-
-/// Writes what `produce` streams to the local file `path` atomically and durably: a temporary
-/// file in the same folder, fsynced, renamed over `path`, then the folder fsynced.
-pub(crate) fn write_local(
-    path: &Path,
-    produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), ObjectsError> {
-    let io = |e: std::io::Error| ObjectsError::Io { path: path.display().to_string(), source: e };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
-    let mut out = std::io::BufWriter::new(tmp.as_file());
-    produce(&mut out).and_then(|()| out.flush()).map_err(io)?;
-    drop(out);
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 /// The checkpoint format this build writes and reads. Formats 1 and 2 (earlier builds) apply

@@ -12,6 +12,9 @@
 //!   same `min_age`, a cutoff no later than the store's clock allows now, and a checkpoint
 //!   location outside the lake root. The checkpoint binds its plan by digest
 //!   ([`crate::checkpoint`]); apply revalidates every key ([`crate::apply`]);
+//! - a plan given with a checkpoint that records another plan is never silently ignored: it
+//!   replaces a finished apply, and an unfinished one refuses it naming both plans
+//!   ([`GarbageCollector::apply`]);
 //! - a sharded plan ([`crate::shards`]) has one cutoff, fixed by the coordinator
 //!   ([`GarbageCollector::shard_ranges`]) under the rules above and checked again by every
 //!   worker ([`GarbageCollector::plan_shard`]); a shard is applied only with a manifest it is
@@ -297,14 +300,23 @@ impl<'e> GarbageCollector<'e> {
         Ok(Planned { plan, stats, clock })
     }
 
-    /// Applies `plan` (or resumes the apply recorded at `checkpoint`, which must be of the same
-    /// plan), after checking the plan is this lake's, made with `horizon`'s `min_age`, with a
-    /// cutoff no later than the store's clock allows now, and that `checkpoint` is outside the
-    /// lake root.
+    /// Applies `plan`, after checking the plan is this lake's, made with `horizon`'s `min_age`,
+    /// with a cutoff no later than the store's clock allows now, and that `checkpoint` (and the
+    /// plan document saved beside it) is outside the lake root by any route.
+    ///
+    /// What `checkpoint` already records decides what happens, never silently:
+    /// - nothing: the plan is saved beside it, the checkpoint created, the apply runs;
+    /// - an apply of this plan: it resumes (a finished one is reported, nothing more is done);
+    /// - a finished apply of another plan (yesterday's run at a fixed checkpoint path): this
+    ///   plan replaces it ([`ApplyReport::replaced`] names the old plan);
+    /// - an unfinished apply of another plan: refused, naming both plans (digests, cutoffs,
+    ///   progress); nothing is deleted. Finish it ([`GarbageCollector::resume`]) or use
+    ///   another checkpoint path.
     ///
     /// # Errors
     /// [`ObjectsError::Policy`] for a plan of another lake, horizon or a cutoff too late;
-    /// [`ObjectsError::Root`] for a checkpoint inside the lake; as [`crate::apply`] otherwise.
+    /// [`ObjectsError::Root`] for a checkpoint inside the lake; [`ObjectsError::Checkpoint`] for
+    /// a checkpoint of another, unfinished plan; as [`crate::apply`] otherwise.
     pub async fn apply(
         &self,
         plan: &GcPlan,
@@ -333,7 +345,8 @@ impl<'e> GarbageCollector<'e> {
     }
 
     /// Resumes the apply recorded at `checkpoint`, after the checks of
-    /// [`GarbageCollector::apply`] on its plan. `None` when there is no checkpoint there.
+    /// [`GarbageCollector::apply`] on its plan. `None` when there is no checkpoint there; a
+    /// finished apply is reported as it is (nothing more is done).
     ///
     /// # Errors
     /// As [`GarbageCollector::apply`].
@@ -343,22 +356,47 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, ObjectsError> {
-        self.resume_bound(horizon, checkpoint, options, |loaded, what| refuse_shard(&loaded.plan, what)).await
+        self.resume_bound(horizon, checkpoint, options, |loaded, what| refuse_shard(&loaded.plan, what).map(|()| true))
+            .await
     }
 
-    /// Resumes the apply at `checkpoint` after `check` of its loaded checkpoint and the checks
-    /// every plan passes; `None` when there is no checkpoint.
+    /// Resumes the apply recorded at `checkpoint` when it is not finished, as
+    /// [`GarbageCollector::resume`]; `None` when there is no checkpoint or its apply is finished.
+    /// A run with a fixed checkpoint path (a scheduled job) calls this first, and on `None`
+    /// plans anew and applies the new plan ([`GarbageCollector::apply`] replaces the finished
+    /// checkpoint): it never reports an old, finished apply as if it were today's run, and
+    /// never starts a new plan over an unfinished one.
+    ///
+    /// # Errors
+    /// As [`GarbageCollector::apply`].
+    pub async fn resume_unfinished(
+        &self,
+        horizon: &Horizon,
+        checkpoint: &CheckpointLocation,
+        options: &ApplyOptions,
+    ) -> Result<Option<ApplyReport>, ObjectsError> {
+        self.resume_bound(horizon, checkpoint, options, |loaded, what| {
+            refuse_shard(&loaded.plan, what).map(|()| !loaded.checkpoint.complete)
+        })
+        .await
+    }
+
+    /// Resumes the apply at `checkpoint` after `check` of its loaded checkpoint (`false`: there
+    /// is nothing to resume) and the checks every plan passes; `None` when there is no
+    /// checkpoint, or nothing to resume.
     async fn resume_bound(
         &self,
         horizon: &Horizon,
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
-        check: impl FnOnce(&LoadedCheckpoint, &str) -> Result<(), ObjectsError>,
+        check: impl FnOnce(&LoadedCheckpoint, &str) -> Result<bool, ObjectsError>,
     ) -> Result<Option<ApplyReport>, ObjectsError> {
         checkpoint.check_outside(&self.store)?;
         let Some(loaded) = ApplyCheckpoint::load(checkpoint).await? else { return Ok(None) };
         let what = format!("checkpoint {}", checkpoint.display());
-        check(&loaded, &what)?;
+        if !check(&loaded, &what)? {
+            return Ok(None);
+        }
         self.check_plan(&loaded.plan, horizon, &what).await?;
         apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, Some(loaded), None, options).await.map(Some)
     }
@@ -476,10 +514,13 @@ impl<'e> GarbageCollector<'e> {
         Ok(PlannedShards { plan: ShardedPlan { manifest, plans }, stats, clock })
     }
 
-    /// Applies one shard of a sharded plan (or resumes the apply its checkpoint records): the
-    /// checks of [`GarbageCollector::apply`], and `plan` must be bound to `manifest`
-    /// ([`ShardManifest::check_shard`]) whose every shard was planned on complete lineage.
-    /// Apply revalidates the shard like a whole plan, and deletes only keys of its range.
+    /// Applies one shard of a sharded plan (or resumes the apply its checkpoint records, or
+    /// replaces a finished apply of another plan there, as [`GarbageCollector::apply`] does):
+    /// the checks of [`GarbageCollector::apply`], and `plan` must be bound to `manifest`
+    /// ([`ShardManifest::check_shard`]: its index, range, digest, and every candidate inside
+    /// its range) whose every shard was planned on complete lineage. Apply revalidates the
+    /// shard like a whole plan, and deletes only keys of its range. To check every shard of a
+    /// folder before any is applied, call [`ShardManifest::check_folder`] first.
     /// Shards are independent: apply them in any order, in any processes, each with its own
     /// checkpoint; a retry with the same checkpoint resumes where it stopped.
     ///
@@ -502,7 +543,9 @@ impl<'e> GarbageCollector<'e> {
 
     /// Resumes the apply of a shard recorded at `checkpoint` (its plan read from beside it),
     /// after the checks of [`GarbageCollector::apply_shard`]. `None` when there is no
-    /// checkpoint there.
+    /// checkpoint there, or when it records a finished apply of a shard of another manifest
+    /// (an earlier sharded plan at a fixed checkpoint folder: [`GarbageCollector::apply_shard`]
+    /// replaces it). An unfinished apply of a shard of another manifest is refused.
     ///
     /// # Errors
     /// As [`GarbageCollector::apply_shard`].
@@ -515,8 +558,11 @@ impl<'e> GarbageCollector<'e> {
     ) -> Result<Option<ApplyReport>, ObjectsError> {
         self.resume_bound(horizon, checkpoint, options, |loaded, _| {
             // The load checked that the plan hashes to the digest the checkpoint records.
-            manifest.check_bound(&loaded.plan, &loaded.checkpoint.plan_digest)?;
-            check_manifest_complete(manifest)
+            match manifest.check_bound(&loaded.plan, &loaded.checkpoint.plan_digest) {
+                Err(_) if loaded.checkpoint.complete => return Ok(false),
+                bound => bound?,
+            }
+            check_manifest_complete(manifest).map(|()| true)
         })
         .await
     }

@@ -32,23 +32,35 @@ pub struct LakeDescriptor {
 }
 
 impl LakeDescriptor {
+    /// Checks a GC policy floor before a lake is created with it: positive, and no longer than
+    /// the time since the Unix epoch (every managed key's ULID counts from it: no object could
+    /// ever be older, and GC would never collect anything).
+    ///
+    /// # Errors
+    /// [`ObjectsError::Policy`] naming the floor.
+    pub fn check_floor(min_age: Duration) -> Result<(), ObjectsError> {
+        if min_age.is_zero() {
+            return Err(ObjectsError::Policy("--min-age must be positive (for example 7d)".into()));
+        }
+        let since_epoch = chrono::Utc::now().signed_duration_since(chrono::DateTime::UNIX_EPOCH);
+        if chrono::Duration::from_std(min_age).map_or(true, |floor| floor > since_epoch) {
+            return Err(ObjectsError::Policy(format!(
+                "--min-age {} is longer than any age a managed object can represent (its key's time counts from 1970): no object could ever be that old, so GC would never collect anything; use a floor such as 7d",
+                humantime::format_duration(min_age)
+            )));
+        }
+        Ok(())
+    }
+
     /// Creates the descriptor of a new lake (create-only), its floor `min_age` in whole seconds
     /// rounded up.
     ///
     /// # Errors
-    /// [`ObjectsError::Policy`] for a zero `min_age` or one past the time GC can represent
-    /// (chrono's range, about 292 million years); [`ObjectsError::Root`] when a lake with a
+    /// [`ObjectsError::Policy`] for a floor [`LakeDescriptor::check_floor`] refuses;
+    /// [`ObjectsError::Root`] when a lake with a
     /// different descriptor already exists at the root.
     pub async fn create(store: &LakeStore, min_age: Duration) -> Result<(Self, bool), ObjectsError> {
-        if min_age.is_zero() {
-            return Err(ObjectsError::Policy("--min-age must be positive (for example 7d)".into()));
-        }
-        if chrono::Duration::from_std(min_age).is_err() {
-            return Err(ObjectsError::Policy(format!(
-                "--min-age {} is past the time GC can represent: no GC could ever run at that floor; use a floor such as 7d",
-                humantime::format_duration(min_age)
-            )));
-        }
+        Self::check_floor(min_age)?;
         // Whole seconds, rounded up: a floor is a lower bound, so `1500ms` is kept as 2s (GC at
         // 1s would need the explicit override), never lowered to 1s.
         let seconds = min_age.as_secs().saturating_add(u64::from(min_age.subsec_nanos() > 0));

@@ -73,6 +73,22 @@ pub enum ObjectsError {
     /// A local file could not be read or written.
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    /// A document lake writes for an operator (a plan, a sharded plan's folder, a metrics
+    /// file) may not be written there: over a file of another kind, a folder, a device, or in a
+    /// folder that does not exist ([`crate::output`]; a destination inside the lake root is an
+    /// [`ObjectsError::Root`]). Nothing was written.
+    #[error("`{path}`: {message}")]
+    Output { path: String, message: String },
+    /// Apply met a version committed since its plan whose journal entry is not there: most
+    /// likely a writer between its Lance commit and its journal entry (which it writes right
+    /// after), else a writer that crashed there. Nothing more was deleted; the checkpoint
+    /// records the progress. Transient: the same command, run again once the writer finished,
+    /// resumes ([`crate::apply`]).
+    #[error("{}", journal_pending_message(pending))]
+    JournalPending {
+        /// The tables and versions without a journal entry, each committed since the plan.
+        pending: Vec<(String, u64)>,
+    },
     /// An S3 Inventory report was refused ([`crate::inventory::report`]); nothing was planned
     /// from it.
     #[error("S3 Inventory report `{manifest}` refused; nothing was planned: {problem}")]
@@ -82,6 +98,19 @@ pub enum ObjectsError {
         /// What was wrong, and what to do (boxed: the error stays small).
         problem: Box<crate::inventory::report::ReportProblem>,
     },
+}
+
+/// What [`ObjectsError::JournalPending`] says: the versions, and what to do in each case, without
+/// advising a repair that would race a live writer.
+fn journal_pending_message(pending: &[(String, u64)]) -> String {
+    let versions: Vec<String> = pending.iter().map(|(t, v)| format!("table `{t}` version {v}")).collect();
+    let repairs: Vec<String> =
+        pending.iter().map(|(t, v)| format!("`lake refs repair ROOT --table {t} --version {v}`")).collect();
+    format!(
+        "apply stopped: {} was committed since the plan and has no journal entry yet; nothing more was deleted (the checkpoint records the progress). If a writer is running on that table, it is between its Lance commit and its journal entry, which it writes next: run the same command again once it has finished, and the apply resumes (do not repair: a repair now would race the writer). Only if no writer is running (one crashed after its commit, or the version was written around the engine) repair it with {}, then run the same command again",
+        versions.join(", "),
+        repairs.join(", ")
+    )
 }
 
 /// A spill folder (the temporary folder of an external sort) that failed is a local file error.
@@ -116,7 +145,7 @@ impl ObjectsError {
         match self {
             ObjectsError::Storage { source, .. } => is_transient_error(source.as_ref()),
             ObjectsError::Io { source, .. } => is_transient_error(source),
-            ObjectsError::Registry { .. } => true,
+            ObjectsError::Registry { .. } | ObjectsError::JournalPending { .. } => true,
             ObjectsError::Engine(e) => e.is_transient(),
             ObjectsError::Root { .. }
             | ObjectsError::NotALake { .. }
@@ -127,6 +156,7 @@ impl ObjectsError {
             | ObjectsError::PlanIncomplete { .. }
             | ObjectsError::Checkpoint { .. }
             | ObjectsError::InventoryReport { .. }
+            | ObjectsError::Output { .. }
             | ObjectsError::Injected(_) => false,
         }
     }

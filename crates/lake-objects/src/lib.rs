@@ -30,6 +30,9 @@
 //!   local file-system access that never goes through a symbolic link.
 //! - [`shards`]: sharded plans (N shards over disjoint key ranges) and their manifest.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
+//! - [`output`]: where documents written for an operator (plans, sharded plans, metrics,
+//!   checkpoints) may go: outside the lake by any route, over a document of the same kind,
+//!   atomically.
 //! - [`apply`]: page-by-page, resumable deletion; `revalidation`: the lineage checked before
 //!   every group of deletes.
 //! - [`s3_requests`]: raw signed S3 requests (exact listings, incomplete multipart uploads).
@@ -51,6 +54,7 @@ pub mod keys;
 pub mod layout;
 mod live_keys;
 mod no_follow;
+pub mod output;
 pub mod plan;
 pub mod planner;
 pub mod registry;

@@ -9,6 +9,7 @@
 use crate::candidates::CandidateList;
 use crate::error::ObjectsError;
 use crate::key_range::KeyRange;
+use crate::output::{DocumentKind, OutputPath};
 use lake_engine::LineageBasis;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -190,6 +191,20 @@ impl GcPlan {
         serde_json::to_writer_pretty(out, &doc).map_err(std::io::Error::other)
     }
 
+    /// Writes the plan document ([`GcPlan::write_document`], what `lake gc --out FILE` writes)
+    /// to `out`, under the rules of [`crate::output`]: outside the plan's own lake (its `root`)
+    /// by any spelling or route, over nothing, an empty file or another plan document (any
+    /// regular file with [`OutputPath::force`]), atomically.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Root`] for a file inside the lake; [`ObjectsError::Output`] for a file
+    /// of another kind, a folder or a device there, or a folder that does not exist;
+    /// [`ObjectsError::Io`].
+    pub fn save(&self, out: &OutputPath) -> Result<(), ObjectsError> {
+        let root = crate::output::document_root(&self.root)?;
+        out.write(&root, DocumentKind::Plan, |w| self.write_document(w))
+    }
+
     /// The plan document as bytes (see [`GcPlan::write_document`]); empty when a spilled
     /// candidate list cannot be read.
     pub fn to_document(&self) -> Vec<u8> {
@@ -237,6 +252,37 @@ impl GcPlan {
             )));
         }
         Ok((doc.plan, actual))
+    }
+
+    /// Checks every candidate from index `from` on, before apply deletes anything: a
+    /// collectable key ([`crate::keys::is_collectable`]) minted before the plan's cutoff, and for
+    /// a shard inside its range (a list is in ascending key order by construction). A plan document carries its
+    /// own digest, which anyone can recompute: whatever it names, only such keys are deleted,
+    /// and a plan naming any other is refused as a whole rather than after earlier pages were
+    /// deleted. Streams the list (a spilled list is read once, never loaded).
+    ///
+    /// # Errors
+    /// A sentence naming the first candidate at fault (or an unreadable cutoff or list).
+    pub fn check_candidates(&self, from: u64) -> Result<(), String> {
+        let cutoff = chrono::DateTime::parse_from_rfc3339(&self.cutoff)
+            .map_err(|e| format!("its plan's cutoff `{}` cannot be read: {e}", self.cutoff))?
+            .with_timezone(&chrono::Utc);
+        let mut cursor = self.candidates.cursor(from).map_err(|e| e.to_string())?;
+        while let Some(candidate) = cursor.next_candidate().map_err(|e| e.to_string())? {
+            if crate::keys::minted_at(&candidate.uri).is_none_or(|t| t >= cutoff) {
+                return Err(format!(
+                    "its plan names `{}`, which is not a managed object minted before the plan's cutoff {}; GC never deletes it",
+                    candidate.uri, self.cutoff
+                ));
+            }
+            if let Some(shard) = self.shard.as_ref().filter(|s| !s.range.contains(&candidate.uri)) {
+                return Err(format!(
+                    "its plan is shard {} of {} covering {} but names `{}`, outside that range",
+                    shard.index, shard.count, shard.range, candidate.uri
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks the format version and stage.

@@ -26,6 +26,7 @@
 
 use crate::error::ObjectsError;
 use crate::key_range::KeyRange;
+use crate::output::{document_root, DocumentKind, OutputPath};
 use crate::plan::{GcPlan, PlanShard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -43,6 +44,14 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// The file name of shard `index`'s plan document in a sharded plan's folder: `shard-00003.json`.
 pub fn shard_file_name(index: u64) -> String {
     format!("shard-{index:05}.json")
+}
+
+/// The index of a shard plan document's file name (`shard-00003.json` -> 3), as
+/// [`shard_file_name`] writes it; `None` for any other name.
+pub fn parse_shard_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("shard-")?.strip_suffix(".json")?;
+    let index: u64 = digits.parse().ok().filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))?;
+    (shard_file_name(index) == name).then_some(index)
 }
 
 /// The file name of shard `index`'s apply checkpoint in a checkpoint folder: `shard-00003.ckpt`
@@ -371,13 +380,21 @@ impl ShardManifest {
         Self::from_document(&bytes, &shown)
     }
 
-    /// Writes the manifest document to `dir`/[`MANIFEST_FILE`], atomically.
+    /// Writes the manifest document to `dir`/[`MANIFEST_FILE`] (the folder must exist),
+    /// atomically, under the rules of [`crate::output`]: outside the manifest's lake, over
+    /// nothing or another manifest document.
     ///
     /// # Errors
-    /// [`ObjectsError::Io`].
+    /// [`ObjectsError::Root`] for a folder inside the lake; [`ObjectsError::Output`] for a file
+    /// of another kind there; [`ObjectsError::Io`].
     pub fn save(&self, dir: &Path) -> Result<(), ObjectsError> {
+        self.save_in(&OutputPath::new(dir))
+    }
+
+    fn save_in(&self, folder: &OutputPath) -> Result<(), ObjectsError> {
         let bytes = self.to_document();
-        crate::checkpoint::write_local(&dir.join(MANIFEST_FILE), |out| out.write_all(&bytes))
+        let root = document_root(&self.root)?;
+        folder.file(MANIFEST_FILE).write(&root, DocumentKind::ShardManifest, |out| out.write_all(&bytes))
     }
 
     /// Checks that `plan` is shard `i` of this manifest: a shard whose index, count and range
@@ -448,22 +465,60 @@ impl ShardManifest {
                 entry.lineage_complete
             )));
         }
+        // Every candidate inside the shard's range (and collectable, minted before the cutoff),
+        // checked before any shard deletes anything.
+        plan.check_candidates(0).map_err(refuse)?;
         Ok(())
     }
 
     /// Reads shard `index`'s plan document from `dir`/[`shard_file_name`] (streamed: a long
-    /// candidate list spills to a temporary file) and checks it against this manifest.
+    /// candidate list spills to a temporary file) and checks it against this manifest: it must
+    /// be shard `index` (a shard document renamed or swapped with another is refused, never
+    /// applied under the other's index), hash to the manifest's digest at that index, have its
+    /// range, and name only keys of that range.
     ///
     /// # Errors
     /// [`ObjectsError::Io`] when it cannot be read; [`ObjectsError::Corrupt`] for a document
-    /// that does not match its own digest; as [`ShardManifest::check_shard`].
+    /// that does not match its own digest; [`ObjectsError::Policy`] for a document of another
+    /// index, and as [`ShardManifest::check_shard`].
     pub fn load_shard(&self, dir: &Path, index: u64) -> Result<GcPlan, ObjectsError> {
         let path = dir.join(shard_file_name(index));
         let shown = path.display().to_string();
         let file = std::fs::File::open(&path).map_err(|source| ObjectsError::Io { path: shown.clone(), source })?;
         let (plan, digest) = GcPlan::read_document_and_digest(std::io::BufReader::new(file), &shown)?;
+        let found = shard_of(&plan)?.index;
+        if found != index {
+            return Err(ObjectsError::Policy(format!(
+                "{shown} holds shard {found} of manifest {}, not shard {index}: shard documents were renamed or swapped. Nothing was deleted; put each document back under its own name, or plan again",
+                self.digest()
+            )));
+        }
         self.check_bound(&plan, &digest)?;
         Ok(plan)
+    }
+
+    /// Checks the shard documents of `indexes` in the folder `dir` against this manifest, each
+    /// as [`ShardManifest::load_shard`] does (its index, digest, range and candidates), before
+    /// any of them is applied: a sharded apply refuses an edited, swapped, missing or foreign
+    /// shard document before its first delete, not after earlier shards were deleted. Each
+    /// document is read and dropped (one candidate list in memory at a time).
+    ///
+    /// # Errors
+    /// As [`ShardManifest::load_shard`], for the first shard at fault; an index outside the
+    /// manifest is [`ObjectsError::Policy`].
+    pub fn check_folder(&self, dir: &Path, indexes: &[u64]) -> Result<(), ObjectsError> {
+        for &index in indexes {
+            if index >= self.count {
+                return Err(ObjectsError::Policy(format!(
+                    "shard {index} does not exist: manifest {} has {} shards (0 to {})",
+                    self.digest(),
+                    self.count,
+                    self.count - 1
+                )));
+            }
+            self.load_shard(dir, index)?;
+        }
+        Ok(())
     }
 }
 
@@ -477,17 +532,49 @@ pub struct ShardedPlan {
 }
 
 impl ShardedPlan {
-    /// Writes every shard's plan document, then the manifest, into the folder `dir` (which
-    /// must exist), each atomically. A crash in between leaves the earlier manifest (if any),
-    /// which the new shard documents do not match: loading them is refused, never mixed.
+    /// Writes the sharded plan into the folder `dir` ([`ShardedPlan::save_to`] without force).
     ///
     /// # Errors
-    /// [`ObjectsError::Io`].
+    /// As [`ShardedPlan::save_to`].
     pub fn save(&self, dir: &Path) -> Result<(), ObjectsError> {
+        self.save_to(&OutputPath::new(dir))
+    }
+
+    /// Writes every shard's plan document, then the manifest, into `folder`, each atomically,
+    /// under the rules of [`crate::output`]: the folder (created when missing, its parent must
+    /// exist) and its files lie outside the plan's lake by any route, and an existing folder is
+    /// empty or holds a sharded plan (anything with [`OutputPath::force`]). Shard documents
+    /// of an earlier plan beyond this one's count are removed after the manifest is written. A
+    /// crash in between leaves the earlier manifest (if any), which the new shard documents do
+    /// not match: loading them is refused, never mixed.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Root`] for a folder inside the lake; [`ObjectsError::Output`] for a
+    /// folder holding other files; [`ObjectsError::Io`].
+    pub fn save_to(&self, folder: &OutputPath) -> Result<(), ObjectsError> {
+        let root = document_root(&self.manifest.root)?;
+        folder.prepare_folder(&root)?;
         for plan in &self.plans {
-            save_shard(plan, dir)?;
+            let index = shard_of(plan)?.index;
+            folder.file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))?;
         }
-        self.manifest.save(dir)
+        self.manifest.save_in(folder)?;
+        let io = |source| ObjectsError::Io { path: folder.path().display().to_string(), source };
+        for entry in std::fs::read_dir(folder.path()).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let stale =
+                parse_shard_file_name(&entry.file_name().to_string_lossy()).is_some_and(|i| i >= self.manifest.count);
+            if stale
+                && folder
+                    .file(&entry.file_name().to_string_lossy())
+                    .force(false)
+                    .check(&root, DocumentKind::Plan)
+                    .is_ok()
+            {
+                std::fs::remove_file(entry.path()).map_err(io)?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads the sharded plan saved in `dir`: its manifest, then every shard, each checked
@@ -502,12 +589,16 @@ impl ShardedPlan {
     }
 }
 
-/// Writes the shard plan `plan`'s document to `dir`/[`shard_file_name`] atomically, streaming
-/// its candidates (a worker's output).
+/// Writes the shard plan `plan`'s document to `dir`/[`shard_file_name`] (the folder must
+/// exist) atomically, streaming its candidates (a worker's output), under the rules of
+/// [`crate::output`]: outside the plan's lake, over nothing or another plan document.
 ///
 /// # Errors
-/// [`ObjectsError::Policy`] when `plan` is not a shard; [`ObjectsError::Io`].
+/// [`ObjectsError::Policy`] when `plan` is not a shard; [`ObjectsError::Root`] for a folder
+/// inside the lake; [`ObjectsError::Output`] for a file of another kind there;
+/// [`ObjectsError::Io`].
 pub fn save_shard(plan: &GcPlan, dir: &Path) -> Result<(), ObjectsError> {
     let index = shard_of(plan)?.index;
-    crate::checkpoint::write_local(&dir.join(shard_file_name(index)), |out| plan.write_document(out))
+    let root = document_root(&plan.root)?;
+    OutputPath::new(dir).file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))
 }

@@ -94,8 +94,8 @@ enum Kind {
 fn objects_err(e: lake_objects::ObjectsError) -> PyErr {
     use lake_objects::ObjectsError as E;
     let kind = match &e {
-        E::Policy(_) | E::Root { .. } => Kind::Policy,
-        E::PlanIncomplete { .. } => Kind::Lineage,
+        E::Policy(_) | E::Root { .. } | E::Output { .. } => Kind::Policy,
+        E::PlanIncomplete { .. } | E::JournalPending { .. } => Kind::Lineage,
         E::Storage { .. } | E::Io { .. } => Kind::Storage,
         _ => Kind::Other,
     };
@@ -593,9 +593,22 @@ fn sharded_documents(plan: &ShardedPlan) -> PyResult<(String, Vec<String>)> {
     Ok((text(plan.manifest.to_document())?, shards))
 }
 
-/// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created).
+/// Writes a plan document into the file `path`, under the library's rules for written documents
+/// (`lake_objects::output`): outside the plan's lake, over nothing or another plan (any regular
+/// file when `force`), atomically.
 #[pyfunction]
-fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>) -> PyResult<()> {
+#[pyo3(signature = (path, document, force=false))]
+fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
+    let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?;
+    plan.save(&lake_objects::output::OutputPath::new(path).force(force)).map_err(objects_err)
+}
+
+/// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created when its
+/// parent exists), under the library's rules for written documents: outside the plan's lake,
+/// into an empty folder or over another sharded plan (anything when `force`).
+#[pyfunction]
+#[pyo3(signature = (dir, manifest, shards, force=false))]
+fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>, force: bool) -> PyResult<()> {
     let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(objects_err)?;
     let plans = shards
         .iter()
@@ -603,9 +616,8 @@ fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>) 
         .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
         .collect::<Result<Vec<_>, _>>()
         .map_err(objects_err)?;
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| LakeError::new_err(format!("cannot create the folder {}: {e}", dir.display())))?;
-    ShardedPlan { manifest, plans }.save(&dir).map_err(objects_err)
+    let folder = lake_objects::output::OutputPath::new(dir).force(force);
+    ShardedPlan { manifest, plans }.save_to(&folder).map_err(objects_err)
 }
 
 /// Reads the sharded plan saved in the folder `dir`: the manifest and shard documents, each
@@ -642,6 +654,7 @@ fn _lake(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(locations, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_save, m)?)?;
     m.add_function(wrap_pyfunction!(sharded_save, m)?)?;
     m.add_function(wrap_pyfunction!(sharded_load, m)?)?;
     let py = m.py();

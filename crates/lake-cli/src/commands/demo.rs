@@ -198,6 +198,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
         list_page_size: 100,
         list_streams: lake_objects::collector::DEFAULT_LIST_STREAMS,
         out: None,
+        metrics: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),
         memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET,

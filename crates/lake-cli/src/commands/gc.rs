@@ -6,16 +6,27 @@ pub use super::gc_report::{GcReport, JsonReport};
 use crate::cli::GcArgs;
 use crate::commands::gc_shards::{run_sharded, shard_request};
 use crate::commands::open_lake;
-use crate::error::{parse_duration, CliError};
+use crate::error::{check_range, memory_budget_bytes, parse_duration, parse_duration_within, CliError};
 use chrono::{DateTime, Utc};
 use lake_objects::apply::ApplyOptions;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
 use lake_objects::inventory::report::{ReportInventory, ReportOptions};
+use lake_objects::output::{DocumentKind, LakeRootUri, OutputPath};
 use lake_objects::plan::GcPlan;
 use lake_objects::spill::share;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Most delete requests in flight (`--delete-concurrency`) and listing requests in flight
+/// (`--list-streams`): each holds a page of up to 1000 keys.
+const MAX_REQUESTS_IN_FLIGHT: u64 = 64;
+/// The bounds of `--max-clock-skew`: 0 would refuse every run, more than a day accepts a host
+/// clock that is plainly wrong.
+const CLOCK_SKEW_BOUNDS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(86_400));
+/// The upper bound of `--inventory-max-age` and `--inventory-margin`: a year (365.25 days, as
+/// humantime counts one).
+const INVENTORY_DURATION_MAX: Duration = Duration::from_secs(31_557_600);
 
 /// A validated GC request.
 #[derive(Debug, Clone)]
@@ -34,8 +45,10 @@ pub struct GcRequest {
     pub list_page_size: usize,
     /// Listing requests in flight on an S3 root.
     pub list_streams: usize,
-    /// Where to write the plan document.
-    pub out: Option<PathBuf>,
+    /// Where to write the plan document (checked against the lake before planning).
+    pub out: Option<OutputPath>,
+    /// Where to write the run's metrics (checked against the lake before planning).
+    pub metrics: Option<OutputPath>,
     /// A saved plan to apply instead of planning.
     pub plan: Option<PathBuf>,
     /// Largest accepted difference between this host's clock and the store's.
@@ -76,18 +89,58 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         ),
         None => None,
     };
-    if !(1..=1000).contains(&args.page_size) {
-        return Err(CliError::Usage(format!(
-            "--page-size {} must be between 1 and 1000 (S3's DeleteObjects limit)",
-            args.page_size
-        )));
+    check_range("--page-size", args.page_size as u64, 1..=1000, "keys per delete request: S3's DeleteObjects limit")?;
+    check_range(
+        "--delete-concurrency",
+        args.delete_concurrency as u64,
+        1..=MAX_REQUESTS_IN_FLIGHT,
+        "delete requests in flight, each of up to --page-size keys",
+    )?;
+    if let Some(pages) = args.max_pages {
+        check_range("--max-pages", pages, 1..=u64::MAX, "delete pages this run; 0 would delete nothing")?;
     }
-    if args.list_page_size == 0 {
-        return Err(CliError::Usage("--list-page-size must be at least 1".into()));
-    }
-    if args.list_streams == 0 {
-        return Err(CliError::Usage("--list-streams must be at least 1 (1 lists one page at a time)".into()));
-    }
+    check_range(
+        "--list-page-size",
+        args.list_page_size as u64,
+        1..=1000,
+        "keys per listing request: S3's ListObjectsV2 limit",
+    )?;
+    check_range(
+        "--list-streams",
+        args.list_streams as u64,
+        1..=MAX_REQUESTS_IN_FLIGHT,
+        "listing requests in flight; 1 lists one page at a time",
+    )?;
+    let memory_budget = memory_budget_bytes(args.memory_budget_mib)?;
+    let (skew_min, skew_max) = CLOCK_SKEW_BOUNDS;
+    let max_clock_skew = parse_duration_within(
+        "--max-clock-skew",
+        &args.max_clock_skew,
+        skew_min,
+        skew_max,
+        "the largest accepted difference between this host's clock and the store's",
+    )?;
+    parse_duration_within(
+        "--inventory-max-age",
+        &args.inventory_max_age,
+        Duration::from_secs(1),
+        INVENTORY_DURATION_MAX,
+        "the oldest S3 Inventory report accepted",
+    )?;
+    parse_duration_within(
+        "--inventory-margin",
+        &args.inventory_margin,
+        Duration::ZERO,
+        INVENTORY_DURATION_MAX,
+        "how long before a report's creation its keys are listed live",
+    )?;
+    let force = args.force;
+    // With --shards, --out names a folder (see `gc_shards`).
+    let out = match (&args.out, args.shards) {
+        (Some(text), None) => Some(OutputPath::parse("--out", text)?.force(force)),
+        _ => None,
+    };
+    let metrics = args.metrics_file.as_deref().map(|t| OutputPath::parse("--metrics-file", t)).transpose()?;
     Ok(GcRequest {
         min_age,
         allow_below_policy: args.allow_below_policy,
@@ -97,15 +150,16 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
             page_size: args.page_size,
             max_pages: args.max_pages,
             progress: None,
-            concurrency: args.delete_concurrency.max(1),
-            memory_budget: share(args.memory_budget_mib.saturating_mul(1024 * 1024)).1,
+            concurrency: args.delete_concurrency,
+            memory_budget: share(memory_budget).1,
         },
         list_page_size: args.list_page_size,
         list_streams: args.list_streams,
-        out: args.out.clone(),
+        out,
+        metrics: metrics.map(|m| m.force(force)),
         plan: args.plan.clone(),
-        max_clock_skew: parse_duration("--max-clock-skew", &args.max_clock_skew)?,
-        memory_budget: args.memory_budget_mib.saturating_mul(1024 * 1024),
+        max_clock_skew,
+        memory_budget,
     })
 }
 
@@ -134,15 +188,17 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
         plan_seconds,
         apply_seconds,
     };
+    // Every file this run writes is checked before anything is planned or deleted: none may
+    // lie inside the lake, or replace a file of another kind.
+    let root = collector.store().root();
+    if let Some(out) = &req.out {
+        out.check(root, DocumentKind::Plan)?;
+    }
+    if let Some(metrics) = &req.metrics {
+        metrics.check(root, DocumentKind::Metrics)?;
+    }
     // The reading reported with a resumed or saved plan; the collector checks its own.
     let (_, clock) = collector.cutoff(&horizon).await?;
-    if let Some(path) = &req.checkpoint {
-        let started = std::time::Instant::now();
-        if let Some(done) = collector.resume(&horizon, path, &req.apply).await? {
-            let seconds = started.elapsed().as_secs_f64();
-            return Ok(report(done.plan.clone(), None, clock, Some(done), true, 0.0, seconds));
-        }
-    }
     if let Some(file) = &req.plan {
         let shown = file.display().to_string();
         let reader = std::fs::File::open(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
@@ -150,9 +206,21 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
         let Some(path) = &req.checkpoint else {
             return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
         };
+        // The saved plan, never the checkpoint's: the collector resumes it when the checkpoint
+        // records it, replaces a finished apply of another plan, and refuses an unfinished one.
         let started = std::time::Instant::now();
         let done = collector.apply(&saved, &horizon, path, &req.apply).await?;
-        return Ok(report(saved, None, clock, Some(done), false, 0.0, started.elapsed().as_secs_f64()));
+        let resumed = done.resumed;
+        return Ok(report(saved, None, clock, Some(done), resumed, 0.0, started.elapsed().as_secs_f64()));
+    }
+    if let Some(path) = &req.checkpoint {
+        // An unfinished apply at PATH is resumed (no new plan: finish it first); a finished one
+        // is no reason to do nothing: plan anew below, and the new plan replaces it.
+        let started = std::time::Instant::now();
+        if let Some(done) = collector.resume_unfinished(&horizon, path, &req.apply).await? {
+            let seconds = started.elapsed().as_secs_f64();
+            return Ok(report(done.plan.clone(), None, clock, Some(done), true, 0.0, seconds));
+        }
     }
     let settings = PlanSettings {
         inventory_page_size: req.list_page_size,
@@ -163,11 +231,9 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
     let Planned { plan: gc_plan, stats, clock } = collector.plan(&horizon, &settings).await?;
     let plan_seconds = planning.elapsed().as_secs_f64();
     if let Some(out) = &req.out {
-        // Streamed: a spilled candidate list goes from its temporary file to the document.
-        let io = |e| CliError::Io { path: out.display().to_string(), source: e };
-        let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
-        gc_plan.write_document(&mut file).map_err(io)?;
-        std::io::Write::flush(&mut file).map_err(io)?;
+        // Streamed (a spilled candidate list goes from its temporary file to the document),
+        // atomically, checked again.
+        gc_plan.save(out)?;
     }
     let applying = std::time::Instant::now();
     let apply_report = match &req.checkpoint {
@@ -219,12 +285,14 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
         }
         hook_bar.set_position(done);
     })));
+    let metrics = req.metrics.as_ref().map(|m| (m, collector.store().root()));
     if let Some(sharded) = shard_request(args)? {
         let report = run_sharded(&collector, &req, &sharded).await;
         bar.finish_and_clear();
         let report = report?;
         return finish(
             args,
+            metrics,
             || report.to_prometheus(),
             |out| serde_json::to_writer(out, &report.to_json()),
             || report.to_text(),
@@ -238,6 +306,7 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     report.restore_tags = restore_tags(&engine, report.clock.store_now).await?;
     finish(
         args,
+        metrics,
         || report.to_prometheus(),
         |out| serde_json::to_writer(out, &JsonReport(&report)),
         || report.to_text(),
@@ -263,16 +332,19 @@ async fn restore_tags(
     Ok(found)
 }
 
-/// Writes a run's metrics file, prints its JSON or text, and turns its exit code into a result.
+/// Writes a run's metrics file (outside the lake `root`, over nothing or a metrics file,
+/// atomically), prints its JSON or text, and turns its exit code into a result.
 fn finish(
     args: &GcArgs,
+    metrics: Option<(&OutputPath, &LakeRootUri)>,
     prometheus: impl FnOnce() -> String,
     json: impl FnOnce(&mut dyn std::io::Write) -> serde_json::Result<()>,
     text: impl FnOnce() -> String,
     code: u8,
 ) -> Result<(), CliError> {
-    if let Some(path) = &args.metrics_file {
-        std::fs::write(path, prometheus()).map_err(|e| CliError::Io { path: path.display().to_string(), source: e })?;
+    if let Some((file, root)) = metrics {
+        let body = prometheus();
+        file.write(root, DocumentKind::Metrics, |out| std::io::Write::write_all(out, body.as_bytes()))?;
     }
     if args.json {
         let stdout = std::io::stdout();
@@ -281,7 +353,11 @@ fn finish(
             .map_err(std::io::Error::other)
             .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
             .and_then(|()| std::io::Write::flush(&mut out));
-        written.map_err(|e| CliError::Io { path: "standard output".into(), source: e })?;
+        // As every output of lake: a reader that went away does not change the outcome, any
+        // other failure is reported at exit (see `crate::stdio`).
+        if let Err(e) = written {
+            crate::stdio::record_stdout_failure(e);
+        }
     } else {
         print!("{}", text());
     }

@@ -140,6 +140,7 @@ impl GcReport {
             v["complete"] = json!(c.complete);
             v["delete_pages"] = json!(a.pages);
             v["already_complete"] = json!(a.was_complete);
+            v["replaced"] = replaced_json(a);
         }
         v
     }
@@ -288,6 +289,12 @@ impl GcReport {
             if a.was_complete {
                 out += "  apply: already complete; nothing to do\n";
             }
+            if let Some(r) = &a.replaced {
+                out += &format!(
+                    "  apply: replaces the finished apply of plan {} (cutoff {}) the checkpoint recorded\n",
+                    r.plan_digest, r.cutoff
+                );
+            }
             out += &format!(
                 "  deleted {}, already gone {}, gone (store does not say which run removed them) {}, revived {}, skipped {}, failed {} ({} delete requests this run)\n",
                 c.deleted,
@@ -314,6 +321,15 @@ impl GcReport {
             None if !self.plan.lineage_complete => 3,
             None => 0,
         }
+    }
+}
+
+/// `replaced` of a `--json` report: the finished apply of another plan this run's plan replaced
+/// at the checkpoint (`{"plan_digest", "cutoff"}`), or null.
+pub(crate) fn replaced_json(a: &ApplyReport) -> Value {
+    match &a.replaced {
+        Some(r) => json!({"plan_digest": r.plan_digest, "cutoff": r.cutoff}),
+        None => Value::Null,
     }
 }
 
@@ -367,4 +383,69 @@ fn intents_text(stats: &lake_objects::planner::PlanStats, root: &str) -> String 
         out += &format!("    {} ({}, {} references)\n", i.key, i.operation, i.references);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lake_objects::candidates::{CandidateList, CandidateWriter};
+    use lake_objects::descriptor::{GcPolicy, DESCRIPTOR_FORMAT_VERSION};
+    use lake_objects::plan::{Candidate, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+
+    fn report(candidates: CandidateList) -> GcReport {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z").unwrap().with_timezone(&chrono::Utc);
+        GcReport {
+            plan: GcPlan {
+                format_version: PLAN_FORMAT_VERSION,
+                stage: STAGE_ORPHAN_OBJECTS.into(),
+                root: "file:///lake".into(),
+                min_age_seconds: 4,
+                cutoff: format_time(now),
+                basis: Vec::new(),
+                lineage_complete: true,
+                problems: Vec::new(),
+                foreign_count: 0,
+                foreign: Vec::new(),
+                shard: None,
+                candidates,
+            },
+            stats: None,
+            clock: ClockReading { store_now: now, local_now: now },
+            policy: LakeDescriptor {
+                format_version: DESCRIPTOR_FORMAT_VERSION,
+                created_at: format_time(now),
+                gc: GcPolicy { min_age_seconds: 4 },
+            },
+            apply: None,
+            resumed: false,
+            plan_seconds: 0.0,
+            apply_seconds: 0.0,
+            inventory: None,
+            restore_tags: Vec::new(),
+        }
+    }
+
+    /// `--json` streams a spilled candidate list (a zero budget spills every candidate) into
+    /// the same document as the list held in memory (the CLI's smallest budget, 1 MiB, spills
+    /// only large plans, so the binary's tests cannot reach this path cheaply).
+    #[test]
+    fn a_spilled_candidate_list_streams_into_the_same_json() {
+        let candidates: Vec<Candidate> = (0..50)
+            .map(|i| Candidate {
+                uri: format!("objects/01J0000000000000000000{i:04}/c.bin"),
+                size: i,
+                last_modified: "2026-01-01T00:00:00.000Z".into(),
+            })
+            .collect();
+        let mut writer = CandidateWriter::new(0);
+        for c in &candidates {
+            writer.push(c.clone()).unwrap();
+        }
+        let spilled = writer.finish().unwrap();
+        assert!(spilled.is_spilled());
+        let json = |r: &GcReport| serde_json::to_value(JsonReport(r)).unwrap();
+        let (from_disk, from_memory) = (json(&report(spilled)), json(&report(CandidateList::from_sorted(candidates))));
+        assert_eq!(from_disk["candidates"].as_array().map(Vec::len), Some(50));
+        assert_eq!(from_disk, from_memory);
+    }
 }

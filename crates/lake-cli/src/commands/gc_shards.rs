@@ -11,6 +11,7 @@ use crate::commands::gc::GcRequest;
 use crate::error::CliError;
 use lake_objects::checkpoint::CheckpointLocation;
 use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, PlannedShards};
+use lake_objects::output::OutputPath;
 use lake_objects::shards::{shard_checkpoint_name, ShardEntry, ShardManifest, MAX_SHARDS};
 use lake_objects::spill::share;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub enum ShardRequest {
     /// A sharded dry run of this many shards, written to the folder when given.
-    Plan { shards: usize, out: Option<PathBuf> },
+    Plan { shards: usize, out: Option<OutputPath> },
     /// Apply the sharded plan whose manifest is `manifest`, each shard with its checkpoint in
     /// `checkpoint_dir`; only shard `only` when given.
     Apply { manifest: PathBuf, checkpoint_dir: String, only: Option<u64> },
@@ -36,7 +37,8 @@ pub fn shard_request(args: &GcArgs) -> Result<Option<ShardRequest>, CliError> {
                 "--shards {shards} must be between 1 and {MAX_SHARDS} (every shard reads the whole journal; only the listing is split)"
             )));
         }
-        return Ok(Some(ShardRequest::Plan { shards, out: args.out.clone() }));
+        let out = args.out.as_deref().map(|t| OutputPath::parse("--out", t)).transpose()?;
+        return Ok(Some(ShardRequest::Plan { shards, out: out.map(|o| o.force(args.force)) }));
     }
     match (&args.manifest, &args.checkpoint_dir) {
         (Some(manifest), Some(dir)) => {
@@ -62,7 +64,7 @@ pub async fn run_sharded(
         earlier_cutoff: req.cutoff,
     };
     match sharded {
-        ShardRequest::Plan { shards, out } => plan(collector, req, &horizon, *shards, out.as_deref()).await,
+        ShardRequest::Plan { shards, out } => plan(collector, req, &horizon, *shards, out.as_ref()).await,
         ShardRequest::Apply { manifest, checkpoint_dir, only } => {
             apply(collector, req, &horizon, manifest, checkpoint_dir, *only).await
         }
@@ -74,11 +76,15 @@ async fn plan(
     req: &GcRequest,
     horizon: &Horizon,
     shards: usize,
-    out: Option<&Path>,
+    out: Option<&OutputPath>,
 ) -> Result<ShardedReport, CliError> {
-    // The folder is checked before planning: a typo costs nothing.
+    // The folder (and the metrics file) are checked before planning: a typo costs nothing,
+    // and nothing is ever written inside the lake or over files of another kind.
     if let Some(dir) = out {
-        prepare_folder(dir)?;
+        dir.prepare_folder(collector.store().root())?;
+    }
+    if let Some(metrics) = &req.metrics {
+        metrics.check(collector.store().root(), lake_objects::output::DocumentKind::Metrics)?;
     }
     let settings = PlanSettings {
         inventory_page_size: req.list_page_size,
@@ -89,7 +95,7 @@ async fn plan(
     let PlannedShards { plan, stats, clock } = collector.plan_sharded(horizon, &settings, shards).await?;
     let plan_seconds = started.elapsed().as_secs_f64();
     if let Some(dir) = out {
-        plan.save(dir)?;
+        plan.save_to(dir)?;
     }
     let outcomes = plan
         .manifest
@@ -110,34 +116,11 @@ async fn plan(
         stats: Some(stats),
         clock,
         policy: collector.policy().clone(),
-        written: out.map(Path::to_path_buf),
+        written: out.map(|o| o.path().to_path_buf()),
         applying: false,
         plan_seconds,
         apply_seconds: 0.0,
     })
-}
-
-/// Creates the output folder `dir` when it does not exist (its parent must), or accepts an
-/// existing folder.
-fn prepare_folder(dir: &Path) -> Result<(), CliError> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if dir.exists() {
-        return Err(CliError::Usage(format!(
-            "--out {} is a file; with --shards, --out names a folder for manifest.json and the shard plans",
-            dir.display()
-        )));
-    }
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(CliError::Usage(format!(
-            "--out {}: its parent folder {} does not exist; create it first (lake creates only the last folder, so that a typo cannot create a tree)",
-            dir.display(),
-            parent.display()
-        )));
-    }
-    std::fs::create_dir(dir).map_err(|source| CliError::Io { path: dir.display().to_string(), source })
 }
 
 async fn apply(
@@ -161,17 +144,29 @@ async fn apply(
         Some(i) => vec![i],
         None => (0..manifest.count).collect(),
     };
+    if let Some(metrics) = &req.metrics {
+        metrics.check(collector.store().root(), lake_objects::output::DocumentKind::Metrics)?;
+    }
+    // Before the first delete: every selected shard document against the manifest (its index,
+    // digest, range and candidates), and every checkpoint outside the lake. An edited, swapped,
+    // missing or foreign shard stops the run before any shard deletes anything.
+    manifest.check_folder(folder, &selected)?;
+    let checkpoints = selected.iter().map(|&i| shard_checkpoint(checkpoint_dir, i)).collect::<Result<Vec<_>, _>>()?;
+    for at in &checkpoints {
+        at.check_outside(collector.store())?;
+    }
     let (_, clock) = collector.cutoff(&Horizon { earlier_cutoff: None, ..horizon.clone() }).await?;
     let started = std::time::Instant::now();
     let mut outcomes: Vec<ShardOutcome> = manifest.shards.iter().map(ShardOutcome::unapplied).collect();
-    for index in selected {
-        let at = shard_checkpoint(checkpoint_dir, index)?;
+    for (index, at) in selected.into_iter().zip(checkpoints) {
         let run = async {
-            if let Some(done) = collector.resume_shard(&manifest, horizon, &at, &req.apply).await? {
-                return Ok::<_, CliError>((done, true));
-            }
+            // The shard's own document, checked again as it is read; its checkpoint resumes
+            // it, or a finished apply of an earlier plan there is replaced (never resumed in
+            // its place), or an unfinished one of another plan refuses it.
             let plan = manifest.load_shard(folder, index)?;
-            Ok((collector.apply_shard(&manifest, &plan, horizon, &at, &req.apply).await?, false))
+            let done = collector.apply_shard(&manifest, &plan, horizon, &at, &req.apply).await?;
+            let resumed = done.resumed;
+            Ok::<_, CliError>((done, resumed))
         };
         let (done, resumed) = run.await.inspect_err(|_| {
             eprintln!(

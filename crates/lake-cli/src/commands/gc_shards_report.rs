@@ -129,6 +129,8 @@ impl ShardedReport {
                     "already complete"
                 } else if s.resumed {
                     "resumed"
+                } else if a.replaced.is_some() {
+                    "applied (replacing a finished apply of an earlier plan at its checkpoint)"
                 } else {
                     "applied"
                 };
@@ -243,6 +245,7 @@ fn shard_json(s: &ShardOutcome) -> Value {
         v["resumed"] = json!(s.resumed);
         v["delete_pages"] = json!(a.pages);
         v["already_complete"] = json!(a.was_complete);
+        v["replaced"] = super::gc_report::replaced_json(a);
     }
     v
 }

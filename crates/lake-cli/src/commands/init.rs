@@ -17,6 +17,8 @@ pub async fn run(args: &InitArgs) -> Result<(), CliError> {
     if min_age.as_secs() == 0 {
         return Err(CliError::Usage("--min-age must be at least 1s".into()));
     }
+    // Before the root's folder is created.
+    LakeDescriptor::check_floor(min_age)?;
     let store = LakeStore::open(&args.root)?;
     let (descriptor, created) = LakeDescriptor::create(&store, min_age).await?;
     let verb = if created { "created" } else { "already exists:" };

@@ -2,7 +2,7 @@
 
 use crate::cli::{RecoverArgs, RefsCommand, RepairArgs, VerifyArgs};
 use crate::commands::{open_lake, print_json};
-use crate::error::CliError;
+use crate::error::{memory_budget_bytes, CliError};
 use serde_json::json;
 
 /// Runs a `lake refs` subcommand.
@@ -101,8 +101,9 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
 }
 
 async fn verify(args: &VerifyArgs) -> Result<(), CliError> {
+    let budget = memory_budget_bytes(args.memory_budget_mib)?;
     let (_, _, engine) = open_lake(&args.root).await?;
-    let engine = engine.with_memory_budget(args.memory_budget_mib.saturating_mul(1024 * 1024));
+    let engine = engine.with_memory_budget(budget);
     let tables: Vec<String> = args.table.iter().cloned().collect();
     let report = engine.verify_refs(&tables).await?;
     if args.json {

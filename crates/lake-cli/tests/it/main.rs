@@ -3,6 +3,7 @@
 mod garbage;
 mod ingest;
 mod intents;
+mod outputs;
 mod refusals;
 mod s3;
 mod shards;
@@ -83,5 +84,28 @@ pub fn object_files(dir: &Path) -> Vec<String> {
         }
     }
     out.sort();
+    out
+}
+
+/// Every path under `dir` (folders and links too, links not followed) with a file's bytes or a
+/// link's target: compared before and after a command, it shows any change under `dir`.
+pub fn tree(dir: &Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Option<Vec<u8>>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                out.insert(format!("{rel}/"), None);
+                walk(base, &path, out);
+            } else if meta.file_type().is_symlink() {
+                out.insert(rel, Some(std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes()));
+            } else {
+                out.insert(rel, std::fs::read(&path).ok());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
     out
 }

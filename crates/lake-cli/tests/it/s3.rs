@@ -89,9 +89,14 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
     );
     assert_eq!(r["digest"], dry["digest"]);
     assert_eq!(r["delete_pages"].as_u64().unwrap(), 1, "the rest went in one bulk request");
+    // Finished, the same command plans anew (nothing left) and replaces the finished apply.
     let again =
         json(&ok(&["gc", &root, "--min-age", "10s", "--apply", "--checkpoint", ckpt.to_str().unwrap(), "--json"]));
-    assert_eq!(again["already_complete"], true);
+    assert_eq!(
+        (again["candidate_count"].as_u64(), again["replaced"]["plan_digest"].as_str()),
+        (Some(0), dry["digest"].as_str()),
+        "{again}"
+    );
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {

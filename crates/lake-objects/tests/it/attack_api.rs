@@ -49,7 +49,7 @@ fn ckpt(l: &Lake, name: &str) -> CheckpointLocation {
 }
 
 /// Every path under `dir` (folders too, not following links) with a file's bytes.
-fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();

@@ -3,7 +3,8 @@
 //! `conformance` is the storage-facing suite every backend runs (object_store's pattern);
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
 //! `inventory` checks the local inventory against object_store's full listing; `report` plans
-//! from S3 Inventory reports (LocalStack).
+//! from S3 Inventory reports (LocalStack); `outputs` checks where documents written for an
+//! operator may go, and how plans, checkpoints and shards bind (issue 22, kinds 1, 6, 7, 9).
 
 mod attack_api;
 mod collector;
@@ -12,6 +13,7 @@ mod documents;
 mod inventory;
 mod own_garbage;
 mod managed_grammar;
+mod outputs;
 mod parallel_listing;
 mod planner;
 mod report;

@@ -411,10 +411,11 @@ class Plan:
     def min_age_seconds(self) -> int:
         return self._parsed["min_age_seconds"]
 
-    def save(self, path: str) -> None:
-        """Write the plan document (what `lake gc --out` writes)."""
-        with _builtin_open(path, "w") as f:
-            f.write(self._document)
+    def save(self, path: str, force: bool = False) -> None:
+        """Write the plan document (what `lake gc --out` writes), atomically, outside the plan's
+        lake (`PolicyError` for a path inside it, by any route). An existing file is replaced only
+        if it is empty or a plan document, unless `force` (any regular file)."""
+        _lake.plan_save(os.fspath(path), self._document, force)
 
     @classmethod
     def load(cls, path: str) -> "Plan":
@@ -474,10 +475,12 @@ class ShardedPlan:
         """The file name of shard `index`'s checkpoint in a checkpoint folder."""
         return f"shard-{index:05d}.ckpt"
 
-    def save(self, folder: str) -> None:
+    def save(self, folder: str, force: bool = False) -> None:
         """Write `folder/manifest.json` and `folder/shard-00000.json`, ... (the manifest last),
-        as `lake gc --shards N --out DIR` does."""
-        _lake.sharded_save(os.fspath(folder), self._manifest, [shard._document for shard in self.shards])
+        as `lake gc --shards N --out DIR` does: outside the plan's lake (`PolicyError` inside
+        it), into a new folder (its parent must exist), an empty one or one holding a sharded
+        plan (anything when `force`)."""
+        _lake.sharded_save(os.fspath(folder), self._manifest, [shard._document for shard in self.shards], force)
 
     @classmethod
     def load(cls, folder: str) -> "ShardedPlan":
@@ -517,8 +520,9 @@ class Gc:
         progress in `checkpoint` (a local path or `s3://` URL outside the lake; the plan is saved
         beside it as `<checkpoint>.plan.json`).
 
-        Resumes the apply `checkpoint` records when there is one of the same plan; a checkpoint
-        of another plan is refused (`LakeError`: choose a new checkpoint path). Stops after
+        Resumes the apply `checkpoint` records when there is one of the same plan; a finished
+        apply of another plan there is replaced by this one, an unfinished one refuses it
+        (`LakeError` naming both plans: resume it first, or choose a new checkpoint path). Stops after
         `max_pages` pages when given; Ctrl-C (`KeyboardInterrupt`) stops it at the next group
         boundary with the groups already done recorded. Either way, call again to resume.
 
