@@ -4,11 +4,14 @@
 //!   opened without following a symbolic link anywhere (`crate::no_follow`); only a regular file
 //!   (or, for a key ending with `/`, an empty folder) is removed, and the folders a removal
 //!   leaves empty go with it, up to `objects/`. Outcomes are exact: deleted, or not found.
-//! - [`s3`]: an `s3://` lake, through `object_store`'s `delete_stream` (bulk `DeleteObjects`
-//!   requests of up to 1,000 keys, S3's limit, with per-key errors). S3 reports a key that did
-//!   not exist as deleted (DeleteObjects is idempotent and says nothing of existence), so its
-//!   outcome is [`DeleteOutcome::Absent`]: the key is gone, whether or not this request removed
-//!   it.
+//! - [`s3`]: an `s3://` lake, through bulk `DeleteObjects` requests of up to 1,000 keys (S3's
+//!   limit) sent by [`crate::s3_requests`], which read S3's answer key by key. S3 reports a key
+//!   that did not exist as deleted (DeleteObjects is idempotent and says nothing of existence),
+//!   so a key in `<Deleted>` is [`DeleteOutcome::Absent`]: the key is gone, whether or not this
+//!   request removed it (apply counts it `deleted` on the key's first request: the plan listed
+//!   it, so it existed; see [`crate::apply`]). Only a key in `<Error>` (or one the answer does
+//!   not mention, or every key of a request that failed as a whole) is
+//!   [`DeleteOutcome::Failed`].
 //!
 //! Every deleter refuses a key that is not collectable ([`crate::keys::is_collectable`]): the
 //! last line of defence against a plan that names anything else.
@@ -26,7 +29,8 @@ pub enum DeleteOutcome {
     Deleted,
     /// It was already gone before this request (known).
     NotFound,
-    /// The store confirms it is gone but not whether this request removed it (S3 DeleteObjects).
+    /// The store confirms it is gone but not whether this request removed it (S3 DeleteObjects
+    /// `<Deleted>`, or a 204 to a single DELETE).
     Absent,
     /// Left alone and not retried: not a regular file (a symbolic link or folder swapped in), a
     /// folder no longer empty, or not a collectable key. The reason.

@@ -3,15 +3,19 @@
 //! `conformance` is the storage-facing suite every backend runs (object_store's pattern);
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
 //! `inventory` checks the local inventory against object_store's full listing; `report` plans
-//! from S3 Inventory reports (LocalStack).
+//! from S3 Inventory reports (LocalStack); `s3_options` runs GC on a store configured by storage
+//! options alone, in a child process without `AWS_*` variables; `delete_proxy` makes DeleteObjects
+//! answer per-key errors.
 
 mod attack_api;
 mod collector;
 mod conformance;
+mod delete_proxy;
 mod documents;
 mod inventory;
 mod parallel_listing;
 mod planner;
 mod report;
+mod s3_options;
 mod s3_requests;
 mod shards;
