@@ -60,7 +60,10 @@ impl CheckpointLocation {
         Self::parse_with(text, |folder| lake.open_related(folder))
     }
 
-    fn parse_with(text: &str, open: impl FnOnce(&str) -> Result<LakeStore, ObjectsError>) -> Result<Self, ObjectsError> {
+    fn parse_with(
+        text: &str,
+        open: impl FnOnce(&str) -> Result<LakeStore, ObjectsError>,
+    ) -> Result<Self, ObjectsError> {
         let refuse = |m: &str| ObjectsError::Root { root: format!("--checkpoint `{text}`"), message: m.to_string() };
         if text.trim().is_empty() {
             return Err(refuse("is empty: give the checkpoint a file path (say gc.ckpt) or s3://bucket/key"));

@@ -25,19 +25,19 @@
 
 use crate::error::ObjectsError;
 use crate::store::LakeStore;
+use crate::store::S3Settings;
 use backon::{ExponentialBuilder, Retryable};
 use base64::Engine as _;
-use md5::Digest as _;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use crate::store::S3Settings;
+use md5::Digest as _;
 use object_store::aws::{AmazonS3, AmazonS3ConfigKey, AwsAuthorizer, AwsCredentialProvider};
 use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::RetryConfig;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Everything but RFC 3986 unreserved characters is percent-encoded (SigV4's `UriEncode`).
 const QUERY_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -400,7 +400,8 @@ impl S3Requests {
             }
             other => other,
         };
-        let answered = parse_delete_result(&answer.map_err(|f| self.failed("DeleteObjects", what, f))?).map_err(fail)?;
+        let answered =
+            parse_delete_result(&answer.map_err(|f| self.failed("DeleteObjects", what, f))?).map_err(fail)?;
         let mut by_key: HashMap<&str, RawAnswer> = HashMap::with_capacity(answered.len());
         for (key, answer) in &answered {
             // An `<Error>` wins over a `<Deleted>` of the same key (a server that says both).
@@ -551,9 +552,7 @@ impl S3Requests {
         }
         let error: Option<S3ErrorBody> = parse_xml(&body).ok();
         let code = error.as_ref().and_then(|e| e.code.clone());
-        let transient = status >= 500
-            || status == 429
-            || code.as_deref().is_some_and(is_retryable_code);
+        let transient = status >= 500 || status == 429 || code.as_deref().is_some_and(is_retryable_code);
         let detail = match &error {
             Some(e) => format!("{} {}", e.code.as_deref().unwrap_or(""), e.message.as_deref().unwrap_or("")),
             None => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),

@@ -542,7 +542,8 @@ pub(crate) mod s3 {
 
     /// Opens the `s3://` root `uri` with `settings`, and nothing else.
     pub(crate) fn open_resolved(uri: LakeRootUri, settings: Arc<S3Settings>) -> Result<LakeStore, String> {
-        let endpoint = settings.get(AmazonS3ConfigKey::S3Endpoint).or_else(|| settings.get(AmazonS3ConfigKey::Endpoint));
+        let endpoint =
+            settings.get(AmazonS3ConfigKey::S3Endpoint).or_else(|| settings.get(AmazonS3ConfigKey::Endpoint));
         let uri = with_endpoint_aliases(uri, endpoint.as_deref())?;
         let store = Arc::new(
             settings

@@ -312,8 +312,11 @@ impl NativeLake {
         assignments: Vec<String>,
         predicate: Option<String>,
     ) -> PyResult<Option<String>> {
-        let parsed =
-            assignments.iter().map(|a| a.parse::<Assignment>()).collect::<Result<Vec<_>, _>>().map_err(Failure::from)?;
+        let parsed = assignments
+            .iter()
+            .map(|a| a.parse::<Assignment>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Failure::from)?;
         let engine = self.engine()?;
         run_write(
             py,
@@ -602,9 +605,10 @@ fn commit_json(o: &lake_lance::CommitOutcome) -> String {
 fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> PyResult<Py<PyAny>> {
     let mut builder = DataLocationBuilder::new();
     for (uri, sha, size) in items {
-        let sha: [u8; 32] = sha.as_slice().try_into().map_err(|_| {
-            Failure::new(Kind::Input, format!("the sha256 of `{uri}` has {} bytes, not 32", sha.len()))
-        })?;
+        let sha: [u8; 32] = sha
+            .as_slice()
+            .try_into()
+            .map_err(|_| Failure::new(Kind::Input, format!("the sha256 of `{uri}` has {} bytes, not 32", sha.len())))?;
         builder.append(&uri, sha, size);
     }
     let array = builder.finish();

@@ -113,12 +113,10 @@ fn as_location_list(column: &ArrayRef, field: &Field) -> Result<ArrayRef, ArrowE
         }
         DataType::LargeList(_) => {
             let list: &LargeListArray = column.as_list::<i64>();
-            let narrow = list
-                .offsets()
-                .iter()
-                .map(|o| i32::try_from(*o))
-                .collect::<Result<Vec<i32>, _>>()
-                .map_err(|_| ArrowError::InvalidArgumentError(format!("column `{name}`: a list of more than 2^31 locations")))?;
+            let narrow =
+                list.offsets().iter().map(|o| i32::try_from(*o)).collect::<Result<Vec<i32>, _>>().map_err(|_| {
+                    ArrowError::InvalidArgumentError(format!("column `{name}`: a list of more than 2^31 locations"))
+                })?;
             (OffsetBuffer::new(ScalarBuffer::from(narrow)), list.values(), list.nulls())
         }
         other => return Err(ArrowError::SchemaError(format!("column `{name}` is a {other}, not a list"))),

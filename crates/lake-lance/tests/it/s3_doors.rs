@@ -325,7 +325,11 @@ async fn s3_every_spelling_of_an_object_keeps_it_live() {
     expected.insert(orphan.key.clone());
     assert_eq!(keys_of(&plan), expected);
     let report = apply_plan(&lake, &plan).await.unwrap();
-    assert!(report.checkpoint.complete && report.checkpoint.deleted == expected.len() as u64, "{:?}", report.checkpoint);
+    assert!(
+        report.checkpoint.complete && report.checkpoint.deleted == expected.len() as u64,
+        "{:?}",
+        report.checkpoint
+    );
     assert!(lake.store.head(&orphan.key).await.unwrap().is_none());
     for o in objects {
         assert!(lake.store.head(&o.key).await.unwrap().is_some(), "{} survives", o.key);

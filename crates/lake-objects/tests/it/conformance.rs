@@ -279,7 +279,8 @@ pub async fn check_apply_counts(store: &LakeStore, checkpoint: impl Fn(&str) -> 
     let deleter = lake_objects::deleter::for_store(store);
     let plan_now = || async {
         let clock = read_store_clock(store).await.unwrap();
-        let options = PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
+        let options =
+            PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
         plan(&engine, inventory::for_store(store).as_ref(), &options).await.unwrap().0
     };
     let pages = |page_size| ApplyOptions { page_size, concurrency: 1, ..ApplyOptions::default() };
@@ -469,7 +470,8 @@ async fn s3_per_key_delete_errors_fail_only_those_keys() {
     refused.sort();
     let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
-    let options = PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
     let (p, _) = plan(&engine, inventory::for_store(&store).as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 9);
     let dir = tempfile::tempdir().unwrap();
@@ -518,7 +520,8 @@ async fn s3_conditional_deletes_count_each_removal_once() {
     }
     let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
-    let options = PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
     let (p, _) = plan(&engine, inventory::for_store(&store).as_ref(), &options).await.unwrap();
     assert_eq!(p.candidates.len(), 7);
     // Someone else removes one candidate after planning.

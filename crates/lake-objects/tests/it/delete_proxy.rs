@@ -180,7 +180,8 @@ async fn serve(client: TcpStream, mode: &Mode) -> std::io::Result<()> {
         };
         let mut errors: Vec<(String, &str)> = Vec::new();
         if is_delete {
-            let bucket = request.start.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_string();
+            let bucket =
+                request.start.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_string();
             let body = String::from_utf8_lossy(&request.body).into_owned();
             let (mut body, taken) = take_keys(&body, |key, _| key.contains(REFUSED) || key.contains(UNANSWERED));
             errors.extend(taken.into_iter().filter(|k| k.contains(REFUSED)).map(|k| (k, "AccessDenied")));

@@ -30,7 +30,8 @@ const CHILD_TEST: &str = "s3_options::child_runs_gc_with_storage_options_alone";
 #[test]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 fn gc_runs_with_storage_options_alone_in_a_process_without_aws_environment() {
-    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run through scripts/test.sh"));
+    let var =
+        |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run through scripts/test.sh"));
     let options: HashMap<&str, String> = HashMap::from([
         ("aws_endpoint", var("AWS_ENDPOINT_URL")),
         ("aws_access_key_id", var("AWS_ACCESS_KEY_ID")),
@@ -83,9 +84,10 @@ async fn child_runs_gc_with_storage_options_alone() {
     let gc = GarbageCollector::open(store.clone(), &engine).await.unwrap().with_unchecked_clock(later);
     let planned = gc.plan(&horizon, &PlanSettings::default()).await.unwrap();
     assert_eq!(planned.plan.candidates.len(), 5);
-    let report = write_report(&store, &format!("s3://{bucket}/options-reports-{unique}"), &WriteOptions::new(ReportFormat::Csv))
-        .await
-        .unwrap();
+    let report =
+        write_report(&store, &format!("s3://{bucket}/options-reports-{unique}"), &WriteOptions::new(ReportFormat::Csv))
+            .await
+            .unwrap();
     let report_options = ReportOptions { margin: Duration::ZERO, ..ReportOptions::default() };
     let inventory = ReportInventory::open(&store, &report.manifest_url, &report_options).await.unwrap();
     let from_report = GarbageCollector::open(store.clone(), &engine)
@@ -97,7 +99,8 @@ async fn child_runs_gc_with_storage_options_alone() {
         .await
         .unwrap();
     assert_eq!(from_report.plan.candidates.keys().unwrap(), planned.plan.candidates.keys().unwrap());
-    let checkpoint = CheckpointLocation::parse_for(&format!("s3://{bucket}/options-ckpt-{unique}/gc.ckpt"), &store).unwrap();
+    let checkpoint =
+        CheckpointLocation::parse_for(&format!("s3://{bucket}/options-ckpt-{unique}/gc.ckpt"), &store).unwrap();
     let applied = gc.apply(&planned.plan, &horizon, &checkpoint, &ApplyOptions::default()).await.unwrap();
     let c = &applied.checkpoint;
     assert!(c.complete && c.failed.is_empty(), "{c:?}");
