@@ -191,6 +191,17 @@ def _wait(process, result):
     return result.get(timeout=5)
 
 
+def _forked_child_uses(root):
+    """What a `multiprocessing` child started with fork reports after using the lake at `root`."""
+    ctx = multiprocessing.get_context("fork")
+    result = ctx.Queue()
+    child = ctx.Process(target=_use_lake, args=(root, "child", result))
+    child.start()
+    reported = _wait(child, result)
+    assert child.exitcode == 0, child.exitcode
+    return reported
+
+
 def _parent_uses_lake(root):
     lk = lake.init(root, min_age="1h")
     loc = lk.objects().put(b"parent", name="p")
@@ -205,12 +216,7 @@ def test_a_forked_child_works_after_the_parent_used_lake(local_root):
     without its worker threads. Fix: the runtime and each lake's store belong to the process
     that made them; a forked child builds its own."""
     _parent_uses_lake(local_root)
-    ctx = multiprocessing.get_context("fork")
-    result = ctx.Queue()
-    child = ctx.Process(target=_use_lake, args=(local_root, "child", result))
-    child.start()
-    assert _wait(child, result) == ("ok", 1, True)
-    assert child.exitcode == 0
+    assert _forked_child_uses(local_root) == ("ok", 1, True)
 
 
 def test_a_forked_child_uses_the_lake_object_it_inherited(local_root):
@@ -274,11 +280,7 @@ def test_a_forked_child_reaches_s3(s3_root):
     """On S3 the inherited store holds HTTP connections of the parent's runtime: the child
     reopens it."""
     _parent_uses_lake(s3_root)
-    ctx = multiprocessing.get_context("fork")
-    result = ctx.Queue()
-    child = ctx.Process(target=_use_lake, args=(s3_root, "child", result))
-    child.start()
-    assert _wait(child, result) == ("ok", 1, True)
+    assert _forked_child_uses(s3_root) == ("ok", 1, True)
 
 
 # --- Exceptions across processes --------------------------------------------------------

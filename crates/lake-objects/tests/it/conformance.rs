@@ -277,18 +277,12 @@ pub async fn check_apply_counts(store: &LakeStore, checkpoint: impl Fn(&str) -> 
     let writer = ManagedObjectWriter::new(store.clone());
     let engine = MemoryEngine::new();
     let deleter = lake_objects::deleter::for_store(store);
-    let plan_now = || async {
-        let clock = read_store_clock(store).await.unwrap();
-        let options =
-            PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
-        plan(&engine, inventory::for_store(store).as_ref(), &options).await.unwrap().0
-    };
     let pages = |page_size| ApplyOptions { page_size, concurrency: 1, ..ApplyOptions::default() };
 
     for i in 0..6 {
         writer.upload(&format!("fresh{i}"), b"f".as_slice()).await.unwrap();
     }
-    let fresh = plan_now().await;
+    let fresh = plan_everything(store, &engine).await;
     let report = apply(&engine, &deleter, &checkpoint("fresh.ckpt"), Some(&fresh), &pages(2)).await.unwrap();
     let c = &report.checkpoint;
     assert!(c.complete && c.failed.is_empty(), "{c:?}");
@@ -299,7 +293,7 @@ pub async fn check_apply_counts(store: &LakeStore, checkpoint: impl Fn(&str) -> 
         keys.push(writer.upload(&format!("resumed{i}"), b"r".as_slice()).await.unwrap().key);
     }
     keys.sort();
-    let p = plan_now().await;
+    let p = plan_everything(store, &engine).await;
     assert_eq!(p.candidates.keys().unwrap(), keys);
     let at = checkpoint("resumed.ckpt");
     let crashed =
@@ -446,13 +440,10 @@ async fn s3_apply_deletes_in_bulk() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 async fn s3_per_key_delete_errors_fail_only_those_keys() {
-    use crate::delete_proxy::{DeleteProxy, REFUSED, UNANSWERED};
+    use crate::delete_proxy::{REFUSED, UNANSWERED};
     let _serial = S3_SERIAL.lock().await;
-    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL: run through scripts/test.sh");
-    let proxy = DeleteProxy::start(&endpoint).await;
     let root = s3_root("per-key");
-    let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
-    let store = LakeStore::open_with_options(&root, &options).unwrap();
+    let (_proxy, store) = behind_a_delete_proxy(&root, false).await;
     let writer = ManagedObjectWriter::new(store.clone());
     let mut refused = Vec::new();
     for i in 0..9 {
@@ -468,11 +459,8 @@ async fn s3_per_key_delete_errors_fail_only_those_keys() {
         }
     }
     refused.sort();
-    let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
-    let options =
-        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
-    let (p, _) = plan(&engine, inventory::for_store(&store).as_ref(), &options).await.unwrap();
+    let p = plan_everything(&store, &engine).await;
     assert_eq!(p.candidates.len(), 9);
     let dir = tempfile::tempdir().unwrap();
     let at = CheckpointLocation::Local(dir.path().join("c"));
@@ -507,22 +495,15 @@ async fn s3_per_key_delete_errors_fail_only_those_keys() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 async fn s3_conditional_deletes_count_each_removal_once() {
-    use crate::delete_proxy::DeleteProxy;
     let _serial = S3_SERIAL.lock().await;
-    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL: run through scripts/test.sh");
-    let proxy = DeleteProxy::start_like_aws(&endpoint).await;
-    let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
-    let store = LakeStore::open_with_options(&s3_root("conditional"), &options).unwrap();
+    let (_proxy, store) = behind_a_delete_proxy(&s3_root("conditional"), true).await;
     let writer = ManagedObjectWriter::new(store.clone());
     let mut keys = Vec::new();
     for i in 0..7 {
         keys.push(writer.upload(&format!("c{i}"), b"c".as_slice()).await.unwrap().key);
     }
-    let clock = read_store_clock(&store).await.unwrap();
     let engine = MemoryEngine::new();
-    let options =
-        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
-    let (p, _) = plan(&engine, inventory::for_store(&store).as_ref(), &options).await.unwrap();
+    let p = plan_everything(&store, &engine).await;
     assert_eq!(p.candidates.len(), 7);
     // Someone else removes one candidate after planning.
     store.delete(&keys[3]).await.unwrap();
@@ -545,4 +526,25 @@ async fn s3_conditional_deletes_count_each_removal_once() {
     for k in &keys {
         assert!(store.head(k).await.unwrap().is_none(), "{k}");
     }
+}
+
+/// The S3 root `root` reached through a [`crate::delete_proxy::DeleteProxy`] in front of
+/// LocalStack (honouring conditional deletes as Amazon S3 does when `like_aws`): the proxy (keep
+/// it alive) and the store.
+async fn behind_a_delete_proxy(root: &str, like_aws: bool) -> (crate::delete_proxy::DeleteProxy, LakeStore) {
+    use crate::delete_proxy::DeleteProxy;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL: run through scripts/test.sh");
+    let proxy =
+        if like_aws { DeleteProxy::start_like_aws(&endpoint).await } else { DeleteProxy::start(&endpoint).await };
+    let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
+    let store = LakeStore::open_with_options(root, &options).unwrap();
+    (proxy, store)
+}
+
+/// A plan of every managed object of `store`: a cutoff 2 s past the store's clock.
+async fn plan_everything(store: &LakeStore, engine: &MemoryEngine) -> lake_objects::plan::GcPlan {
+    let clock = read_store_clock(store).await.unwrap();
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
+    plan(engine, inventory::for_store(store).as_ref(), &options).await.unwrap().0
 }

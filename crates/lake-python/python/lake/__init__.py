@@ -473,6 +473,16 @@ def _flag(value: Any) -> bool:
     return value
 
 
+def _apply_arguments(checkpoint: Any, allow_below_policy: Any, page_size: Any, max_pages: Any) -> tuple:
+    """An apply's arguments, checked: `(checkpoint, allow_below_policy, page_size, max_pages)`."""
+    return (
+        _text("checkpoint", checkpoint),
+        _flag(allow_below_policy),
+        _count("page_size", page_size, 1, 1000),
+        None if max_pages is None else _count("max_pages", max_pages, 1),
+    )
+
+
 def _stream(data: Any) -> Any:
     if hasattr(data, "__arrow_c_stream__"):
         return data
@@ -673,14 +683,7 @@ class Gc:
         elif plan is not None and not isinstance(plan, Plan):
             raise TypeError(f"plan must be a lake.Plan, a plan file's path or None, not {type(plan).__name__}")
         document = None if plan is None else plan._document
-        out = self._native.gc_apply(
-            document,
-            _text("checkpoint", checkpoint),
-            _flag(allow_below_policy),
-            _count("page_size", page_size, 1, 1000),
-            None if max_pages is None else _count("max_pages", max_pages, 1),
-        )
-        return json.loads(out)
+        return json.loads(self._native.gc_apply(document, *_apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)))
 
     def plan_sharded(self, min_age: str, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
         """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
@@ -735,15 +738,8 @@ class Gc:
         page_size: int,
         max_pages: Optional[int] = None,
     ) -> dict:
-        out = self._native.gc_apply_shard(
-            manifest,
-            shard,
-            _text("checkpoint", checkpoint),
-            _flag(allow_below_policy),
-            _count("page_size", page_size, 1, 1000),
-            None if max_pages is None else _count("max_pages", max_pages, 1),
-        )
-        return json.loads(out)
+        arguments = _apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)
+        return json.loads(self._native.gc_apply_shard(manifest, shard, *arguments))
 
 
 class Refs:
