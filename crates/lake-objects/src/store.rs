@@ -298,11 +298,32 @@ impl LakeStore {
         Ok(())
     }
 
-    /// Deletes one object; a missing object is not an error.
+    /// Deletes one object; a missing object is not an error. On S3 it is a DeleteObjects request
+    /// read by [`crate::s3_requests`] (object_store's reader of that answer panics on a key the
+    /// request did not name), unless the settings disable bulk deletes.
     ///
     /// # Errors
-    /// [`ObjectsError::Storage`].
+    /// [`ObjectsError::Storage`], on S3 when the answer names an error for the key or does not
+    /// mention it.
     pub async fn delete(&self, key: &str) -> Result<(), ObjectsError> {
+        use crate::s3_requests::DeleteAnswer;
+        use object_store::aws::AmazonS3ConfigKey;
+        let bulk = self.s3_settings.as_ref().is_some_and(|s| !s.is_true(AmazonS3ConfigKey::DisableBulkDelete));
+        if let (Some(requests), true) = (&self.s3_requests, bulk) {
+            let full = self.path(key).to_string();
+            return match requests.delete_objects(std::slice::from_ref(&full)).await?.pop() {
+                Some(DeleteAnswer::Removed | DeleteAnswer::Gone | DeleteAnswer::Missing) => Ok(()),
+                // (The wording of object_store's own error, which `is_transient_error` classifies
+                // by its code: `SlowDown` is transient, `AccessDenied` is not.)
+                Some(DeleteAnswer::Error { code, message }) => Err(ObjectsError::storage(
+                    key,
+                    format!("DeleteObjects request failed for key {full}: {message} (code: {code})"),
+                )),
+                Some(DeleteAnswer::Unanswered) | None => {
+                    Err(ObjectsError::storage(key, "DeleteObjects: the answer did not mention the key"))
+                }
+            };
+        }
         match self.store.delete(&self.path(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(ObjectsError::storage(key, e)),

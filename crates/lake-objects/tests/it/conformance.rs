@@ -434,7 +434,9 @@ async fn s3_apply_deletes_in_bulk() {
 
 /// DeleteObjects answers per key: only the keys S3 answered with an `<Error>` (a bucket policy's
 /// `AccessDenied`, through a rewriting proxy on loopback) or did not answer at all are `failed`
-/// and stay pending; the keys in `<Deleted>` count `deleted`, even when both come in one answer.
+/// and stay pending; the keys in `<Deleted>` count `deleted`, even when both come in one answer;
+/// an `<Error>` for a key no request asked is ignored. (Before, a key left out of the answer was
+/// counted gone and never retried, though it still existed, and `deleted` was 0.)
 /// The next run (without the refusal) retries only the failed keys and counts them `absent` (the
 /// earlier request was answered, but which request removed a key is not S3's to say).
 #[tokio::test(flavor = "multi_thread")]

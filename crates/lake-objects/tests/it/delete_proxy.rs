@@ -3,7 +3,9 @@
 //! [`REFUSED`] is taken out of every DeleteObjects request (so S3 does not delete it), and the
 //! answer gets an `<Error>` for it, placed first so that `<Deleted>` and `<Error>` entries
 //! interleave. A key that contains [`UNANSWERED`] is taken out too, and left out of the answer
-//! (a server that breaks the protocol). Every other request and answer passes untouched.
+//! (a server that breaks the protocol), and every answer also names a key that was never asked
+//! ([`NEVER_ASKED`], in an `<Error>`; object_store's own reader panics on it). Every other
+//! request and answer passes untouched.
 //!
 //! Started with [`DeleteProxy::start_like_aws`], it also gives LocalStack (which ignores them)
 //! Amazon S3's conditional deletes: an `<Object>` with `<ETag>*</ETag>` whose key does not exist
@@ -30,6 +32,9 @@ use tokio::net::{TcpListener, TcpStream};
 pub const REFUSED: &str = "refused";
 /// Keys containing this are left out of the answer.
 pub const UNANSWERED: &str = "unanswered";
+/// A key every DeleteObjects answer names in an `<Error>` (outside [`DeleteProxy::start_like_aws`])
+/// though no request asked for it.
+pub const NEVER_ASKED: &str = "objects/never-asked";
 
 /// A running proxy; stops when dropped.
 pub struct DeleteProxy {
@@ -185,6 +190,9 @@ async fn serve(client: TcpStream, mode: &Mode) -> std::io::Result<()> {
             let body = String::from_utf8_lossy(&request.body).into_owned();
             let (mut body, taken) = take_keys(&body, |key, _| key.contains(REFUSED) || key.contains(UNANSWERED));
             errors.extend(taken.into_iter().filter(|k| k.contains(REFUSED)).map(|k| (k, "AccessDenied")));
+            if mode.like_aws.is_none() {
+                errors.push((NEVER_ASKED.to_string(), "AccessDenied"));
+            }
             if mode.like_aws.is_some() {
                 let mut conditional = Vec::new();
                 let (_, candidates) = take_keys(&body, |_, entry| entry.contains("<ETag>*</ETag>"));
