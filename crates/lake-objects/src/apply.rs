@@ -17,13 +17,15 @@
 //!    checkpoint (a small document: the plan is not rewritten). NotFound counts as done. Stop
 //!    after `max_pages` pages when asked (an operator's budget, or a test's crash).
 //!
-//! Counting: `deleted` is a key a request of this apply removed: a local removal, or on S3 a
-//! key that DeleteObjects confirms deleted on its first request (the plan listed it, so it
-//! existed when planned; S3 cannot say whether another client removed it in between).
-//! `already_gone` is a key known absent before its request (locally, a file not found).
-//! `absent` (S3 only) is a key S3 confirms gone on a request that may repeat an earlier one of
-//! this apply: a retry of a failed key, or the first group of a run that resumed a checkpoint
-//! (the interrupted run may have sent it and not saved the outcome). `failed` keys are those the
+//! Counting (`docs/gc.md`, "What apply reports"): `deleted` is a key a request of this apply
+//! removed: a local removal; on S3 a key DeleteObjects removed, exactly where the store honours
+//! conditional deletes ([`crate::s3_requests::S3Requests::delete_objects`]), else a key it
+//! confirms deleted on its first request (the plan listed it, so it existed when planned; such a
+//! store cannot say whether another client removed it in between). `already_gone` is a key known
+//! absent before its request (a file not found, a conditional delete that found no key).
+//! `absent` is a key a store that ignores conditional deletes confirms gone on a request that
+//! may repeat an earlier one of this apply: a retry of a failed key, or the first group of a run
+//! that resumed a checkpoint (the interrupted run may have sent it and not saved the outcome). `failed` keys are those the
 //! store did not delete (S3: an `<Error>` for the key, or a request that failed as a whole); they
 //! stay pending and are retried first by the next run.
 //!
@@ -306,9 +308,10 @@ enum Attempt {
 }
 
 /// Counts `outcome` in the checkpoint. A store that confirms a key gone without saying whether
-/// it existed ([`DeleteOutcome::Absent`], S3) counts `deleted` on the key's first request: the
-/// plan listed it, so it existed when planned, and S3 confirms the delete. On a request that may
-/// repeat an earlier one it counts `absent`: the earlier request may have removed it.
+/// it existed ([`DeleteOutcome::Absent`]: S3 stores that ignore conditional deletes) counts
+/// `deleted` on the key's first request: the plan listed it, so it existed when planned, and the
+/// store confirms the delete. On a request that may repeat an earlier one it counts `absent`:
+/// the earlier request may have removed it.
 fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>, attempt: Attempt) {
     match outcome {
         DeleteOutcome::Deleted => cp.deleted += 1,

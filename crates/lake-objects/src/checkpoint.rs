@@ -270,15 +270,18 @@ pub struct ApplyCheckpoint {
     pub candidates: u64,
     /// Candidates before this index have been attempted.
     pub next_index: u64,
-    /// Objects this apply removed: a local removal, or on S3 a key DeleteObjects confirmed
-    /// deleted on the key's first request (the plan listed it, so it existed when planned).
+    /// Objects this apply removed: a local removal; on S3 a key DeleteObjects removed (exactly,
+    /// where the store honours conditional deletes; else a key confirmed deleted on its first
+    /// request: the plan listed it, so it existed when planned). `docs/gc.md`, "What apply
+    /// reports".
     pub deleted: u64,
-    /// Objects known to have been gone before their delete (a local file not found).
+    /// Objects known to have been gone before their delete (a local file not found; on S3 a key
+    /// a conditional delete found missing).
     pub already_gone: u64,
-    /// S3 only: keys the store confirms gone on a request that may repeat an earlier one of this
-    /// apply (a retry of a failed key, the first group after a resume), so that whether this
-    /// request or the earlier one removed them is unknown (S3 DeleteObjects reports a missing
-    /// key as deleted).
+    /// S3 stores that ignore conditional deletes only: keys confirmed gone on a request that may
+    /// repeat an earlier one of this apply (a retry of a failed key, the first group after a
+    /// resume), so that whether this request or the earlier one removed them is unknown (such a
+    /// store reports a missing key as deleted).
     pub absent: u64,
     /// Keys left alone and not retried (no longer a regular file, a folder no longer empty),
     /// with the reason: `key: reason`.
