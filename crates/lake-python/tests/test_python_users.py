@@ -244,11 +244,19 @@ def test_a_fork_process_pool_and_a_bare_fork_work(local_root):
     """A `ProcessPoolExecutor` on fork, and `os.fork()` itself, after the parent used lake."""
     _parent_uses_lake(local_root)
     ctx = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
-        futures = [pool.submit(_pool_task, local_root, f"pool{i}") for i in range(4)]
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=ctx)
+    futures = []
+    try:
+        futures += [pool.submit(_pool_task, local_root, f"pool{i}") for i in range(4)]
         done, _ = concurrent.futures.wait(futures, timeout=HANG)
         assert len(done) == 4, "a forked pool worker hung"
         assert sorted(f.result() for f in futures) == [1, 1, 1, 1]
+    finally:
+        # Hung workers would make a plain shutdown wait forever.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            if process.is_alive() and not all(f.done() for f in futures):
+                process.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
     pid = os.fork()
     if pid == 0:  # the child: exit status 0 only if lake worked
         code = 1
