@@ -428,7 +428,13 @@ pub struct GcArgs {
     /// positive and at least the lake's policy floor.
     #[arg(long, value_name = "DUR")]
     pub min_age: Option<String>,
-    /// Delete the planned objects (requires --checkpoint).
+    /// Delete the planned objects (requires --checkpoint). The report counts `deleted` (removed
+    /// by this apply: a local removal; on S3 a key DeleteObjects confirmed removed, exactly where
+    /// the store honours conditional deletes as Amazon S3 does, else on the key's first request:
+    /// the plan listed it, so it existed), `already gone` (known absent before its delete),
+    /// `gone` (S3 `absent`: confirmed gone by a request that may repeat an earlier one of this
+    /// apply, a retry or the first group after a resume), `failed` (the store did not delete it:
+    /// on S3 only the keys DeleteObjects answered with an error; retried by the next run).
     #[arg(long)]
     pub apply: bool,
     /// Where the apply's progress is recorded (a local file, file:///abs/path, or

@@ -17,6 +17,18 @@
 //!    checkpoint (a small document: the plan is not rewritten). NotFound counts as done. Stop
 //!    after `max_pages` pages when asked (an operator's budget, or a test's crash).
 //!
+//! Counting (`docs/gc.md`, "What apply reports"): `deleted` is a key a request of this apply
+//! removed: a local removal; on S3 a key DeleteObjects removed, exactly where the store honours
+//! conditional deletes ([`crate::s3_requests::S3Requests::delete_objects`]), else a key it
+//! confirms deleted on its first request (the plan listed it, so it existed when planned; such a
+//! store cannot say whether another client removed it in between). `already_gone` is a key known
+//! absent before its request (a file not found, a conditional delete that found no key).
+//! `absent` is a key a store that ignores conditional deletes confirms gone on a request that
+//! may repeat an earlier one of this apply: a retry of a failed key, or the first group of a run
+//! that resumed a checkpoint (the interrupted run may have sent it and not saved the outcome). `failed` keys are those the
+//! store did not delete (S3: an `<Error>` for the key, or a request that failed as a whole); they
+//! stay pending and are retried first by the next run.
+//!
 //! Candidates are read in one sequential pass from where the checkpoint stopped
 //! ([`crate::candidates::CandidateCursor`]), so a spilled candidate list is never loaded whole.
 
@@ -156,6 +168,8 @@ pub(crate) async fn apply_loaded(
         }
         (loaded, _) => loaded,
     };
+    // A run that picks up an existing checkpoint may follow a run interrupted after it sent a
+    // group of deletes and before it saved their outcomes.
     let resumed = loaded.is_some();
     let (mut cp, plan) = match (loaded, plan) {
         (Some(loaded), _) => (loaded.checkpoint, loaded.plan),
@@ -220,7 +234,7 @@ pub(crate) async fn apply_loaded(
         let batch = keep_unrevived(taken, &lineage, &mut live, &mut revived, &mut cp)?;
         let outcomes = if batch.is_empty() { Vec::new() } else { deleter.delete_batch(&batch).await? };
         for (key, outcome) in batch.iter().zip(outcomes) {
-            record(&mut cp, key, outcome, &mut still_failed);
+            record(&mut cp, key, outcome, &mut still_failed, Attempt::Repeated);
         }
         let progressed = still_failed.len() < cp.failed.len();
         cp.failed = still_failed;
@@ -233,6 +247,8 @@ pub(crate) async fn apply_loaded(
     let total = cp.candidates;
     let concurrency = options.concurrency.max(1);
     let mut cursor = plan.candidates.cursor(cp.next_index)?;
+    // The first group of a resumed run may repeat the deletes of the interrupted run.
+    let mut attempt = if resumed { Attempt::Repeated } else { Attempt::First };
     while cp.next_index < total && budget_left(pages) {
         if !std::mem::take(&mut checked) {
             lineage.refresh().await.map_err(|e| writer_in_flight(e, &plan))?;
@@ -291,11 +307,12 @@ pub(crate) async fn apply_loaded(
             failpoint::hit("apply.after_page")?;
             for (batch, outcomes) in batches.iter().zip(results) {
                 for (key, outcome) in batch.iter().zip(outcomes?) {
-                    record(&mut cp, key, outcome, &mut failed);
+                    record(&mut cp, key, outcome, &mut failed, attempt);
                 }
                 pages += 1;
             }
         }
+        attempt = Attempt::First;
         cp.failed = failed;
         cp.next_index = index;
         failpoint::hit("apply.before_checkpoint_write")?;
@@ -364,10 +381,26 @@ fn keep_unrevived(
     Ok(keep)
 }
 
-fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>) {
+/// Whether a delete request may repeat an earlier one of this apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// No earlier request of this apply carried the key, as far as the checkpoint shows.
+    First,
+    /// An earlier request may have: a retry of a failed key, or the first group after a resume
+    /// (an interrupted run may have sent it and not saved what happened).
+    Repeated,
+}
+
+/// Counts `outcome` in the checkpoint. A store that confirms a key gone without saying whether
+/// it existed ([`DeleteOutcome::Absent`]: S3 stores that ignore conditional deletes) counts
+/// `deleted` on the key's first request: the plan listed it, so it existed when planned, and the
+/// store confirms the delete. On a request that may repeat an earlier one it counts `absent`:
+/// the earlier request may have removed it.
+fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &mut Vec<String>, attempt: Attempt) {
     match outcome {
         DeleteOutcome::Deleted => cp.deleted += 1,
         DeleteOutcome::NotFound => cp.already_gone += 1,
+        DeleteOutcome::Absent if attempt == Attempt::First => cp.deleted += 1,
         DeleteOutcome::Absent => cp.absent += 1,
         DeleteOutcome::Skipped(reason) => {
             tracing::warn!(key, %reason, "left alone; not retried");

@@ -49,6 +49,23 @@ impl CheckpointLocation {
     /// path that ends with `/` or is a folder, or whose folder does not exist;
     /// [`ObjectsError::Output`] for a URL of another scheme.
     pub fn parse(text: &str) -> Result<Self, ObjectsError> {
+        Self::parse_with(text, LakeStore::open)
+    }
+
+    /// As [`CheckpointLocation::parse`], for an apply of `lake`: an `s3://` checkpoint is opened
+    /// with the lake's S3 settings ([`LakeStore::open_related`]: the endpoint, region and
+    /// credentials the lake was opened with, storage options included), not the environment.
+    ///
+    /// # Errors
+    /// As [`CheckpointLocation::parse`].
+    pub fn parse_for(text: &str, lake: &LakeStore) -> Result<Self, ObjectsError> {
+        Self::parse_with(text, |folder| lake.open_related(folder))
+    }
+
+    fn parse_with(
+        text: &str,
+        open: impl FnOnce(&str) -> Result<LakeStore, ObjectsError>,
+    ) -> Result<Self, ObjectsError> {
         let refuse = |m: &str| ObjectsError::Root { root: format!("--checkpoint `{text}`"), message: m.to_string() };
         if text.trim().is_empty() {
             return Err(refuse("is empty: give the checkpoint a file path (say gc.ckpt) or s3://bucket/key"));
@@ -62,7 +79,7 @@ impl CheckpointLocation {
                     root: text.into(),
                     message: "an S3 checkpoint is s3://bucket/[prefix/]name".into(),
                 })?;
-            let store = LakeStore::open(folder)?;
+            let store = open(folder)?;
             return Ok(Self::Store { store: Box::new(store), key: name.to_string(), shown: text.to_string() });
         }
         let path = crate::output::parse_local("--checkpoint", text)?;
@@ -238,12 +255,18 @@ pub struct ApplyCheckpoint {
     pub candidates: u64,
     /// Candidates before this index have been attempted.
     pub next_index: u64,
-    /// Objects this apply is known to have removed (a local removal).
+    /// Objects this apply removed: a local removal; on S3 a key DeleteObjects removed (exactly,
+    /// where the store honours conditional deletes; else a key confirmed deleted on its first
+    /// request: the plan listed it, so it existed when planned). `docs/gc.md`, "What apply
+    /// reports".
     pub deleted: u64,
-    /// Objects known to have been gone before their delete.
+    /// Objects known to have been gone before their delete (a local file not found; on S3 a key
+    /// a conditional delete found missing).
     pub already_gone: u64,
-    /// Objects the store confirms gone after a bulk delete without saying whether that delete
-    /// removed them (S3 DeleteObjects reports a missing key as deleted).
+    /// S3 stores that ignore conditional deletes only: keys confirmed gone on a request that may
+    /// repeat an earlier one of this apply (a retry of a failed key, the first group after a
+    /// resume), so that whether this request or the earlier one removed them is unknown (such a
+    /// store reports a missing key as deleted).
     pub absent: u64,
     /// Keys left alone and not retried (no longer a regular file, a folder no longer empty),
     /// with the reason: `key: reason`.

@@ -22,7 +22,8 @@ pub enum CreateOutcome {
 /// A lake root opened for reading and writing.
 ///
 /// Local roots use `LocalFileSystem` (create-only writes are atomic hard links); `s3://` roots
-/// use `AmazonS3` configured from the standard `AWS_*` environment variables.
+/// use `AmazonS3` configured by one [`S3Settings`] (the standard `AWS_*` environment variables
+/// overlaid by the storage options the root was opened with), resolved when it is opened.
 #[derive(Debug, Clone)]
 pub struct LakeStore {
     root: LakeRootUri,
@@ -32,7 +33,10 @@ pub struct LakeStore {
     storage_options: HashMap<String, String>,
     s3: Option<Arc<object_store::aws::AmazonS3>>,
     s3_requests: Option<Arc<crate::s3_requests::S3Requests>>,
+    s3_settings: Option<Arc<s3::S3Settings>>,
 }
+
+pub use s3::S3Settings;
 
 impl LakeStore {
     /// Opens `root`: a local path (relative paths are made absolute; the folder is created),
@@ -90,6 +94,7 @@ impl LakeStore {
                 storage_options: HashMap::new(),
                 s3: None,
                 s3_requests: None,
+                s3_settings: None,
             });
         }
         let uri = LakeRootUri::parse(root).map_err(|e| root_err(e.to_string()))?;
@@ -120,9 +125,33 @@ impl LakeStore {
     }
 
     /// Raw signed requests to an `s3://` root's bucket (exact listings that keep trailing
-    /// slashes, incomplete multipart uploads), with the same configuration as [`LakeStore::s3`].
+    /// slashes, DeleteObjects with per-key answers, incomplete multipart uploads), with the same
+    /// configuration as [`LakeStore::s3`].
     pub fn s3_requests(&self) -> Option<&crate::s3_requests::S3Requests> {
         self.s3_requests.as_deref()
+    }
+
+    /// The resolved S3 configuration of an `s3://` root ([`S3Settings`]); `None` for a local root.
+    pub fn s3_settings(&self) -> Option<&S3Settings> {
+        self.s3_settings.as_deref()
+    }
+
+    /// Opens another location for this lake's use (an S3 checkpoint's folder, an S3 Inventory
+    /// report's bucket): an `s3://` `root` with this lake's [`S3Settings`] when the lake is on S3
+    /// (the endpoint, region and credentials the lake was opened with, not the environment of
+    /// the moment), otherwise as [`LakeStore::open`].
+    ///
+    /// # Errors
+    /// As [`LakeStore::open`].
+    pub fn open_related(&self, root: &str) -> Result<LakeStore, ObjectsError> {
+        let root_err = |m: String| ObjectsError::Root { root: root.to_string(), message: m };
+        match &self.s3_settings {
+            Some(settings) if root.contains("://") && !root.starts_with("file://") => {
+                let uri = LakeRootUri::parse(root).map_err(|e| root_err(e.to_string()))?;
+                s3::open_resolved(uri, settings.clone()).map_err(root_err)
+            }
+            _ => Self::open(root),
+        }
     }
 
     /// The store path of the root itself (empty for local roots).
@@ -278,11 +307,32 @@ impl LakeStore {
         Ok(())
     }
 
-    /// Deletes one object; a missing object is not an error.
+    /// Deletes one object; a missing object is not an error. On S3 it is a DeleteObjects request
+    /// read by [`crate::s3_requests`] (object_store's reader of that answer panics on a key the
+    /// request did not name), unless the settings disable bulk deletes.
     ///
     /// # Errors
-    /// [`ObjectsError::Storage`].
+    /// [`ObjectsError::Storage`], on S3 when the answer names an error for the key or does not
+    /// mention it.
     pub async fn delete(&self, key: &str) -> Result<(), ObjectsError> {
+        use crate::s3_requests::DeleteAnswer;
+        use object_store::aws::AmazonS3ConfigKey;
+        let bulk = self.s3_settings.as_ref().is_some_and(|s| !s.is_true(AmazonS3ConfigKey::DisableBulkDelete));
+        if let (Some(requests), true) = (&self.s3_requests, bulk) {
+            let full = self.path(key).to_string();
+            return match requests.delete_objects(std::slice::from_ref(&full)).await?.pop() {
+                Some(DeleteAnswer::Removed | DeleteAnswer::Gone | DeleteAnswer::Missing) => Ok(()),
+                // (The wording of object_store's own error, which `is_transient_error` classifies
+                // by its code: `SlowDown` is transient, `AccessDenied` is not.)
+                Some(DeleteAnswer::Error { code, message }) => Err(ObjectsError::storage(
+                    key,
+                    format!("DeleteObjects request failed for key {full}: {message} (code: {code})"),
+                )),
+                Some(DeleteAnswer::Unanswered) | None => {
+                    Err(ObjectsError::storage(key, "DeleteObjects: the answer did not mention the key"))
+                }
+            };
+        }
         match self.store.delete(&self.path(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(ObjectsError::storage(key, e)),
@@ -391,24 +441,95 @@ fn holds_anything_local(folder: &std::path::Path) -> std::io::Result<bool> {
 }
 
 pub(crate) mod s3 {
-    //! `s3://` roots, configured from the standard `AWS_*` environment variables and, over them,
-    //! the storage options given to [`LakeStore::open_with_options`].
+    //! `s3://` roots, configured by one [`S3Settings`]: the standard `AWS_*` environment
+    //! variables and, over them, the storage options given to [`LakeStore::open_with_options`].
     use super::LakeStore;
     use lake_common::LakeRootUri;
     use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
     use object_store::path::Path;
+    use object_store::ClientOptions;
     use std::collections::HashMap;
     use std::sync::Arc;
 
-    /// Environment variables that configure S3, and the object_store keys Lance reads them as.
-    const ENV_KEYS: [(&str, &str); 6] = [
-        ("AWS_ENDPOINT_URL", "aws_endpoint"),
-        ("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
-        ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
-        ("AWS_SESSION_TOKEN", "aws_session_token"),
-        ("AWS_REGION", "aws_region"),
-        ("AWS_ALLOW_HTTP", "allow_http"),
-    ];
+    /// The S3 configuration of a lake, resolved once when the lake is opened: every `AWS_*`
+    /// environment variable that names an object_store setting (read as
+    /// `AmazonS3Builder::from_env` reads them), then the storage options given to
+    /// [`LakeStore::open_with_options`], which take precedence. Every path to the store takes its
+    /// settings from here, never from the environment again: object_store's `AmazonS3`, the raw
+    /// requests ([`crate::s3_requests`]: listings, DeleteObjects, multipart uploads), Lance
+    /// ([`LakeStore::storage_options`]), and the other S3 locations opened for the lake
+    /// ([`LakeStore::open_related`]: an S3 checkpoint, an S3 Inventory report's bucket). The
+    /// bucket is never a setting: it is the root's.
+    #[derive(Debug, Clone, Default)]
+    pub struct S3Settings {
+        /// Each setting once, in the order it was first given.
+        entries: Vec<(AmazonS3ConfigKey, String)>,
+    }
+
+    impl S3Settings {
+        /// The `AWS_*` environment overlaid by `given` (object_store's names, e.g.
+        /// `aws_endpoint`, or their environment spellings, e.g. `AWS_ENDPOINT_URL`).
+        ///
+        /// # Errors
+        /// A message naming an option that is not an S3 setting, or names a bucket.
+        pub fn resolve(given: &HashMap<String, String>) -> Result<Self, String> {
+            let mut settings = Self::default();
+            for (name, value) in std::env::vars_os() {
+                let (Some(name), Some(value)) = (name.to_str(), value.to_str()) else { continue };
+                if !name.starts_with("AWS_") {
+                    continue;
+                }
+                match name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
+                    Ok(AmazonS3ConfigKey::Bucket) | Err(_) => {}
+                    Ok(key) => settings.set(key, value),
+                }
+            }
+            let mut names: Vec<&String> = given.keys().collect();
+            names.sort();
+            for name in names {
+                let value = given.get(name).map(String::as_str).unwrap_or_default();
+                settings.set(config_key(name)?, value);
+            }
+            Ok(settings)
+        }
+
+        fn set(&mut self, key: AmazonS3ConfigKey, value: &str) {
+            match self.entries.iter_mut().find(|(k, _)| *k == key) {
+                Some(entry) => entry.1 = value.to_string(),
+                None => self.entries.push((key, value.to_string())),
+            }
+        }
+
+        /// An `AmazonS3Builder` for `bucket` with every setting.
+        pub fn builder(&self, bucket: &str) -> AmazonS3Builder {
+            let builder = self.entries.iter().fold(AmazonS3Builder::new(), |b, (k, v)| b.with_config(*k, v));
+            builder.with_bucket_name(bucket)
+        }
+
+        /// The value object_store uses for `key` (a setting and its aliases, e.g. `Region` falls
+        /// back to `DefaultRegion`), when not empty.
+        pub fn get(&self, key: AmazonS3ConfigKey) -> Option<String> {
+            self.builder("").get_config_value(&key).filter(|v| !v.is_empty())
+        }
+
+        /// Whether `key` is set to `true` (any letter case).
+        pub fn is_true(&self, key: AmazonS3ConfigKey) -> bool {
+            self.get(key).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        }
+
+        /// The HTTP client options among the settings (`allow_http`, timeouts, proxies, ...).
+        pub fn client_options(&self) -> ClientOptions {
+            self.entries.iter().fold(ClientOptions::new(), |options, (key, value)| match key {
+                AmazonS3ConfigKey::Client(key) => options.with_config(*key, value),
+                _ => options,
+            })
+        }
+
+        /// The settings as storage options for Lance (object_store's names).
+        pub fn storage_options(&self) -> HashMap<String, String> {
+            self.entries.iter().map(|(k, v)| (k.as_ref().to_string(), v.clone())).collect()
+        }
+    }
 
     /// An S3-compatible server's endpoint names the root's objects too: path style
     /// (`http://host:port/bucket/prefix/key`) and virtual-hosted style
@@ -444,37 +565,33 @@ pub(crate) mod s3 {
         Ok(key)
     }
 
+    /// Opens the `s3://` root `uri` with the environment overlaid by `given` ([`S3Settings`]).
     pub(crate) fn open(uri: LakeRootUri, given: &HashMap<String, String>) -> Result<LakeStore, String> {
-        let mut options = HashMap::new();
-        for (env, key) in ENV_KEYS {
-            if let Ok(v) = std::env::var(env) {
-                options.insert(key.to_string(), v);
-            }
-        }
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(uri.authority());
-        let mut keys: Vec<&String> = given.keys().collect();
-        keys.sort();
-        for name in keys {
-            let key = config_key(name)?;
-            let value = given.get(name).cloned().unwrap_or_default();
-            builder = builder.with_config(key, value.clone());
-            options.insert(key.as_ref().to_string(), value);
-        }
-        let uri = with_endpoint_aliases(uri, options.get("aws_endpoint").map(String::as_str))?;
+        open_resolved(uri, Arc::new(S3Settings::resolve(given)?))
+    }
+
+    /// Opens the `s3://` root `uri` with `settings`, and nothing else.
+    pub(crate) fn open_resolved(uri: LakeRootUri, settings: Arc<S3Settings>) -> Result<LakeStore, String> {
+        let endpoint =
+            settings.get(AmazonS3ConfigKey::S3Endpoint).or_else(|| settings.get(AmazonS3ConfigKey::Endpoint));
+        let uri = with_endpoint_aliases(uri, endpoint.as_deref())?;
         let store = Arc::new(
-            builder
+            settings
+                .builder(uri.authority())
                 .build()
                 .map_err(|e| format!("cannot configure S3 from the storage options and the AWS_* environment: {e}"))?,
         );
-        let requests = crate::s3_requests::S3Requests::new(uri.authority(), &store).map_err(|e| e.to_string())?;
+        let requests =
+            crate::s3_requests::S3Requests::new(uri.authority(), &settings, &store).map_err(|e| e.to_string())?;
         Ok(LakeStore {
             prefix: Path::from(uri.path()),
             root: uri,
             store: store.clone(),
             local_dir: None,
-            storage_options: options,
+            storage_options: settings.storage_options(),
             s3: Some(store),
             s3_requests: Some(Arc::new(requests)),
+            s3_settings: Some(settings),
         })
     }
 }

@@ -7,11 +7,14 @@
 //! PyCapsules, arrow's `pyarrow` feature): pyarrow tables and readers, polars frames and any
 //! other producer, without copies. Reports come back as JSON text that the Python layer decodes.
 
+mod errors;
 mod marking;
+mod reader;
 
 use arrow::ffi_stream::ArrowArrayStreamReader;
 use arrow::pyarrow::{PyArrowType, ToPyArrow};
 use arrow_array::{Array, RecordBatchReader};
+use errors::{Committed, Failure, Kind};
 use lake_common::DataLocationBuilder;
 use lake_lance::update::Assignment;
 use lake_lance::LanceEngine;
@@ -24,107 +27,53 @@ use lake_objects::plan::GcPlan;
 use lake_objects::shards::{ShardManifest, ShardSpec, ShardedPlan};
 use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
 use lake_objects::LakeStore;
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-create_exception!(_lake, LakeError, PyException, "Any error of lake; `transient` says whether retrying can help.");
-create_exception!(
-    _lake,
-    GuardError,
-    LakeError,
-    "The publication guard refused a reference to an object too old to publish."
-);
-create_exception!(
-    _lake,
-    PolicyError,
-    LakeError,
-    "A GC safety rule refused the call (policy floor, clock skew, binding of a plan)."
-);
-create_exception!(
-    _lake,
-    LineageError,
-    LakeError,
-    "The journal cannot account for a table's versions; GC refuses until repaired."
-);
-create_exception!(_lake, StorageError, LakeError, "The store failed; `transient` says whether retrying can help.");
-
-/// The process's Tokio runtime (Lance needs one).
-fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RUNTIME.get() {
-        return Ok(rt);
+/// The process's Tokio runtime (Lance needs one), built by the process that uses it.
+///
+/// A process forked from one that used lake (`multiprocessing`'s default start method on
+/// Linux) inherits the runtime's memory but none of its worker threads: a task spawned on it
+/// would never run. The runtime is therefore owned by a process id; a call from another process
+/// builds a fresh one, and the inherited one is leaked (dropping it would wait for threads that
+/// do not exist in this process). Lance's own CPU runtime resets itself in a forked child
+/// (`pthread_atfork`, lance-core `utils::tokio`).
+fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
+    static RUNTIME: Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut current = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((owner, rt)) = *current {
+        if owner == pid {
+            return Ok(rt);
+        }
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| LakeError::new_err(format!("cannot start the I/O runtime: {e}")))?;
-    Ok(RUNTIME.get_or_init(|| rt))
-}
-
-/// A Python exception for `error`, of the class its kind calls for, with `transient` set.
-fn to_py(error: &(dyn std::error::Error + 'static), transient: bool, kind: Kind) -> PyErr {
-    let message = error.to_string();
-    let err = match kind {
-        Kind::Guard => GuardError::new_err(message),
-        Kind::Policy => PolicyError::new_err(message),
-        Kind::Lineage => LineageError::new_err(message),
-        Kind::Storage => StorageError::new_err(message),
-        Kind::Other => LakeError::new_err(message),
-    };
-    Python::attach(|py| {
-        let _ = err.value(py).setattr("transient", transient);
-    });
-    err
-}
-
-enum Kind {
-    Guard,
-    Policy,
-    Lineage,
-    Storage,
-    Other,
-}
-
-fn objects_err(e: lake_objects::ObjectsError) -> PyErr {
-    use lake_objects::ObjectsError as E;
-    let kind = match &e {
-        E::Policy(_) | E::Root { .. } | E::Output { .. } => Kind::Policy,
-        E::PlanIncomplete { .. } | E::JournalPending { .. } => Kind::Lineage,
-        E::Storage { .. } | E::Io { .. } => Kind::Storage,
-        _ => Kind::Other,
-    };
-    let transient = e.is_transient();
-    to_py(&e, transient, kind)
-}
-
-fn engine_err(e: lake_lance::LanceEngineError) -> PyErr {
-    use lake_lance::LanceEngineError as E;
-    let kind = match &e {
-        E::Guard { .. } => Kind::Guard,
-        E::Objects(lake_objects::ObjectsError::Storage { .. }) => Kind::Storage,
-        _ => Kind::Other,
-    };
-    let transient = e.is_transient();
-    to_py(&e, transient, kind)
+        .map_err(|e| Failure::new(Kind::Lake, format!("cannot start the I/O runtime: {e}")))?;
+    let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
+    *current = Some((pid, rt));
+    Ok(rt)
 }
 
 /// Runs `future` on the runtime with the GIL released, checking for signals (Ctrl-C) every
 /// 100 ms; a signal drops the future at its next await point and raises in Python.
-fn run<T: Send + 'static>(py: Python<'_>, future: impl Future<Output = PyResult<T>> + Send + 'static) -> PyResult<T> {
+fn run<T: Send + 'static>(
+    py: Python<'_>,
+    future: impl Future<Output = Result<T, Failure>> + Send + 'static,
+) -> PyResult<T> {
     let rt = runtime()?;
     let mut handle = rt.spawn(future);
     loop {
         let done = py
             .detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut handle).await.ok() }));
         match done {
-            Some(Ok(result)) => return result,
-            Some(Err(e)) => return Err(LakeError::new_err(format!("the operation's task failed: {e}"))),
+            Some(Ok(result)) => return result.map_err(|f| f.into_py(py)),
+            Some(Err(e)) => return Err(Failure::task_failed(&e).into_py(py)),
             None => {
                 if let Err(interrupted) = py.check_signals() {
                     handle.abort();
@@ -143,7 +92,7 @@ fn run<T: Send + 'static>(py: Python<'_>, future: impl Future<Output = PyResult<
 /// saying whether the write committed.
 fn run_write<T: Send + 'static>(
     py: Python<'_>,
-    future: impl Future<Output = PyResult<T>> + Send + 'static,
+    future: impl Future<Output = Result<T, Failure>> + Send + 'static,
     stop: Option<Arc<AtomicBool>>,
 ) -> PyResult<T> {
     let rt = runtime()?;
@@ -154,7 +103,7 @@ fn run_write<T: Send + 'static>(
             .detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut handle).await.ok() }));
         let result = match done {
             Some(Ok(result)) => result,
-            Some(Err(e)) => Err(LakeError::new_err(format!("the operation's task failed: {e}"))),
+            Some(Err(e)) => Err(Failure::task_failed(&e)),
             None => {
                 if interrupted.is_none() {
                     if let Err(signal) = py.check_signals() {
@@ -167,39 +116,69 @@ fn run_write<T: Send + 'static>(
                 continue;
             }
         };
-        let Some(signal) = interrupted else { return result };
+        let Some(signal) = interrupted else { return result.map_err(|f| f.into_py(py)) };
+        // Whether anything was committed is what the write's own error states.
         let note = match &result {
             Ok(_) => {
                 "lake: the write had committed (and was journaled) when the interrupt arrived; see Table.versions()"
+                    .to_string()
             }
-            Err(_) => "lake: the write was stopped; nothing was committed",
+            Err(f) => match f.committed() {
+                Committed::Nothing => "lake: the write was stopped; nothing was committed".to_string(),
+                Committed::Version(v) => format!("lake: the write was stopped after it committed version {v}: {f}"),
+                Committed::Unknown => format!("lake: the write was stopped; its commit's outcome is unknown: {f}"),
+            },
         };
         let _ = signal.value(py).call_method1("add_note", (note,));
         return Err(signal);
     }
 }
 
-fn parse_duration(what: &str, text: &str) -> PyResult<Duration> {
+fn parse_duration(what: &str, text: &str) -> Result<Duration, Failure> {
     humantime::parse_duration(text).map_err(|e| {
-        PolicyError::new_err(format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
+        Failure::new(Kind::Policy, format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
     })
 }
 
-/// An opened lake: its store and engine.
+/// An opened lake: its root and storage options, and its store as opened by this process.
 #[pyclass(module = "lake._lake", frozen)]
 struct NativeLake {
-    store: LakeStore,
+    root: String,
+    options: HashMap<String, String>,
+    /// The process that opened `store`, and the store.
+    opened: Mutex<(u32, LakeStore)>,
 }
 
 impl NativeLake {
-    fn engine(&self) -> LanceEngine {
-        LanceEngine::new(self.store.clone())
+    fn new(root: &str, options: HashMap<String, String>, store: LakeStore) -> Self {
+        Self { root: root.to_string(), options, opened: Mutex::new((std::process::id(), store)) }
+    }
+
+    /// The lake's store. In a process forked from the one that opened it, the store is opened
+    /// again: its HTTP connections belong to the parent's runtime (see [`runtime`]).
+    fn store(&self) -> Result<LakeStore, Failure> {
+        let pid = std::process::id();
+        let mut opened = self.opened.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if opened.0 != pid {
+            *opened = (pid, open_store(&self.root, &self.options)?);
+        }
+        Ok(opened.1.clone())
+    }
+
+    fn engine(&self) -> Result<LanceEngine, Failure> {
+        Ok(LanceEngine::new(self.store()?))
+    }
+
+    /// The collector of this lake, with its engine.
+    fn gc_parts(&self) -> Result<(LakeStore, LanceEngine), Failure> {
+        let store = self.store()?;
+        Ok((store.clone(), LanceEngine::new(store)))
     }
 }
 
 /// The store of `root`, with S3 `storage_options` over the `AWS_*` environment.
-fn open_store(root: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<LakeStore> {
-    LakeStore::open_with_options(root, &storage_options.unwrap_or_default()).map_err(objects_err)
+fn open_store(root: &str, storage_options: &HashMap<String, String>) -> Result<LakeStore, Failure> {
+    Ok(LakeStore::open_with_options(root, storage_options)?)
 }
 
 /// Creates a lake at `root` with GC policy floor `min_age` (humantime), or opens it when it
@@ -213,20 +192,22 @@ fn init(
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<NativeLake> {
     let min_age = parse_duration("min_age", min_age)?;
-    let store = open_store(root, storage_options)?;
+    let options = storage_options.unwrap_or_default();
+    let store = open_store(root, &options)?;
     let opened = store.clone();
-    run(py, async move { LakeDescriptor::create(&opened, min_age).await.map(|_| ()).map_err(objects_err) })?;
-    Ok(NativeLake { store })
+    run(py, async move { Ok(LakeDescriptor::create(&opened, min_age).await.map(|_| ())?) })?;
+    Ok(NativeLake::new(root, options, store))
 }
 
 /// Opens the lake at `root`.
 #[pyfunction]
 #[pyo3(signature = (root, storage_options=None))]
 fn open(py: Python<'_>, root: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<NativeLake> {
-    let store = open_store(root, storage_options)?;
+    let options = storage_options.unwrap_or_default();
+    let store = open_store(root, &options)?;
     let opened = store.clone();
-    run(py, async move { LakeDescriptor::load(&opened).await.map(|_| ()).map_err(objects_err) })?;
-    Ok(NativeLake { store })
+    run(py, async move { Ok(LakeDescriptor::load(&opened).await.map(|_| ())?) })?;
+    Ok(NativeLake::new(root, options, store))
 }
 
 fn location_json(o: &ManagedObject) -> (String, Vec<u8>, u64) {
@@ -239,24 +220,53 @@ fn source(data: PyArrowType<ArrowArrayStreamReader>, stop: &Arc<AtomicBool>) -> 
     Box::new(marking::MarkingReader::new(Box::new(data.0), stop.clone()))
 }
 
+/// `value` as JSON text.
+fn json<T: serde::Serialize>(value: &T) -> Result<String, Failure> {
+    serde_json::to_string(value).map_err(|e| Failure::new(Kind::Lake, format!("cannot encode the report: {e}")))
+}
+
 #[pymethods]
 impl NativeLake {
     /// The lake's root as lake spells it.
     #[getter]
-    fn root(&self) -> String {
-        self.store.root().to_string()
+    fn root(&self) -> PyResult<String> {
+        Ok(self.store()?.root().to_string())
     }
 
     /// Uploads `data` (bytes) as a managed object named `name`: `(uri, sha256, size)`.
     fn put_bytes(&self, py: Python<'_>, name: String, data: Vec<u8>) -> PyResult<(String, Vec<u8>, u64)> {
-        let writer = ManagedObjectWriter::new(self.store.clone());
-        run(py, async move { writer.upload(&name, &data[..]).await.map(|o| location_json(&o)).map_err(objects_err) })
+        let writer = ManagedObjectWriter::new(self.store()?);
+        run(py, async move { Ok(writer.upload(&name, &data[..]).await.map(|o| location_json(&o))?) })
     }
 
-    /// Uploads the file at `path` (streamed) as a managed object named after it.
-    fn put_file(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<(String, Vec<u8>, u64)> {
-        let writer = ManagedObjectWriter::new(self.store.clone());
-        run(py, async move { writer.upload_file(&path).await.map(|o| location_json(&o)).map_err(objects_err) })
+    /// Uploads the file at `path` as a managed object named `name` (default: the file's name),
+    /// streamed from disk (memory: a few parts of 8 MiB, whatever the file's size).
+    #[pyo3(signature = (path, name=None))]
+    fn put_file(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        name: Option<String>,
+    ) -> PyResult<(String, Vec<u8>, u64)> {
+        let writer = ManagedObjectWriter::new(self.store()?);
+        run(py, async move {
+            let uploaded = match name {
+                None => writer.upload_file(&path).await,
+                Some(name) => match tokio::fs::File::open(&path).await {
+                    Ok(file) => writer.upload(&name, file).await,
+                    Err(e) => Err(lake_objects::ObjectsError::Io { path: path.display().to_string(), source: e }),
+                },
+            };
+            Ok(uploaded.map(|o| location_json(&o))?)
+        })
+    }
+
+    /// Uploads what the binary file object `reader` gives (its `read(n)` until it returns no
+    /// bytes) as a managed object named `name`, streamed: a few chunks of 1 MiB in memory.
+    fn put_reader(&self, py: Python<'_>, name: String, reader: Py<PyAny>) -> PyResult<(String, Vec<u8>, u64)> {
+        let writer = ManagedObjectWriter::new(self.store()?);
+        let stream = reader::PyFileReader::start(runtime()?, reader);
+        run(py, async move { Ok(writer.upload(&name, stream).await.map(|o| location_json(&o))?) })
     }
 
     /// Appends (or, with `overwrite`, replaces the content with) the rows of an Arrow stream.
@@ -268,13 +278,13 @@ impl NativeLake {
         data: PyArrowType<ArrowArrayStreamReader>,
         overwrite: bool,
     ) -> PyResult<String> {
-        let engine = self.engine();
+        let engine = self.engine()?;
         let stop = Arc::new(AtomicBool::new(false));
         let batches = source(data, &stop);
         let write = async move {
             let out =
                 if overwrite { engine.overwrite(&table, batches).await } else { engine.append(&table, batches).await };
-            out.map(|o| commit_json(&o)).map_err(engine_err)
+            Ok(commit_json(&out?))
         };
         run_write(py, write, Some(stop))
     }
@@ -287,22 +297,17 @@ impl NativeLake {
         data: PyArrowType<ArrowArrayStreamReader>,
         on: Vec<String>,
     ) -> PyResult<String> {
-        let engine = self.engine();
+        let engine = self.engine()?;
         let stop = Arc::new(AtomicBool::new(false));
         let batches = source(data, &stop);
-        let write =
-            async move { engine.upsert(&table, &on, batches).await.map(|o| commit_json(&o)).map_err(engine_err) };
+        let write = async move { Ok(commit_json(&engine.upsert(&table, &on, batches).await?)) };
         run_write(py, write, Some(stop))
     }
 
     /// Deletes the rows matching `predicate`; `None` when none matched.
     fn delete(&self, py: Python<'_>, table: String, predicate: String) -> PyResult<Option<String>> {
-        let engine = self.engine();
-        run_write(
-            py,
-            async move { engine.delete(&table, &predicate).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err) },
-            None,
-        )
+        let engine = self.engine()?;
+        run_write(py, async move { Ok(engine.delete(&table, &predicate).await?.map(|o| commit_json(&o))) }, None)
     }
 
     /// Sets `assignments` (`COLUMN=EXPRESSION`) on the rows matching `predicate`.
@@ -313,40 +318,34 @@ impl NativeLake {
         assignments: Vec<String>,
         predicate: Option<String>,
     ) -> PyResult<Option<String>> {
-        let parsed =
-            assignments.iter().map(|a| a.parse::<Assignment>()).collect::<Result<Vec<_>, _>>().map_err(engine_err)?;
-        let engine = self.engine();
+        let parsed = assignments
+            .iter()
+            .map(|a| a.parse::<Assignment>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Failure::from)?;
+        let engine = self.engine()?;
         run_write(
             py,
-            async move {
-                engine
-                    .update(&table, &parsed, predicate.as_deref())
-                    .await
-                    .map(|o| o.map(|o| commit_json(&o)))
-                    .map_err(engine_err)
-            },
+            async move { Ok(engine.update(&table, &parsed, predicate.as_deref()).await?.map(|o| commit_json(&o))) },
             None,
         )
     }
 
     /// Compacts the table's fragments; `None` when there was nothing to compact.
     fn compact(&self, py: Python<'_>, table: String) -> PyResult<Option<String>> {
-        let engine = self.engine();
-        run_write(
-            py,
-            async move { engine.compact(&table).await.map(|o| o.map(|o| commit_json(&o))).map_err(engine_err) },
-            None,
-        )
+        let engine = self.engine()?;
+        run_write(py, async move { Ok(engine.compact(&table).await?.map(|o| commit_json(&o))) }, None)
     }
 
     /// Removes versions older than `older_than` (humantime); `(versions, bytes)` removed.
     fn cleanup(&self, py: Python<'_>, table: String, older_than: String) -> PyResult<(u64, u64)> {
         let older = parse_duration("older_than", &older_than)?;
-        let engine = self.engine();
+        let engine = self.engine()?;
         run_write(
             py,
             async move {
-                engine.cleanup(&table, older).await.map(|o| (o.old_versions, o.bytes_removed)).map_err(engine_err)
+                let o = engine.cleanup(&table, older).await?;
+                Ok((o.old_versions, o.bytes_removed))
             },
             None,
         )
@@ -354,59 +353,51 @@ impl NativeLake {
 
     /// Tags `version`.
     fn tag(&self, py: Python<'_>, table: String, name: String, version: u64) -> PyResult<()> {
-        let engine = self.engine();
-        run_write(py, async move { engine.create_tag(&table, version, &name).await.map_err(engine_err) }, None)
+        let engine = self.engine()?;
+        run_write(py, async move { Ok(engine.create_tag(&table, version, &name).await?) }, None)
     }
 
     /// Restores `version` as a new latest version.
     fn restore(&self, py: Python<'_>, table: String, version: u64) -> PyResult<String> {
-        let engine = self.engine();
-        run_write(
-            py,
-            async move { engine.restore(&table, version).await.map(|o| commit_json(&o)).map_err(engine_err) },
-            None,
-        )
+        let engine = self.engine()?;
+        run_write(py, async move { Ok(commit_json(&engine.restore(&table, version).await?)) }, None)
     }
 
     /// The versions of a table as JSON (`[{version, timestamp, tags, journaled}]`).
     fn versions(&self, py: Python<'_>, table: String) -> PyResult<String> {
-        let engine = self.engine();
-        run(py, async move {
-            let versions = engine.versions(&table).await.map_err(engine_err)?;
-            serde_json::to_string(&versions).map_err(|e| LakeError::new_err(e.to_string()))
-        })
+        let engine = self.engine()?;
+        run(py, async move { json(&engine.versions(&table).await?) })
     }
 
-    /// The dataset URI of a table (for `lance.dataset`); `LakeError` for an invalid table name
+    /// The dataset URI of a table (for `lance.dataset`); `InputError` for an invalid table name
     /// (`../x` would name a folder outside the lake's tables).
     fn dataset_uri(&self, table: String) -> PyResult<String> {
-        validate_table_name(&table).map_err(objects_err)?;
-        Ok(self.engine().dataset_uri(&table))
+        validate_table_name(&table).map_err(Failure::from)?;
+        Ok(self.engine()?.dataset_uri(&table))
     }
 
-    /// The lake's storage options for Lance (S3 endpoint and credentials from the environment).
-    fn storage_options(&self) -> HashMap<String, String> {
-        self.store.storage_options().clone()
+    /// The lake's storage options for Lance: its resolved S3 settings (the `AWS_*` environment
+    /// read when the lake was opened, overlaid by its storage options); empty for a local root.
+    fn storage_options(&self) -> PyResult<HashMap<String, String>> {
+        Ok(self.store()?.storage_options().clone())
     }
 
     /// A GC dry run at horizon `min_age`: the plan document (JSON) and its digest.
     fn gc_plan(&self, py: Python<'_>, min_age: String, allow_below_policy: bool) -> PyResult<(String, String)> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
-        let store = self.store.clone();
+        let (store, engine) = self.gc_parts()?;
         run(py, async move {
-            let engine = LanceEngine::new(store.clone());
-            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let planned = gc.plan(&horizon, &PlanSettings::default()).await.map_err(objects_err)?;
-            let document =
-                String::from_utf8(planned.plan.to_document()).map_err(|e| LakeError::new_err(e.to_string()))?;
-            Ok((document, planned.plan.digest()))
+            let gc = GarbageCollector::open(store, &engine).await?;
+            let planned = gc.plan(&horizon, &PlanSettings::default()).await?;
+            Ok((text(planned.plan.to_document())?, planned.plan.digest()))
         })
     }
 
-    /// Applies a plan document (JSON) with its checkpoint at `checkpoint` (a path or URL outside
-    /// the lake), or resumes the apply the checkpoint records (with the plan's `min_age`, when no
-    /// plan is given): `page_size` keys per delete request, at most `max_pages` pages in this
-    /// call. Returns the checkpoint as JSON.
+    /// Applies a plan document (JSON) with its checkpoint at `checkpoint` (a path, or an
+    /// `s3://` URL opened with this lake's S3 settings, outside the lake), or resumes the apply
+    /// the checkpoint records (with the plan's `min_age`, when no plan is given): `page_size`
+    /// keys per delete request, at most `max_pages` pages in this call. Returns the checkpoint as
+    /// JSON.
     #[pyo3(signature = (plan, checkpoint, allow_below_policy, page_size=1000, max_pages=None))]
     fn gc_apply(
         &self,
@@ -418,43 +409,37 @@ impl NativeLake {
         max_pages: Option<u64>,
     ) -> PyResult<String> {
         let options = apply_options(page_size, max_pages)?;
-        let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
+        let (store, engine) = self.gc_parts()?;
+        let location = CheckpointLocation::parse_for(&checkpoint, &store).map_err(Failure::from)?;
         let plan = match plan {
-            Some(document) => Some(GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?),
+            Some(document) => Some(GcPlan::from_document(document.as_bytes(), "the plan").map_err(Failure::input)?),
             None => None,
         };
-        let store = self.store.clone();
         run(py, async move {
-            let engine = LanceEngine::new(store.clone());
-            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
+            let gc = GarbageCollector::open(store, &engine).await?;
+            let no_checkpoint = || {
+                Failure::new(
+                    Kind::Policy,
+                    format!("no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"),
+                )
+            };
             // The horizon is the plan's; resuming without one, the checkpoint's plan's (checked
             // against the lake's policy floor like any horizon).
             let min_age = match &plan {
                 Some(plan) => plan.min_age_seconds,
-                None => match ApplyCheckpoint::load(&location).await.map_err(objects_err)? {
+                None => match ApplyCheckpoint::load(&location).await? {
                     Some(loaded) => loaded.plan.min_age_seconds,
-                    None => {
-                        return Err(PolicyError::new_err(format!(
-                            "no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"
-                        )))
-                    }
+                    None => return Err(no_checkpoint()),
                 },
             };
             let horizon = horizon(Duration::from_secs(min_age), allow_below_policy);
             // With a plan, `apply` resumes a checkpoint of that same plan and refuses one of
             // another (never resuming an older plan in its place); without, `resume`.
             let report = match &plan {
-                Some(plan) => gc.apply(plan, &horizon, &location, &options).await.map_err(objects_err)?,
-                None => match gc.resume(&horizon, &location, &options).await.map_err(objects_err)? {
-                    Some(report) => report,
-                    None => {
-                        return Err(PolicyError::new_err(format!(
-                            "no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"
-                        )))
-                    }
-                },
+                Some(plan) => gc.apply(plan, &horizon, &location, &options).await?,
+                None => gc.resume(&horizon, &location, &options).await?.ok_or_else(no_checkpoint)?,
             };
-            serde_json::to_string(&report.checkpoint).map_err(|e| LakeError::new_err(e.to_string()))
+            json(&report.checkpoint)
         })
     }
 
@@ -468,25 +453,22 @@ impl NativeLake {
         allow_below_policy: bool,
     ) -> PyResult<String> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
-        let store = self.store.clone();
+        let (store, engine) = self.gc_parts()?;
         run(py, async move {
-            let engine = LanceEngine::new(store.clone());
-            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let spec = gc.shard_ranges(&horizon, shards).await.map_err(objects_err)?;
-            serde_json::to_string(&spec).map_err(|e| LakeError::new_err(e.to_string()))
+            let gc = GarbageCollector::open(store, &engine).await?;
+            json(&gc.shard_ranges(&horizon, shards).await?)
         })
     }
 
     /// A worker's step: the plan document of shard `index` of the spec (JSON).
     fn gc_plan_shard(&self, py: Python<'_>, spec: String, index: usize, allow_below_policy: bool) -> PyResult<String> {
         let spec: ShardSpec = serde_json::from_str(&spec)
-            .map_err(|e| PolicyError::new_err(format!("the shard spec is not a ShardSpec document: {e}")))?;
+            .map_err(|e| Failure::new(Kind::Input, format!("the shard spec is not a ShardSpec document: {e}")))?;
         let horizon = horizon(Duration::from_secs(spec.min_age_seconds), allow_below_policy);
-        let store = self.store.clone();
+        let (store, engine) = self.gc_parts()?;
         run(py, async move {
-            let engine = LanceEngine::new(store.clone());
-            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let planned = gc.plan_shard(&horizon, &PlanSettings::default(), &spec, index).await.map_err(objects_err)?;
+            let gc = GarbageCollector::open(store, &engine).await?;
+            let planned = gc.plan_shard(&horizon, &PlanSettings::default(), &spec, index).await?;
             text(planned.plan.to_document())
         })
     }
@@ -500,11 +482,10 @@ impl NativeLake {
         allow_below_policy: bool,
     ) -> PyResult<(String, Vec<String>)> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
-        let store = self.store.clone();
+        let (store, engine) = self.gc_parts()?;
         run(py, async move {
-            let engine = LanceEngine::new(store.clone());
-            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let planned = gc.plan_sharded(&horizon, &PlanSettings::default(), shards).await.map_err(objects_err)?;
+            let gc = GarbageCollector::open(store, &engine).await?;
+            let planned = gc.plan_sharded(&horizon, &PlanSettings::default(), shards).await?;
             sharded_documents(&planned.plan)
         })
     }
@@ -516,16 +497,14 @@ impl NativeLake {
             .enumerate()
             .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(objects_err)?;
-        let manifest = ShardManifest::assemble(&plans).map_err(objects_err)?;
-        if manifest.root != self.store.root().to_string() {
-            return Err(PolicyError::new_err(format!(
-                "the shards belong to lake {}, not {}",
-                manifest.root,
-                self.store.root()
-            )));
+            .map_err(Failure::input)?;
+        let manifest = ShardManifest::assemble(&plans).map_err(Failure::from)?;
+        let root = self.store()?.root().to_string();
+        if manifest.root != root {
+            let message = format!("the shards belong to lake {}, not {root}", manifest.root);
+            return Err(Failure::new(Kind::Policy, message).into());
         }
-        text(manifest.to_document())
+        Ok(text(manifest.to_document())?)
     }
 
     /// Applies one shard (its plan document, bound to the manifest document) with its
@@ -544,37 +523,36 @@ impl NativeLake {
         max_pages: Option<u64>,
     ) -> PyResult<String> {
         let options = apply_options(page_size, max_pages)?;
-        let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(objects_err)?;
-        let plan = GcPlan::from_document(shard.as_bytes(), "the shard plan").map_err(objects_err)?;
-        let location = CheckpointLocation::parse(&checkpoint).map_err(objects_err)?;
+        let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(Failure::input)?;
+        let plan = GcPlan::from_document(shard.as_bytes(), "the shard plan").map_err(Failure::input)?;
+        let (store, engine) = self.gc_parts()?;
+        let location = CheckpointLocation::parse_for(&checkpoint, &store).map_err(Failure::from)?;
         let horizon = horizon(Duration::from_secs(manifest.min_age_seconds), allow_below_policy);
-        let store = self.store.clone();
         run(py, async move {
-            let engine = LanceEngine::new(store.clone());
-            let gc = GarbageCollector::open(store, &engine).await.map_err(objects_err)?;
-            let report = match gc.resume_shard(&manifest, &horizon, &location, &options).await.map_err(objects_err)? {
+            let gc = GarbageCollector::open(store, &engine).await?;
+            let report = match gc.resume_shard(&manifest, &horizon, &location, &options).await? {
                 Some(report) => report,
-                None => gc.apply_shard(&manifest, &plan, &horizon, &location, &options).await.map_err(objects_err)?,
+                None => gc.apply_shard(&manifest, &plan, &horizon, &location, &options).await?,
             };
-            serde_json::to_string(&report.checkpoint).map_err(|e| LakeError::new_err(e.to_string()))
+            json(&report.checkpoint)
         })
     }
 
     /// Compares the journal with full scans of every retained version; the report as JSON.
     fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
-        let engine = self.engine();
-        run(py, async move {
-            let report = engine.verify_refs(&[]).await.map_err(engine_err)?;
-            serde_json::to_string(&report).map_err(|e| LakeError::new_err(e.to_string()))
-        })
+        let engine = self.engine()?;
+        run(py, async move { json(&engine.verify_refs(&[]).await?) })
     }
 }
 
 /// Apply's options: `page_size` keys per delete request (1 to 1000, S3 DeleteObjects' limit), at
-/// most `max_pages` pages in this call.
-fn apply_options(page_size: usize, max_pages: Option<u64>) -> PyResult<ApplyOptions> {
+/// most `max_pages` pages in this call (at least 1).
+fn apply_options(page_size: usize, max_pages: Option<u64>) -> Result<ApplyOptions, Failure> {
     if !(1..=1000).contains(&page_size) {
-        return Err(PolicyError::new_err(format!("page_size {page_size} must be 1 to 1000 keys")));
+        return Err(Failure::new(Kind::Input, format!("page_size {page_size} must be 1 to 1000 keys")));
+    }
+    if max_pages == Some(0) {
+        return Err(Failure::new(Kind::Input, "max_pages 0 would delete nothing; give at least 1, or None".into()));
     }
     Ok(ApplyOptions { page_size, max_pages, ..ApplyOptions::default() })
 }
@@ -583,13 +561,13 @@ fn horizon(min_age: Duration, allow_below_policy: bool) -> Horizon {
     Horizon { allow_below_policy, ..Horizon::new(min_age) }
 }
 
-fn text(bytes: Vec<u8>) -> PyResult<String> {
-    String::from_utf8(bytes).map_err(|e| LakeError::new_err(e.to_string()))
+fn text(bytes: Vec<u8>) -> Result<String, Failure> {
+    String::from_utf8(bytes).map_err(|e| Failure::new(Kind::Lake, format!("a document is not UTF-8: {e}")))
 }
 
 /// The manifest document and the shards' plan documents of `plan`.
-fn sharded_documents(plan: &ShardedPlan) -> PyResult<(String, Vec<String>)> {
-    let shards = plan.plans.iter().map(|p| text(p.to_document())).collect::<PyResult<Vec<_>>>()?;
+fn sharded_documents(plan: &ShardedPlan) -> Result<(String, Vec<String>), Failure> {
+    let shards = plan.plans.iter().map(|p| text(p.to_document())).collect::<Result<Vec<_>, _>>()?;
     Ok((text(plan.manifest.to_document())?, shards))
 }
 
@@ -599,8 +577,8 @@ fn sharded_documents(plan: &ShardedPlan) -> PyResult<(String, Vec<String>)> {
 #[pyfunction]
 #[pyo3(signature = (path, document, force=false))]
 fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
-    let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(objects_err)?;
-    plan.save(&lake_objects::output::OutputPath::new(path).force(force)).map_err(objects_err)
+    let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(Failure::input)?;
+    Ok(plan.save(&lake_objects::output::OutputPath::new(path).force(force)).map_err(Failure::from)?)
 }
 
 /// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created when its
@@ -609,22 +587,29 @@ fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResul
 #[pyfunction]
 #[pyo3(signature = (dir, manifest, shards, force=false))]
 fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>, force: bool) -> PyResult<()> {
-    let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(objects_err)?;
+    let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(Failure::input)?;
     let plans = shards
         .iter()
         .enumerate()
         .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(objects_err)?;
+        .map_err(Failure::input)?;
     let folder = lake_objects::output::OutputPath::new(dir).force(force);
-    ShardedPlan { manifest, plans }.save_to(&folder).map_err(objects_err)
+    Ok(ShardedPlan { manifest, plans }.save_to(&folder).map_err(Failure::from)?)
 }
 
 /// Reads the sharded plan saved in the folder `dir`: the manifest and shard documents, each
 /// checked against its digest.
 #[pyfunction]
 fn sharded_load(dir: std::path::PathBuf) -> PyResult<(String, Vec<String>)> {
-    sharded_documents(&ShardedPlan::load(&dir).map_err(objects_err)?)
+    Ok(sharded_documents(&ShardedPlan::load(&dir).map_err(Failure::from)?)?)
+}
+
+/// Checks a plan document (what `Plan.save` or `lake gc --out` wrote): its digest, and the
+/// document as text. `InputError` for a document that is not a sealed plan.
+#[pyfunction]
+fn plan_digest(document: String, shown: String) -> PyResult<String> {
+    Ok(GcPlan::from_document(document.as_bytes(), &shown).map_err(Failure::input)?.digest())
 }
 
 /// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
@@ -640,7 +625,7 @@ fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> PyResult<Py<
         let sha: [u8; 32] = sha
             .as_slice()
             .try_into()
-            .map_err(|_| LakeError::new_err(format!("the sha256 of `{uri}` has {} bytes, not 32", sha.len())))?;
+            .map_err(|_| Failure::new(Kind::Input, format!("the sha256 of `{uri}` has {} bytes, not 32", sha.len())))?;
         builder.append(&uri, sha, size);
     }
     let array = builder.finish();
@@ -657,11 +642,6 @@ fn _lake(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_save, m)?)?;
     m.add_function(wrap_pyfunction!(sharded_save, m)?)?;
     m.add_function(wrap_pyfunction!(sharded_load, m)?)?;
-    let py = m.py();
-    m.add("LakeError", py.get_type::<LakeError>())?;
-    m.add("GuardError", py.get_type::<GuardError>())?;
-    m.add("PolicyError", py.get_type::<PolicyError>())?;
-    m.add("LineageError", py.get_type::<LineageError>())?;
-    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add_function(wrap_pyfunction!(plan_digest, m)?)?;
     Ok(())
 }

@@ -22,3 +22,12 @@ def test_the_readme_example_runs(tmp_path, monkeypatch, capsys):
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     out = capsys.readouterr().out
     assert "deleted 2" in out
+
+
+def test_the_readme_example_runs_on_s3(s3_root, monkeypatch, capsys):
+    """HOLE (fixed): on S3 the quickstart failed its own assertion: every delete was counted
+    `absent`, so `deleted` stayed 0. S3 confirms each key's delete (DeleteObjects `<Deleted>`) on
+    its first request, and a key the plan listed existed: it counts `deleted`."""
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), s3_root])
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    assert "deleted 2" in capsys.readouterr().out

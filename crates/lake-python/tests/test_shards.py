@@ -144,3 +144,56 @@ def _kill_task(title):
             os.kill(proc.info["pid"], signal.SIGKILL)
             return proc.info["pid"]
     return None
+
+
+def test_a_ray_task_raises_its_own_lake_exception(ray_local, local_root, tmp_path):
+    """HOLE (fixed), the input: a shard's `PolicyError` reached `lake.ray.apply`'s caller as
+    Ray's `RayTaskError`, which `except lake.PolicyError` does not catch (and the class could
+    not even be unpickled). Fix: the exceptions pickle, and `lake.ray` re-raises the task's own
+    exception (the `RayTaskError` is its `__cause__`)."""
+    import lake.ray
+
+    lk, kept = lake_with_orphans(local_root, orphans=6, live=2)
+    sharded = lake.ray.plan(local_root, min_age="1s", shards=2)
+    # A checkpoint folder inside the lake: every shard's task refuses it.
+    with pytest.raises(lake.PolicyError, match="inside the lake root") as raised:
+        lake.ray.apply(sharded, checkpoint_dir=os.path.join(local_root, "ckpt"))
+    assert raised.value.transient is False
+    assert isinstance(raised.value.__cause__, ray.exceptions.RayTaskError)
+    assert lk.gc.plan(min_age="1s").candidate_count == 6, "nothing was deleted"
+
+
+def test_a_ray_task_raises_a_lineage_error_after_a_foreign_write(ray_local, local_root, tmp_path):
+    """A second Lance client writes after the sharded plan: every shard's task stops with
+    `LineageError`, caught as such; nothing is deleted."""
+    import lake.ray
+
+    lance = pytest.importorskip("lance")
+    lk, kept = lake_with_orphans(local_root, orphans=6, live=2)
+    sharded = lake.ray.plan(local_root, min_age="1s", shards=2)
+    lance.write_dataset(pa.table({"episode": ["z"]}), lk.table("t").uri, mode="overwrite")
+    with pytest.raises(lake.LineageError):
+        lake.ray.apply(sharded, checkpoint_dir=str(tmp_path / "ckpt"))
+    with pytest.raises(lake.InputError):
+        lake.ray.apply(sharded, checkpoint_dir="gs://bucket/ckpt")
+    assert all((pathlib.Path(local_root) / k["uri"]).exists() for k in kept)
+
+
+def test_ray_checkpoints_in_an_s3_folder(ray_local, s3_root, tmp_path, monkeypatch):
+    """HOLE (fixed), the input: `lake.ray.apply(checkpoint_dir="s3://...")` created local
+    `./s3:/...` folders. The shards' checkpoints are S3 objects (opened with the lake's S3
+    settings); applying again resumes them from S3."""
+    import lake.ray
+
+    monkeypatch.chdir(tmp_path)
+    lk, kept = lake_with_orphans(s3_root, orphans=8, live=2)
+    sharded = lake.ray.plan(s3_root, min_age="1s", shards=2)
+    folder = s3_root.rsplit("/", 1)[0] + "/ckpt-" + s3_root.rsplit("-", 1)[1]
+    reports = lake.ray.apply(sharded, checkpoint_dir=folder + "/")
+    assert all(r["complete"] for r in reports) and sum(r["deleted"] for r in reports) == 8
+    assert not any(tmp_path.iterdir()), f"local folders were made: {list(tmp_path.iterdir())}"
+    # The checkpoints are on S3: a resume reads them back, finished.
+    for i in range(len(sharded.shards)):
+        again = lk.gc.apply_shard(sharded, i, checkpoint=f"{folder}/{sharded.checkpoint_name(i)}")
+        assert again["complete"] and again["deleted"] == reports[i]["deleted"]
+    assert lk.gc.plan(min_age="1s").candidate_count == 0

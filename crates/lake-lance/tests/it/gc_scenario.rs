@@ -96,7 +96,7 @@ async fn scenario(lake: TestLake) {
     )
     .await
     .unwrap();
-    // (On S3 a delete is `absent`: DeleteObjects does not say whether the key existed.)
+    // (On S3 a resumed delete may be `absent`: LocalStack does not say whether the key existed.)
     let removed = |c: &lake_objects::checkpoint::ApplyCheckpoint| c.deleted + c.absent;
     assert_eq!((first.pages, removed(&first.checkpoint), first.checkpoint.complete), (1, 1, false));
     // Resumed from the checkpoint alone.

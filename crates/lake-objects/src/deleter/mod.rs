@@ -4,11 +4,15 @@
 //!   opened without following a symbolic link anywhere (`crate::no_follow`); only a regular file
 //!   (or, for a key ending with `/`, an empty folder) is removed, and the folders a removal
 //!   leaves empty go with it, up to `objects/`. Outcomes are exact: deleted, or not found.
-//! - [`s3`]: an `s3://` lake, through `object_store`'s `delete_stream` (bulk `DeleteObjects`
-//!   requests of up to 1,000 keys, S3's limit, with per-key errors). S3 reports a key that did
-//!   not exist as deleted (DeleteObjects is idempotent and says nothing of existence), so its
-//!   outcome is [`DeleteOutcome::Absent`]: the key is gone, whether or not this request removed
-//!   it.
+//! - [`s3`]: an `s3://` lake, through bulk `DeleteObjects` requests of up to 1,000 keys (S3's
+//!   limit) sent by [`crate::s3_requests`], which read S3's answer key by key, each key deleted
+//!   on condition that it exists. Where the store honours that (Amazon S3), outcomes are exact:
+//!   deleted, or not found. Where it ignores it (LocalStack), a key that did not exist is reported
+//!   deleted too, so a key in `<Deleted>` is [`DeleteOutcome::Absent`]: gone, whether or not this
+//!   request removed it (apply counts it `deleted` on the key's first request: the plan listed
+//!   it, so it existed; see [`crate::apply`]). Only a key in `<Error>` (or one the answer does
+//!   not mention, or every key of a request that failed as a whole) is
+//!   [`DeleteOutcome::Failed`].
 //!
 //! Every deleter refuses a key that is not collectable ([`crate::keys::is_collectable`]): the
 //! last line of defence against a plan that names anything else.
@@ -22,11 +26,14 @@ use async_trait::async_trait;
 /// The outcome of deleting one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteOutcome {
-    /// This request removed it (known: a local removal).
+    /// This request removed it (known: a local removal, an S3 conditional delete, an aborted
+    /// multipart upload).
     Deleted,
-    /// It was already gone before this request (known).
+    /// It was already gone before this request (known: a local file not found, an S3
+    /// conditional delete of a missing key, an upload no longer there).
     NotFound,
-    /// The store confirms it is gone but not whether this request removed it (S3 DeleteObjects).
+    /// The store confirms it is gone but not whether this request removed it (DeleteObjects
+    /// `<Deleted>` from a store that ignores conditional deletes, or a 204 to a single DELETE).
     Absent,
     /// Left alone and not retried: not a regular file (a symbolic link or folder swapped in), a
     /// folder no longer empty, or not a collectable key. The reason.

@@ -1,15 +1,34 @@
-//! The deleter of an `s3://` lake: bulk `DeleteObjects` through `object_store` (see the module
-//! documentation of [`super`]).
+//! The deleter of an `s3://` lake: bulk DeleteObjects requests sent by [`crate::s3_requests`]
+//! (see the module documentation of [`super`]).
+//!
+//! Each key's outcome is what S3 answered for that key. Keys are deleted on condition that they
+//! exist ([`crate::s3_requests::S3Requests::delete_objects`]): where the store honours that
+//! (Amazon S3), a key in `<Deleted>` is [`DeleteOutcome::Deleted`] (this request removed it) and
+//! a key answered as missing is [`DeleteOutcome::NotFound`], exactly, even when several applies
+//! delete the same keys at once. Where the store ignores it (LocalStack), a key in `<Deleted>` is
+//! [`DeleteOutcome::Absent`]: gone now, whether or not it existed. A key in `<Error>` with any
+//! other code is [`DeleteOutcome::Failed`] with S3's code and message (it stays pending and is
+//! retried on resume), and so is a key the answer does not mention. A request that fails as a
+//! whole (after retries) fails every key it carried, and only those. With object_store's
+//! `aws_disable_bulk_delete` setting, each key is one DELETE request instead (S3 answers 204
+//! whether or not the key existed: absent).
 
 use super::{not_collectable, DeleteOutcome, ObjectDeleter};
 use crate::error::ObjectsError;
 use crate::keys::{is_collectable, split_staged, Staged};
+use crate::s3_requests::DeleteAnswer;
 use crate::store::LakeStore;
 use async_trait::async_trait;
 use futures::StreamExt;
-use std::collections::{HashMap, HashSet};
+use object_store::aws::AmazonS3ConfigKey;
+use object_store::ObjectStoreExt;
 
-/// The deleter of a [`LakeStore`], through `object_store`'s `delete_stream`.
+/// Keys per DeleteObjects request: S3's limit.
+const MAX_KEYS_PER_REQUEST: usize = 1000;
+/// Single DELETE requests in flight when bulk deletes are disabled (object_store's number).
+const SINGLE_DELETES_IN_FLIGHT: usize = 20;
+
+/// The deleter of an `s3://` [`LakeStore`].
 #[derive(Debug, Clone)]
 pub struct StoreDeleter {
     store: LakeStore,
@@ -20,6 +39,70 @@ impl StoreDeleter {
     pub fn new(store: LakeStore) -> Self {
         Self { store }
     }
+
+    /// The bucket key of a key relative to the root.
+    fn full_key(&self, key: &str) -> String {
+        match self.store.root().path().as_str() {
+            "" => key.to_string(),
+            prefix => format!("{prefix}/{key}"),
+        }
+    }
+
+    /// Outcomes of deleting `keys` (collectable object keys) with DeleteObjects requests.
+    async fn delete_bulk(&self, keys: &[&String]) -> Vec<DeleteOutcome> {
+        let Some(requests) = self.store.s3_requests() else { return self.delete_single(keys).await };
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_KEYS_PER_REQUEST) {
+            let full: Vec<String> = chunk.iter().map(|k| self.full_key(k)).collect();
+            match requests.delete_objects(&full).await {
+                Ok(answers) => out.extend(answers.into_iter().map(|a| match a {
+                    DeleteAnswer::Removed => DeleteOutcome::Deleted,
+                    DeleteAnswer::Gone => DeleteOutcome::Absent,
+                    DeleteAnswer::Missing => DeleteOutcome::NotFound,
+                    DeleteAnswer::Error { code, message } => {
+                        DeleteOutcome::Failed(format!("S3 did not delete it: {code} {message}").trim().to_string())
+                    }
+                    DeleteAnswer::Unanswered => {
+                        DeleteOutcome::Failed("S3's DeleteObjects answer did not mention this key".into())
+                    }
+                })),
+                Err(e) => out.extend(chunk.iter().map(|_| DeleteOutcome::Failed(e.to_string()))),
+            }
+        }
+        out
+    }
+
+    /// Outcomes of deleting `keys` one DELETE request each (object_store's `delete`).
+    async fn delete_single(&self, keys: &[&String]) -> Vec<DeleteOutcome> {
+        let paths: Vec<object_store::path::Path> = keys.iter().map(|k| self.store.path(k)).collect();
+        let store = self.store.object_store();
+        let deletes = paths.into_iter().map(move |path| {
+            let store = store.clone();
+            async move {
+                match store.delete(&path).await {
+                    Ok(()) => DeleteOutcome::Absent,
+                    Err(object_store::Error::NotFound { .. }) => DeleteOutcome::NotFound,
+                    Err(e) => DeleteOutcome::Failed(e.to_string()),
+                }
+            }
+        });
+        futures::stream::iter(deletes).buffered(SINGLE_DELETES_IN_FLIGHT).collect().await
+    }
+
+    /// Aborts the multipart upload `id` of `key` (named in a plan as `<key>#upload=<id>`, of a
+    /// managed object or a reference log): deleted when this request aborted it, not found when
+    /// it no longer existed.
+    async fn abort(&self, key: &str, id: &str) -> DeleteOutcome {
+        let Some(requests) = self.store.s3_requests() else {
+            return DeleteOutcome::Skipped("an upload can only be aborted on an s3:// root".into());
+        };
+        let log = key.split_once('#').map(|(log, _)| log).unwrap_or(key);
+        match requests.abort_multipart_upload(&self.full_key(log), id).await {
+            Ok(true) => DeleteOutcome::Deleted,
+            Ok(false) => DeleteOutcome::NotFound,
+            Err(e) => DeleteOutcome::Failed(e.to_string()),
+        }
+    }
 }
 
 #[async_trait]
@@ -28,50 +111,10 @@ impl ObjectDeleter for StoreDeleter {
         // Only collectable keys are sent; the others keep their place in the outcomes. Staged
         // uploads (of reference logs and of managed objects) are aborted, one request each.
         let sent: Vec<&String> = keys.iter().filter(|k| sent_in_bulk(k)).collect();
-        let paths: Vec<object_store::path::Path> = sent.iter().map(|k| self.store.path(k)).collect();
-        let input = futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed();
-        let results: Vec<object_store::Result<object_store::path::Path>> =
-            self.store.object_store().delete_stream(input).collect().await;
-        let mut deleted: HashSet<String> = HashSet::new();
-        let mut not_found: HashSet<String> = HashSet::new();
-        let mut failed: HashMap<String, String> = HashMap::new();
-        let mut unattributed: Vec<String> = Vec::new();
-        for r in results {
-            match r {
-                Ok(p) => {
-                    deleted.insert(p.to_string());
-                }
-                Err(object_store::Error::NotFound { path, .. }) => {
-                    not_found.insert(path.trim_start_matches('/').to_string());
-                }
-                Err(e) => {
-                    let message = e.to_string();
-                    match paths.iter().find(|p| message.contains(p.as_ref())) {
-                        Some(p) => {
-                            failed.insert(p.to_string(), message);
-                        }
-                        None => unattributed.push(message),
-                    }
-                }
-            }
-        }
-        let mut outcomes = paths.iter().map(|p| {
-            let s = p.to_string();
-            if deleted.contains(&s) {
-                // S3 reports a key that did not exist as deleted too.
-                DeleteOutcome::Absent
-            } else if not_found.contains(&s) || not_found.iter().any(|n| n.ends_with(&s)) {
-                DeleteOutcome::NotFound
-            } else if let Some(m) = failed.get(&s) {
-                DeleteOutcome::Failed(m.clone())
-            } else {
-                DeleteOutcome::Failed(if unattributed.is_empty() {
-                    "the store reported no outcome for this key".into()
-                } else {
-                    unattributed.join("; ")
-                })
-            }
-        });
+        let single = self.store.s3_requests().is_none()
+            || self.store.s3_settings().is_some_and(|s| s.is_true(AmazonS3ConfigKey::DisableBulkDelete));
+        let outcomes = if single { self.delete_single(&sent).await } else { self.delete_bulk(&sent).await };
+        let mut outcomes = outcomes.into_iter();
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
             let outcome = if sent_in_bulk(k) {
@@ -91,18 +134,4 @@ impl ObjectDeleter for StoreDeleter {
 /// uploads.
 fn sent_in_bulk(key: &str) -> bool {
     is_collectable(key) && !key.ends_with('/') && !matches!(split_staged(key), Some((_, Staged::Upload(_))))
-}
-
-impl StoreDeleter {
-    /// Aborts the multipart upload `id` of `key` (named in a plan as `<key>#upload=<id>`).
-    async fn abort(&self, key: &str, id: &str) -> DeleteOutcome {
-        let Some(requests) = self.store.s3_requests() else {
-            return DeleteOutcome::Skipped("an upload can only be aborted on an s3:// root".into());
-        };
-        match requests.abort_multipart_upload(self.store.path(key).as_ref(), id).await {
-            // S3 does not say whether the upload was still there.
-            Ok(()) => DeleteOutcome::Absent,
-            Err(e) => DeleteOutcome::Failed(e.to_string()),
-        }
-    }
 }

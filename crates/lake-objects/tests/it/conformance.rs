@@ -267,6 +267,57 @@ pub async fn check_apply_resumes(store: &LakeStore, checkpoint: CheckpointLocati
     assert!(again.was_complete);
 }
 
+/// Apply's counters mean the same on every backend (docs/gc.md, "What apply reports"). A fresh
+/// apply of keys that exist counts each `deleted` (S3 confirms each delete on the key's first
+/// request; the plan listed the key, so it existed). After a run interrupted mid-group (half of
+/// its first page deleted, nothing recorded), the resumed run counts every key once and never
+/// counts one the interrupted run removed as `deleted`: locally it is `already_gone` (known
+/// absent), on S3 `absent` (S3 cannot say which request removed it). Nothing fails.
+pub async fn check_apply_counts(store: &LakeStore, checkpoint: impl Fn(&str) -> CheckpointLocation) {
+    let writer = ManagedObjectWriter::new(store.clone());
+    let engine = MemoryEngine::new();
+    let deleter = lake_objects::deleter::for_store(store);
+    let pages = |page_size| ApplyOptions { page_size, concurrency: 1, ..ApplyOptions::default() };
+
+    for i in 0..6 {
+        writer.upload(&format!("fresh{i}"), b"f".as_slice()).await.unwrap();
+    }
+    let fresh = plan_everything(store, &engine).await;
+    let report = apply(&engine, &deleter, &checkpoint("fresh.ckpt"), Some(&fresh), &pages(2)).await.unwrap();
+    let c = &report.checkpoint;
+    assert!(c.complete && c.failed.is_empty(), "{c:?}");
+    assert_eq!((c.deleted, c.already_gone, c.absent), (6, 0, 0), "a fresh apply of existing keys: {c:?}");
+
+    let mut keys = Vec::new();
+    for i in 0..8 {
+        keys.push(writer.upload(&format!("resumed{i}"), b"r".as_slice()).await.unwrap().key);
+    }
+    keys.sort();
+    let p = plan_everything(store, &engine).await;
+    assert_eq!(p.candidates.keys().unwrap(), keys);
+    let at = checkpoint("resumed.ckpt");
+    let crashed =
+        lake_objects::failpoint::scope("apply.mid_page", apply(&engine, &deleter, &at, Some(&p), &pages(4))).await;
+    assert!(matches!(crashed, Err(lake_objects::ObjectsError::Injected("apply.mid_page"))), "{crashed:?}");
+    // The interrupted run removed the first half of its first page (2 keys) and recorded nothing.
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(store.head(k).await.unwrap().is_some(), i >= 2, "{k}");
+    }
+    let resumed = apply(&engine, &deleter, &at, None, &pages(4)).await.unwrap();
+    let c = &resumed.checkpoint;
+    assert!(c.complete && c.failed.is_empty() && c.skipped.is_empty(), "{c:?}");
+    assert_eq!(c.deleted + c.already_gone + c.absent, 8, "every key once: {c:?}");
+    assert!(c.deleted <= 6, "a key the interrupted run removed was counted deleted: {c:?}");
+    match store.local_dir() {
+        Some(_) => assert_eq!((c.deleted, c.already_gone, c.absent), (6, 2, 0), "local: {c:?}"),
+        // The resumed run's first group (one page of 4) may repeat the interrupted one.
+        None => assert_eq!((c.deleted, c.already_gone, c.absent), (4, 0, 4), "S3: {c:?}"),
+    }
+    for k in &keys {
+        assert!(store.head(k).await.unwrap().is_none(), "{k}");
+    }
+}
+
 /// Replaces the document at `at` with `bytes`, as an older build or an operator would.
 async fn write_raw(at: &CheckpointLocation, bytes: Vec<u8>) {
     match at {
@@ -286,6 +337,8 @@ async fn conformance(open: impl Fn(&str) -> LakeStore, checkpoint: impl Fn(&str)
     check_writer(&open("writer")).await;
     check_age_gate_and_key_grammar(&open("age")).await;
     check_apply_resumes(&open("resume"), checkpoint("resume.ckpt")).await;
+    let counts = open("counts");
+    check_apply_counts(&counts, |name| checkpoint(&format!("counts-{name}"))).await;
     crate::parallel_listing::check_parallel_listing_matches_the_plain_one(&open("parallel")).await;
     crate::parallel_listing::check_plans_from_parallel_listings_are_identical(&open("parallel-plan")).await;
 }
@@ -373,6 +426,127 @@ async fn s3_apply_deletes_in_bulk() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let requests = count() - before;
     println!("s3 bulk delete: {n} objects deleted with {requests} DeleteObjects requests");
-    assert!(report.checkpoint.complete && report.checkpoint.absent as usize == n, "S3 reports what it knows: absent");
+    let c = &report.checkpoint;
+    // Each key's first delete request, confirmed by S3: deleted (it existed when planned).
+    assert!(c.complete && (c.deleted as usize, c.absent, c.already_gone) == (n, 0, 0), "{c:?}");
     assert_eq!(requests, n.div_ceil(1000), "one DeleteObjects request per 1000 keys");
+}
+
+/// DeleteObjects answers per key: only the keys S3 answered with an `<Error>` (a bucket policy's
+/// `AccessDenied`, through a rewriting proxy on loopback) or did not answer at all are `failed`
+/// and stay pending; the keys in `<Deleted>` count `deleted`, even when both come in one answer;
+/// an `<Error>` for a key no request asked is ignored. (Before, a key left out of the answer was
+/// counted gone and never retried, though it still existed, and `deleted` was 0.)
+/// The next run (without the refusal) retries only the failed keys and counts them `absent` (the
+/// earlier request was answered, but which request removed a key is not S3's to say).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_per_key_delete_errors_fail_only_those_keys() {
+    use crate::delete_proxy::{REFUSED, UNANSWERED};
+    let _serial = S3_SERIAL.lock().await;
+    let root = s3_root("per-key");
+    let (_proxy, store) = behind_a_delete_proxy(&root, false).await;
+    let writer = ManagedObjectWriter::new(store.clone());
+    let mut refused = Vec::new();
+    for i in 0..9 {
+        let name = match i % 3 {
+            0 => format!("{REFUSED}{i}"),
+            1 => format!("kept{i}"),
+            _ if i == 5 => format!("{UNANSWERED}{i}"),
+            _ => format!("other{i}"),
+        };
+        let key = writer.upload(&name, b"k".as_slice()).await.unwrap().key;
+        if name.starts_with(REFUSED) || name.starts_with(UNANSWERED) {
+            refused.push(key);
+        }
+    }
+    refused.sort();
+    let engine = MemoryEngine::new();
+    let p = plan_everything(&store, &engine).await;
+    assert_eq!(p.candidates.len(), 9);
+    let dir = tempfile::tempdir().unwrap();
+    let at = CheckpointLocation::Local(dir.path().join("c"));
+    let deleter = lake_objects::deleter::for_store(&store);
+    // Pages of 4: every DeleteObjects answer mixes `<Error>` and `<Deleted>` entries.
+    let pages = ApplyOptions { page_size: 4, concurrency: 2, ..ApplyOptions::default() };
+    let first = apply(&engine, &deleter, &at, Some(&p), &pages).await.unwrap();
+    let c = &first.checkpoint;
+    let mut failed = c.failed.clone();
+    failed.sort();
+    assert_eq!(failed, refused, "only the keys S3 refused or left unanswered: {c:?}");
+    assert_eq!((c.deleted, c.absent, c.already_gone, c.complete), (5, 0, 0, false), "{c:?}");
+    for key in p.candidates.keys().unwrap() {
+        assert_eq!(store.head(&key).await.unwrap().is_some(), refused.contains(&key), "{key}");
+    }
+    // Without the refusal, the next run retries the failed keys only.
+    let direct = LakeStore::open(&root).unwrap();
+    let deleter = lake_objects::deleter::for_store(&direct);
+    let second = apply(&engine, &deleter, &at, None, &pages).await.unwrap();
+    let c = &second.checkpoint;
+    assert!(c.complete && c.failed.is_empty(), "{c:?}");
+    assert_eq!((c.deleted, c.absent), (5, refused.len() as u64), "{c:?}");
+    for key in &refused {
+        assert!(direct.head(key).await.unwrap().is_none(), "{key}");
+    }
+}
+
+/// On a store that honours conditional deletes (Amazon S3; here LocalStack behind a proxy that
+/// gives it S3's semantics), counts are exact: three applies of one plan at once count each key
+/// `deleted` once in all, and `already_gone` for the others; a key someone else removed after
+/// planning is `already_gone`, never `deleted`; nothing is `absent`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_conditional_deletes_count_each_removal_once() {
+    let _serial = S3_SERIAL.lock().await;
+    let (_proxy, store) = behind_a_delete_proxy(&s3_root("conditional"), true).await;
+    let writer = ManagedObjectWriter::new(store.clone());
+    let mut keys = Vec::new();
+    for i in 0..7 {
+        keys.push(writer.upload(&format!("c{i}"), b"c".as_slice()).await.unwrap().key);
+    }
+    let engine = MemoryEngine::new();
+    let p = plan_everything(&store, &engine).await;
+    assert_eq!(p.candidates.len(), 7);
+    // Someone else removes one candidate after planning.
+    store.delete(&keys[3]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let deleter = lake_objects::deleter::for_store(&store);
+    let pages = ApplyOptions { page_size: 2, concurrency: 2, ..ApplyOptions::default() };
+    let at = ["a", "b", "c"].map(|name| CheckpointLocation::Local(dir.path().join(name)));
+    let (a, b, c) = futures::join!(
+        apply(&engine, &deleter, &at[0], Some(&p), &pages),
+        apply(&engine, &deleter, &at[1], Some(&p), &pages),
+        apply(&engine, &deleter, &at[2], Some(&p), &pages),
+    );
+    let reports = [a.unwrap().checkpoint, b.unwrap().checkpoint, c.unwrap().checkpoint];
+    for c in &reports {
+        assert!(c.complete && c.failed.is_empty() && c.absent == 0, "{c:?}");
+        assert_eq!(c.deleted + c.already_gone, 7, "each apply accounts for every candidate once: {c:?}");
+    }
+    let deleted: u64 = reports.iter().map(|c| c.deleted).sum();
+    assert_eq!(deleted, 6, "one removal per key that existed, in all: {reports:?}");
+    for k in &keys {
+        assert!(store.head(k).await.unwrap().is_none(), "{k}");
+    }
+}
+
+/// The S3 root `root` reached through a [`crate::delete_proxy::DeleteProxy`] in front of
+/// LocalStack (honouring conditional deletes as Amazon S3 does when `like_aws`): the proxy (keep
+/// it alive) and the store.
+async fn behind_a_delete_proxy(root: &str, like_aws: bool) -> (crate::delete_proxy::DeleteProxy, LakeStore) {
+    use crate::delete_proxy::DeleteProxy;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL: run through scripts/test.sh");
+    let proxy =
+        if like_aws { DeleteProxy::start_like_aws(&endpoint).await } else { DeleteProxy::start(&endpoint).await };
+    let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
+    let store = LakeStore::open_with_options(root, &options).unwrap();
+    (proxy, store)
+}
+
+/// A plan of every managed object of `store`: a cutoff 2 s past the store's clock.
+async fn plan_everything(store: &LakeStore, engine: &MemoryEngine) -> lake_objects::plan::GcPlan {
+    let clock = read_store_clock(store).await.unwrap();
+    let options =
+        PlanOptions::new(store.root(), Duration::from_secs(1), clock.store_now + chrono::Duration::seconds(2));
+    plan(engine, inventory::for_store(store).as_ref(), &options).await.unwrap().0
 }

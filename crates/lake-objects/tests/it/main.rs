@@ -4,11 +4,15 @@
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
 //! `inventory` checks the local inventory against object_store's full listing; `report` plans
 //! from S3 Inventory reports (LocalStack); `outputs` checks where documents written for an
-//! operator may go, and how plans, checkpoints and shards bind (issue 22, kinds 1, 6, 7, 9).
+//! operator may go, and how plans, checkpoints and shards bind (issue 22, kinds 1, 6, 7, 9);
+//! `s3_options` runs GC on a store configured by storage
+//! options alone, in a child process without `AWS_*` variables; `delete_proxy` makes DeleteObjects
+//! answer per-key errors.
 
 mod attack_api;
 mod collector;
 mod conformance;
+mod delete_proxy;
 mod documents;
 mod inventory;
 mod own_garbage;
@@ -17,5 +21,6 @@ mod outputs;
 mod parallel_listing;
 mod planner;
 mod report;
+mod s3_options;
 mod s3_requests;
 mod shards;

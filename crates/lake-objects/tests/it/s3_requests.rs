@@ -222,17 +222,17 @@ async fn s3_incomplete_multipart_uploads_are_listed_and_aborted() {
     // A sibling prefix does not see it; the object does not exist.
     assert_eq!(raw.list_multipart_uploads(&format!("{prefix}objects/01K")).await.unwrap(), []);
     assert!(store.object_store().head(&path).await.is_err());
-    raw.abort_multipart_upload(&key, &uploads[0].upload_id).await.unwrap();
+    assert!(raw.abort_multipart_upload(&key, &uploads[0].upload_id).await.unwrap(), "this request aborted it");
     assert_eq!(raw.list_multipart_uploads(&prefix).await.unwrap(), []);
-    // Aborting again: `NoSuchUpload` counts as done.
-    raw.abort_multipart_upload(&key, &uploads[0].upload_id).await.unwrap();
+    // Aborting again: `NoSuchUpload` is done, and says that this request aborted nothing.
+    assert!(!raw.abort_multipart_upload(&key, &uploads[0].upload_id).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 async fn s3_raw_requests_fail_fast_on_a_missing_bucket() {
     let (store, _, _) = open("raw-missing");
-    let raw = S3Requests::new("lake-no-such-bucket", store.s3().unwrap()).unwrap();
+    let raw = S3Requests::new("lake-no-such-bucket", store.s3_settings().unwrap(), store.s3().unwrap()).unwrap();
     let begun = Instant::now();
     let e = raw.list_objects_v2("p/", None, 10).await.unwrap_err().to_string();
     assert!(e.contains("ListObjectsV2") && e.contains("s3://lake-no-such-bucket/p/") && e.contains("404"), "{e}");

@@ -9,7 +9,13 @@ journaling engine, and run garbage collection of orphan objects with the library
     lk.gc.apply(plan, checkpoint="/var/tmp/gc.ckpt")            # outside the lake
 
 Data goes in as any Arrow stream producer (`__arrow_c_stream__`: pyarrow tables and readers,
-polars frames), without copies. Errors are `lake.LakeError` and its subclasses.
+polars frames), without copies. Errors are `lake.LakeError` and its subclasses (`GuardError`,
+`PolicyError`, `LineageError`, `StorageError`, `InputError`), each with `transient`; they pickle,
+so they cross process boundaries (`ProcessPoolExecutor`, Ray) as themselves. Wrong argument types
+raise `TypeError`.
+
+A process forked from one that used lake (`multiprocessing` on Linux) may use lake: the child
+builds its own I/O runtime and reopens each lake's store on its first call.
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from typing import Any, Iterable, Optional, Union
 import pyarrow as pa
 
 from . import _lake
-from ._lake import GuardError, LakeError, LineageError, PolicyError, StorageError
+from ._errors import GuardError, InputError, LakeError, LineageError, PolicyError, StorageError
 
 __all__ = [
     "init",
     "open",
     "locations",
+    "is_location_layout",
     "DataLocationType",
     "Location",
     "Lake",
@@ -41,6 +48,7 @@ __all__ = [
     "PolicyError",
     "LineageError",
     "StorageError",
+    "InputError",
 ]
 
 class Location(dict):
@@ -62,17 +70,42 @@ def init(root: str, min_age: str = "7d", storage_options: Optional[dict] = None)
     `storage_options` are S3 settings, as pylance takes them: object_store's names
     (`aws_endpoint`, `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`,
     `aws_region`, `allow_http`) or their environment spellings (`AWS_ENDPOINT_URL`, ...); they
-    take precedence over the `AWS_*` environment, for this lake only. Ignored for local roots.
+    take precedence over the `AWS_*` environment, for this lake only. The environment is read
+    once, when the lake is opened: every request of the lake (objects, tables, GC listings and
+    deletes, S3 checkpoints) uses the same settings. Ignored for local roots.
 
-    Raises `PolicyError` for a bad duration, `LakeError` for a bad root or option, or a lake
-    that exists with another floor; `StorageError` when the store fails."""
-    return Lake(_lake.init(root, min_age, _options(storage_options)))
+    Raises `PolicyError` for a bad duration or root, or a lake that exists with another floor;
+    `InputError` for an option that is not an S3 setting; `StorageError` when the store fails;
+    `TypeError` for arguments of the wrong type."""
+    return Lake(_lake.init(_text("root", root), _text("min_age", min_age), _options(storage_options)))
 
 
 def open(root: str, storage_options: Optional[dict] = None) -> "Lake":  # noqa: A001 (the API's name)
     """Open the lake at `root` (`storage_options` as for `init`). Raises `LakeError` when there
     is no lake there."""
-    return Lake(_lake.open(root, _options(storage_options)))
+    return Lake(_lake.open(_text("root", root), _options(storage_options)))
+
+
+_STRINGS = (pa.string(), pa.large_string(), pa.string_view())
+_BINARIES = (pa.binary(32), pa.binary(), pa.large_binary(), pa.binary_view())
+
+
+def is_location_layout(storage: pa.DataType) -> bool:
+    """Whether `storage` is a DataLocation layout lake takes: a struct of exactly the children
+    `uri`, `sha256`, `size`, in that order, with `uri` a string (`string`, `large_string`,
+    `string_view`), `sha256` a binary (`binary(32)`, or `binary`, `large_binary`,
+    `binary_view` holding 32 bytes) and `size` a `uint64`, children nullable or not. The
+    canonical layout is `DataLocationType().storage_type`; lake's writes convert the others
+    (what polars and other Arrow producers give for a lake table read back) and mark them."""
+    if not pa.types.is_struct(storage) or storage.num_fields != 3:
+        return False
+    uri, sha, size = (storage.field(i) for i in range(3))
+    return (
+        (uri.name, sha.name, size.name) == ("uri", "sha256", "size")
+        and any(uri.type.equals(t) for t in _STRINGS)
+        and any(sha.type.equals(t) for t in _BINARIES)
+        and size.type.equals(pa.uint64())
+    )
 
 
 class DataLocationType(pa.ExtensionType):
@@ -80,24 +113,43 @@ class DataLocationType(pa.ExtensionType):
     size: uint64>` (children not null; size in bytes) marked by the Arrow extension name
     `lake.data_location`. A column of this type references objects: the engine journals every
     reference it adds or removes, and GC keeps the objects alive while a retained version
-    references them."""
+    references them.
 
-    def __init__(self) -> None:
-        storage = pa.struct(
+    `DataLocationType()` is the canonical layout. A marked column read from any Arrow source
+    (pylance, polars, a C stream) whose storage is another layout lake takes
+    (`is_location_layout`: a `large_string` or `string_view` uri, a variable-size binary
+    sha256, nullable children) reads as `DataLocationType(storage)` over that storage
+    (`canonical` is False); lake's writes convert it. A marked column of any other storage reads
+    as its plain storage type: it is no DataLocation, and lake refuses it."""
+
+    def __init__(self, storage: Optional[pa.DataType] = None) -> None:
+        canonical = pa.struct(
             [
                 pa.field("uri", pa.string(), nullable=False),
                 pa.field("sha256", pa.binary(32), nullable=False),
                 pa.field("size", pa.uint64(), nullable=False),
             ]
         )
+        if storage is None:
+            storage = canonical
+        elif not is_location_layout(storage):
+            raise InputError(f"{storage} is not a DataLocation layout (see lake.is_location_layout)")
+        self.canonical: bool = storage.equals(canonical)
         super().__init__(storage, "lake.data_location")
 
     def __arrow_ext_serialize__(self) -> bytes:
         return b""
 
     @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "DataLocationType":
-        return cls()
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> Any:
+        # The type must describe the data as it is: claiming another storage than the producer's
+        # makes pyarrow read the buffers wrongly (or abort the interpreter).
+        if is_location_layout(storage_type):
+            return cls(storage_type)
+        # Not a DataLocation: the plain storage type (pyarrow takes it in place of an extension
+        # type, keeping the data readable).
+        return storage_type
+
 
 
 try:
@@ -113,14 +165,55 @@ def locations(items: Iterable[Location]) -> pa.ExtensionArray:
     A plain `pa.struct` column of the same child names and types (`uri: string`, `sha256:
     binary(32)`, `size: uint64`), as `pa.array(list_of_dicts, type=...)` makes it, is accepted by
     `Table.append` and the other writes too: they mark it (a location whose uri, sha256 or size
-    is null is refused; make the whole location null instead). Raises `LakeError` for a sha256
-    that is not 32 bytes."""
-    storage = _lake.locations([(i["uri"], bytes(i["sha256"]), int(i["size"])) for i in items])
+    is null is refused; make the whole location null instead). Raises `InputError` for an item
+    without `uri`, `sha256` or `size`, a sha256 that is not 32 bytes or a size that is not a
+    count of bytes (0 to 2**64 - 1); `TypeError` for values of the wrong type."""
+    rows = []
+    for n, item in enumerate(items):
+        try:
+            uri, sha, size = item["uri"], item["sha256"], item["size"]
+        except (KeyError, TypeError, IndexError) as e:
+            raise InputError(f"location {n} ({item!r}) has no {e}: a location is {{'uri', 'sha256', 'size'}}") from None
+        rows.append((_text(f"location {n} uri", uri), _bytes(f"location {n} sha256", sha), _count(f"location {n} size", size)))
+    storage = _lake.locations(rows)
     return pa.ExtensionArray.from_storage(DataLocationType(), storage)
 
 
+def _text(what: str, value: Any) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _bytes(what: str, value: Any) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
+    return bytes(value)
+
+
+def _count(what: str, value: Any, low: int = 0, high: int = 2**64 - 1) -> int:
+    """`value` as an int in `low..=high`: `TypeError` for a non-int (a bool too), `InputError`
+    out of range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InputError(f"{what} {value} is out of range: give {low} to {high}")
+    return value
+
+
 def _options(options: Optional[dict]) -> Optional[dict]:
-    return None if options is None else {str(k): str(v) for k, v in options.items()}
+    if options is None:
+        return None
+    if not hasattr(options, "items"):
+        raise TypeError(f"storage_options must be a dict of str to str, not {type(options).__name__}")
+    out = {}
+    for k, v in options.items():
+        if not isinstance(k, str) or not isinstance(v, (str, bool, int)):
+            raise TypeError(f"storage_options must map str to str, not {type(k).__name__} to {type(v).__name__} ({k!r})")
+        out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out
 
 
 class Lake:
@@ -141,8 +234,9 @@ class Lake:
         return Objects(self._native)
 
     def table(self, name: str) -> "Table":
-        """Table `name` (`table@branch` for a branch). It is created by its first append."""
-        return Table(self._native, name)
+        """Table `name` (`table@branch` for a branch). It is created by its first append. An
+        invalid name is refused by the first call that uses it (`InputError`)."""
+        return Table(self._native, _text("the table name", name))
 
     def __repr__(self) -> str:
         return f"lake.Lake({self.root!r})"
@@ -159,22 +253,27 @@ class Objects:
         """Upload `data` and return its `Location` (`{"uri", "sha256", "size"}`, size in bytes;
         `.scalar` gives it as an Arrow struct scalar).
 
-        `data` is bytes, a path (streamed from disk; `name` defaults to its file name), or a
-        binary file object (read whole; `name` defaults to its `name`). The name is sanitised
-        into the key's last segment. Raises `StorageError` when the upload fails (nothing is
-        referenced until a row names the location), `TypeError` for other kinds of `data`.
+        `data` is bytes, a path (`name` defaults to its file name), or a binary file object
+        (`read(n)` returning bytes; `name` defaults to its `name`). Paths and file objects are
+        streamed: memory holds a few parts of 8 MiB, whatever the size. The name is sanitised
+        into the key's last segment. Raises `InputError` for a path that is not a regular file,
+        `StorageError` when reading or the upload fails (nothing is referenced until a row names
+        the location), `TypeError` for other kinds of `data` or a file object opened in text
+        mode.
 
         Publish rows that reference the object soon: a reference to an object older than the
         lake's GC policy floor is refused (`GuardError`), since GC may be collecting it."""
+        if name is not None:
+            name = _text("name", name)
         if isinstance(data, (bytes, bytearray, memoryview)):
             uri, sha, size = self._native.put_bytes(name or "object", bytes(data))
-        elif isinstance(data, (str, os.PathLike)) and name is None:
-            uri, sha, size = self._native.put_file(os.fspath(data))
         elif isinstance(data, (str, os.PathLike)):
-            with _builtin_open(data, "rb") as f:
-                uri, sha, size = self._native.put_bytes(name, f.read())
+            path = os.fspath(data)
+            if not os.path.isfile(path):
+                raise InputError(f"{path} is not a regular file (put takes bytes, a file's path or a binary file object)")
+            uri, sha, size = self._native.put_file(path, name)
         elif hasattr(data, "read"):
-            uri, sha, size = self._native.put_bytes(name or os.path.basename(str(getattr(data, "name", "object"))), data.read())
+            uri, sha, size = self._native.put_reader(name or _file_name(data), data)
         else:
             raise TypeError(f"put takes bytes, a path or a binary file, not {type(data).__name__}")
         return Location(uri=uri, sha256=bytes(sha), size=size)
@@ -193,10 +292,12 @@ class Objects:
 
         `progress=True` shows a progress bar on stderr (tqdm: `pip install lake[progress]`).
         The first failure is raised once the uploads in flight end; objects uploaded before it
-        stay unreferenced (GC collects them after the policy floor)."""
+        stay unreferenced (GC collects them after the policy floor). `concurrency` is 1 to
+        1024 (`InputError` otherwise)."""
         import concurrent.futures
         import itertools
 
+        concurrency = _count("concurrency", concurrency, 1, 1024)
         folder = None
         if isinstance(items, (str, os.PathLike)) and os.path.isdir(items):
             folder = os.fspath(items)
@@ -215,11 +316,7 @@ class Objects:
                 iterator = iter(work)
                 while True:
                     for item in itertools.islice(iterator, window - len(pending)):
-                        if hasattr(item, "read"):  # a file object is read here, uploaded there
-                            name = os.path.basename(str(getattr(item, "name", "object")))
-                            pending.append(pool.submit(self.put, item.read(), name))
-                        else:
-                            pending.append(pool.submit(self.put, item))
+                        pending.append(pool.submit(self.put, item))
                     if not pending:
                         break
                     results.append(pending.pop(0).result())
@@ -231,6 +328,12 @@ class Objects:
         if folder is not None:
             return dict(zip(paths, results))
         return results
+
+
+def _file_name(f: Any) -> str:
+    """The key name of a file object: the base name of its `name`, or `object`."""
+    name = getattr(f, "name", None)
+    return os.path.basename(name) if isinstance(name, str) and name else "object"
 
 
 def _files_below(folder: str) -> Iterable[str]:
@@ -296,14 +399,16 @@ class Table:
         whose key matches are replaced, the others inserted, as one new version. The journal
         entry is computed from the two versions' manifests, so it is exact under duplicate keys
         and concurrent writers. Returns and raises as `append`."""
-        keys = [on] if isinstance(on, str) else list(on)
+        keys = [on] if isinstance(on, str) else [_text("a key column", k) for k in on]
+        if not keys:
+            raise InputError("merge_insert needs at least one key column in `on`")
         return json.loads(self._native.merge_insert(self.name, _stream(data), keys))
 
     def delete(self, where: str) -> Optional[dict]:
         """Delete the rows matching `where` (a Lance SQL predicate, e.g. `"episode = 'e1'"`) as
         one new version; returns the commit (as `append`) or `None` when no row matched.
         Nondeterministic predicates (`random()`) are refused (`LakeError`)."""
-        out = self._native.delete(self.name, where)
+        out = self._native.delete(self.name, _text("where", where))
         return None if out is None else json.loads(out)
 
     def update(self, values: dict, where: Optional[str] = None) -> Optional[dict]:
@@ -311,7 +416,12 @@ class Table:
         rows matching `where` (all rows when `None`) as one new version; returns the commit or
         `None` when no row matched. References the new values add are checked by the guard
         before the commit (`GuardError`)."""
-        out = self._native.update(self.name, [f"{k}={v}" for k, v in values.items()], where)
+        if not isinstance(values, dict):
+            raise TypeError(f"update takes a dict of column to SQL expression, not {type(values).__name__}")
+        if not values:
+            raise InputError("update needs at least one column to set")
+        assignments = [f"{_text('a column name', k)}={_text(f'the expression of {k}', v)}" for k, v in values.items()]
+        out = self._native.update(self.name, assignments, where)
         return None if out is None else json.loads(out)
 
     def compact(self) -> Optional[dict]:
@@ -324,7 +434,7 @@ class Table:
         Lance's cleanup; never the latest or tagged versions. Objects only removed versions
         referenced become orphans for GC. Returns `{"old_versions": int, "bytes_removed": int}`
         (bytes of Lance files removed)."""
-        versions, removed = self._native.cleanup(self.name, older_than)
+        versions, removed = self._native.cleanup(self.name, _text("older_than", older_than))
         return {"old_versions": versions, "bytes_removed": removed}
 
     def versions(self) -> list:
@@ -334,12 +444,14 @@ class Table:
         return json.loads(self._native.versions(self.name))
 
     def tag(self, name: str, version: int) -> None:
-        """Tag `version` (kept by cleanup; its objects stay alive)."""
-        self._native.tag(self.name, name, version)
+        """Tag `version` (kept by cleanup; its objects stay alive). `InputError` for a version
+        below 1 or one that does not exist."""
+        self._native.tag(self.name, _text("the tag name", name), _count("version", version, 1))
 
     def restore(self, version: int) -> dict:
-        """Make `version`'s content the latest version."""
-        return json.loads(self._native.restore(self.name, version))
+        """Make `version`'s content the latest version. `InputError` for a version below 1 or
+        one that does not exist."""
+        return json.loads(self._native.restore(self.name, _count("version", version, 1)))
 
     @property
     def uri(self) -> str:
@@ -353,6 +465,22 @@ class Table:
 
         options = self._native.storage_options()
         return lance.dataset(self.uri, storage_options=options or None)
+
+
+def _flag(value: Any, name: str = "allow_below_policy") -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _apply_arguments(checkpoint: Any, allow_below_policy: Any, page_size: Any, max_pages: Any) -> tuple:
+    """An apply's arguments, checked: `(checkpoint, allow_below_policy, page_size, max_pages)`."""
+    return (
+        _text("checkpoint", checkpoint),
+        _flag(allow_below_policy),
+        _count("page_size", page_size, 1, 1000),
+        None if max_pages is None else _count("max_pages", max_pages, 1),
+    )
 
 
 def _stream(data: Any) -> Any:
@@ -411,18 +539,28 @@ class Plan:
     def min_age_seconds(self) -> int:
         return self._parsed["min_age_seconds"]
 
-    def save(self, path: str, force: bool = False) -> None:
+    def save(self, path: Union[str, os.PathLike], force: bool = False) -> None:
         """Write the plan document (what `lake gc --out` writes), atomically, outside the plan's
         lake (`PolicyError` for a path inside it, by any route). An existing file is replaced only
         if it is empty or a plan document, unless `force` (any regular file)."""
-        _lake.plan_save(os.fspath(path), self._document, force)
+        _lake.plan_save(os.fspath(path), self._document, _flag(force, "force"))
 
     @classmethod
-    def load(cls, path: str) -> "Plan":
-        """Read a plan document; its digest is recomputed when applied."""
-        with _builtin_open(path, "r") as f:
-            document = f.read()
-        return cls(document, json.loads(document)["digest"])
+    def load(cls, path: Union[str, os.PathLike]) -> "Plan":
+        """Read a plan document (what `Plan.save` or `lake gc --out` wrote), checked against its
+        digest. Raises `InputError` for a file that is not a sealed plan document (not JSON,
+        fields missing, edited), `StorageError` when it cannot be read."""
+        path = os.fspath(path)
+        try:
+            with _builtin_open(path, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            raise StorageError(f"cannot read the plan document {path}: {e}") from e
+        try:
+            document = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path} is not a plan document: not UTF-8 ({e})") from None
+        return cls(document, _lake.plan_digest(document, path))
 
     def __repr__(self) -> str:
         return f"lake.Plan(candidates={self.candidate_count}, bytes={self.candidate_bytes}, complete={self.lineage_complete})"
@@ -441,7 +579,7 @@ class ShardedPlan:
         parsed = json.loads(manifest)
         self.digest: str = parsed["digest"]
         self._parsed = parsed["manifest"]
-        self.shards: list = [Plan(doc, json.loads(doc)["digest"]) for doc in shards]
+        self.shards: list = [Plan(doc, _lake.plan_digest(doc, f"shard document {i}")) for i, doc in enumerate(shards)]
 
     @property
     def root(self) -> str:
@@ -475,17 +613,17 @@ class ShardedPlan:
         """The file name of shard `index`'s checkpoint in a checkpoint folder."""
         return f"shard-{index:05d}.ckpt"
 
-    def save(self, folder: str, force: bool = False) -> None:
+    def save(self, folder: Union[str, os.PathLike], force: bool = False) -> None:
         """Write `folder/manifest.json` and `folder/shard-00000.json`, ... (the manifest last),
         as `lake gc --shards N --out DIR` does: outside the plan's lake (`PolicyError` inside
         it), into a new folder (its parent must exist), an empty one or one holding a sharded
         plan (anything when `force`)."""
-        _lake.sharded_save(os.fspath(folder), self._manifest, [shard._document for shard in self.shards], force)
+        _lake.sharded_save(os.fspath(folder), self._manifest, [shard._document for shard in self.shards], _flag(force, "force"))
 
     @classmethod
-    def load(cls, folder: str) -> "ShardedPlan":
+    def load(cls, folder: Union[str, os.PathLike]) -> "ShardedPlan":
         """Read a sharded plan's folder; every digest is checked (an edited manifest or shard
-        is refused with `PolicyError`)."""
+        is refused with `LakeError`)."""
         manifest, shards = _lake.sharded_load(os.fspath(folder))
         return cls(manifest, shards)
 
@@ -502,8 +640,10 @@ class Gc:
 
     def plan(self, min_age: str, allow_below_policy: bool = False) -> Plan:
         """A dry run at horizon `min_age` (humantime). Raises `PolicyError` for a horizon below
-        the lake's policy floor (unless `allow_below_policy`) or a clock skew past the bound."""
-        document, digest = self._native.gc_plan(min_age, allow_below_policy)
+        the lake's policy floor (unless `allow_below_policy`) or a clock skew past the bound,
+        `StorageError` when the store fails. A plan made on incomplete lineage is returned
+        (`lineage_complete` False, `problems` naming why): it proposes nothing."""
+        document, digest = self._native.gc_plan(_text("min_age", min_age), _flag(allow_below_policy))
         return Plan(document, digest)
 
     def apply(
@@ -522,27 +662,39 @@ class Gc:
 
         Resumes the apply `checkpoint` records when there is one of the same plan; a finished
         apply of another plan there is replaced by this one, an unfinished one refuses it
-        (`LakeError` naming both plans: resume it first, or choose a new checkpoint path). Stops after
-        `max_pages` pages when given; Ctrl-C (`KeyboardInterrupt`) stops it at the next group
-        boundary with the groups already done recorded. Either way, call again to resume.
+        (`LakeError` naming both plans: resume it first, or choose a new checkpoint path). Stops
+        after `max_pages` pages (at least 1) when given; Ctrl-C (`KeyboardInterrupt`) stops it at
+        the next group boundary with the groups already done recorded. Either way, call again to
+        resume.
 
         Returns the checkpoint: `{"candidates", "next_index", "deleted", "already_gone",
-        "absent", "skipped", "failed", "revived", "complete", ...}` (counts of objects; `revived`
-        lists candidates a newer version references, left alone). Raises `PolicyError` for a
-        plan of another lake or `min_age`, a cutoff the store's clock no longer allows, or a
-        checkpoint inside the lake; `LineageError` when the journal cannot account for a table;
+        "absent", "skipped", "failed", "revived", "complete", ...}`. `deleted` counts objects
+        this apply removed: locally a removal; on S3 a key DeleteObjects confirmed deleted on its
+        first request (the plan listed it, so it existed when planned; S3 cannot say whether
+        another client removed it in between). `already_gone` counts objects known absent before
+        their delete (locally). `absent` (S3) counts keys confirmed gone on a request that may
+        repeat an earlier one of this apply (a retry of a failed key, or the first group after a
+        resume), so which request removed them is unknown. `failed` lists keys the store did not
+        delete (on S3 only those DeleteObjects answered with an error); they are retried first by
+        the next call. `skipped` lists keys left alone, `revived` candidates a newer version
+        references. Raises `PolicyError` for a plan of another lake or `min_age`, a cutoff the
+        store's clock no longer allows, or a checkpoint inside the lake; `LineageError` when the
+        journal cannot account for a table (a version another client wrote since the plan);
+        `InputError` for a plan file that is not a sealed plan or a `page_size` out of range;
         `StorageError` when the store fails (`transient` says whether a retry may help)."""
         if isinstance(plan, (str, os.PathLike)):
-            plan = Plan.load(os.fspath(plan))
+            plan = Plan.load(plan)
+        elif plan is not None and not isinstance(plan, Plan):
+            raise TypeError(f"plan must be a lake.Plan, a plan file's path or None, not {type(plan).__name__}")
         document = None if plan is None else plan._document
-        return json.loads(self._native.gc_apply(document, checkpoint, allow_below_policy, page_size, max_pages))
-
+        return json.loads(self._native.gc_apply(document, *_apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)))
 
     def plan_sharded(self, min_age: str, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
         """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
         process, from one read of the journal and one listing. Each shard's candidates are the
         unsharded plan's within its range. Raises as `plan`."""
-        manifest, documents = self._native.gc_plan_sharded(min_age, shards, allow_below_policy)
+        shards = _count("shards", shards, 1, 256)
+        manifest, documents = self._native.gc_plan_sharded(_text("min_age", min_age), shards, _flag(allow_below_policy))
         return ShardedPlan(manifest, documents)
 
     def apply_shard(
@@ -557,14 +709,19 @@ class Gc:
         """Apply shard `index` of `sharded` (or resume its apply at `checkpoint`), as `apply`
         does a whole plan: revalidated, deleting only keys of its range, checkpointed. The shard
         must be bound to the manifest and every shard planned on complete lineage
-        (`PolicyError`, `LineageError` otherwise)."""
+        (`PolicyError`, `LineageError` otherwise); `index` is 0 to `len(sharded.shards) - 1`
+        (`InputError` otherwise)."""
+        if not isinstance(sharded, ShardedPlan):
+            raise TypeError(f"sharded must be a lake.ShardedPlan, not {type(sharded).__name__}")
+        index = _count("index", index, 0, len(sharded.shards) - 1)
         return self._apply_shard(
             sharded._manifest, sharded.shards[index]._document, checkpoint, allow_below_policy, page_size, max_pages
         )
 
     # The steps `lake.ray` runs in its driver and tasks (documents travel as JSON text).
     def _shard_spec(self, min_age: str, shards: int, allow_below_policy: bool) -> str:
-        return self._native.gc_shard_spec(min_age, shards, allow_below_policy)
+        shards = _count("shards", shards, 1, 256)
+        return self._native.gc_shard_spec(_text("min_age", min_age), shards, _flag(allow_below_policy))
 
     @staticmethod
     def _spec_count(spec: str) -> int:
@@ -585,8 +742,8 @@ class Gc:
         page_size: int,
         max_pages: Optional[int] = None,
     ) -> dict:
-        out = self._native.gc_apply_shard(manifest, shard, checkpoint, allow_below_policy, page_size, max_pages)
-        return json.loads(out)
+        arguments = _apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)
+        return json.loads(self._native.gc_apply_shard(manifest, shard, *arguments))
 
 
 class Refs:

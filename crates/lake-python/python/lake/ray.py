@@ -17,8 +17,12 @@ deletes.
 
 Tasks open the lake themselves: the lake root and `storage_options` travel to them, so workers
 need the `lake` package, network access to the store and the same credentials (or options that
-carry them). The checkpoint folder must be reachable by every worker (a shared file system, or
-run on one node).
+carry them). The checkpoint folder must be reachable by every worker: an `s3://bucket/prefix`
+folder (opened with the lake's S3 settings), a shared file system, or a local folder when Ray
+runs on one node.
+
+A task's lake exception reaches the caller as itself (`except lake.PolicyError` works), not as
+Ray's `RayTaskError` wrapper; the wrapper is its `__cause__`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
-from . import ShardedPlan, StorageError
+from . import InputError, LakeError, ShardedPlan, StorageError, _count, _text
 from . import open as _open_lake
 
 __all__ = ["plan", "apply"]
@@ -40,6 +44,28 @@ def _ray() -> Any:
     if not ray.is_initialized():
         ray.init()
     return ray
+
+
+def _gather(ray: Any, refs: list) -> list:
+    """The results of `refs`, in order, once every task has ended. A task that raised a lake
+    exception re-raises it as itself (the first by shard order; Ray wraps it in a
+    `RayTaskError`, kept as the `__cause__`); other failures are raised as Ray raises them."""
+    pending = list(refs)
+    while pending:
+        _, pending = ray.wait(pending, num_returns=len(pending))
+    results, first = [], None
+    for ref in refs:
+        try:
+            results.append(ray.get(ref))
+        except Exception as e:  # noqa: BLE001 (re-raised below, the first by shard order)
+            if first is None:
+                first = e
+    if first is None:
+        return results
+    cause = getattr(first, "cause", None)
+    if isinstance(cause, LakeError):
+        raise cause from first
+    raise first
 
 
 def _plan_shard(root: str, storage_options: Optional[dict], spec: str, index: int, allow_below_policy: bool) -> str:
@@ -85,7 +111,7 @@ def plan(
     # Worker deaths are retried by Ray; of the exceptions, only storage failures.
     task = ray.remote(max_retries=max_retries, retry_exceptions=[StorageError])(_plan_shard)
     count = lake.gc._spec_count(spec)
-    documents = ray.get([task.remote(root, storage_options, spec, i, allow_below_policy) for i in range(count)])
+    documents = _gather(ray, [task.remote(root, storage_options, spec, i, allow_below_policy) for i in range(count)])
     return lake.gc._assemble(documents)
 
 
@@ -98,18 +124,29 @@ def apply(
     max_retries: int = 3,
 ) -> list:
     """Apply every shard of `sharded` (a `ShardedPlan`, or the folder `ShardedPlan.save` wrote)
-    as Ray tasks, shard `i` checkpointed at `<checkpoint_dir>/shard-0000i.ckpt` (a local folder
-    outside the lake, created if missing, reachable by every worker).
+    as Ray tasks, shard `i` checkpointed at `<checkpoint_dir>/shard-0000i.ckpt`: `checkpoint_dir`
+    is an `s3://bucket/prefix` folder (opened with the lake's S3 settings) or a local folder
+    (created if missing), outside the lake and reachable by every worker.
 
     A task that fails (a storage error, or its worker killed) is retried up to `max_retries` times
     and resumes its shard's checkpoint; calling `apply` again after a failure resumes every
     unfinished shard. Returns the shards' checkpoints in shard order (as `Gc.apply` returns
     one). Raises the error of a shard whose retries are exhausted (`PolicyError`,
-    `LineageError`, `StorageError`), after the other shards' tasks end."""
+    `LineageError`, `StorageError`, as itself), after the other shards' tasks end."""
     ray = _ray()
     if not isinstance(sharded, ShardedPlan):
-        sharded = ShardedPlan.load(os.fspath(sharded))
-    os.makedirs(checkpoint_dir, exist_ok=True)
+        sharded = ShardedPlan.load(sharded)
+    checkpoint_dir = _text("checkpoint_dir", checkpoint_dir)
+    page_size = _count("page_size", page_size, 1, 1000)
+    if checkpoint_dir.startswith(("s3://", "s3a://")):
+        folder = checkpoint_dir.rstrip("/")
+        checkpoints = [f"{folder}/{sharded.checkpoint_name(i)}" for i in range(len(sharded.shards))]
+    elif "://" in checkpoint_dir:
+        raise InputError(f"checkpoint_dir {checkpoint_dir}: give a local folder or s3://bucket/prefix")
+    else:
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        folder = os.path.abspath(checkpoint_dir)
+        checkpoints = [os.path.join(folder, sharded.checkpoint_name(i)) for i in range(len(sharded.shards))]
     task = ray.remote(max_retries=max_retries, retry_exceptions=[StorageError])(_apply_shard)
     refs = [
         task.remote(
@@ -117,10 +154,10 @@ def apply(
             storage_options,
             sharded._manifest,
             shard._document,
-            os.path.join(os.path.abspath(checkpoint_dir), sharded.checkpoint_name(i)),
+            checkpoints[i],
             allow_below_policy,
             page_size,
         )
         for i, shard in enumerate(sharded.shards)
     ]
-    return ray.get(refs)
+    return _gather(ray, refs)

@@ -282,7 +282,7 @@ impl ReportInventory {
         let (bucket, key) = parse_url(manifest_url)?;
         let refuse = |problem| ObjectsError::report(manifest_url, problem);
         // The destination bucket, with the lake's S3 configuration.
-        let dest = LakeStore::open(&format!("s3://{bucket}"))?;
+        let dest = store.open_related(&format!("s3://{bucket}"))?;
         let checksum_key = manifest::checksum_key(&key);
         let missing = |what, key: &str| refuse(ReportProblem::Missing { what, url: format!("s3://{bucket}/{key}") });
         let manifest_bytes = dest.get(&key).await?.ok_or_else(|| missing("manifest.json", &key))?;

@@ -178,7 +178,7 @@ pub async fn write_report(
             root: destination.to_string(),
             message: "a report destination is s3://bucket[/prefix]".into(),
         })?;
-    let dest = LakeStore::open(&format!("s3://{bucket}"))?;
+    let dest = lake.open_related(&format!("s3://{bucket}"))?;
     let source_bucket = lake.root().authority().to_string();
     let created = match options.created {
         Some(t) => t,

@@ -1,0 +1,63 @@
+"""The exceptions of `lake` (re-exported by the package: `lake.LakeError`, ...).
+
+They are plain Python classes whose `__module__` is `lake`, so that they pickle by reference
+(`ProcessPoolExecutor`, `multiprocessing`, Ray): an exception raised in a worker process is
+re-raised in the caller as the same class, with its message and `transient`. The native module
+raises them through `lake._lake`'s one mapping from the library's errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["LakeError", "GuardError", "PolicyError", "LineageError", "StorageError", "InputError"]
+
+
+class LakeError(Exception):
+    """Any error of lake. `transient` is True when retrying the same call can help (throttling,
+    timeouts, dropped connections, a lost race); False for refusals and bad input, which fail
+    the same way until something changes. Nothing was deleted by a call that raised, and a write
+    that raised committed nothing unless its message says otherwise."""
+
+    transient: bool = False
+
+    def __init__(self, message: str = "", transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = bool(transient)
+
+    def __reduce__(self) -> Any:
+        # (class, constructor arguments, state): the message and every attribute survive a
+        # round trip through pickle.
+        return (type(self), (str(self), self.transient), dict(self.__dict__))
+
+
+class GuardError(LakeError):
+    """The publication guard refused a reference to an object too old to publish (GC may be
+    collecting it): nothing was committed. Copy the object to a fresh key
+    (`ManagedObjectWriter::copy_fresh` in Rust) or upload it again."""
+
+
+class PolicyError(LakeError):
+    """A GC safety rule refused the call: a horizon below the policy floor or not a duration, a
+    clock skew past the bound, a plan of another lake or horizon, a checkpoint inside the lake."""
+
+
+class LineageError(LakeError):
+    """The journal cannot account for a table's versions (a version another Lance client wrote,
+    a missing or edited journal entry, a table that went backwards): GC plans nothing and apply
+    deletes nothing until it is repaired (`lake refs repair`) or a new plan is made."""
+
+
+class StorageError(LakeError):
+    """The store failed (a local file, or S3): `transient` says whether retrying can help."""
+
+
+class InputError(LakeError, ValueError):
+    """A value given to lake is unusable: a count out of range, an invalid table name, a
+    location without its `uri`, a corrupt plan file, a reference column of another layout. It
+    is also a `ValueError`. Wrong types raise `TypeError`, as Python's conventions want."""
+
+
+for _cls in (LakeError, GuardError, PolicyError, LineageError, StorageError, InputError):
+    _cls.__module__ = "lake"
+del _cls
