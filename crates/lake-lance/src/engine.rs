@@ -483,8 +483,9 @@ impl LanceEngine {
             self.commit_streamed(table, transaction, &params, &guard, &log, creating, action, &intent).await;
         // Refused before any manifest write (the guard, another writer's create): nothing of
         // this write can land, so nothing of it stays (another writer's create keeps its folders).
-        let refused = matches!(&committed, Err(LanceEngineError::Guard { .. } | LanceEngineError::ConcurrentCreate { .. }))
-            && !intent.gate.uncertain();
+        let refused =
+            matches!(&committed, Err(LanceEngineError::Guard { .. } | LanceEngineError::ConcurrentCreate { .. }))
+                && !intent.gate.uncertain();
         let ds = match self.after_commit(&intent, committed, true).await {
             Ok(Committed::Now(ds)) => ds,
             Ok(Committed::Late(version)) => return self.landed_outcome(table, version, log.rows).await,
@@ -742,7 +743,11 @@ impl LanceEngine {
     ) -> Result<CleanupOutcome, LanceEngineError> {
         if self.is_uncommitted_dataset(table).await? {
             let discarded = self.discard_uncommitted(table, older_than).await?;
-            return Ok(CleanupOutcome { old_versions: 0, bytes_removed: discarded.bytes_removed, stale_restore_tags: Vec::new() });
+            return Ok(CleanupOutcome {
+                old_versions: 0,
+                bytes_removed: discarded.bytes_removed,
+                stale_restore_tags: Vec::new(),
+            });
         }
         let now = lake_objects::clock::StoreClock::read(&lake_objects::clock::ProbeClock, &self.store).await?;
         let stale_restore_tags = self.remove_stale_restore_tags(table, now.store_now).await?;

@@ -78,10 +78,7 @@ pub struct RestoreTag {
 /// clock it has landed or stopped by then.
 pub fn restore_tag_stale_after(policy: &LakeDescriptor) -> Duration {
     let guard = PublicationGuard::from_policy(policy);
-    policy
-        .min_age()
-        .saturating_add(guard.margin().saturating_mul(2))
-        .saturating_add(default_commit_deadline(&guard))
+    policy.min_age().saturating_add(guard.margin().saturating_mul(2)).saturating_add(default_commit_deadline(&guard))
 }
 
 /// The ULID time of a restore tag's name; `None` for any other tag.

@@ -409,8 +409,11 @@ impl LanceEngine {
                         _ => table,
                     };
                     let counts = self.journal_counts_at(source_table, source).await?;
-                    sidecar::write(self.store(), &ObjectReferenceDelta::snapshot(table, version, &counts).bound(binding))
-                        .await?;
+                    sidecar::write(
+                        self.store(),
+                        &ObjectReferenceDelta::snapshot(table, version, &counts).bound(binding),
+                    )
+                    .await?;
                 }
                 _ => {
                     let diff = crate::version_diff::diff_entry(&ds, table, self.store().root()).await?;

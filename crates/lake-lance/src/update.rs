@@ -256,8 +256,7 @@ fn unchecked_references(
         }
     }
     // The guard's own message says nothing was committed; here the version was.
-    if let Err(lake_objects::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), now)
-    {
+    if let Err(lake_objects::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), now) {
         reasons.push(format!(
             "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `lake refs verify`, and reference a fresh copy (`ManagedObjectWriter::copy_fresh`)"
         ));

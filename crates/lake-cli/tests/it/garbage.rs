@@ -2,13 +2,9 @@
 //! (a `lake ingest` killed mid-upload, a `lake restore` killed after tagging its source), tags
 //! belong to their lineage, and a setting that lets Lance remove versions is named and unset.
 
-use crate::{advance_clock, lake, lake_command, object_files, ok, stderr, stdout, write_files};
+use crate::{advance_clock, json, lake, lake_command, object_files, ok, stderr, stdout, write_files};
 use std::path::Path;
 use std::time::Duration;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 /// A lake with table `t` at version 1 (one small file).
 fn lake_with_table(dir: &Path) -> String {

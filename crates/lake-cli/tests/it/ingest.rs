@@ -2,14 +2,10 @@
 //! version it produces, and failures that commit nothing (the rows themselves are checked by
 //! `lake_lance::ingest`'s tests).
 
-use crate::{lake, object_files, ok, stderr, write_files};
+use crate::{json, lake, object_files, ok, stderr, write_files};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Command;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 /// Writes `n` small files of distinct content under `dir`, in two episode folders, and returns
 /// `(path, content)`.

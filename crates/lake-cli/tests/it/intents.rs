@@ -3,15 +3,11 @@
 //! objects; `lake refs recover` proves the commit can no longer land (a fence after the
 //! deadline), removes the intent, and the objects become orphans.
 
-use crate::{ok, write_files};
+use crate::{json, ok, write_files};
 use lake_common::intent::{IntentOperation, IntentReferences, WriteIntent, INTENT_FORMAT_VERSION};
 use lake_objects::writer::ManagedObjectWriter;
 use lake_objects::LakeStore;
 use std::time::Duration;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 #[test]
 fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {

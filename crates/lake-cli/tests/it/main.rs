@@ -37,6 +37,11 @@ pub fn lake_command() -> Command {
     command
 }
 
+/// Parses a command's JSON output, naming it when it is not JSON.
+pub fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
 /// Runs `lake ARGS` and returns its output.
 pub fn lake(args: &[&str]) -> Output {
     lake_command().args(args).output().expect("run lake")

@@ -4,17 +4,13 @@
 //! exits 1 (4 where the same command resumes) and leaves every path and byte under the lake
 //! root as it was.
 
-use crate::{lake, lake_command, ok, stderr, stdout, tree, write_files};
+use crate::{json, lake, lake_command, ok, stderr, stdout, tree, write_files};
 use lake_objects::plan::GcPlan;
 use lake_objects::shards::ShardManifest;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 struct Lake {
     dir: tempfile::TempDir,

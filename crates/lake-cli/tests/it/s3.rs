@@ -1,14 +1,10 @@
 //! The end-to-end scenario through the `lake` binary on an `s3://` root (LocalStack), with an
 //! apply killed mid-way (SIGKILL to the process) and resumed from its checkpoint.
 
-use crate::{lake, ok, stderr, write_files};
+use crate::{json, lake, ok, stderr, write_files};
 use lake_objects::LakeStore;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 #[test]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]

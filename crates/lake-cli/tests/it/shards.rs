@@ -2,14 +2,10 @@
 //! whose candidates are the unsharded plan's; edited documents are refused; `--apply --manifest
 //! --checkpoint-dir` applies one shard (interrupted, then resumed) and then every shard.
 
-use crate::{lake, object_files, ok, stderr, stdout, write_files};
+use crate::{json, lake, object_files, ok, stderr, stdout, write_files};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 fn candidate_uris(document: &serde_json::Value) -> Vec<String> {
     let list = document["plan"]["candidates"].as_array().unwrap();

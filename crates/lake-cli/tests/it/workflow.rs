@@ -1,13 +1,9 @@
 //! The operator walkthrough through the binary: ingest, delete, compact, cleanup, versions,
 //! dry run, interrupted apply, resume, no-op.
 
-use crate::{lake, object_files, ok, stderr, write_files};
+use crate::{json, lake, object_files, ok, stderr, write_files};
 use std::path::Path;
 use std::time::Duration;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 #[test]
 fn operator_walkthrough() {

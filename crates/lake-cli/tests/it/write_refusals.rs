@@ -3,7 +3,7 @@
 //! gave a column lake cannot read (refused, truthfully, before the commit), and the commands
 //! that are the way out of what a killed write or an earlier build left.
 
-use crate::{lake, object_files, ok, stderr, stdout, write_files};
+use crate::{json, lake, object_files, ok, stderr, stdout, write_files};
 use arrow_array::{
     ArrayRef, BinaryArray, FixedSizeBinaryArray, Int64Array, RecordBatch, RecordBatchIterator, StringArray,
     StructArray, UInt64Array,
@@ -12,10 +12,6 @@ use lance::deps::arrow_schema::{DataType, Field, Fields, Schema};
 use lance::Dataset;
 use std::path::Path;
 use std::sync::Arc;
-
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
 
 struct Lake {
     dir: tempfile::TempDir,
