@@ -102,9 +102,18 @@ impl ObjectStore for SlowDownDeletes {
     }
 }
 
-/// `store` with every delete under `_lake/clock/` throttled.
+/// `store` with every delete under `_lake/clock/` throttled. On S3 lake sends DeleteObjects
+/// itself (not through object_store); with bulk deletes disabled (object_store's
+/// `aws_disable_bulk_delete`) a delete is object_store's, which the wrapper throttles.
 fn throttled(store: &LakeStore) -> LakeStore {
-    store.clone().wrapped(|inner| Arc::new(SlowDownDeletes { inner, under: "_lake/clock/".into() }))
+    let base = match store.s3_requests() {
+        Some(_) => {
+            let options = std::collections::HashMap::from([("aws_disable_bulk_delete".into(), "true".into())]);
+            LakeStore::open_with_options(&store.root().to_string(), &options).unwrap()
+        }
+        None => store.clone(),
+    };
+    base.wrapped(|inner| Arc::new(SlowDownDeletes { inner, under: "_lake/clock/".into() }))
 }
 
 /// A managed key whose ULID was minted `ago` before now (negative: in the future).
