@@ -42,6 +42,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How much older than its manifest's store time a version may look to Lance's cleanup (which
+/// reads the timestamp its writer's clock put in the manifest) when cleanup must keep it: a
+/// bound on clock differences between hosts, as the publication guard's margin is.
+const CLEANUP_CLOCK_SLACK: Duration = Duration::from_secs(300);
+
 /// A version committed through the engine.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CommitOutcome {
@@ -771,6 +776,11 @@ impl LanceEngine {
                 self.store.display_root()
             )));
         }
+        // Intents still within their deadline: a write in flight, or one killed after its
+        // commit whose version has no journal entry yet. The versions from the oldest one's read
+        // version on stay, whatever `older_than` says, so the version that shows how it ended
+        // (and its transaction) is there for its resolution.
+        let older_than = self.keeping_pending_writes(table, older_than).await?;
         // Lance removes the transactions of the versions it cleans up, and with them the proof
         // that a version without a sidecar is content-preserving: write those entries first.
         crate::foreign::materialize_implied(self.store(), &ds, table).await?;
@@ -797,6 +807,36 @@ impl LanceEngine {
             }
         }
         Ok(CleanupOutcome { old_versions: stats.old_versions, bytes_removed: stats.bytes_removed, stale_restore_tags })
+    }
+
+    /// `older_than`, lengthened so that Lance's cleanup keeps every version from the read version
+    /// of the oldest write intent of `table` on (a version whose manifest the store wrote at
+    /// time T is kept when `older_than` reaches before T less [`CLEANUP_CLOCK_SLACK`]: Lance
+    /// judges a version's age by the timestamp its writer's clock put in the manifest). An
+    /// intent that cannot be read keeps every version.
+    ///
+    /// # Errors
+    /// Storage errors listing the intents or the manifests.
+    async fn keeping_pending_writes(
+        &self,
+        table: &str,
+        older_than: std::time::Duration,
+    ) -> Result<std::time::Duration, LanceEngineError> {
+        let (listed, _) = lake_objects::intents::list(&self.store, Some(table)).await?;
+        let Some(from) = listed.iter().map(|i| i.intent.as_ref().map_or(0, |w| w.read_version)).min() else {
+            return Ok(older_than);
+        };
+        let oldest_kept = self.manifest_times(table).await?.range(from..).map(|(_, written)| *written).min();
+        let Some(oldest_kept) = oldest_kept else { return Ok(older_than) };
+        let keep = (Utc::now() - oldest_kept).to_std().unwrap_or_default().saturating_add(CLEANUP_CLOCK_SLACK);
+        if keep > older_than {
+            tracing::info!(
+                table,
+                from,
+                "a write intent is pending: cleanup keeps the versions from its read version on"
+            );
+        }
+        Ok(older_than.max(keep))
     }
 
     /// Every version of lineage `table` (`t` or `t@b`) that still exists, with the tags of that

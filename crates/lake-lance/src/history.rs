@@ -330,9 +330,17 @@ impl LanceEngine {
     ///
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] when a tag of that name exists (on this lineage or
-    /// another of the table: names are shared), naming where it points; Lance errors (an
-    /// invalid name, a missing version).
+    /// another of the table: names are shared), naming where it points, or when `name` starts
+    /// with [`RESTORE_TAG_PREFIX`] in any letter case (reserved for restores' own tags); Lance
+    /// errors (an invalid name, a missing version).
     pub async fn create_tag(&self, table: &str, version: u64, name: &str) -> Result<(), LanceEngineError> {
+        // A restore's own tags are judged stale by the time in their name and removed: a user's
+        // tag under that prefix would be removed as one, and its version cleaned up.
+        if name.to_ascii_lowercase().starts_with(RESTORE_TAG_PREFIX) {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "tag names starting with `{RESTORE_TAG_PREFIX}` are reserved for `lake restore`'s own tags (removed once stale); nothing was tagged. Choose another name"
+            )));
+        }
         let ds = self.open(table).await?;
         if let Ok(existing) = ds.tags().get(name).await {
             return Err(LanceEngineError::InvalidInput(format!(

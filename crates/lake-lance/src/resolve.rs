@@ -240,7 +240,7 @@ impl LanceEngine {
 
     /// The manifests of `table`'s versions with the time the store last wrote each (empty when
     /// the table has no dataset). Detached versions and staging files are not versions.
-    async fn manifest_times(&self, table: &str) -> Result<BTreeMap<u64, DateTime<Utc>>, LanceEngineError> {
+    pub(crate) async fn manifest_times(&self, table: &str) -> Result<BTreeMap<u64, DateTime<Utc>>, LanceEngineError> {
         let prefix = format!("{}/_versions/", dataset_key(table));
         let mut times = BTreeMap::new();
         for (key, meta) in self.store().list_all(&prefix).await? {

@@ -53,6 +53,7 @@ pub mod key_range;
 pub mod keys;
 pub mod layout;
 mod live_keys;
+mod mount_table;
 mod no_follow;
 pub mod output;
 pub mod plan;

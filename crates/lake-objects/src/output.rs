@@ -9,9 +9,11 @@
 //!   judged: relative paths against the working folder, `file:` URLs to their path, `..` and
 //!   symbolic links by the file system (the longest existing prefix is canonicalised; a final
 //!   link is followed too). It is inside when the resolved path is under the root's resolved
-//!   folder, or when one of its folders has the identity (device, inode) of the root folder or of
-//!   one of the root's folders three levels down (`objects/`, `tables/<t>.lance/data`, `_lake/...`): a
-//!   bind mount shows the same identity under another path. An object destination
+//!   folder, or when the kernel's mount table places it on the root's file system below the
+//!   root's folder (or in a file system mounted inside the root): a bind mount of any folder of
+//!   the root, at any depth ([`crate::mount_table`]); where no mount table can be read, when one
+//!   of its folders has the identity (device, inode) of the root folder or of one of the root's
+//!   folders three levels down (`objects/`, `tables/<t>.lance/data`, `_lake/...`). An object destination
 //!   (`s3://bucket/key`) is judged by [`lake_common::normalize_reference`], the one function
 //!   that decides whether a spelling names a key of the root (`s3a://`, percent-encoding,
 //!   letter case, `.`/`..` segments); a spelling it cannot tell is refused too.
@@ -25,6 +27,7 @@
 //!   a torn one ([`write_atomically`]).
 
 use crate::error::ObjectsError;
+use crate::mount_table::{MountTable, Place};
 pub use lake_common::LakeRootUri;
 use lake_common::{normalize_reference, NormalizedReference};
 use std::collections::HashSet;
@@ -195,11 +198,16 @@ struct RootFolders {
     path: Option<PathBuf>,
     /// (device, inode) of the root and of its folders down to three levels (not below `objects/`).
     ids: HashSet<(u64, u64)>,
+    /// The mount table and the places of the root's contents on their file systems: a bind
+    /// mount of any folder of the root, at any depth ([`crate::mount_table`]).
+    mounts: Option<(MountTable, Vec<Place>)>,
 }
 
 impl RootFolders {
     fn of(root: &Path) -> Self {
-        let Ok(path) = std::fs::canonicalize(root) else { return Self { path: None, ids: HashSet::new() } };
+        let Ok(path) = std::fs::canonicalize(root) else {
+            return Self { path: None, ids: HashSet::new(), mounts: None };
+        };
         let mut ids = HashSet::new();
         let mut read = 0usize;
         let mut stack = vec![(path.clone(), 0usize)];
@@ -225,7 +233,11 @@ impl RootFolders {
                 }
             }
         }
-        Self { path: Some(path), ids }
+        let mounts = MountTable::read().map(|table| {
+            let inside = table.places_inside(&path);
+            (table, inside)
+        });
+        Self { path: Some(path), ids, mounts }
     }
 
     /// Whether the resolved `path` lies inside the root (see the module documentation).
@@ -234,7 +246,13 @@ impl RootFolders {
         if path.starts_with(root) {
             return true;
         }
-        // A folder with the identity of the root or of one of its folders: a bind mount.
+        // On the root's file system below the root's folder, by the mount table: a bind mount of
+        // any of its folders.
+        if self.mounts.as_ref().is_some_and(|(table, inside)| table.lies_in(path, inside)) {
+            return true;
+        }
+        // A folder with the identity of the root or of one of its folders: a bind mount (where
+        // no mount table can be read).
         path.ancestors()
             .any(|a| std::fs::metadata(a).is_ok_and(|m| m.is_dir() && self.ids.contains(&(m.dev(), m.ino()))))
     }

@@ -286,16 +286,14 @@ impl LakeStore {
             .await
             .map_err(|e| ObjectsError::Io { path: source.display().to_string(), source: e })?;
         let mut writer = object_store::buffered::BufWriter::new(self.store.clone(), self.path(key));
-        let copied = tokio::io::copy(&mut file, &mut writer).await;
-        let finished = match copied {
-            Ok(_) => writer.shutdown().await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = finished {
+        if let Err(e) = tokio::io::copy(&mut file, &mut writer).await {
             let _ = writer.abort().await;
             return Err(ObjectsError::storage(key, e));
         }
-        Ok(())
+        // A failed shutdown cannot be aborted (object_store's `BufWriter::abort` panics once
+        // shut down); a multipart upload it leaves behind is S3's to expire (or, under the root,
+        // GC's own garbage).
+        writer.shutdown().await.map_err(|e| ObjectsError::storage(key, e))
     }
 
     /// Writes `bytes` at `key`, replacing what is there.

@@ -591,6 +591,13 @@ fn s3_checkpoints_inside_the_lake_by_any_spelling_are_refused() {
         assert_eq!(o.status.code(), Some(1), "--checkpoint-dir {spelling} accepted: {}{}", stdout(&o), stderr(&o));
     }
     assert_eq!(listing(), before, "a key under the root changed");
+    // A checkpoint in a bucket that does not exist: a storage error (exit 1), never a panic
+    // (object_store's buffered writer panicked when aborted after a failed upload).
+    let missing = format!("s3://no-such-bucket-{}/d/gc.ckpt", ulid::Ulid::new().to_string().to_lowercase());
+    let o = lake(&["gc", &root, "--min-age", "10s", "--apply", "--checkpoint", &missing]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_eq!(listing(), before, "nothing was deleted");
     // A sibling prefix shares the root's first letters but is outside it.
     let outside = format!("s3://{bucket}/{prefix}-ck/gc.ckpt");
     let done = json(&ok(&["gc", &root, "--min-age", "10s", "--apply", "--checkpoint", &outside, "--json"]));

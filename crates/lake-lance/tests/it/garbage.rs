@@ -366,3 +366,24 @@ async fn uncommitted_data_files_of_a_killed_write_go_with_cleanup_after_seven_da
     assert!(committed.iter().all(|f| left.contains(f)), "committed data stays");
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 }
+
+/// Found by the attack pass: `lake tag` accepted a user's tag named like a restore's
+/// (`lake-restore-<ULID>`), which cleanup then removed as a killed restore's stale tag, and the
+/// version it was meant to keep went with the next cleanup. Such names are refused, in any
+/// letter case; nothing is tagged.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_tag_cannot_take_a_restore_tags_name() {
+    let (lake, _) = lake_with_old_version().await;
+    let old = ulid::Ulid::from_parts(1, 7).to_string();
+    for name in [
+        format!("{RESTORE_TAG_PREFIX}{}", old.to_lowercase()),
+        format!("{RESTORE_TAG_PREFIX}{old}"),
+        format!("LAKE-RESTORE-{old}"),
+        format!("{RESTORE_TAG_PREFIX}mine"),
+    ] {
+        let err = lake.engine.create_tag("t", 1, &name).await.unwrap_err();
+        assert!(err.to_string().contains("reserved"), "{name}: {err}");
+    }
+    assert!(tags_of(&lake, "t").await.iter().all(|(_, tags)| tags.is_empty()), "nothing was tagged");
+    lake.engine.create_tag("t", 1, "restore-point").await.unwrap();
+}

@@ -353,6 +353,36 @@ async fn cleanup_resolves_late_commits_first_and_refuses_while_one_is_undecided(
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 }
 
+/// Found by the attack pass: a writer killed right after Lance committed (before its journal
+/// entry), then another version on top, then `lake cleanup --older-than 0s` while the killed
+/// write's intent was still within its deadline: cleanup removed the killed version, whose
+/// journal entry could then never be written (GC blocked for good). Cleanup now keeps every
+/// version from a pending intent's read version on; recovery journals the killed version, and
+/// once the intent is gone cleanup removes what it may.
+#[tokio::test(flavor = "multi_thread")]
+async fn cleanup_keeps_the_versions_a_pending_intent_needs() {
+    let (lake, _hold) = held_lake().await;
+    lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
+    let killed = lake.upload("killed", b"killed after its commit").await;
+    let crashed =
+        lake_objects::failpoint::scope("append.after_lance_commit", lake.engine.append("t", one("e1", &killed))).await;
+    assert!(crashed.unwrap_err().to_string().contains("append.after_lance_commit"));
+    assert_eq!(intent_keys(&lake).await.len(), 1, "the killed writer's intent stays");
+    lake.engine.append("t", one("e2", &lake.upload("after", b"after").await)).await.unwrap();
+    let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    assert_eq!(cleaned.old_versions, 0, "versions from the intent's read version on stay: {cleaned:?}");
+    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 3);
+    let report = lake.engine.recover_writes(Some("t")).await.unwrap();
+    assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
+    let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    assert_eq!(cleaned.old_versions, 2, "{cleaned:?}");
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    gc_now(&lake).await;
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
 /// One step of the model tests (`operations_model`): an append of `rows` referencing the fresh
 /// object `fresh`, whose manifest write is held past the writer's deadline, interleaved with GC
 /// runs (plan and apply at a cutoff of now), checking after every one that no object a retained

@@ -137,12 +137,15 @@ async fn documents_are_never_written_inside_the_lake_by_any_route() {
     std::os::unix::fs::symlink(l.root.join("objects"), l.path("objlink")).unwrap();
     std::os::unix::fs::symlink(l.root.join("_lake/lake.json"), l.path("descriptor-link.json")).unwrap();
     std::fs::create_dir(l.path("sub")).unwrap();
-    // Bind mounts of the root, of `objects/` and of `_lake/`, elsewhere: the same folders under
-    // other paths (each route tried only where this machine allows mounts).
-    let mounts: Vec<(&str, BindMount)> = [("", "mnt-root"), ("objects", "mnt-objects"), ("_lake", "mnt-meta")]
-        .iter()
-        .filter_map(|(inside, at)| BindMount::new(&l.root.join(inside), &l.path(at)).map(|m| (*at, m)))
-        .collect();
+    // Bind mounts of the root, of `objects/`, of `_lake/` and of a live object's own folder
+    // (any depth: found by the mount table, not by folder identities), elsewhere: the same
+    // folders under other paths (each route tried only where this machine allows mounts).
+    let live_folder = live.rsplit_once('/').unwrap().0.to_string();
+    let mounts: Vec<(&str, BindMount)> =
+        [("", "mnt-root"), ("objects", "mnt-objects"), ("_lake", "mnt-meta"), (live_folder.as_str(), "mnt-deep")]
+            .iter()
+            .filter_map(|(inside, at)| BindMount::new(&l.root.join(inside), &l.path(at)).map(|m| (*at, m)))
+            .collect();
     let before = tree(&l.root);
     let mut files = vec![
         format!("{root}/{live}"),
@@ -160,6 +163,11 @@ async fn documents_are_never_written_inside_the_lake_by_any_route() {
     ];
     for (at, _) in &mounts {
         files.extend([format!("{dir}/{at}/new.json"), format!("{dir}/{at}/lake.json")]);
+    }
+    if mounts.iter().any(|(at, _)| *at == "mnt-deep") {
+        // The live object itself, through the mount of its folder.
+        let name = live.rsplit_once('/').unwrap().1;
+        files.push(format!("{dir}/mnt-deep/{name}"));
     }
     for text in &files {
         let out = OutputPath::new(text);
