@@ -11,7 +11,7 @@ use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use lake_common::{data_location_field, data_location_list_field, data_location_type, DataLocationBuilder};
 use lake_lance::{LanceEngine, LanceEngineError};
 use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::guard::GuardError;
+use lake_objects::guard::{FixedWriterClock, GuardError};
 use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
 use lake_objects::LakeStore;
 use std::sync::Arc;
@@ -21,10 +21,10 @@ use std::time::Duration;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. A new lake in a temporary folder (removed when `dir` is dropped). `min_age` is the GC
     //    policy floor: GC deletes only unreferenced objects older than that. A real lake keeps
-    //    days (`lake init` defaults to 7d); 4 s here lets step 4 show the guard without waiting.
+    //    days (`lake init` defaults to 7d); one hour here.
     let dir = tempfile::tempdir()?;
     let store = LakeStore::open(dir.path().join("lake").to_str().ok_or("the temporary path is not UTF-8")?)?;
-    LakeDescriptor::create(&store, Duration::from_secs(4)).await?;
+    LakeDescriptor::create(&store, Duration::from_secs(3600)).await?;
     let writer = ManagedObjectWriter::new(store.clone());
     let engine = LanceEngine::new(store.clone());
 
@@ -52,11 +52,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 4. The publication guard. A writer that stalls between an upload and the append could
     //    publish a reference to an object a GC plan already lists for deletion, so every new
-    //    reference must be younger than min_age - margin (margin = min_age / 4: 3 s here), or
-    //    the append is refused and nothing is committed. Here the writer stalls for 3.1 s.
+    //    reference must be younger than min_age - margin (margin = min_age / 4: 45 minutes
+    //    here), or the append is refused and nothing is committed. Here the writer stalls for
+    //    46 minutes: rather than wait, its engine reads a clock 46 minutes ahead (the guard reads
+    //    the writer's clock, which minted the object's key).
     let stalled = writer.upload("run-3.log", &b"sensor log of run 3"[..]).await?;
-    tokio::time::sleep(Duration::from_millis(3100)).await;
-    let err = match engine.append("episodes", reader(episodes(&[("run-3", &stalled, &[])])?)).await {
+    let later = chrono::Utc::now() + chrono::Duration::minutes(46);
+    let stalled_writer = LanceEngine::new(store.clone()).with_writer_clock(Arc::new(FixedWriterClock::new(later)));
+    let err = match stalled_writer.append("episodes", reader(episodes(&[("run-3", &stalled, &[])])?)).await {
         Err(err) => err,
         Ok(out) => return Err(format!("the guard let version {} through", out.version).into()),
     };
