@@ -192,52 +192,38 @@ pub fn check_outside(shown: &str, destination: Destination<'_>, root: &LakeRootU
     }
 }
 
-/// The resolved folder and identities of a local root (see the module documentation).
+/// The resolved folder of a local root and how a path elsewhere is found inside it (see the
+/// module documentation).
 struct RootFolders {
     /// The root folder, resolved; `None` when it does not exist (nothing can be inside it then).
     path: Option<PathBuf>,
-    /// (device, inode) of the root and of its folders down to three levels (not below `objects/`).
-    ids: HashSet<(u64, u64)>,
-    /// The mount table and the places of the root's contents on their file systems: a bind
-    /// mount of any folder of the root, at any depth ([`crate::mount_table`]).
-    mounts: Option<(MountTable, Vec<Place>)>,
+    /// How a path outside the root's folder is found to lie inside it (a bind mount).
+    routes: Routes,
+}
+
+/// How a bind mount of a folder of the root is recognised.
+enum Routes {
+    /// By the kernel's mount table: the places of the root's contents on their file systems,
+    /// at any depth ([`crate::mount_table`]).
+    Mounts(MountTable, Vec<Place>),
+    /// Where no mount table can be read: (device, inode) of the root and of its folders down to
+    /// three levels (not below `objects/`).
+    Identities(HashSet<(u64, u64)>),
 }
 
 impl RootFolders {
     fn of(root: &Path) -> Self {
         let Ok(path) = std::fs::canonicalize(root) else {
-            return Self { path: None, ids: HashSet::new(), mounts: None };
+            return Self { path: None, routes: Routes::Identities(HashSet::new()) };
         };
-        let mut ids = HashSet::new();
-        let mut read = 0usize;
-        let mut stack = vec![(path.clone(), 0usize)];
-        while let Some((folder, depth)) = stack.pop() {
-            let Ok(meta) = std::fs::symlink_metadata(&folder) else { continue };
-            if !meta.is_dir() {
-                continue;
+        let routes = match MountTable::read() {
+            Some(table) => {
+                let inside = table.places_inside(&path);
+                Routes::Mounts(table, inside)
             }
-            ids.insert((meta.dev(), meta.ino()));
-            let below_objects =
-                folder.strip_prefix(&path).is_ok_and(|rel| rel.starts_with(crate::layout::OBJECTS_PREFIX));
-            if depth >= 3 || below_objects {
-                continue;
-            }
-            let Ok(entries) = std::fs::read_dir(&folder) else { continue };
-            for entry in entries.flatten() {
-                read += 1;
-                if read > ROOT_FOLDERS_READ {
-                    break;
-                }
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push((entry.path(), depth + 1));
-                }
-            }
-        }
-        let mounts = MountTable::read().map(|table| {
-            let inside = table.places_inside(&path);
-            (table, inside)
-        });
-        Self { path: Some(path), ids, mounts }
+            None => Routes::Identities(folder_identities(&path)),
+        };
+        Self { path: Some(path), routes }
     }
 
     /// Whether the resolved `path` lies inside the root (see the module documentation).
@@ -246,16 +232,44 @@ impl RootFolders {
         if path.starts_with(root) {
             return true;
         }
-        // On the root's file system below the root's folder, by the mount table: a bind mount of
-        // any of its folders.
-        if self.mounts.as_ref().is_some_and(|(table, inside)| table.lies_in(path, inside)) {
-            return true;
+        match &self.routes {
+            Routes::Mounts(table, inside) => table.lies_in(path, inside),
+            // A folder with the identity of the root or of one of its folders.
+            Routes::Identities(ids) => path
+                .ancestors()
+                .any(|a| std::fs::metadata(a).is_ok_and(|m| m.is_dir() && ids.contains(&(m.dev(), m.ino())))),
         }
-        // A folder with the identity of the root or of one of its folders: a bind mount (where
-        // no mount table can be read).
-        path.ancestors()
-            .any(|a| std::fs::metadata(a).is_ok_and(|m| m.is_dir() && self.ids.contains(&(m.dev(), m.ino()))))
     }
+}
+
+/// (device, inode) of the resolved folder `root` and of its folders down to three levels, not
+/// below `objects/`, at most [`ROOT_FOLDERS_READ`] entries read.
+fn folder_identities(root: &Path) -> HashSet<(u64, u64)> {
+    let mut ids = HashSet::new();
+    let mut read = 0usize;
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    while let Some((folder, depth)) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&folder) else { continue };
+        if !meta.is_dir() {
+            continue;
+        }
+        ids.insert((meta.dev(), meta.ino()));
+        let below_objects = folder.strip_prefix(root).is_ok_and(|rel| rel.starts_with(crate::layout::OBJECTS_PREFIX));
+        if depth >= 3 || below_objects {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            read += 1;
+            if read > ROOT_FOLDERS_READ {
+                break;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push((entry.path(), depth + 1));
+            }
+        }
+    }
+    ids
 }
 
 /// The resolved paths a write at `path` lands on: its folder resolved (the longest existing
@@ -576,6 +590,37 @@ pub(crate) fn folder_of(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where no mount table can be read, a bind mount of the root or of `_lake/` is recognised
+    /// by folder identities (tried only where this machine allows mounts).
+    #[test]
+    fn without_a_mount_table_bind_mounts_are_recognised_by_folder_identities() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("lake");
+        std::fs::create_dir_all(root.join("_lake")).unwrap();
+        let root = root.canonicalize().unwrap();
+        let folders = RootFolders { path: Some(root.clone()), routes: Routes::Identities(folder_identities(&root)) };
+        assert!(folders.contains(&root.join("plan.json")));
+        assert!(!folders.contains(&dir.path().canonicalize().unwrap().join("plan.json")));
+        for (inside, at) in [("", "mnt-root"), ("_lake", "mnt-meta")] {
+            let target = dir.path().join(at);
+            std::fs::create_dir(&target).unwrap();
+            let mounted = std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(root.join(inside))
+                .arg(&target)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !mounted {
+                eprintln!("mount --bind is not allowed here: the identity route is not tried");
+                return;
+            }
+            let seen = folders.contains(&target.canonicalize().unwrap().join("x.json"));
+            let _ = std::process::Command::new("umount").arg("-l").arg(&target).status();
+            assert!(seen, "a bind mount of `{inside}` at {at}");
+        }
+    }
 
     #[test]
     fn documents_are_recognised_by_their_first_members() {
