@@ -64,6 +64,17 @@ pub(crate) fn probe_format(bytes: &[u8]) -> Result<u64, DecodeError> {
     }
 }
 
+/// Which list of an entry a reference belongs to: `added` (a delta's additions, a snapshot's
+/// full set) or `removed` (a delta's removals). What a streamed entry's reader hands over with
+/// each reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryList {
+    /// The entry's `added` list (or its log).
+    Added,
+    /// The entry's `removed` list (or its log of removals).
+    Removed,
+}
+
 /// Whether a sidecar is relative to its parent or the full reference set of its version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

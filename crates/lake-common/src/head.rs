@@ -42,8 +42,13 @@ pub struct LogHead {
     /// format of earlier builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lance: Option<VersionBinding>,
-    /// The reference log.
+    /// The reference log: the references the version added (`Delta`) or its full set
+    /// (`Snapshot`).
     pub log: LogRef,
+    /// The references a `Delta` removed, when it removed any (a log of its own); never on a
+    /// snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<LogRef>,
 }
 
 /// Where a reference log is and what it must contain.
@@ -53,12 +58,16 @@ pub struct LogRef {
     /// The write's ULID (26 Crockford base-32 characters); the log is
     /// `<journal folder>/logs/<write_id>.arrows` and carries the same id in its schema.
     pub write_id: String,
-    /// Rows (references) in the log.
+    /// Rows in the log: references of a row log, identities of a sorted log.
     pub references: u64,
     /// The log's length in bytes.
     pub bytes: u64,
     /// SHA-256 of the log's bytes, 64 lowercase hex characters.
     pub sha256: String,
+    /// True for a sorted log (one row per identity, strictly ascending, with a `count`
+    /// column); absent (false) for a row log ([`crate::reflog`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sorted: bool,
 }
 
 /// The wire form of a head: the head and its seal.
@@ -73,6 +82,8 @@ struct SealedHead {
     #[serde(default)]
     lance: Option<VersionBinding>,
     log: LogRef,
+    #[serde(default)]
+    removed: Option<LogRef>,
     sha256: String,
 }
 
@@ -88,7 +99,19 @@ impl LogHead {
             kind,
             lance: None,
             log,
+            removed: None,
         }
+    }
+
+    /// This head with a log of the references its `Delta` removed.
+    pub fn with_removed(mut self, removed: LogRef) -> Self {
+        self.removed = Some(removed);
+        self
+    }
+
+    /// The logs this head names: its log, then the log of removals if any.
+    pub fn logs(&self) -> impl Iterator<Item = &LogRef> {
+        std::iter::once(&self.log).chain(self.removed.as_ref())
     }
 
     /// This head bound to the Lance version it journals (format
@@ -109,31 +132,19 @@ impl LogHead {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Checks that `log` is the log this head names: its length and SHA-256 (the row count is
-    /// checked when it is decoded).
-    ///
-    /// # Errors
-    /// [`DecodeError::LogSize`] for another length, [`DecodeError::LogDigestMismatch`] for
-    /// other bytes of the same length.
-    pub fn check_log(&self, log: &[u8]) -> Result<(), DecodeError> {
-        if log.len() as u64 != self.log.bytes {
-            return Err(DecodeError::LogSize { what: "bytes", expected: self.log.bytes, found: log.len() as u64 });
-        }
-        let actual = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(log));
-        if actual != self.log.sha256 {
-            return Err(DecodeError::LogDigestMismatch { recorded: self.log.sha256.clone(), actual });
-        }
-        Ok(())
-    }
-
-    /// The delta this head describes once its log is decoded into `counts`.
-    pub fn into_delta(self, counts: crate::ReferenceCounts) -> ObjectReferenceDelta {
-        let mut delta = ObjectReferenceDelta::additions(self.table, self.version, counts);
+    /// The delta this head describes once its logs are decoded: `added` (a delta's additions
+    /// or a snapshot's full set) and `removed` (a delta's removals; empty otherwise).
+    pub fn into_delta(self, added: crate::ReferenceCounts, removed: crate::ReferenceCounts) -> ObjectReferenceDelta {
+        let mut delta = match self.kind {
+            DeltaKind::Snapshot => {
+                let mut d = ObjectReferenceDelta::additions(self.table, self.version, added);
+                d.kind = DeltaKind::Snapshot;
+                d.parent = self.parent;
+                d
+            }
+            DeltaKind::Delta => ObjectReferenceDelta::delta(self.table, self.version, &added, &removed),
+        };
         delta.binding = self.lance;
-        if self.kind == DeltaKind::Snapshot {
-            delta.kind = DeltaKind::Snapshot;
-            delta.parent = self.parent;
-        }
         delta
     }
 
@@ -144,18 +155,62 @@ impl LogHead {
             table,
             expected_version,
         )?;
-        let id = &self.log.write_id;
-        if id.len() != 26 || !id.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
-            return Err(DecodeError::CorruptJson(format!("`log.write_id` {id:?} is not a ULID")));
+        if self.removed.is_some() && self.kind == DeltaKind::Snapshot {
+            return Err(DecodeError::SnapshotWithRemovals { version: self.version });
         }
-        let digest = &self.log.sha256;
-        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(DecodeError::CorruptJson(format!(
-                "`log.sha256` {digest:?} is not 64 lowercase hex characters"
-            )));
+        for log in self.logs() {
+            check_log_ref(log)?;
+        }
+        if self.removed.as_ref().is_some_and(|r| r.write_id == self.log.write_id) {
+            return Err(DecodeError::CorruptJson("`removed.write_id` names the same log as `log.write_id`".into()));
         }
         Ok(self)
     }
+}
+
+/// Checks the fields of one log a head names: a ULID write id and a 64-hex digest.
+impl LogRef {
+    /// The reference to a finished log of `write_id` with these totals.
+    pub fn of(write_id: impl Into<String>, totals: &crate::LogTotals, sorted: bool) -> Self {
+        Self {
+            write_id: write_id.into(),
+            references: totals.references,
+            bytes: totals.bytes,
+            sha256: totals.sha256.clone(),
+            sorted,
+        }
+    }
+
+    /// Checks a log read in full against this reference: its length, then its SHA-256, then its
+    /// row count (so an edit that keeps a valid stream is a digest mismatch).
+    ///
+    /// # Errors
+    /// [`DecodeError::LogSize`] for another length or row count,
+    /// [`DecodeError::LogDigestMismatch`] for other bytes of the same length.
+    pub fn check(&self, read: &crate::LogTotals) -> Result<(), DecodeError> {
+        if read.bytes != self.bytes {
+            return Err(DecodeError::LogSize { what: "bytes", expected: self.bytes, found: read.bytes });
+        }
+        if read.sha256 != self.sha256 {
+            return Err(DecodeError::LogDigestMismatch { recorded: self.sha256.clone(), actual: read.sha256.clone() });
+        }
+        if read.references != self.references {
+            return Err(DecodeError::LogSize { what: "references", expected: self.references, found: read.references });
+        }
+        Ok(())
+    }
+}
+
+fn check_log_ref(log: &LogRef) -> Result<(), DecodeError> {
+    let id = &log.write_id;
+    if id.len() != 26 || !id.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
+        return Err(DecodeError::CorruptJson(format!("`log.write_id` {id:?} is not a ULID")));
+    }
+    let digest = &log.sha256;
+    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(DecodeError::CorruptJson(format!("`log.sha256` {digest:?} is not 64 lowercase hex characters")));
+    }
+    Ok(())
 }
 
 /// A decoded sidecar file.
@@ -199,6 +254,7 @@ impl SidecarDocument {
             kind: wire.kind,
             lance: wire.lance,
             log: wire.log,
+            removed: wire.removed,
         };
         let head = head.validate(table, expected_version)?;
         check_seal(&head.encode_body(), &wire.sha256)?;

@@ -37,7 +37,7 @@ pub mod uri;
 pub use binding::{BindingCheck, ManifestIdentity, VersionBinding};
 pub use counts::ReferenceCounts;
 pub use delta::{
-    DeltaKind, ObjectReferenceDelta, ReferenceCount, SIDECAR_FORMAT_VERSION, UNBOUND_FORMAT_VERSION,
+    DeltaKind, EntryList, ObjectReferenceDelta, ReferenceCount, SIDECAR_FORMAT_VERSION, UNBOUND_FORMAT_VERSION,
     UNSEALED_FORMAT_VERSIONS,
 };
 pub use error::{DecodeError, LocationError, UriError};
@@ -48,7 +48,9 @@ pub use location::{
     DATA_LOCATION_EXTENSION_NAME,
 };
 pub use managed::{check_new_reference, is_managed_key};
-pub use reflog::{decode_reference_log, visit_reference_log, LogTotals, ReferenceLogEncoder};
+pub use reflog::{
+    decode_reference_log, visit_reference_log, LogDecoder, LogTotals, ReferenceLogEncoder, SortedLogEncoder,
+};
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,
 };

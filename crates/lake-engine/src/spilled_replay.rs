@@ -29,7 +29,7 @@
 
 use crate::replay::ReplayError;
 use crate::spill::{read_exact_or_end, Merged, SortedRuns, SpillError, SpillRecord};
-use lake_common::{DeltaKind, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
+use lake_common::{DeltaKind, EntryList, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
@@ -128,23 +128,73 @@ impl SpilledJournal {
     /// added already; [`SpilledReplayError::Spill`] when a run cannot be written.
     pub fn add(&mut self, delta: ObjectReferenceDelta) -> Result<(), SpilledReplayError> {
         let v = delta.version;
-        if self.kinds.insert(v, delta.kind).is_some() {
-            return Err(ReplayError::NotContiguous { expected: "each version once".into(), found: v }.into());
-        }
+        self.begin(v, delta.kind)?;
         // The entry is consumed: its identities move into the events, no copy per reference.
-        let (removed, added) = match delta.kind {
-            DeltaKind::Snapshot => (Vec::new(), delta.added),
-            DeltaKind::Delta => (delta.removed, delta.added),
-        };
-        let snapshot = delta.kind == DeltaKind::Snapshot;
-        for e in removed {
-            self.events.push(Event { identity: e.identity, version: v, op: Op::Remove(e.count) })?;
+        for e in delta.removed {
+            self.push(v, EntryList::Removed, e.identity, e.count)?;
         }
-        for e in added {
-            let op = if snapshot { Op::Set(e.count) } else { Op::Add(e.count) };
-            self.events.push(Event { identity: e.identity, version: v, op })?;
+        for e in delta.added {
+            self.push(v, EntryList::Added, e.identity, e.count)?;
         }
         Ok(())
+    }
+
+    /// Starts version `version`'s entry of `kind`, whose references follow by
+    /// [`SpilledJournal::push`] (an entry streamed from a reference log, never held whole).
+    ///
+    /// # Errors
+    /// [`SpilledReplayError::Replay`] ([`ReplayError::NotContiguous`]) when the version was
+    /// begun already.
+    pub fn begin(&mut self, version: u64, kind: DeltaKind) -> Result<(), SpilledReplayError> {
+        if self.kinds.insert(version, kind).is_some() {
+            return Err(ReplayError::NotContiguous { expected: "each version once".into(), found: version }.into());
+        }
+        Ok(())
+    }
+
+    /// `count` references to `identity` in list `list` of version `version`'s entry (begun by
+    /// [`SpilledJournal::begin`]). References may come in any order and an identity may come
+    /// several times: a version's additions (a snapshot's references) and removals are summed
+    /// per identity. A snapshot's removals are ignored, as in [`SpilledJournal::add`].
+    ///
+    /// # Errors
+    /// [`ReplayError::NotContiguous`] for a version not begun; [`SpilledReplayError::Spill`].
+    pub fn push(
+        &mut self,
+        version: u64,
+        list: EntryList,
+        identity: ObjectIdentity,
+        count: u64,
+    ) -> Result<(), SpilledReplayError> {
+        let Some(kind) = self.kinds.get(&version) else {
+            return Err(ReplayError::NotContiguous { expected: "an entry begun first".into(), found: version }.into());
+        };
+        if count == 0 {
+            return Ok(());
+        }
+        let op = match (kind, list) {
+            (DeltaKind::Snapshot, EntryList::Removed) => return Ok(()),
+            (DeltaKind::Snapshot, EntryList::Added) => Op::Set(count),
+            (DeltaKind::Delta, EntryList::Added) => Op::Add(count),
+            (DeltaKind::Delta, EntryList::Removed) => Op::Remove(count),
+        };
+        Ok(self.events.push(Event { identity, version, op })?)
+    }
+
+    /// Forgets version `version`'s entry after a defect was found partway through it (a
+    /// reference log that failed its checks): the version counts as missing, so any replay
+    /// over it fails ([`ReplayError::NotContiguous`]), and events already pushed for it are
+    /// never replayed.
+    pub fn discard(&mut self, version: u64) {
+        self.kinds.remove(&version);
+    }
+
+    /// The replay's base for reading version `version` alone: the newest snapshot at or below
+    /// it, or version 1 (`None` when neither was added; whether the chain from the base to
+    /// `version` is whole is checked when it is replayed).
+    pub fn base_for(&self, version: u64) -> Option<u64> {
+        let snapshot = self.kinds.range(..=version).rev().find(|(_, k)| **k == DeltaKind::Snapshot).map(|(v, _)| *v);
+        snapshot.or_else(|| self.kinds.contains_key(&1).then_some(1))
     }
 
     /// Sorted runs spilled to disk so far.

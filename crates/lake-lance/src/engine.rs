@@ -24,9 +24,7 @@ use lake_common::{
     DeltaKind, LogHead, LogRef, ObjectIdentity, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts,
 };
 use lake_engine::journal::{added_between, Sidecars};
-use lake_engine::{
-    Engine, EngineError, LineageStamp, TableLineage, TableLocation, TableSet, TableSnapshot, UnreferencedFile,
-};
+use lake_engine::{Engine, EngineError, LineageStamp, TableLocation, TableSet, TableSnapshot, UnreferencedFile};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::failpoint;
 use lake_objects::guard::{PublicationGuard, SystemClock, WriterClock};
@@ -517,6 +515,7 @@ impl LanceEngine {
                 references: log.totals.references,
                 bytes: log.totals.bytes,
                 sha256: log.totals.sha256.clone(),
+                sorted: false,
             },
         )
         .bound(crate::binding::binding_of(&self.store, table, &ds).await?);
@@ -851,7 +850,10 @@ impl LanceEngine {
         let versions = ds.versions().await.map_err(lance_err)?;
         let tags = self.lineage_tags(&ds, table).await?;
         let mut restore_tags = self.restore_tags(table, Utc::now()).await?;
-        let (sidecars, _) = sidecar::read_all(&self.store, table).await?;
+        // Which versions' entries decode (streamed: no entry is held).
+        let mut decoded = sidecar::Decoded::default();
+        let listing = sidecar::list(&self.store, table).await?;
+        sidecar::stream_listed(&self.store, table, &listing, 1..=u64::MAX, &mut decoded).await?;
         let mut by_version: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for (name, contents) in tags {
             by_version.entry(contents.version).or_default().push(name);
@@ -868,7 +870,7 @@ impl LanceEngine {
                     timestamp: fmt_time(v.timestamp),
                     tags,
                     restore_tags: restore,
-                    journaled: matches!(sidecars.get(&v.version), Some(Ok(_))),
+                    journaled: decoded.ok(v.version),
                 }
             })
             .collect())
@@ -894,28 +896,6 @@ impl LanceEngine {
             action: "checkout",
             source,
         })
-    }
-
-    pub(crate) async fn lineage_and_sidecars(&self, table: &str) -> Result<(TableLineage, Sidecars), LanceEngineError> {
-        self.lineage_and_sidecars_with(table, true).await
-    }
-
-    /// The lineage of `table` and its decoded sidecars. With `use_checkpoint`, a valid reference
-    /// checkpoint at version C stands in for C's sidecar as a snapshot, and sidecars before C are
-    /// not read (see [`crate::refs_checkpoint`]).
-    pub(crate) async fn lineage_and_sidecars_with(
-        &self,
-        table: &str,
-        use_checkpoint: bool,
-    ) -> Result<(TableLineage, Sidecars), LanceEngineError> {
-        let mut sidecars = Sidecars::new();
-        let lineage = self
-            .read_lineage(table, use_checkpoint, |version, entry| {
-                sidecars.insert(version, entry);
-                Ok(())
-            })
-            .await?;
-        Ok((lineage, sidecars))
     }
 }
 

@@ -40,7 +40,7 @@ use crate::scan::writable_columns;
 use chrono::{DateTime, Utc};
 use lake_common::intent::IntentOperation;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
-use lake_engine::{check_chain, EngineError, LineageProblem, Replay};
+use lake_engine::{EngineError, LineageProblem};
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::failpoint;
 use lake_objects::guard::PublicationGuard;
@@ -103,39 +103,38 @@ fn lance_err<'a>(table: &'a str, action: &'static str) -> impl Fn(lance::Error) 
 }
 
 impl LanceEngine {
-    /// The reference counts of `table` at `version`, replayed from the journal.
+    /// The reference counts of `table` at `version`, replayed from the journal: the journal is
+    /// streamed into sorted runs (bounded by the engine's memory budget); the counts returned
+    /// are held in memory (one entry per identity referenced at `version`).
     ///
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] naming the lineage problem when the journal cannot
-    /// reach `version` (a missing or undecodable sidecar at or below it).
+    /// reach `version` (a missing or undecodable entry at or below it).
     pub async fn journal_counts_at(&self, table: &str, version: u64) -> Result<ReferenceCounts, LanceEngineError> {
-        let (lineage, sidecars) = self.lineage_and_sidecars(table).await?;
+        let crate::live::LanceSnapshot { lineage, journal } = self.lineage_and_journal(table).await?;
         if version > lineage.latest_version {
             return Err(LanceEngineError::InvalidInput(format!(
                 "table `{table}` has no version {version} (latest is {})",
                 lineage.latest_version
             )));
         }
-        // The replay's base for `version` alone, and a full chain to it: the one search of
-        // `lake_engine::check_chain`, as for every other replay.
-        let (base, problems) = check_chain(table, &[version], version, &sidecars);
-        if let Some(problem) = problems.into_iter().next() {
-            return Err(lineage_error(table, problem));
-        }
-        let base =
-            base.ok_or_else(|| LanceEngineError::InvalidInput(format!("table `{table}` has no version {version}")))?;
-        let mut replay = Replay::new(&[]);
-        for v in base..=version {
-            if let Some(Ok(d)) = sidecars.get(&v) {
-                replay.apply(d).map_err(|e| {
-                    lineage_error(
-                        table,
-                        LineageProblem::Inconsistent { table: table.into(), version: v, reason: e.to_string() },
-                    )
-                })?;
+        let unreachable = |reason: String| {
+            lineage_error(table, LineageProblem::Inconsistent { table: table.into(), version, reason })
+        };
+        // The replay's base for `version` alone (the newest snapshot at or below it), and a
+        // whole chain from it to `version`: checked by the replay itself.
+        let base = journal
+            .base_for(version)
+            .ok_or_else(|| unreachable("no snapshot or version 1 in the journal at or below it".into()))?;
+        let mut stream = journal.retained_counts(base, version, &[version]).map_err(|e| unreachable(e.to_string()))?;
+        let mut counts = ReferenceCounts::new();
+        let mut at = Vec::new();
+        while let Some(identity) = stream.next_counts(&mut at).map_err(|e| unreachable(e.to_string()))? {
+            if let Some((_, n)) = at.first() {
+                counts.add(identity, *n);
             }
         }
-        Ok(replay.counts())
+        Ok(counts)
     }
 
     /// Restores `version` of `table` as a new latest version, journaled as a snapshot of

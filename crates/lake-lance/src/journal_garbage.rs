@@ -13,8 +13,11 @@
 //! for the intents of other operations, removed with the intent but left by a crash).
 //!
 //! The sidecars and intents are read only when a file old enough is found (the common case
-//! costs one listing of the log folder). Any sidecar that mentions the write's id protects its
-//! log, even one that does not decode; so does any intent of the table, even an unreadable one.
+//! costs one listing of the log folder). Any sidecar (or the reference checkpoint) that
+//! mentions the write's id protects its log, even one that does not decode; so does any intent
+//! of the table, even an unreadable one. Entries that are not streamed writes' (a large delta,
+//! repair's snapshot, the checkpoint) have logs of their own, uploaded before their head is
+//! written: a crash between the two leaves a log no document names, garbage by the same rule.
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
@@ -113,31 +116,22 @@ impl LanceEngine {
             .collect())
     }
 
-    /// The write ids any sidecar of `table` mentions (a format-3 head names its log by it).
+    /// The write ids any sidecar of `table`, or its reference checkpoint, mentions: every
+    /// ULID-shaped word of each document, decodable or not (a head names its log, and its log
+    /// of removals, by their write ids; so does the checkpoint's snapshot).
     async fn named_write_ids(&self, table: &str) -> Result<BTreeSet<String>, LanceEngineError> {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            log: Option<Log>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Log {
-            write_id: Option<String>,
-        }
         let mut named = BTreeSet::new();
-        for (key, _) in self.store().list_all(&journal_prefix(table)).await? {
+        let mut keys: Vec<String> =
+            self.store().list_all(&journal_prefix(table)).await?.into_iter().map(|(key, _)| key).collect();
+        keys.push(crate::refs_checkpoint::checkpoint_key(table));
+        for key in keys {
             let Some(bytes) = self.store().get(&key).await? else { continue };
-            match serde_json::from_slice::<Head>(&bytes) {
-                Ok(head) => named.extend(head.log.and_then(|l| l.write_id)),
-                // Undecodable: whatever ULIDs it mentions are protected.
-                Err(_) => {
-                    let text = String::from_utf8_lossy(&bytes);
-                    named.extend(
-                        text.split(|c: char| !c.is_ascii_alphanumeric())
-                            .filter(|w| w.len() == 26 && ulid::Ulid::from_string(w).is_ok())
-                            .map(str::to_string),
-                    );
-                }
-            }
+            let text = String::from_utf8_lossy(&bytes);
+            named.extend(
+                text.split(|c: char| !c.is_ascii_alphanumeric())
+                    .filter(|w| w.len() == 26 && ulid::Ulid::from_string(w).is_ok())
+                    .map(str::to_string),
+            );
         }
         Ok(named)
     }

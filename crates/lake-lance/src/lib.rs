@@ -20,6 +20,7 @@
 //! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
 //! - `lineage`: a table's lineage, stamp and structural problems (branches, base paths).
 //! - `live`: the live references of a table for planning, streamed in bounded memory.
+//! - `log_upload`: sorted and row reference logs streamed to the store in parts (large entries).
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
 //! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
 //! - [`resolve`]: resolution of write intents (committed, abandoned, pending), fences, and
@@ -54,6 +55,7 @@ mod journal_garbage;
 pub mod journaling;
 mod lineage;
 mod live;
+mod log_upload;
 pub mod refs;
 pub mod refs_checkpoint;
 pub mod resolve;

@@ -28,7 +28,7 @@ use crate::error::LanceEngineError;
 use crate::refs_checkpoint;
 use crate::scan::reference_columns;
 use crate::sidecar::{self, JournalListing};
-use lake_common::{DecodeError, DeltaKind, ObjectReferenceDelta};
+use lake_common::{DecodeError, DeltaKind};
 use lake_engine::{check_chain_by, LineageProblem, LineageStamp, TableLineage};
 use lake_objects::layout::dataset_key;
 use lake_objects::registry;
@@ -218,22 +218,22 @@ impl LanceEngine {
         Ok(problems)
     }
 
-    /// The lineage of `table`, handing every journal entry it reads to `visit` in ascending
-    /// version order (decoded, or its decode error), without keeping them: the entries from the
+    /// The lineage of `table`, streaming every journal entry it reads into `sink` in ascending
+    /// version order (see [`sidecar::EntrySink`]), without keeping them: the entries from the
     /// replay's start on. With `use_checkpoint`, a valid reference checkpoint at version C is
-    /// handed over first as C's entry (a snapshot), and sidecars up to C are not read.
+    /// streamed first as C's entry (a snapshot), and sidecars up to C are not read.
     ///
     /// Every retained version's entry read from a sidecar (or the checkpoint standing in for
     /// it) is checked against the version's manifest (`crate::binding::check_entries`): an
     /// entry that records nothing of its version, or was written for another one, is a problem.
     ///
     /// # Errors
-    /// Storage and Lance errors, and whatever `visit` returns.
+    /// Storage and Lance errors, and whatever `sink` returns.
     pub(crate) async fn read_lineage(
         &self,
         table: &str,
         use_checkpoint: bool,
-        mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+        sink: &mut dyn sidecar::EntrySink,
     ) -> Result<TableLineage, LanceEngineError> {
         let Observed { stamp, journal, ds } = self.observe(table).await?;
         let (retained, latest) = (stamp.retained.clone(), stamp.latest_version);
@@ -242,39 +242,67 @@ impl LanceEngine {
             true => refs_checkpoint::load_valid(self.store(), table, oldest, latest).await?,
             false => None,
         };
-        // Only each version's kind (or decode error) is kept, for the chain check.
-        let mut kinds: BTreeMap<u64, Result<DeltaKind, String>> = BTreeMap::new();
-        // And the binding each retained version's written entry records (implied entries are
-        // judged from the version's own transaction: nothing to bind).
-        let mut bindings: BTreeMap<u64, Option<lake_common::VersionBinding>> = BTreeMap::new();
-        let mut record = |version: u64, entry: Result<ObjectReferenceDelta, DecodeError>| {
-            kinds.insert(version, entry.as_ref().map(|d| d.kind).map_err(|e| e.to_string()));
-            if let Ok(delta) = &entry {
-                if !journal.implied.contains_key(&version) && stamp.manifests.contains_key(&version) {
-                    bindings.insert(version, delta.binding.clone());
-                }
-            }
-            visit(version, entry)
+        let mut recording = Recording {
+            inner: sink,
+            kinds: BTreeMap::new(),
+            bindings: BTreeMap::new(),
+            journal: &journal,
+            manifests: &stamp.manifests,
         };
-        let stand_in = checkpoint.as_ref().map(|c| c.version);
-        if let Some(c) = checkpoint {
-            record(c.version, Ok(c))?;
-        }
-        let from = stand_in.unwrap_or(1);
-        sidecar::visit_listed(self.store(), table, &journal, from..=latest, |version, entry| {
-            // The checkpoint stands in for its version's sidecar.
-            if stand_in == Some(version) {
-                return Ok(());
+        let from = match checkpoint {
+            Some(c) => {
+                let at = c.version();
+                c.stream_into(self.store(), table, &mut recording).await?;
+                at + 1
             }
-            record(version, entry)
-        })
-        .await?;
-        let mut problems = journal.problems;
+            None => 1,
+        };
+        sidecar::stream_listed(self.store(), table, &journal, from..=latest, &mut recording).await?;
+        let Recording { kinds, bindings, .. } = recording;
+        let mut problems = journal.problems.clone();
         let (replay_base, chain_problems) = check_chain_by(table, &retained, latest, |v| kinds.get(&v).cloned());
         problems.extend(chain_problems);
         problems.extend(crate::binding::check_entries(&ds, table, &stamp.manifests, &bindings).await?);
         problems.extend(stamp.problems(table));
         Ok(TableLineage { table: table.into(), latest_version: latest, retained, replay_base, problems, stamp })
+    }
+}
+
+/// The sink [`LanceEngine::read_lineage`] puts in front of its caller's: it keeps each version's
+/// kind (or decode error) for the chain check, and the binding each retained version's written
+/// entry records (implied entries are judged from the version's own transaction: nothing to
+/// bind).
+struct Recording<'a> {
+    inner: &'a mut dyn sidecar::EntrySink,
+    kinds: BTreeMap<u64, Result<DeltaKind, String>>,
+    bindings: BTreeMap<u64, Option<lake_common::VersionBinding>>,
+    journal: &'a JournalListing,
+    manifests: &'a BTreeMap<u64, lake_common::ManifestIdentity>,
+}
+
+impl sidecar::EntrySink for Recording<'_> {
+    fn begin(&mut self, head: &sidecar::EntryHead) -> Result<(), LanceEngineError> {
+        self.inner.begin(head)
+    }
+
+    fn reference(
+        &mut self,
+        version: u64,
+        list: lake_common::EntryList,
+        identity: lake_common::ObjectIdentity,
+        count: u64,
+    ) -> Result<(), LanceEngineError> {
+        self.inner.reference(version, list, identity, count)
+    }
+
+    fn end(&mut self, version: u64, entry: Result<sidecar::EntryHead, DecodeError>) -> Result<(), LanceEngineError> {
+        self.kinds.insert(version, entry.as_ref().map(|h| h.kind).map_err(|e| e.to_string()));
+        if let Ok(head) = &entry {
+            if !self.journal.implied.contains_key(&version) && self.manifests.contains_key(&version) {
+                self.bindings.insert(version, head.binding.clone());
+            }
+        }
+        self.inner.end(version, entry)
     }
 }
 

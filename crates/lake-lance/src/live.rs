@@ -14,7 +14,8 @@
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
 use crate::refs_checkpoint;
-use lake_common::ObjectIdentity;
+use crate::sidecar::{EntryHead, EntrySink};
+use lake_common::{EntryList, ObjectIdentity};
 use lake_engine::{
     EngineError, IdentityStream, LineageProblem, LiveIdentities, RetainedRoots, SpilledJournal, SpilledReplayError,
     TableLineage, TableSnapshot,
@@ -79,24 +80,27 @@ impl LanceEngine {
     /// # Errors
     /// Storage and Lance errors, and a spill folder that cannot be written.
     pub(crate) async fn lineage_and_journal(&self, table: &str) -> Result<LanceSnapshot, LanceEngineError> {
-        let mut journal = SpilledJournal::new(self.memory_budget());
-        let lineage = self
-            .read_lineage(table, true, |_, entry| match entry {
-                Ok(delta) => journal.add(delta).map_err(|e| match e {
-                    SpilledReplayError::Spill(e) => LanceEngineError::Objects(e.into()),
-                    SpilledReplayError::Replay(e) => LanceEngineError::InvalidInput(e.to_string()),
-                }),
-                // Named by the lineage's chain check.
-                Err(_) => Ok(()),
-            })
-            .await?;
-        Ok(LanceSnapshot { lineage, journal })
+        self.lineage_and_journal_with(table, true, self.memory_budget()).await
+    }
+
+    /// As [`LanceEngine::lineage_and_journal`], with or without the checkpoint, holding at most
+    /// `budget` bytes of the journal's events in memory.
+    pub(crate) async fn lineage_and_journal_with(
+        &self,
+        table: &str,
+        use_checkpoint: bool,
+        budget: usize,
+    ) -> Result<LanceSnapshot, LanceEngineError> {
+        let mut sink = Spilling { journal: SpilledJournal::new(budget) };
+        let lineage = self.read_lineage(table, use_checkpoint, &mut sink).await?;
+        Ok(LanceSnapshot { lineage, journal: sink.journal })
     }
 
     /// Writes the reference checkpoint of `table` at its oldest retained version, when that is
     /// newer than the replay's base (after version cleanup): the counts there, replayed from the
-    /// journal in bounded memory except for the checkpoint document itself. Returns the version
-    /// written at, or `None` when there was nothing to shorten (or the journal is incomplete).
+    /// journal and streamed into the checkpoint's sorted log, in bounded memory. Returns the
+    /// version written at, or `None` when there was nothing to shorten (or the journal is
+    /// incomplete).
     ///
     /// # Errors
     /// Storage, Lance and spill errors; an inconsistent journal.
@@ -109,16 +113,50 @@ impl LanceEngine {
         let Some(oldest) = lineage.retained.first().copied().filter(|oldest| *oldest > base) else {
             return Ok(None);
         };
-        let mut stream = journal
-            .live(base, lineage.latest_version, &lineage.retained, Some(oldest))
+        let counts = journal
+            .retained_counts(base, lineage.latest_version, &[oldest])
             .map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?;
-        while stream
-            .next_live()
-            .map_err(|e| LanceEngineError::InvalidInput(spill_error(table, e).to_string()))?
-            .is_some()
-        {}
-        let Some(counts) = stream.counts_at() else { return Ok(None) };
         refs_checkpoint::write(self.store(), table, oldest, counts).await?;
         Ok(Some(oldest))
+    }
+}
+
+/// The sink that streams a journal into a [`SpilledJournal`]: an entry whose log turns out
+/// defective is discarded (its version then counts as missing; the lineage names it).
+pub(crate) struct Spilling {
+    pub journal: SpilledJournal,
+}
+
+fn spill_to_engine(e: SpilledReplayError) -> LanceEngineError {
+    match e {
+        SpilledReplayError::Spill(e) => LanceEngineError::Objects(e.into()),
+        SpilledReplayError::Replay(e) => LanceEngineError::InvalidInput(e.to_string()),
+    }
+}
+
+impl EntrySink for Spilling {
+    fn begin(&mut self, head: &EntryHead) -> Result<(), LanceEngineError> {
+        self.journal.begin(head.version, head.kind).map_err(spill_to_engine)
+    }
+
+    fn reference(
+        &mut self,
+        version: u64,
+        list: EntryList,
+        identity: ObjectIdentity,
+        count: u64,
+    ) -> Result<(), LanceEngineError> {
+        self.journal.push(version, list, identity, count).map_err(spill_to_engine)
+    }
+
+    fn end(
+        &mut self,
+        version: u64,
+        entry: Result<EntryHead, lake_common::DecodeError>,
+    ) -> Result<(), LanceEngineError> {
+        if entry.is_err() {
+            self.journal.discard(version);
+        }
+        Ok(())
     }
 }

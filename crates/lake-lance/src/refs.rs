@@ -10,9 +10,10 @@
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
+use crate::log_upload::{CountsWriter, WrittenCounts};
 use crate::sidecar;
 use crate::verify_refs::{is_binding_problem, Referenced};
-use lake_common::{ObjectReferenceDelta, SidecarDocument};
+use lake_common::{DeltaKind, LogHead, ObjectReferenceDelta, SidecarDocument};
 use lake_engine::spill::SortedRuns;
 use lake_engine::LineageProblem;
 use lake_objects::layout::sidecar_key;
@@ -30,20 +31,41 @@ pub struct BindReport {
     pub bound: Vec<u64>,
 }
 
+/// What [`LanceEngine::repair_refs`] wrote: a snapshot entry of one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairedEntry {
+    /// The table (or lineage `table@branch`).
+    pub table: String,
+    /// The version journaled.
+    pub version: u64,
+    /// References in the version (the sum of the counts).
+    pub references: u64,
+    /// Distinct objects (identities) the version references.
+    pub objects: u64,
+    /// Sorted runs the scan spilled to the temporary folder (0: it fit the memory budget).
+    pub spilled_runs: usize,
+}
+
 /// Verification lives in [`crate::verify_refs`] (bounded memory); re-exported here.
 pub use crate::verify_refs::{CountMismatch, VerifyReport, MAX_LISTED};
 
 impl LanceEngine {
     /// Rebuilds the missing sidecar of `table` at `version` as a snapshot from a scan of that
     /// version (create-only: an existing different sidecar is never replaced), then advances the
-    /// registry to it. Returns the snapshot written.
+    /// registry to it. Returns what was written.
+    ///
+    /// Memory is bounded by the engine's budget ([`LanceEngine::with_memory_budget`]) whatever
+    /// the version's size: the scanned references go into sorted runs (spilled to the
+    /// temporary folder past the budget), merged, counted per identity and streamed into the
+    /// entry's sorted reference log in upload parts (an entry of at most
+    /// [`sidecar::INLINE_MAX_IDENTITIES`] identities is written inline).
     ///
     /// # Errors
     /// Lance errors (the version must still exist); [`LanceEngineError::SidecarConflict`];
     /// [`LanceEngineError::InvalidInput`] for a version that reads files outside its dataset
     /// folder; [`LanceEngineError::Unreadable`] for columns or values a scan cannot read with
-    /// certainty.
-    pub async fn repair_refs(&self, table: &str, version: u64) -> Result<ObjectReferenceDelta, LanceEngineError> {
+    /// certainty; spill errors.
+    pub async fn repair_refs(&self, table: &str, version: u64) -> Result<RepairedEntry, LanceEngineError> {
         // A version that reads files outside its dataset folder has rows a scan of this table
         // cannot vouch for.
         let ds = self.open(table).await?.checkout_version(version).await.map_err(|source| LanceEngineError::Lance {
@@ -57,13 +79,59 @@ impl LanceEngine {
                 base.path
             )));
         }
-        let counts = self.scan_version(table, version).await?;
+        let mut runs = SortedRuns::<Referenced>::new(self.memory_budget());
+        crate::scan::visit_scanned(&ds, table, self.store().root(), None, |identity| {
+            runs.push(Referenced(identity)).map_err(|e| LanceEngineError::Objects(e.into()))
+        })
+        .await?;
+        let spilled_runs = runs.runs();
+        let mut merged = runs.finish().map_err(|e| LanceEngineError::Objects(e.into()))?;
+        let mut next = || merged.next_record().map_err(|e| LanceEngineError::Objects(e.into()));
         // Bound to the manifest that was scanned.
         let binding = crate::binding::binding_of(self.store(), table, &ds).await?;
-        let snapshot = ObjectReferenceDelta::snapshot(table, version, &counts).bound(binding);
-        sidecar::write(self.store(), &snapshot).await?;
+        let mut entry = RepairedEntry { table: table.into(), version, references: 0, objects: 0, spilled_runs };
+        // Counted identity by identity as the merge yields them: small entries inline, the
+        // rest into a sorted log without ever holding the set.
+        let mut counts = CountsWriter::new(self.store(), table, version);
+        let mut current: Option<(lake_common::ObjectIdentity, u64)> = None;
+        loop {
+            let record = match next() {
+                Ok(record) => record,
+                Err(e) => {
+                    counts.abort().await;
+                    return Err(e);
+                }
+            };
+            if let (Some((c, n)), Some(Referenced(r))) = (current.as_mut(), &record) {
+                if c == r {
+                    *n += 1;
+                    continue;
+                }
+            }
+            if let Some((identity, n)) = current.take() {
+                counts.push(identity, n).await?;
+            }
+            match record {
+                Some(Referenced(identity)) => current = Some((identity, 1)),
+                None => break,
+            }
+        }
+        (entry.references, entry.objects) = (counts.references, counts.identities);
+        match counts.finish().await? {
+            WrittenCounts::Inline(small) => {
+                let snapshot = ObjectReferenceDelta::snapshot(table, version, &small).bound(binding);
+                sidecar::write(self.store(), &snapshot).await?;
+            }
+            WrittenCounts::Log(log) => {
+                let head = LogHead::new(table, version, DeltaKind::Snapshot, log.clone()).bound(binding);
+                if let Err(e) = sidecar::write_head(self.store(), &head).await {
+                    crate::log_upload::discard(self.store(), table, &log).await;
+                    return Err(e);
+                }
+            }
+        }
         registry::advance(self.store(), table, version).await?;
-        Ok(snapshot)
+        Ok(entry)
     }
 
     /// Binds the journal entries of `table`'s retained versions that are not bound to their

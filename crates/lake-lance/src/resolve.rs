@@ -395,6 +395,7 @@ impl LanceEngine {
                         references: log.references,
                         bytes: log.bytes,
                         sha256: log.sha256.clone(),
+                        sorted: false,
                     };
                     sidecar::write_head(self.store(), &LogHead::new(table, version, kind, log).bound(binding)).await?;
                 }

@@ -75,13 +75,46 @@ pub(crate) async fn count_scanned(
     filter: Option<&str>,
     fragments: Option<Vec<lance::table::format::Fragment>>,
 ) -> Result<ReferenceCounts, LanceEngineError> {
+    let mut counts = ReferenceCounts::new();
     if let Some(f) = filter {
         crate::sql::check_predicate(f)?;
     }
+    scan_filtered(ds, table, root, filter, fragments, |id| {
+        counts.add(id, 1);
+        Ok(())
+    })
+    .await?;
+    Ok(counts)
+}
+
+/// Hands every reference of the rows of `ds` (at its checked-out version; of `fragments` only,
+/// when given) to `visit`, one per row and reference column, in scan order: memory is one
+/// batch, whatever the version's size.
+///
+/// # Errors
+/// Lance errors; [`LanceEngineError::Unreadable`] for references that cannot be read; what
+/// `visit` returns.
+pub(crate) async fn visit_scanned(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+    fragments: Option<Vec<lance::table::format::Fragment>>,
+    visit: impl FnMut(lake_common::ObjectIdentity) -> Result<(), LanceEngineError>,
+) -> Result<(), LanceEngineError> {
+    scan_filtered(ds, table, root, None, fragments, visit).await
+}
+
+async fn scan_filtered(
+    ds: &Dataset,
+    table: &str,
+    root: &LakeRootUri,
+    filter: Option<&str>,
+    fragments: Option<Vec<lance::table::format::Fragment>>,
+    mut visit: impl FnMut(lake_common::ObjectIdentity) -> Result<(), LanceEngineError>,
+) -> Result<(), LanceEngineError> {
     let columns = reference_columns(ds, table)?;
-    let mut counts = ReferenceCounts::new();
     if columns.is_empty() || fragments.as_ref().is_some_and(Vec::is_empty) {
-        return Ok(counts);
+        return Ok(());
     }
     let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "scan", source };
     let mut scanner = ds.scan();
@@ -94,9 +127,19 @@ pub(crate) async fn count_scanned(
     }
     let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
     while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+        let mut failed = None;
         columns
-            .visit(&batch, root, |id| counts.add(id, 1))
+            .visit(&batch, root, |id| {
+                if failed.is_none() {
+                    if let Err(e) = visit(id) {
+                        failed = Some(e);
+                    }
+                }
+            })
             .map_err(|source| LanceEngineError::Unreadable { table: table.into(), source })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
-    Ok(counts)
+    Ok(())
 }

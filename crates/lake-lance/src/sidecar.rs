@@ -5,46 +5,259 @@
 //! lets replay compute the counts of later versions.
 
 use crate::error::LanceEngineError;
-use lake_common::{decode_reference_log, DecodeError, LogHead, ObjectReferenceDelta, SidecarDocument};
+use crate::log_upload::upload_sorted;
+use lake_common::{
+    DecodeError, DeltaKind, EntryList, LogDecoder, LogHead, ObjectIdentity, ObjectReferenceDelta, SidecarDocument,
+};
 use lake_engine::journal::Sidecars;
 use lake_engine::LineageProblem;
 use lake_objects::layout::{journal_prefix, reference_log_key, sidecar_key};
 use lake_objects::store::{CreateOutcome, LakeStore};
 use std::collections::BTreeMap;
 
-/// Writes `delta` create-only. Writing the same bytes again is a no-op (idempotent retry);
-/// different bytes are a conflict.
+/// Entries with at most this many identities (`added` and `removed` together) are written
+/// inline, as one JSON document; larger ones as a head naming sorted reference logs, which every
+/// reader streams in bounded memory (`docs/journal-format.md`, "Head and reference log"). An
+/// inline entry costs about 150 bytes a reference to parse whole; at 1,024 that is 150 KB.
+pub const INLINE_MAX_IDENTITIES: usize = 1024;
+
+/// Writes the entry `delta` create-only: inline when it has at most [`INLINE_MAX_IDENTITIES`]
+/// identities, else as sorted logs (uploaded first) and a head naming them. Writing the same
+/// entry again is a no-op (idempotent retry: the same bytes, or a head whose logs hold the same
+/// counts); a different entry is a conflict, and the logs just uploaded are deleted.
 ///
 /// # Errors
 /// [`LanceEngineError::SidecarConflict`], [`LanceEngineError::SidecarWrite`].
 pub async fn write(store: &LakeStore, delta: &ObjectReferenceDelta) -> Result<(), LanceEngineError> {
-    create(store, &delta.table, delta.version, delta.encode()).await
+    if delta.added.len() + delta.removed.len() <= INLINE_MAX_IDENTITIES {
+        return match create(store, &delta.table, delta.version, delta.encode()).await? {
+            None => Ok(()),
+            Some(existing) => same_entry(store, delta, &existing).await,
+        };
+    }
+    let (table, version) = (delta.table.as_str(), delta.version);
+    fn entries(list: &[lake_common::ReferenceCount]) -> impl Iterator<Item = (&ObjectIdentity, u64)> {
+        list.iter().map(|e| (&e.identity, e.count))
+    }
+    let added = upload_sorted(store, table, version, entries(&delta.added)).await?;
+    let removed = match delta.removed.is_empty() {
+        true => None,
+        false => match upload_sorted(store, table, version, entries(&delta.removed)).await {
+            Ok(log) => Some(log),
+            Err(e) => {
+                crate::log_upload::discard(store, table, &added).await;
+                return Err(e);
+            }
+        },
+    };
+    let mut head = LogHead::new(table, version, delta.kind, added);
+    head.parent = delta.parent;
+    if let Some(removed) = removed {
+        head = head.with_removed(removed);
+    }
+    if let Some(binding) = delta.binding.clone() {
+        head = head.bound(binding);
+    }
+    // Our head did not land (another is there): its logs are named by nothing and deleted. A
+    // failed write is not known not to have landed (a timed-out PUT may have): its logs stay
+    // (GC collects them past the cutoff when nothing names them).
+    let existing = create(store, table, version, head.encode()).await?;
+    let Some(existing) = existing else { return Ok(()) };
+    let outcome = same_entry(store, delta, &existing).await;
+    for log in head.logs() {
+        crate::log_upload::discard(store, table, log).await;
+    }
+    outcome
 }
 
-/// Writes the format-2 head of a streamed write create-only (its log is already complete), with
-/// the same idempotence as [`write`].
+/// Writes a head whose logs are already complete (a streamed write's, or repair's) create-only,
+/// with the same idempotence as [`write`].
 ///
 /// # Errors
 /// As [`write`].
 pub async fn write_head(store: &LakeStore, head: &LogHead) -> Result<(), LanceEngineError> {
-    create(store, &head.table, head.version, head.encode()).await
+    let bytes = head.encode();
+    let Some(existing) = create(store, &head.table, head.version, bytes.clone()).await? else {
+        return Ok(());
+    };
+    // Another shape or other log names: the same entry only if both read to the same counts
+    // (read whole: a retry's rare path).
+    let outcome = match decode(store, &head.table, head.version, &bytes).await? {
+        Ok(ours) => same_entry(store, &ours, &existing).await,
+        Err(_) => Err(LanceEngineError::SidecarConflict { table: head.table.clone(), version: head.version }),
+    };
+    // The same entry under other log names: this head's logs that the existing entry does not
+    // name are named by nothing now, and deleted (on a conflict they are left: a write intent
+    // may still name them; GC collects them once nothing does).
+    if outcome.is_ok() {
+        let named = String::from_utf8_lossy(&existing);
+        for log in head.logs().filter(|l| !named.contains(l.write_id.as_str())) {
+            crate::log_upload::discard(store, &head.table, log).await;
+        }
+    }
+    outcome
 }
 
-async fn create(store: &LakeStore, table: &str, version: u64, bytes: Vec<u8>) -> Result<(), LanceEngineError> {
-    // Bytes: the create-only write and the comparison share one buffer (a sidecar can be large).
+/// Creates the sidecar of `version`; `Some(existing bytes)` when a sidecar with other bytes is
+/// there (the same bytes are a no-op).
+async fn create(
+    store: &LakeStore,
+    table: &str,
+    version: u64,
+    bytes: Vec<u8>,
+) -> Result<Option<bytes::Bytes>, LanceEngineError> {
+    // Bytes: the create-only write and the comparison share one buffer.
     let bytes = bytes::Bytes::from(bytes);
     let key = sidecar_key(table, version);
     match store.put_create(&key, bytes.clone()).await {
-        Ok(CreateOutcome::Created) => Ok(()),
-        Ok(CreateOutcome::Exists(existing)) if existing == bytes => Ok(()),
-        Ok(CreateOutcome::Exists(_)) => Err(LanceEngineError::SidecarConflict { table: table.into(), version }),
+        Ok(CreateOutcome::Created) => Ok(None),
+        Ok(CreateOutcome::Exists(existing)) if existing == bytes => Ok(None),
+        Ok(CreateOutcome::Exists(existing)) => Ok(Some(existing)),
         Err(e) => Err(LanceEngineError::SidecarWrite { table: table.into(), version, source: e }),
     }
 }
 
-/// Decodes the sidecar file of `version`, reading the reference log a format-2 head names.
-/// Every defect is a [`DecodeError`] (the version's lineage is then incomplete); only a failed
-/// read is an `Err` of the outer result.
+/// Whether the sidecar bytes `existing` hold the entry `delta` (the same counts, kind and
+/// binding, whatever its shape): a retry that wrote its logs under new names.
+async fn same_entry(store: &LakeStore, delta: &ObjectReferenceDelta, existing: &[u8]) -> Result<(), LanceEngineError> {
+    let conflict = || LanceEngineError::SidecarConflict { table: delta.table.clone(), version: delta.version };
+    match decode(store, &delta.table, delta.version, existing).await? {
+        Ok(found) if found == *delta => Ok(()),
+        _ => Err(conflict()),
+    }
+}
+
+/// A journal entry's head as a streamed read reports it: what is known before its references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryHead {
+    /// The version the entry describes.
+    pub version: u64,
+    /// Delta or snapshot.
+    pub kind: DeltaKind,
+    /// The parent version the entry names (`version - 1`; a snapshot may name none).
+    pub parent: Option<u64>,
+    /// The Lance version the entry is bound to (`None` for format 3 and implied entries).
+    pub binding: Option<lake_common::VersionBinding>,
+}
+
+/// What a streamed read of a table's journal reports, entry by entry in ascending version
+/// order: [`EntrySink::begin`], the entry's references, then [`EntrySink::end`]. A reader never
+/// holds a whole entry: references come one batch of a log at a time.
+pub trait EntrySink: Send {
+    /// The entry of `head.version` begins (its document decoded).
+    ///
+    /// # Errors
+    /// Whatever the sink fails with; the read stops.
+    fn begin(&mut self, head: &EntryHead) -> Result<(), LanceEngineError>;
+
+    /// `count` references to `identity` in list `list` of the entry of `version`, in any order
+    /// (a row log repeats an identity; an inline entry and a sorted log do not).
+    ///
+    /// # Errors
+    /// Whatever the sink fails with; the read stops.
+    fn reference(
+        &mut self,
+        version: u64,
+        list: EntryList,
+        identity: ObjectIdentity,
+        count: u64,
+    ) -> Result<(), LanceEngineError>;
+
+    /// The entry of `version` ended: its head when it decoded whole, or the defect that makes
+    /// the version a lineage problem (references handed over before it must be disregarded;
+    /// `begin` was called or not).
+    ///
+    /// # Errors
+    /// Whatever the sink fails with; the read stops.
+    fn end(&mut self, version: u64, entry: Result<EntryHead, DecodeError>) -> Result<(), LanceEngineError>;
+}
+
+/// A sink that keeps only whether each version's entry decoded (its references are read and
+/// checked, not kept).
+#[derive(Debug, Default)]
+pub struct Decoded(BTreeMap<u64, bool>);
+
+impl Decoded {
+    /// True when the entry of `version` was read and decoded whole.
+    pub fn ok(&self, version: u64) -> bool {
+        self.0.get(&version).copied().unwrap_or(false)
+    }
+}
+
+impl EntrySink for Decoded {
+    fn begin(&mut self, _: &EntryHead) -> Result<(), LanceEngineError> {
+        Ok(())
+    }
+
+    fn reference(&mut self, _: u64, _: EntryList, _: ObjectIdentity, _: u64) -> Result<(), LanceEngineError> {
+        Ok(())
+    }
+
+    fn end(&mut self, version: u64, entry: Result<EntryHead, DecodeError>) -> Result<(), LanceEngineError> {
+        self.0.insert(version, entry.is_ok());
+        Ok(())
+    }
+}
+
+/// A sink that builds each entry whole and hands it to a visitor: for the callers that need
+/// entries in memory (small ranges of versions, tests).
+struct Collect<F> {
+    table: String,
+    added: lake_common::ReferenceCounts,
+    removed: lake_common::ReferenceCounts,
+    visit: F,
+}
+
+impl<F> EntrySink for Collect<F>
+where
+    F: FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError> + Send,
+{
+    fn begin(&mut self, _: &EntryHead) -> Result<(), LanceEngineError> {
+        self.added = Default::default();
+        self.removed = Default::default();
+        Ok(())
+    }
+
+    fn reference(
+        &mut self,
+        _: u64,
+        list: EntryList,
+        identity: ObjectIdentity,
+        count: u64,
+    ) -> Result<(), LanceEngineError> {
+        match list {
+            EntryList::Added => self.added.add(identity, count),
+            EntryList::Removed => self.removed.add(identity, count),
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, version: u64, entry: Result<EntryHead, DecodeError>) -> Result<(), LanceEngineError> {
+        let (added, removed) = (std::mem::take(&mut self.added), std::mem::take(&mut self.removed));
+        let entry = entry.map(|head| entry_of(&self.table, &head, added, removed));
+        (self.visit)(version, entry)
+    }
+}
+
+/// The entry of `head` holding `added` and `removed`, canonical.
+fn entry_of(
+    table: &str,
+    head: &EntryHead,
+    added: lake_common::ReferenceCounts,
+    removed: lake_common::ReferenceCounts,
+) -> ObjectReferenceDelta {
+    let mut delta = match head.kind {
+        DeltaKind::Snapshot => ObjectReferenceDelta::snapshot(table, head.version, &added),
+        DeltaKind::Delta => ObjectReferenceDelta::delta(table, head.version, &added, &removed),
+    };
+    delta.parent = head.parent;
+    delta.binding = head.binding.clone();
+    delta
+}
+
+/// Decodes the sidecar file of `version` whole, streaming the reference logs a head names into
+/// memory (for a single entry: recovery, tests). Every defect is a [`DecodeError`] (the
+/// version's lineage is then incomplete); only a failed read is an `Err` of the outer result.
 ///
 /// # Errors
 /// Storage errors.
@@ -54,27 +267,107 @@ pub async fn decode(
     version: u64,
     bytes: &[u8],
 ) -> Result<Result<ObjectReferenceDelta, DecodeError>, LanceEngineError> {
-    let head = match SidecarDocument::decode(bytes, table, version) {
-        Ok(SidecarDocument::Inline(delta)) => return Ok(Ok(delta)),
-        Ok(SidecarDocument::Log(head)) => head,
-        Err(e) => return Ok(Err(e)),
+    let mut found = None;
+    let mut sink = Collect {
+        table: table.into(),
+        added: Default::default(),
+        removed: Default::default(),
+        visit: |_, entry: Result<ObjectReferenceDelta, DecodeError>| {
+            found = Some(entry);
+            Ok(())
+        },
     };
-    let key = reference_log_key(table, &head.log.write_id);
-    let Some(log) = store.get(&key).await? else {
+    stream_entry(store, table, version, bytes, &mut sink).await?;
+    Ok(found.unwrap_or(Err(DecodeError::CorruptJson("no entry".into()))))
+}
+
+/// Reads one sidecar document (`bytes`, already read) into `sink`, streaming the logs a head
+/// names.
+///
+/// # Errors
+/// Storage errors and the sink's.
+pub(crate) async fn stream_entry(
+    store: &LakeStore,
+    table: &str,
+    version: u64,
+    bytes: &[u8],
+    sink: &mut dyn EntrySink,
+) -> Result<(), LanceEngineError> {
+    let head = match SidecarDocument::decode(bytes, table, version) {
+        Ok(SidecarDocument::Inline(delta)) => {
+            let head = EntryHead { version, kind: delta.kind, parent: delta.parent, binding: delta.binding.clone() };
+            sink.begin(&head)?;
+            for e in delta.removed {
+                sink.reference(version, EntryList::Removed, e.identity, e.count)?;
+            }
+            for e in delta.added {
+                sink.reference(version, EntryList::Added, e.identity, e.count)?;
+            }
+            return sink.end(version, Ok(head));
+        }
+        Ok(SidecarDocument::Log(head)) => head,
+        Err(e) => return sink.end(version, Err(e)),
+    };
+    let entry = EntryHead { version, kind: head.kind, parent: head.parent, binding: head.lance.clone() };
+    sink.begin(&entry)?;
+    for (log, list) in
+        std::iter::once((&head.log, EntryList::Added)).chain(head.removed.iter().map(|r| (r, EntryList::Removed)))
+    {
+        if let Err(e) = stream_log(store, table, version, log, list, sink).await? {
+            return sink.end(version, Err(e));
+        }
+    }
+    sink.end(version, Ok(entry))
+}
+
+/// Streams the reference log `log` of the entry of `version` into `sink` as list `list`,
+/// checking its length, SHA-256 (first: an edited log is a digest mismatch) and row count.
+///
+/// # Errors
+/// Storage errors and the sink's; a defect of the log is the inner `Err`.
+async fn stream_log(
+    store: &LakeStore,
+    table: &str,
+    version: u64,
+    log: &lake_common::LogRef,
+    list: EntryList,
+    sink: &mut dyn EntrySink,
+) -> Result<Result<(), DecodeError>, LanceEngineError> {
+    use futures::StreamExt;
+    let key = reference_log_key(table, &log.write_id);
+    let Some(mut chunks) = store.get_stream(&key).await? else {
         return Ok(Err(DecodeError::LogMissing { key }));
     };
-    // Its length and SHA-256 first: a log edited in place (one byte of a key) still decodes.
-    if let Err(e) = head.check_log(&log) {
+    let mut decoder = LogDecoder::new(table, &log.write_id, log.sorted);
+    let mut stopped: Option<LanceEngineError> = None;
+    let mut defect: Option<DecodeError> = None;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        let mut visit = |identity: ObjectIdentity, count: u64| {
+            sink.reference(version, list, identity, count).map_err(|e| {
+                stopped = Some(e);
+                DecodeError::CorruptLog("the reader stopped".into())
+            })
+        };
+        if let Err(e) = decoder.feed(arrow_buffer::Buffer::from(chunk), &mut visit) {
+            if let Some(e) = stopped.take() {
+                return Err(e);
+            }
+            defect.get_or_insert(e);
+        }
+        // A log longer than its head says is refused without reading the rest.
+        if decoder.bytes() > log.bytes {
+            break;
+        }
+    }
+    let totals = decoder.totals();
+    if totals.bytes != log.bytes || totals.sha256 != log.sha256 {
+        return Ok(log.check(&totals));
+    }
+    if let Some(e) = defect {
         return Ok(Err(e));
     }
-    let (counts, references) = match decode_reference_log(&log, table, &head.log.write_id) {
-        Ok(decoded) => decoded,
-        Err(e) => return Ok(Err(e)),
-    };
-    if references != head.log.references {
-        return Ok(Err(DecodeError::LogSize { what: "references", expected: head.log.references, found: references }));
-    }
-    Ok(Ok(head.into_delta(counts)))
+    Ok(decoder.finish().and_then(|totals| log.check(&totals)))
 }
 
 /// Reads and decodes the sidecar of `version` (and the reference log it names); `None` when the
@@ -190,7 +483,7 @@ pub async fn visit_from(
     store: &LakeStore,
     table: &str,
     from: u64,
-    visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+    visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError> + Send,
 ) -> Result<Vec<LineageProblem>, LanceEngineError> {
     let listing = list(store, table).await?;
     visit_listed(store, table, &listing, from..=u64::MAX, visit).await?;
@@ -198,7 +491,9 @@ pub async fn visit_from(
 }
 
 /// As [`visit_from`] for the entries of `listing` whose versions are in `versions`: its sidecars,
-/// and its implied entries as empty deltas, merged in version order.
+/// and its implied entries as empty deltas, merged in version order. Each entry is built whole
+/// in memory before `visit` gets it: for small ranges; a whole journal is read with
+/// [`stream_listed`].
 ///
 /// # Errors
 /// Storage errors, and whatever `visit` returns.
@@ -207,9 +502,33 @@ pub async fn visit_listed(
     table: &str,
     listing: &JournalListing,
     versions: std::ops::RangeInclusive<u64>,
-    mut visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError>,
+    visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError> + Send,
+) -> Result<(), LanceEngineError> {
+    let mut sink = Collect { table: table.into(), added: Default::default(), removed: Default::default(), visit };
+    stream_listed(store, table, listing, versions, &mut sink).await
+}
+
+/// Streams the entries of `listing` whose versions are in `versions` into `sink`, in ascending
+/// version order: its sidecars (the documents read [`READ_AHEAD`] at a time, the reference
+/// logs of a head streamed one after the other), and its implied entries as empty deltas.
+/// Memory: the documents read ahead (inline entries are small, except those of earlier builds)
+/// and one batch of one log.
+///
+/// # Errors
+/// Storage errors, and whatever `sink` returns.
+pub async fn stream_listed(
+    store: &LakeStore,
+    table: &str,
+    listing: &JournalListing,
+    versions: std::ops::RangeInclusive<u64>,
+    sink: &mut dyn EntrySink,
 ) -> Result<(), LanceEngineError> {
     use futures::StreamExt;
+    // An empty range (a checkpoint at the latest version) reads nothing; `BTreeMap::range`
+    // refuses a start past the end.
+    if versions.is_empty() {
+        return Ok(());
+    }
     let mut wanted: Vec<(u64, String)> = Vec::new();
     for (v, (key, _)) in listing.files.range(versions.clone()) {
         wanted.push((*v, key.clone()));
@@ -221,18 +540,28 @@ pub async fn visit_listed(
             .get(&key)
             .await?
             .ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
-        Ok::<_, LanceEngineError>((version, decode(store, table, version, &bytes).await?))
+        Ok::<_, LanceEngineError>((version, bytes))
     };
-    let mut decoded = futures::stream::iter(wanted).map(read).buffered(READ_AHEAD);
-    while let Some(entry) = decoded.next().await {
-        let (version, entry) = entry?;
+    let empty = |sink: &mut dyn EntrySink, v: u64| {
+        let head = EntryHead {
+            version: v,
+            kind: DeltaKind::Delta,
+            parent: v.checked_sub(1).filter(|p| *p > 0),
+            binding: None,
+        };
+        sink.begin(&head)?;
+        sink.end(v, Ok(head))
+    };
+    let mut documents = futures::stream::iter(wanted).map(read).buffered(READ_AHEAD);
+    while let Some(document) = documents.next().await {
+        let (version, bytes) = document?;
         while let Some(v) = implied.next_if(|v| *v < version) {
-            visit(v, Ok(ObjectReferenceDelta::empty(table, v)))?;
+            empty(sink, v)?;
         }
-        visit(version, entry)?;
+        stream_entry(store, table, version, &bytes, sink).await?;
     }
     for v in implied {
-        visit(v, Ok(ObjectReferenceDelta::empty(table, v)))?;
+        empty(sink, v)?;
     }
     Ok(())
 }

@@ -35,7 +35,7 @@ use futures::{StreamExt, TryStreamExt};
 use lake_common::ObjectIdentity;
 use lake_engine::spill::{read_exact_or_end, SortedRuns, SpillError, SpillRecord};
 use lake_engine::spilled_replay::RetainedCounts;
-use lake_engine::{LineageProblem, SpilledJournal, SpilledReplayError};
+use lake_engine::{LineageProblem, SpilledReplayError};
 use lake_objects::registry;
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -198,7 +198,7 @@ impl SpillRecord for Scanned {
 
 /// An identity some scanned version references (for the object check).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Referenced(ObjectIdentity);
+pub(crate) struct Referenced(pub(crate) ObjectIdentity);
 
 impl SpillRecord for Referenced {
     fn memory_bytes(&self) -> usize {
@@ -338,17 +338,8 @@ impl LanceEngine {
         report: &mut VerifyReport,
         referenced: &mut SortedRuns<Referenced>,
     ) -> Result<lake_engine::TableLineage, LanceEngineError> {
-        let mut journal = SpilledJournal::new(share);
-        let lineage = self
-            .read_lineage(table, false, |_, entry| match entry {
-                Ok(delta) => journal.add(delta).map_err(|e| match e {
-                    SpilledReplayError::Spill(e) => spill(e),
-                    SpilledReplayError::Replay(e) => LanceEngineError::InvalidInput(e.to_string()),
-                }),
-                // Named by the lineage's chain check.
-                Err(_) => Ok(()),
-            })
-            .await?;
+        let crate::live::LanceSnapshot { lineage, journal } =
+            self.lineage_and_journal_with(table, false, share).await?;
         report.problems.extend(lineage.problems.iter().map(|p| p.to_string()));
         let journal_runs = journal.spilled_runs();
         let mut side = match lineage.replay_base {

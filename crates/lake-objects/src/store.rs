@@ -216,6 +216,27 @@ impl LakeStore {
         }
     }
 
+    /// The bytes of an object as a stream of chunks, as the backend delivers them (object_store's
+    /// `GetResult::into_stream`: the local backend reads the file in chunks, S3 streams the
+    /// response body), so a reader holds one chunk at a time; `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] for any other failure, at the request or for a chunk.
+    pub async fn get_stream(
+        &self,
+        key: &str,
+    ) -> Result<Option<futures::stream::BoxStream<'static, Result<Bytes, ObjectsError>>>, ObjectsError> {
+        use futures::StreamExt;
+        match self.store.get(&self.path(key)).await {
+            Ok(r) => {
+                let key = key.to_string();
+                Ok(Some(r.into_stream().map(move |chunk| chunk.map_err(|e| ObjectsError::storage(&key, e))).boxed()))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(ObjectsError::storage(key, e)),
+        }
+    }
+
     /// Metadata of an object; `None` when it does not exist.
     ///
     /// # Errors

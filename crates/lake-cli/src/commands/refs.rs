@@ -148,19 +148,15 @@ fn more(total: u64, listed: usize, what: &str) {
 
 async fn repair(args: &RepairArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
-    let snapshot = engine.repair_refs(&args.table.table, args.version).await?;
-    let refs: u64 = snapshot.added.iter().map(|e| e.count).sum();
+    let entry = engine.repair_refs(&args.table.table, args.version).await?;
     if args.table.json {
         print_json(
-            &json!({"table": snapshot.table, "version": snapshot.version, "kind": "snapshot", "references": refs, "objects": snapshot.added.len()}),
+            &json!({"table": entry.table, "version": entry.version, "kind": "snapshot", "references": entry.references, "objects": entry.objects, "spilled_runs": entry.spilled_runs}),
         );
     } else {
         println!(
             "journal entry of `{}` version {} rebuilt from a scan: a snapshot of {} references to {} objects",
-            snapshot.table,
-            snapshot.version,
-            refs,
-            snapshot.added.len()
+            entry.table, entry.version, entry.references, entry.objects
         );
     }
     Ok(())

@@ -1,6 +1,9 @@
 //! The reference log (format-2 sidecar payload): round trip, parts, fail-closed decoding.
 
-use lake_common::{decode_reference_log, DecodeError, ObjectIdentity, ReferenceCounts, ReferenceLogEncoder};
+use lake_common::{
+    decode_reference_log, DecodeError, LogDecoder, LogTotals, ObjectIdentity, ReferenceCounts, ReferenceLogEncoder,
+    SortedLogEncoder,
+};
 use proptest::prelude::*;
 
 const WRITE: &str = "01JD000000000000000000000W";
@@ -25,6 +28,116 @@ fn encode(ids: &[ObjectIdentity], batch: usize) -> Vec<u8> {
     assert_eq!(totals.references, ids.len() as u64);
     assert_eq!(totals.bytes, out.len() as u64);
     out
+}
+
+/// The totals of `bytes` read as a log (whatever its validity), as a streaming reader sees them.
+fn read_totals(bytes: &[u8], sorted: bool) -> LogTotals {
+    let mut decoder = LogDecoder::new("t", WRITE, sorted);
+    let _ = decoder.feed(arrow_buffer::Buffer::from(bytes), &mut |_, _| Ok(()));
+    decoder.totals()
+}
+
+/// Reads `bytes` as a log in chunks of `chunk` bytes; the counts and the totals.
+fn stream(bytes: &[u8], sorted: bool, chunk: usize) -> Result<(ReferenceCounts, LogTotals), DecodeError> {
+    let mut decoder = LogDecoder::new("t", WRITE, sorted);
+    let mut counts = ReferenceCounts::new();
+    for part in bytes.chunks(chunk.max(1)) {
+        decoder.feed(arrow_buffer::Buffer::from(part), &mut |identity, n| {
+            counts.add(identity, n);
+            Ok(())
+        })?;
+    }
+    Ok((counts, decoder.finish()?))
+}
+
+/// A sorted log of `counts`, drained every `every` identities.
+fn encode_sorted(counts: &ReferenceCounts, every: usize) -> (Vec<u8>, LogTotals) {
+    let mut enc = SortedLogEncoder::new("t", WRITE).unwrap();
+    let mut out = Vec::new();
+    for (i, (identity, n)) in counts.iter().enumerate() {
+        enc.push(identity, n).unwrap();
+        if i % every.max(1) == 0 {
+            out.extend(enc.take_bytes());
+        }
+    }
+    let (rest, totals) = enc.finish().unwrap();
+    out.extend(rest);
+    (out, totals)
+}
+
+proptest! {
+    #[test]
+    fn a_log_streamed_in_any_chunks_reads_as_a_whole(picks in proptest::collection::vec(0u8..20, 0..200), batch in 1usize..50, chunk in 1usize..400) {
+        let ids: Vec<ObjectIdentity> = picks.iter().map(|i| identity(*i)).collect();
+        let bytes = encode(&ids, batch);
+        let (counts, totals) = stream(&bytes, false, chunk).unwrap();
+        prop_assert_eq!(totals.references, ids.len() as u64);
+        prop_assert_eq!(totals.bytes, bytes.len() as u64);
+        prop_assert_eq!(counts, ids.into_iter().collect::<ReferenceCounts>());
+    }
+
+    #[test]
+    fn a_sorted_log_round_trips_its_counts(picks in proptest::collection::vec(0u8..60, 0..200), every in 1usize..20, chunk in 1usize..400) {
+        let counts: ReferenceCounts = picks.iter().map(|i| identity(*i)).collect();
+        let (bytes, totals) = encode_sorted(&counts, every);
+        prop_assert_eq!(totals.references, counts.len() as u64);
+        let (read, read_totals) = stream(&bytes, true, chunk).unwrap();
+        prop_assert_eq!(read, counts);
+        prop_assert_eq!(read_totals, totals);
+    }
+}
+
+#[test]
+fn a_sorted_log_is_written_only_ascending_and_read_only_as_its_shape() {
+    let mut enc = SortedLogEncoder::new("t", WRITE).unwrap();
+    enc.push(&identity(2), 3).unwrap();
+    assert!(enc.push(&identity(2), 1).is_err(), "a repeated identity is refused");
+    assert!(enc.push(&identity(1), 1).is_err(), "a smaller identity is refused");
+    enc.push(&identity(3), 0).unwrap();
+    assert_eq!(enc.identities(), 1, "a zero count is skipped");
+    let counts: ReferenceCounts = [identity(1), identity(2), identity(2)].into_iter().collect();
+    let (sorted, _) = encode_sorted(&counts, 1);
+    // Each shape is read only as what its head says it is.
+    assert!(matches!(stream(&sorted, false, 64), Err(DecodeError::CorruptLog(_))));
+    let rows = encode(&[identity(1)], 1);
+    assert!(matches!(stream(&rows, true, 64), Err(DecodeError::CorruptLog(_))));
+    // A truncated sorted log, and bytes after the end-of-stream marker, are refused.
+    assert!(matches!(stream(&sorted[..sorted.len() - 1], true, 64), Err(DecodeError::CorruptLog(_))));
+    let mut extra = sorted.clone();
+    extra.extend_from_slice(&sorted);
+    assert!(stream(&extra, true, 64).is_err());
+}
+
+#[test]
+fn an_unsorted_or_zero_count_sorted_log_is_refused() {
+    // A row log's batches relabelled as a sorted log's cannot be produced by the encoder, so
+    // write the defects with Arrow directly: rows out of order, and a zero count.
+    use arrow_array::{ArrayRef, FixedSizeBinaryArray, RecordBatch, StringArray, UInt64Array};
+    use std::sync::Arc;
+    let write = |uris: &[&str], counts: &[u64]| {
+        let schema = {
+            let mut enc = SortedLogEncoder::new("t", WRITE).unwrap();
+            let _ = enc.take_bytes();
+            // The schema of a sorted log, as the encoder writes it.
+            let (bytes, _) = encode_sorted(&[identity(1)].into_iter().collect(), 1);
+            arrow_ipc::reader::StreamReader::try_new(bytes.as_slice(), None).unwrap().schema()
+        };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(uris.to_vec())),
+            Arc::new(FixedSizeBinaryArray::try_from_iter(uris.iter().map(|_| [0u8; 32])).unwrap()),
+            Arc::new(UInt64Array::from(vec![1u64; uris.len()])),
+            Arc::new(UInt64Array::from(counts.to_vec())),
+        ];
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &schema).unwrap();
+        w.write(&batch).unwrap();
+        w.finish().unwrap();
+        w.into_inner().unwrap()
+    };
+    assert!(stream(&write(&["a", "b"], &[1, 2]), true, 7).is_ok());
+    assert!(matches!(stream(&write(&["b", "a"], &[1, 1]), true, 7), Err(DecodeError::CorruptLog(_))));
+    assert!(matches!(stream(&write(&["a", "a"], &[1, 1]), true, 7), Err(DecodeError::CorruptLog(_))));
+    assert!(matches!(stream(&write(&["a", "b"], &[1, 0]), true, 7), Err(DecodeError::CorruptLog(_))));
 }
 
 proptest! {
@@ -67,16 +180,22 @@ fn heads_and_inline_sidecars_decode_and_other_formats_are_refused() {
         "t",
         3,
         DeltaKind::Delta,
-        LogRef { write_id: WRITE.into(), references: 2, bytes: log.len() as u64, sha256: sha256.clone() },
+        LogRef {
+            write_id: WRITE.into(),
+            references: 2,
+            bytes: log.len() as u64,
+            sha256: sha256.clone(),
+            sorted: false,
+        },
     );
-    head.check_log(&log).unwrap();
+    head.log.check(&read_totals(&log, false)).unwrap();
     // One byte of a key changed: same length, still a valid IPC stream, refused by its digest.
     let mut edited = log.clone();
     let at = edited.windows(2).position(|w| w == b"f1").unwrap();
     edited[at + 1] = b'9';
     assert!(decode_reference_log(&edited, "t", WRITE).is_ok(), "the edit keeps a valid log");
-    assert!(matches!(head.check_log(&edited), Err(DecodeError::LogDigestMismatch { .. })));
-    assert!(matches!(head.check_log(&log[1..]), Err(DecodeError::LogSize { .. })));
+    assert!(matches!(head.log.check(&read_totals(&edited, false)), Err(DecodeError::LogDigestMismatch { .. })));
+    assert!(matches!(head.log.check(&read_totals(&log[1..], false)), Err(DecodeError::LogSize { .. })));
     assert_eq!(SidecarDocument::decode(&head.encode(), "t", 3).unwrap(), SidecarDocument::Log(head.clone()));
     assert!(matches!(SidecarDocument::decode(&head.encode(), "t", 4), Err(DecodeError::VersionMismatch { .. })));
     assert!(matches!(SidecarDocument::decode(&head.encode(), "u", 3), Err(DecodeError::TableMismatch { .. })));

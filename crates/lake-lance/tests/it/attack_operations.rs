@@ -295,7 +295,7 @@ async fn foreign_child_rename_repaired_then_renamed_back() {
     ds.alter_columns(&[ColumnAlteration::new("file.uri".to_string()).rename("url".to_string())]).await.unwrap();
     let v = ds.version().version;
     let rep = lake.engine.repair_refs("t", v).await;
-    eprintln!("repair of the child rename: {:?}", rep.as_ref().map(|d| d.added.len()).map_err(|e| e.to_string()));
+    eprintln!("repair of the child rename: {:?}", rep.as_ref().map(|d| d.objects).map_err(|e| e.to_string()));
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     assert_safe(&lake, "t", "foreign child rename").await;
 }

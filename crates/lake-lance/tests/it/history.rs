@@ -150,8 +150,8 @@ async fn a_second_lance_client_is_refused_until_repair() {
     .is_err());
     assert!(!lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 
-    let repaired = lake.engine.repair_refs("t", 2).await.unwrap();
-    assert_eq!(repaired.kind, DeltaKind::Snapshot);
+    lake.engine.repair_refs("t", 2).await.unwrap();
+    assert_eq!(sidecar(&lake, "t", 2).await.kind, DeltaKind::Snapshot);
     assert_verified(&lake).await;
     let plan = dry_run(&lake, cutoff, 10).await;
     assert!(plan.lineage_complete, "{:?}", plan.problems);

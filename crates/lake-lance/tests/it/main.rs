@@ -21,6 +21,7 @@ mod hold;
 mod hold_proxy;
 mod ingest;
 mod intents;
+mod large_entries;
 mod lineage;
 mod local_doors;
 mod operations;

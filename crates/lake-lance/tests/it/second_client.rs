@@ -105,6 +105,18 @@ async fn cutoff_now() -> DateTime<Utc> {
     cutoff
 }
 
+/// Repairs the entry of `table` at `v`, and reads back the snapshot it wrote (whole).
+async fn repair(lake: &TestLake, table: &str, v: u64) -> Result<lake_common::ObjectReferenceDelta, LanceEngineError> {
+    let written = lake.engine.repair_refs(table, v).await?;
+    let entry = lake_lance::sidecar::read(&lake.store, table, v).await.unwrap().expect("written").unwrap();
+    assert_eq!(entry.kind, lake_common::DeltaKind::Snapshot);
+    assert_eq!(
+        (written.references, written.objects),
+        (entry.added.iter().map(|r| r.count).sum(), entry.added.len() as u64)
+    );
+    Ok(entry)
+}
+
 /// The count of `object` in a repair snapshot (0 when absent).
 fn count_in(snapshot: &lake_common::ObjectReferenceDelta, object: &ManagedObject) -> u64 {
     snapshot.added.iter().find(|r| r.identity.uri == object.key).map_or(0, |r| r.count)
@@ -182,7 +194,7 @@ async fn an_unmarked_location_column_merged_by_a_second_client_keeps_its_objects
     );
     assert_nothing_live_is_planned(&lake, cutoff, &[&a, &b], &orphan, false).await;
 
-    let snapshot = lake.engine.repair_refs("t", v).await.unwrap();
+    let snapshot = repair(&lake, "t", v).await.unwrap();
     assert_eq!(count_in(&snapshot, &b), 1, "repair's snapshot includes the unmarked column: {snapshot:?}");
     assert_eq!(count_in(&snapshot, &a), 1);
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
@@ -218,7 +230,7 @@ async fn an_unmarked_list_of_locations_merged_by_a_second_client_keeps_its_objec
     let v = ds.version().version;
 
     assert_nothing_live_is_planned(&lake, cutoff, &[&a, &b, &c], &orphan, false).await;
-    let snapshot = lake.engine.repair_refs("t", v).await.unwrap();
+    let snapshot = repair(&lake, "t", v).await.unwrap();
     assert_eq!((count_in(&snapshot, &b), count_in(&snapshot, &c)), (1, 1), "{snapshot:?}");
     lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     assert_eq!(versions(&lake, "t").await, vec![v]);
@@ -635,7 +647,7 @@ async fn a_location_struct_with_an_extra_child_is_not_skipped() {
     .unwrap();
     let v = ds.version().version;
     // Either repair refuses the column, or its snapshot includes `b`.
-    if let Ok(snapshot) = lake.engine.repair_refs("t", v).await {
+    if let Ok(snapshot) = repair(&lake, "t", v).await {
         lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
         assert_eq!(
             count_in(&snapshot, &b),
