@@ -68,6 +68,9 @@ pub struct LogRef {
     /// column); absent (false) for a row log ([`crate::reflog`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sorted: bool,
+    /// The log's block index (absent in logs of earlier builds: those are read whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<crate::reflog::LogIndex>,
 }
 
 /// The wire form of a head: the head and its seal.
@@ -178,6 +181,7 @@ impl LogRef {
             bytes: totals.bytes,
             sha256: totals.sha256.clone(),
             sorted,
+            index: totals.index.clone(),
         }
     }
 
@@ -202,6 +206,24 @@ impl LogRef {
 }
 
 fn check_log_ref(log: &LogRef) -> Result<(), DecodeError> {
+    if let Some(index) = &log.index {
+        let bytes: u64 = index.blocks.iter().map(|b| b.bytes).sum();
+        let rows: u64 = index.blocks.iter().map(|b| b.rows).sum();
+        let first = index.blocks.first().map_or(0, |b| b.bytes);
+        let hex64 = |d: &str| d.len() == 64 && d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if bytes != log.bytes || rows != log.references || index.schema_bytes > first {
+            return Err(DecodeError::CorruptJson(format!(
+                "`log.index` does not describe its log ({bytes} bytes and {rows} rows in blocks, the log has {} and {})",
+                log.bytes, log.references
+            )));
+        }
+        if let Some(block) = index.blocks.iter().find(|b| !hex64(&b.sha256) || b.bytes == 0) {
+            return Err(DecodeError::CorruptJson(format!(
+                "`log.index` has a block with no bytes or a bad digest {:?}",
+                block.sha256
+            )));
+        }
+    }
     let id = &log.write_id;
     if id.len() != 26 || !id.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
         return Err(DecodeError::CorruptJson(format!("`log.write_id` {id:?} is not a ULID")));

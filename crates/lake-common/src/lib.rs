@@ -49,7 +49,8 @@ pub use location::{
 };
 pub use managed::{check_new_reference, is_managed_key};
 pub use reflog::{
-    decode_reference_log, visit_reference_log, LogDecoder, LogTotals, ReferenceLogEncoder, SortedLogEncoder,
+    decode_reference_log, visit_reference_log, LogBlock, LogDecoder, LogIndex, LogTotals, ReferenceLogEncoder,
+    SortedLogEncoder,
 };
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,

@@ -74,6 +74,16 @@ pub struct ReferenceLogEncoder {
     /// SHA-256 of the bytes taken so far (the head binds the log by it).
     digest: sha2::Sha256,
     capacity: usize,
+    /// Rows pushed but not yet encoded, and rows encoded since the last take.
+    pending_span: Span,
+    block_span: Span,
+    schema_bytes: u64,
+    blocks: Vec<LogBlock>,
+    /// The block being written: its bytes so far and their digest.
+    block_bytes: u64,
+    block_digest: sha2::Sha256,
+    /// Bytes of the output buffer already counted into the block.
+    buffer_seen: usize,
 }
 
 impl std::fmt::Debug for ReferenceLogEncoder {
@@ -109,6 +119,18 @@ impl ReferenceLogEncoder {
             bytes: 0,
             digest: <sha2::Sha256 as sha2::Digest>::new(),
             capacity: 0,
+            pending_span: Span::default(),
+            block_span: Span::default(),
+            schema_bytes: 0,
+            blocks: Vec::new(),
+            block_bytes: 0,
+            block_digest: <sha2::Sha256 as sha2::Digest>::new(),
+            buffer_seen: 0,
+        })
+        .map(|mut encoder| {
+            encoder.schema_bytes = encoder.writer.get_ref().len() as u64;
+            encoder.written(false);
+            encoder
         })
     }
 
@@ -135,6 +157,7 @@ impl ReferenceLogEncoder {
             counts.append_value(count);
         }
         self.uri.append_value(uri);
+        self.pending_span.add(uri);
         // A 32-byte value always fits a FixedSizeBinary(32) builder.
         let _ = self.sha256.append_value(sha256);
         self.size.append_value(size);
@@ -155,8 +178,20 @@ impl ReferenceLogEncoder {
         }
         self.flush_batch()?;
         let batch = RecordBatch::try_new(self.schema.clone(), arrays.to_vec())?;
-        self.writer.write(&batch)?;
-        self.references += batch.num_rows() as u64;
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            // A zero-copy slice per batch of the log.
+            let slice = batch.slice(offset, BATCH_ROWS.min(batch.num_rows() - offset));
+            offset += slice.num_rows();
+            self.writer.write(&slice)?;
+            self.references += slice.num_rows() as u64;
+            if let Some(uris) = slice.column(0).as_any().downcast_ref::<StringArray>() {
+                let mut span = Span::default();
+                uris.iter().flatten().for_each(|uri| span.add(uri));
+                self.block_span.merge(&span);
+            }
+            self.written(false);
+        }
         Ok(())
     }
 
@@ -186,7 +221,33 @@ impl ReferenceLogEncoder {
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         self.writer.write(&batch)?;
         self.pending = 0;
+        let span = std::mem::take(&mut self.pending_span);
+        self.block_span.merge(&span);
+        self.written(false);
         Ok(())
+    }
+
+    /// Counts the messages written since the last call into the current block, and closes the
+    /// block when it reached [`LOG_BLOCK_BYTES`] (or at the end, `last`).
+    fn written(&mut self, last: bool) {
+        let buffer = self.writer.get_ref();
+        let new = &buffer[self.buffer_seen.min(buffer.len())..];
+        sha2::Digest::update(&mut self.block_digest, new);
+        self.block_bytes += new.len() as u64;
+        self.buffer_seen = buffer.len();
+        if self.block_bytes > 0 && (last || self.block_bytes >= LOG_BLOCK_BYTES) {
+            let span = std::mem::take(&mut self.block_span);
+            let digest = std::mem::replace(&mut self.block_digest, <sha2::Sha256 as sha2::Digest>::new());
+            self.blocks.push(LogBlock {
+                bytes: self.block_bytes,
+                rows: span.rows,
+                sha256: hex::encode(sha2::Digest::finalize(digest)),
+                first: span.first,
+                last: span.last,
+                unmanaged: span.unmanaged,
+            });
+            self.block_bytes = 0;
+        }
     }
 
     /// Encoded bytes not yet taken.
@@ -200,6 +261,7 @@ impl ReferenceLogEncoder {
         let bytes = std::mem::replace(self.writer.get_mut(), Vec::with_capacity(self.capacity));
         self.bytes += bytes.len() as u64;
         sha2::Digest::update(&mut self.digest, &bytes);
+        self.buffer_seen = 0;
         bytes
     }
 
@@ -211,10 +273,12 @@ impl ReferenceLogEncoder {
     pub fn finish(mut self) -> Result<(Vec<u8>, LogTotals), ArrowError> {
         self.flush_batch()?;
         self.writer.finish()?;
+        self.written(true);
         self.capacity = 0;
         let rest = self.take_bytes();
         let sha256 = hex::encode(sha2::Digest::finalize(self.digest));
-        Ok((rest, LogTotals { references: self.references, bytes: self.bytes, sha256 }))
+        let index = LogIndex { schema_bytes: self.schema_bytes, blocks: self.blocks };
+        Ok((rest, LogTotals { references: self.references, bytes: self.bytes, sha256, index: Some(index) }))
     }
 }
 
@@ -229,8 +293,21 @@ pub struct SortedLogEncoder {
     total: u64,
 }
 
+/// Bytes of encoded messages per block of a log's index: a block closes at the first message
+/// boundary at or past it, so with batches of [`BATCH_ROWS`] references (about 80 KiB) a block
+/// is one batch. That is the unit a reader of one key range fetches: the index costs about
+/// 4 KB per 100,000 references (a block's size, rows, digest and first and last keys), and a
+/// range reads at most about a batch more than its keys take at either end.
+pub const LOG_BLOCK_BYTES: u64 = 64 * 1024;
+
+/// Most rows of one record batch of a log: whole arrays pushed at once are cut into slices of
+/// this many rows, so that a block of the index ([`LOG_BLOCK_BYTES`]) holds one to two
+/// batches (a batch of 4,096 references is about 80 KiB encoded) and a reader of a key range
+/// fetches little beyond its keys.
+pub const BATCH_ROWS: usize = 4096;
+
 /// Rows a [`SortedLogEncoder`] encodes per record batch (a batch is the unit a reader decodes).
-pub const SORTED_BATCH_ROWS: usize = 8192;
+pub const SORTED_BATCH_ROWS: usize = BATCH_ROWS;
 
 impl std::fmt::Debug for SortedLogEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -308,6 +385,78 @@ impl SortedLogEncoder {
     }
 }
 
+/// What the index of a log records of one block: a run of whole IPC messages (the bytes one
+/// writer part took), so that a reader of a key range fetches only the blocks that may hold its
+/// keys (ranged reads) and checks each by its own digest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogBlock {
+    /// The block's length in bytes (blocks are contiguous from offset 0).
+    pub bytes: u64,
+    /// Rows of the record batches in the block.
+    pub rows: u64,
+    /// SHA-256 of the block's bytes, 64 lowercase hex.
+    pub sha256: String,
+    /// The smallest `uri` of the block's rows (byte order); empty when it has none.
+    pub first: String,
+    /// The largest `uri` of the block's rows (byte order); empty when it has none.
+    pub last: String,
+    /// True when a row's `uri` is inside the lake root but no managed key
+    /// (`objects/<ULID>/<name>`): such a reference concerns every key range (GC refuses it),
+    /// so the block is read whatever the range.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmanaged: bool,
+}
+
+/// The index of a log: its schema message's length and its blocks in order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogIndex {
+    /// Length of the schema message at the start of the log (the prefix a reader of a block
+    /// other than the first decodes first).
+    pub schema_bytes: u64,
+    /// The blocks, contiguous from offset 0 (the first starts with the schema message).
+    pub blocks: Vec<LogBlock>,
+}
+
+/// The rows of a block so far: count, smallest and largest `uri`, any unmanaged.
+#[derive(Debug, Default, Clone)]
+struct Span {
+    rows: u64,
+    first: String,
+    last: String,
+    unmanaged: bool,
+}
+
+impl Span {
+    fn add(&mut self, uri: &str) {
+        if self.rows == 0 || uri < self.first.as_str() {
+            self.first.clear();
+            self.first.push_str(uri);
+        }
+        if self.rows == 0 || uri > self.last.as_str() {
+            self.last.clear();
+            self.last.push_str(uri);
+        }
+        self.unmanaged |= !crate::is_managed_key(uri) && !crate::is_external_identity(uri);
+        self.rows += 1;
+    }
+
+    fn merge(&mut self, other: &Span) {
+        if other.rows == 0 {
+            return;
+        }
+        if self.rows == 0 || other.first < self.first {
+            self.first.clone_from(&other.first);
+        }
+        if self.rows == 0 || other.last > self.last {
+            self.last.clone_from(&other.last);
+        }
+        self.unmanaged |= other.unmanaged;
+        self.rows += other.rows;
+    }
+}
+
 /// The size and digest of a finished log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTotals {
@@ -317,6 +466,8 @@ pub struct LogTotals {
     pub bytes: u64,
     /// SHA-256 of the log's bytes, 64 lowercase hex characters.
     pub sha256: String,
+    /// The log's block index, as its writer made it (`None` as a reader computes totals).
+    pub index: Option<LogIndex>,
 }
 
 fn corrupt(reason: impl std::fmt::Display) -> DecodeError {
@@ -537,6 +688,24 @@ impl LogDecoder {
         self.bytes
     }
 
+    /// Ends one block of the log read on its own (after the schema message that starts the
+    /// log, or as the first block): no end-of-stream marker is expected and the log's digest is
+    /// not checked here (the caller checks the block's own). Returns the rows read.
+    ///
+    /// # Errors
+    /// The defect found while feeding; [`DecodeError::CorruptLog`] for a block that ends inside
+    /// a message or a schema that was never read.
+    pub fn finish_block(mut self) -> Result<u64, DecodeError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.decoder.finish().map_err(corrupt)?;
+        if !self.schema_checked {
+            return Err(corrupt("the block has no schema before it"));
+        }
+        Ok(self.rows)
+    }
+
     /// The totals of the bytes fed so far, whatever their validity: what a caller compares with
     /// the head before it reports a defect (an edited log is a digest mismatch first).
     pub fn totals(&self) -> LogTotals {
@@ -544,6 +713,7 @@ impl LogDecoder {
             references: self.rows,
             bytes: self.bytes,
             sha256: hex::encode(sha2::Digest::finalize(self.digest.clone())),
+            index: None,
         }
     }
 }

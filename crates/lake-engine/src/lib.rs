@@ -89,6 +89,51 @@ pub trait TableSnapshot: Send + std::fmt::Debug {
     fn live(self: Box<Self>, roots: &RetainedRoots) -> Result<Box<dyn IdentityStream>, EngineError>;
 }
 
+/// The part of the key space one plan covers (a shard's range): identities whose `uri` `u`
+/// has `after < u <= until` in byte order (`None`: unbounded on that side), the order of lake
+/// keys and of S3 listings. A reader of a table's journal for such a plan may skip references
+/// outside it, except those that concern every range (a reference inside the lake root that is
+/// no managed key, which GC refuses: [`UriRange::concerns`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UriRange {
+    /// Identities whose `uri` is strictly greater than this.
+    pub after: Option<String>,
+    /// Identities whose `uri` is at most this.
+    pub until: Option<String>,
+}
+
+impl UriRange {
+    /// The whole key space.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// True for the whole key space.
+    pub fn is_all(&self) -> bool {
+        self.after.is_none() && self.until.is_none()
+    }
+
+    /// True when `uri` lies in the range.
+    pub fn contains(&self, uri: &str) -> bool {
+        self.after.as_deref().is_none_or(|a| uri > a) && self.until.as_deref().is_none_or(|u| uri <= u)
+    }
+
+    /// True when some `uri` in `[first, last]` may lie in the range.
+    pub fn overlaps(&self, first: &str, last: &str) -> bool {
+        self.after.as_deref().is_none_or(|a| last > a) && self.until.as_deref().is_none_or(|u| first <= u)
+    }
+
+    /// True when a plan of this range needs the reference `uri`: it lies in the range, or it is
+    /// inside the lake root but no managed key (a problem for every plan). External URIs
+    /// (`scheme://...`) are never objects of the lake.
+    pub fn concerns(&self, uri: &str) -> bool {
+        if lake_common::is_external_identity(uri) {
+            return false;
+        }
+        self.contains(uri) || !lake_common::is_managed_key(uri)
+    }
+}
+
 /// A stream of identities in strictly ascending order.
 pub trait IdentityStream: Send {
     /// The next identity; `None` at the end.
@@ -167,6 +212,22 @@ pub trait Engine: Send + Sync {
     /// [`EngineError::Storage`] / [`EngineError::Table`] when the table cannot be read at all
     /// (problems with its journal are in the snapshot's lineage, not errors).
     async fn snapshot(&self, location: &TableLocation) -> Result<Box<dyn TableSnapshot>, EngineError>;
+
+    /// As [`Engine::snapshot`] for a plan of `range` only: the snapshot's live identities may
+    /// leave out those the range does not concern ([`UriRange::concerns`]), so an engine reads
+    /// only its part of a large journal (a shard of a sharded plan). The default reads the whole
+    /// journal.
+    ///
+    /// # Errors
+    /// As [`Engine::snapshot`].
+    async fn snapshot_in(
+        &self,
+        location: &TableLocation,
+        range: &UriRange,
+    ) -> Result<Box<dyn TableSnapshot>, EngineError> {
+        let _ = range;
+        self.snapshot(location).await
+    }
 
     /// The lineage of `location` as its listings show it now (versions, registry pin, journal
     /// files), without reading any journal entry: what apply compares with a plan's basis before

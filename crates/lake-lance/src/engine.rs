@@ -103,6 +103,9 @@ pub struct LanceEngine {
     /// Sorted runs the journal replays of this engine spilled, in total (a counter for
     /// reports; no state a call depends on).
     journal_runs: std::sync::atomic::AtomicU64,
+    /// Bytes of journal entries (documents and reference logs) its plans read, in total (a
+    /// counter for reports and benchmarks).
+    journal_bytes: std::sync::atomic::AtomicU64,
     /// The clock the publication guard reads (the system's, or a test's).
     writer_clock: Arc<dyn WriterClock>,
     /// The commit deadline of every write with an intent, when set (else per operation:
@@ -125,6 +128,7 @@ impl LanceEngine {
             store,
             memory_budget: lake_objects::spill::share(lake_objects::spill::DEFAULT_MEMORY_BUDGET).0,
             journal_runs: std::sync::atomic::AtomicU64::new(0),
+            journal_bytes: std::sync::atomic::AtomicU64::new(0),
             writer_clock: Arc::new(SystemClock),
             commit_deadline: None,
             store_wrapper: None,
@@ -193,6 +197,17 @@ impl LanceEngine {
 
     pub(crate) fn count_spilled_runs(&self, runs: usize) {
         self.journal_runs.fetch_add(runs as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Bytes of journal entries (sidecar documents and the reference logs, or the blocks of
+    /// them, that were read) this engine's plans read so far: what a shard's share of a
+    /// sharded plan costs in reads.
+    pub fn journal_bytes_read(&self) -> u64 {
+        self.journal_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_journal_bytes(&self, bytes: u64) {
+        self.journal_bytes.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The lake's store.
@@ -506,19 +521,8 @@ impl LanceEngine {
         // A create is an `Overwrite` in Lance: the version holds exactly these rows, also if it
         // landed on a dataset another writer created a moment before.
         let kind = if overwrite || creating { DeltaKind::Snapshot } else { DeltaKind::Delta };
-        let head = LogHead::new(
-            table,
-            version,
-            kind,
-            LogRef {
-                write_id: log.write_id.clone(),
-                references: log.totals.references,
-                bytes: log.totals.bytes,
-                sha256: log.totals.sha256.clone(),
-                sorted: false,
-            },
-        )
-        .bound(crate::binding::binding_of(&self.store, table, &ds).await?);
+        let head = LogHead::new(table, version, kind, LogRef::of(log.write_id.clone(), &log.totals, false))
+            .bound(crate::binding::binding_of(&self.store, table, &ds).await?);
         sidecar::write_head(&self.store, &head).await?;
         self.advance(table, version).await?;
         self.end_intent(&intent).await;
@@ -938,8 +942,18 @@ impl Engine for LanceEngine {
     }
 
     async fn snapshot(&self, location: &TableLocation) -> Result<Box<dyn TableSnapshot>, EngineError> {
-        let snapshot = self.lineage_and_journal(&location.name).await?;
+        self.snapshot_in(location, &lake_engine::UriRange::all()).await
+    }
+
+    async fn snapshot_in(
+        &self,
+        location: &TableLocation,
+        range: &lake_engine::UriRange,
+    ) -> Result<Box<dyn TableSnapshot>, EngineError> {
+        let (snapshot, bytes) =
+            self.lineage_and_journal_in(&location.name, true, self.memory_budget(), range.clone()).await?;
         self.count_spilled_runs(snapshot.journal.spilled_runs());
+        self.count_journal_bytes(bytes);
         Ok(Box::new(snapshot))
     }
 

@@ -295,6 +295,14 @@ impl sidecar::EntrySink for Recording<'_> {
         self.inner.reference(version, list, identity, count)
     }
 
+    fn range(&self) -> Option<&lake_engine::UriRange> {
+        self.inner.range()
+    }
+
+    fn read_bytes(&mut self, bytes: u64) {
+        self.inner.read_bytes(bytes);
+    }
+
     fn end(&mut self, version: u64, entry: Result<sidecar::EntryHead, DecodeError>) -> Result<(), LanceEngineError> {
         self.kinds.insert(version, entry.as_ref().map(|h| h.kind).map_err(|e| e.to_string()));
         if let Ok(head) = &entry {

@@ -91,9 +91,22 @@ impl LanceEngine {
         use_checkpoint: bool,
         budget: usize,
     ) -> Result<LanceSnapshot, LanceEngineError> {
-        let mut sink = Spilling { journal: SpilledJournal::new(budget) };
+        Ok(self.lineage_and_journal_in(table, use_checkpoint, budget, lake_engine::UriRange::all()).await?.0)
+    }
+
+    /// As [`LanceEngine::lineage_and_journal_with`], keeping only the references `range`
+    /// concerns (the blocks of indexed logs that hold none are not read); also returns the bytes
+    /// of journal read.
+    pub(crate) async fn lineage_and_journal_in(
+        &self,
+        table: &str,
+        use_checkpoint: bool,
+        budget: usize,
+        range: lake_engine::UriRange,
+    ) -> Result<(LanceSnapshot, u64), LanceEngineError> {
+        let mut sink = Spilling { journal: SpilledJournal::new(budget), range, bytes: 0 };
         let lineage = self.read_lineage(table, use_checkpoint, &mut sink).await?;
-        Ok(LanceSnapshot { lineage, journal: sink.journal })
+        Ok((LanceSnapshot { lineage, journal: sink.journal }, sink.bytes))
     }
 
     /// Writes the reference checkpoint of `table` at its oldest retained version, when that is
@@ -125,6 +138,10 @@ impl LanceEngine {
 /// defective is discarded (its version then counts as missing; the lineage names it).
 pub(crate) struct Spilling {
     pub journal: SpilledJournal,
+    /// Only the references this range concerns are kept (all for the whole key space).
+    pub range: lake_engine::UriRange,
+    /// Bytes of the journal read.
+    pub bytes: u64,
 }
 
 fn spill_to_engine(e: SpilledReplayError) -> LanceEngineError {
@@ -146,7 +163,18 @@ impl EntrySink for Spilling {
         identity: ObjectIdentity,
         count: u64,
     ) -> Result<(), LanceEngineError> {
+        if !self.range.is_all() && !self.range.concerns(&identity.uri) {
+            return Ok(());
+        }
         self.journal.push(version, list, identity, count).map_err(spill_to_engine)
+    }
+
+    fn range(&self) -> Option<&lake_engine::UriRange> {
+        Some(&self.range)
+    }
+
+    fn read_bytes(&mut self, bytes: u64) {
+        self.bytes += bytes;
     }
 
     fn end(

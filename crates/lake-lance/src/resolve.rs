@@ -396,6 +396,7 @@ impl LanceEngine {
                         bytes: log.bytes,
                         sha256: log.sha256.clone(),
                         sorted: false,
+                        index: None,
                     };
                     sidecar::write_head(self.store(), &LogHead::new(table, version, kind, log).bound(binding)).await?;
                 }

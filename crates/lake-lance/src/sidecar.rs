@@ -170,6 +170,17 @@ pub trait EntrySink: Send {
     /// # Errors
     /// Whatever the sink fails with; the read stops.
     fn end(&mut self, version: u64, entry: Result<EntryHead, DecodeError>) -> Result<(), LanceEngineError>;
+
+    /// The references this sink needs: a reader may skip the blocks of an indexed log that hold
+    /// none the range concerns (`None`, the default: every reference).
+    fn range(&self) -> Option<&lake_engine::UriRange> {
+        None
+    }
+
+    /// `bytes` of the journal were read (documents and logs), for the engine's counter.
+    fn read_bytes(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
 }
 
 /// A sink that keeps only whether each version's entry decoded (its references are read and
@@ -293,6 +304,7 @@ pub(crate) async fn stream_entry(
     bytes: &[u8],
     sink: &mut dyn EntrySink,
 ) -> Result<(), LanceEngineError> {
+    sink.read_bytes(bytes.len() as u64);
     let head = match SidecarDocument::decode(bytes, table, version) {
         Ok(SidecarDocument::Inline(delta)) => {
             let head = EntryHead { version, kind: delta.kind, parent: delta.parent, binding: delta.binding.clone() };
@@ -335,6 +347,9 @@ async fn stream_log(
 ) -> Result<Result<(), DecodeError>, LanceEngineError> {
     use futures::StreamExt;
     let key = reference_log_key(table, &log.write_id);
+    if let (Some(range), Some(index)) = (sink.range().filter(|r| !r.is_all()).cloned(), log.index.as_ref()) {
+        return stream_blocks(store, table, version, log, index, list, &range, sink).await;
+    }
     let Some(mut chunks) = store.get_stream(&key).await? else {
         return Ok(Err(DecodeError::LogMissing { key }));
     };
@@ -343,6 +358,7 @@ async fn stream_log(
     let mut defect: Option<DecodeError> = None;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
+        sink.read_bytes(chunk.len() as u64);
         let mut visit = |identity: ObjectIdentity, count: u64| {
             sink.reference(version, list, identity, count).map_err(|e| {
                 stopped = Some(e);
@@ -368,6 +384,94 @@ async fn stream_log(
         return Ok(Err(e));
     }
     Ok(decoder.finish().and_then(|totals| log.check(&totals)))
+}
+
+/// Streams only the blocks of the indexed log `log` that may hold references `range` concerns
+/// (ranged reads: the schema message, then each such block), each checked against its own
+/// SHA-256 and row count from the (sealed) head's index. The log must exist with its recorded
+/// length even when no block is read.
+///
+/// # Errors
+/// Storage errors and the sink's; a defect of the log is the inner `Err`.
+#[allow(clippy::too_many_arguments)]
+async fn stream_blocks(
+    store: &LakeStore,
+    table: &str,
+    version: u64,
+    log: &lake_common::LogRef,
+    index: &lake_common::LogIndex,
+    list: EntryList,
+    range: &lake_engine::UriRange,
+    sink: &mut dyn EntrySink,
+) -> Result<Result<(), DecodeError>, LanceEngineError> {
+    let key = reference_log_key(table, &log.write_id);
+    match store.head(&key).await? {
+        None => return Ok(Err(DecodeError::LogMissing { key })),
+        Some(meta) if meta.size != log.bytes => {
+            return Ok(Err(DecodeError::LogSize { what: "bytes", expected: log.bytes, found: meta.size }))
+        }
+        Some(_) => {}
+    }
+    let mut schema: Option<bytes::Bytes> = None;
+    let mut offset = 0u64;
+    for (i, block) in index.blocks.iter().enumerate() {
+        let start = offset;
+        offset += block.bytes;
+        if block.rows == 0 || !(block.unmanaged || range.overlaps(&block.first, &block.last)) {
+            continue;
+        }
+        let Some(bytes) = store.get_range(&key, start..offset).await? else {
+            return Ok(Err(DecodeError::LogMissing { key }));
+        };
+        sink.read_bytes(bytes.len() as u64);
+        let actual = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        if actual != block.sha256 {
+            return Ok(Err(DecodeError::LogDigestMismatch { recorded: block.sha256.clone(), actual }));
+        }
+        // A block after the first is read after the schema message that starts the log.
+        let prefix = match (i, &schema) {
+            (0, _) => None,
+            (_, Some(prefix)) => Some(prefix.clone()),
+            (_, None) => {
+                let Some(prefix) = store.get_range(&key, 0..index.schema_bytes).await? else {
+                    return Ok(Err(DecodeError::LogMissing { key }));
+                };
+                schema = Some(prefix.clone());
+                Some(prefix)
+            }
+        };
+        let mut decoder = LogDecoder::new(table, &log.write_id, log.sorted);
+        let mut stopped: Option<LanceEngineError> = None;
+        let mut visit = |identity: ObjectIdentity, count: u64| {
+            sink.reference(version, list, identity, count).map_err(|e| {
+                stopped = Some(e);
+                DecodeError::CorruptLog("the reader stopped".into())
+            })
+        };
+        let fed = match prefix {
+            Some(prefix) => decoder.feed(arrow_buffer::Buffer::from(prefix), &mut visit),
+            None => Ok(()),
+        }
+        .and_then(|()| decoder.feed(arrow_buffer::Buffer::from(bytes), &mut visit));
+        if let Some(e) = stopped {
+            return Err(e);
+        }
+        if let Err(e) = fed {
+            return Ok(Err(e));
+        }
+        match decoder.finish_block() {
+            Ok(rows) if rows == block.rows => {}
+            Ok(rows) => {
+                return Ok(Err(DecodeError::LogSize {
+                    what: "references in a block",
+                    expected: block.rows,
+                    found: rows,
+                }))
+            }
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Reads and decodes the sidecar of `version` (and the reference log it names); `None` when the

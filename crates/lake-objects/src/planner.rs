@@ -256,8 +256,14 @@ pub(crate) async fn plan_ranges(
         // every problem, but not replayed. A table whose journal turns out incomplete while it
         // is replayed (a version committed since its lineage was read, its sidecar not yet
         // written) makes the plan incomplete, like any problem.
+        // Only the references these ranges concern are read from large journal entries (the
+        // blocks of a log outside them are skipped): a shard reads about its part of the journal.
+        let uris = lake_engine::UriRange {
+            after: ranges.first().and_then(|r| r.after.clone()),
+            until: ranges.last().and_then(|r| r.until.clone()),
+        };
         for location in &table_set.tables {
-            let snapshot = engine.snapshot(location).await?;
+            let snapshot = engine.snapshot_in(location, &uris).await?;
             let lineage = snapshot.lineage();
             stats.tables += 1;
             basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));

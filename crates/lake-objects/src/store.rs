@@ -237,6 +237,20 @@ impl LakeStore {
         }
     }
 
+    /// The bytes `range` (offsets in bytes, end exclusive) of an object (an HTTP ranged GET on
+    /// S3); `None` when the object does not exist.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Storage`] for any other failure (a range past the object's end
+    /// included).
+    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Bytes>, ObjectsError> {
+        match object_store::ObjectStoreExt::get_range(self.store.as_ref(), &self.path(key), range).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(ObjectsError::storage(key, e)),
+        }
+    }
+
     /// Metadata of an object; `None` when it does not exist.
     ///
     /// # Errors

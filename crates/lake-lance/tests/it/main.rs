@@ -31,6 +31,7 @@ mod readme_example;
 mod replay_checkpoint;
 mod s3_doors;
 mod second_client;
+mod shard_reads;
 mod stress;
 mod support;
 mod truth;
