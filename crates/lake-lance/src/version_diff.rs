@@ -338,3 +338,162 @@ pub(crate) async fn committed_entry(
 fn sum(counts: &[lake_common::ReferenceCount]) -> u64 {
     counts.iter().map(|r| r.count).sum()
 }
+
+#[cfg(test)]
+mod tests {
+    //! The entry of each version written by plain Lance (deletes, updates, merge inserts, a
+    //! rebased delete and update) equals the netted full scans of `v - 1` and `v`, and reads only
+    //! what changed.
+
+    use super::*;
+    use arrow_array::{ArrayRef, RecordBatchIterator, RecordBatchReader, UInt64Array};
+    use arrow_schema::{DataType, Field, Schema};
+    use lake_common::{data_location_field, DataLocationBuilder};
+    use lance::dataset::{MergeInsertBuilder, UpdateBuilder, WhenMatched, WhenNotMatched, WriteMode, WriteParams};
+
+    const TABLE: &str = "t";
+
+    fn schema() -> Arc<Schema> {
+        Arc::new(Schema::new(vec![Field::new("id", DataType::UInt64, false), data_location_field("file", true)]))
+    }
+
+    /// Rows `ids`, row `i` referencing `objects/<ULID>/<tag><i % 97>` (references repeat: counts
+    /// above 1).
+    fn rows(ids: impl Iterator<Item = u64>, tag: &str) -> Box<dyn RecordBatchReader + Send> {
+        let ids: Vec<u64> = ids.collect();
+        let mut files = DataLocationBuilder::new();
+        for i in &ids {
+            files.append(&format!("objects/01ARZ3NDEKTSV4RRFFQ69G5FAV/{tag}{}", i % 97), [7; 32], 1);
+        }
+        let columns: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(ids)), Arc::new(files.finish())];
+        let batch = RecordBatch::try_new(schema(), columns).unwrap();
+        Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema()))
+    }
+
+    struct Table {
+        _dir: tempfile::TempDir,
+        root: LakeRootUri,
+    }
+
+    /// A table of rows `0..n` in fragments of `per_fragment` rows, at version 1.
+    async fn table(n: u64, per_fragment: usize) -> (Table, Dataset) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = LakeRootUri::parse(dir.path().to_str().unwrap()).unwrap();
+        let uri = dir.path().join("tables/t.lance").display().to_string();
+        let params = WriteParams { mode: WriteMode::Create, max_rows_per_file: per_fragment, ..Default::default() };
+        let ds = Dataset::write(rows(0..n, "r"), uri.as_str(), Some(params)).await.unwrap();
+        (Table { _dir: dir, root }, ds)
+    }
+
+    /// The entry of `ds`'s version, checked against full scans of both versions; what it read.
+    async fn exact(t: &Table, ds: &Dataset) -> DiffReads {
+        let version = ds.version().version;
+        let previous = ds.checkout_version(version - 1).await.unwrap();
+        let now = count_references(ds, TABLE, &t.root, None).await.unwrap();
+        let then = count_references(&previous, TABLE, &t.root, None).await.unwrap();
+        let full = ObjectReferenceDelta::delta(TABLE, version, &now, &then);
+        let diffed = diff_entry(ds, TABLE, &t.root).await.unwrap();
+        assert_eq!(diffed.entry, full, "version {version}: the entry is not the full scans' difference");
+        assert_eq!((diffed.added, diffed.removed), (sum(&full.added), sum(&full.removed)));
+        assert!(!diffed.reads.full_scan);
+        diffed.reads
+    }
+
+    fn taken(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
+        pairs.iter().copied().collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_one_row_delete_of_a_large_fragment_reads_that_row_only() {
+        let (t, mut ds) = table(50_000, 1_000_000).await;
+        ds.delete("id = 31337").await.unwrap();
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads, DiffReads { taken: taken(&[(0, 1)]), ..DiffReads::default() });
+        // A deletion vector that already had rows grows by two: two rows read.
+        ds.delete("id = 7 OR id = 49999").await.unwrap();
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads, DiffReads { taken: taken(&[(0, 2)]), ..DiffReads::default() });
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_one_row_update_of_a_large_fragment_reads_that_row_and_the_new_fragment() {
+        let (t, ds) = table(50_000, 1_000_000).await;
+        let job = UpdateBuilder::new(Arc::new(ds)).update_where("id = 123").unwrap().set("file", "NULL").unwrap();
+        let ds = job.build().unwrap().execute().await.unwrap().new_dataset;
+        let reads = exact(&t, &ds).await;
+        let new: Vec<u64> = ds.manifest().fragments.iter().map(|f| f.id).filter(|id| *id != 0).collect();
+        assert_eq!(new.len(), 1);
+        assert_eq!(reads, DiffReads { taken: taken(&[(0, 1)]), scanned_after: new, ..DiffReads::default() });
+        // Another column updated: the row is rewritten, its reference removed and added (net 0).
+        let job = UpdateBuilder::new(ds).update_where("id = 40000").unwrap().set("id", "id + 1000000");
+        let ds = job.unwrap().build().unwrap().execute().await.unwrap().new_dataset;
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads.taken, taken(&[(0, 1)]));
+        assert_eq!((reads.scanned_before.len(), reads.scanned_after.len()), (0, 1));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn deletes_spanning_fragments_and_removing_whole_fragments_are_exact() {
+        let (t, mut ds) = table(3_000, 1_000).await;
+        let ids: Vec<u64> = ds.manifest().fragments.iter().map(|f| f.id).collect();
+        assert_eq!(ids.len(), 3);
+        // 100 rows of the first fragment (by address), all of the second (Lance drops it).
+        ds.delete("id >= 900 AND id < 2000").await.unwrap();
+        assert_eq!(ds.manifest().fragments.len(), 2);
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads, DiffReads { taken: taken(&[(ids[0], 100)]), scanned_before: vec![ids[1]], ..DiffReads::default() });
+        // A third of what is left in each: more than a quarter, one filtered scan each.
+        ds.delete("id % 3 = 0").await.unwrap();
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads, DiffReads { filtered: vec![(ids[0], 300), (ids[2], 333)], ..DiffReads::default() });
+        // Everything left: both fragments dropped.
+        ds.delete("id >= 0").await.unwrap();
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads, DiffReads { scanned_before: vec![ids[0], ids[2]], ..DiffReads::default() });
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn merge_inserts_with_and_without_duplicate_keys_are_exact() {
+        let (t, ds) = table(2_000, 1_000).await;
+        let merge = |ds: Dataset, source: Box<dyn RecordBatchReader + Send>| async move {
+            let job = MergeInsertBuilder::try_new(Arc::new(ds), vec!["id".into()])
+                .unwrap()
+                .when_matched(WhenMatched::UpdateAll)
+                .when_not_matched(WhenNotMatched::InsertAll)
+                .try_build()
+                .unwrap();
+            job.execute_reader(source).await.map(|(ds, _)| ds)
+        };
+        // Ten rows of the first fragment replaced, five inserted.
+        let ds = merge(ds, rows((990..1_005).chain(2_000..2_005), "u")).await.unwrap();
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads.taken, taken(&[(0, 10), (1, 5)]));
+        assert!(reads.scanned_before.is_empty() && reads.scanned_after.len() == 1, "{reads:?}");
+        // Duplicate keys in the source: two source rows matching one row are refused (Lance:
+        // "Ambiguous merge inserts are prohibited"); a new key twice inserts both rows.
+        let ambiguous = rows([5, 5, 9_000].into_iter(), "d");
+        assert!(merge((*ds).clone(), ambiguous).await.is_err());
+        let ds = merge((*ds).clone(), rows([1_500, 9_000, 9_000].into_iter(), "d")).await.unwrap();
+        assert_eq!(ds.count_rows(Some("id = 9000".into())).await.unwrap(), 2);
+        let reads = exact(&t, &ds).await;
+        assert_eq!(reads.taken, taken(&[(1, 1)]));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_delete_and_an_update_rebased_onto_a_concurrent_delete_are_exact() {
+        let (t, ds) = table(10_000, 1_000_000).await;
+        let (mut first, mut second) = (ds.clone(), ds.clone());
+        first.delete("id = 1").await.unwrap();
+        // Read at version 1, committed after version 2: Lance rebases it (deletion vectors merged).
+        second.delete("id = 2").await.unwrap();
+        assert_eq!(second.version().version, 3);
+        let reads = exact(&t, &second).await;
+        assert_eq!(reads, DiffReads { taken: taken(&[(0, 1)]), ..DiffReads::default() });
+        // An update read at version 1 too, rebased onto both deletes.
+        let job = UpdateBuilder::new(Arc::new(ds)).update_where("id = 3 OR id = 4").unwrap().set("file", "NULL");
+        let updated = job.unwrap().build().unwrap().execute().await.unwrap().new_dataset;
+        assert_eq!(updated.version().version, 4);
+        let reads = exact(&t, &updated).await;
+        assert_eq!(reads.taken, taken(&[(0, 2)]));
+    }
+}
