@@ -24,7 +24,7 @@
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
 use crate::intent_commit::{Committed, IntentFacts};
-use crate::scan::{count_references, reference_columns, writable_columns};
+use crate::scan::{reference_columns, writable_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 use futures::TryStreamExt;
@@ -106,14 +106,15 @@ impl LanceEngine {
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
 
-        let matched = ds.count_rows(predicate.map(str::to_string)).await.map_err(lance_err("count rows"))?;
-        if matched == 0 {
+        // One filtered scan (only when a reference column is assigned): the matched rows, the
+        // references their assigned columns will hold, and those they hold now.
+        let checked = self.checked_rows(&ds, table, assignments, predicate).await?;
+        if checked.matched == Some(0) {
             return Ok(None);
         }
-        let added = self.assigned_references(&ds, table, assignments, predicate).await?;
+        let (added, before_all) = (checked.added, checked.before);
         // Objects the matched rows already referenced (in any reference column) stay live through
         // the update; only the others are new to these rows and must pass the guard.
-        let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
         let fresh: Vec<ObjectIdentity> =
             added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
         // The intent before the guard: GC keeps the new references until the version is
@@ -168,56 +169,44 @@ impl LanceEngine {
         }))
     }
 
-    /// The references the assigned reference columns of the matched rows will hold (their
-    /// expressions' values). Empty counts when no reference column is assigned.
-    async fn assigned_references(
+    /// The rows matching `predicate` as the update will read them, by one filtered scan of
+    /// `ds` projecting the assigned reference columns' expressions (cast to the columns' types
+    /// as Lance's update casts them) and every reference column as stored. No scan (and
+    /// `matched` unknown) when no reference column is assigned: no reference can then be new,
+    /// and Lance's update commits nothing when no row matches.
+    async fn checked_rows(
         &self,
         ds: &Dataset,
         table: &str,
         assignments: &[Assignment],
         predicate: Option<&str>,
-    ) -> Result<ReferenceCounts, LanceEngineError> {
+    ) -> Result<CheckedRows, LanceEngineError> {
         let all = reference_columns(ds, table)?;
         let stored = Schema::from(ds.schema());
         let names = all.names();
         let assigned: Vec<&Assignment> = assignments.iter().filter(|a| names.contains(&a.column)).collect();
         if assigned.is_empty() {
-            return Ok(ReferenceCounts::new());
+            return Ok(CheckedRows { matched: None, added: ReferenceCounts::new(), before: ReferenceCounts::new() });
         }
         let location_err = |source| LanceEngineError::Location { table: table.into(), source };
         let fields: Vec<_> = assigned.iter().filter_map(|a| stored.field_with_name(&a.column).ok().cloned()).collect();
         let subset = Arc::new(Schema::new(fields));
         // The assigned values are new references.
         let columns = ReferenceColumns::from_stored_schema(&subset).map_err(location_err)?.for_new_references();
-        let after: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.expression.as_str())).collect();
-        self.count_projected(ds, table, &columns, &subset, &after, predicate).await
-    }
-
-    /// Counts the references of `columns` in the rows matching `predicate`, each column computed
-    /// by its expression and cast to its type in `schema`.
-    async fn count_projected(
-        &self,
-        ds: &Dataset,
-        table: &str,
-        columns: &ReferenceColumns,
-        schema: &Arc<Schema>,
-        projection: &[(&str, &str)],
-        predicate: Option<&str>,
-    ) -> Result<ReferenceCounts, LanceEngineError> {
+        let aliases: Vec<String> = (0..assigned.len()).map(|i| format!("_lake_assigned_{i}")).collect();
+        let mut projection: Vec<(&str, &str)> =
+            aliases.iter().zip(&assigned).map(|(alias, a)| (alias.as_str(), a.expression.as_str())).collect();
+        projection.extend(names.iter().map(|n| (n.as_str(), n.as_str())));
         let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "update", source };
-        // Lance refuses a scan of literals only: one stored column rides along (ignored below).
-        let anchor = columns.names().into_iter().next().unwrap_or_default();
-        let mut with_anchor: Vec<(&str, &str)> = projection.to_vec();
-        with_anchor.push(("_lake_anchor", anchor.as_str()));
         let mut scanner = ds.scan();
-        scanner.project_with_transform(&with_anchor).map_err(lance_err)?;
+        scanner.project_with_transform(&projection).map_err(lance_err)?;
         if let Some(p) = predicate {
             scanner.filter(p).map_err(lance_err)?;
         }
         let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
-        let mut counts = ReferenceCounts::new();
+        let mut checked = CheckedRows { matched: Some(0), added: ReferenceCounts::new(), before: ReferenceCounts::new() };
         while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
-            let cast = schema
+            let cast = subset
                 .fields()
                 .iter()
                 .zip(batch.columns())
@@ -228,17 +217,30 @@ impl LanceEngine {
                         "table `{table}`: an assigned expression does not give its reference column's type: {e}"
                     ))
                 })?;
-            let batch = RecordBatch::try_new(schema.clone(), cast).map_err(|e| {
+            let values = RecordBatch::try_new(subset.clone(), cast).map_err(|e| {
                 LanceEngineError::InvalidInput(format!(
                     "table `{table}`: the assigned values do not fit the columns: {e}"
                 ))
             })?;
             columns
-                .visit(&batch, self.store().root(), |id| counts.add(id, 1))
-                .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+                .visit(&values, self.store().root(), |id| checked.added.add(id, 1))
+                .map_err(location_err)?;
+            all.visit(&batch, self.store().root(), |id| checked.before.add(id, 1))
+                .map_err(|source| LanceEngineError::Unreadable { table: table.into(), source })?;
+            checked.matched = checked.matched.map(|m| m + batch.num_rows() as u64);
         }
-        Ok(counts)
+        Ok(checked)
     }
+}
+
+/// What the rows an update matches hold before it and will hold after it.
+struct CheckedRows {
+    /// The rows matched; `None` when not counted (no reference column assigned).
+    matched: Option<u64>,
+    /// The references the assigned reference columns will hold (the expressions' values).
+    added: ReferenceCounts,
+    /// The references the matched rows hold now, in every reference column.
+    before: ReferenceCounts,
 }
 
 /// What is wrong with references a committed update added that its checks before the commit
