@@ -5,6 +5,9 @@
 //! cast to the column's type as Lance's update casts them). Every managed object among them that
 //! the matched rows did not already reference passes the publication guard. The update then runs
 //! with no conflict retry (a retry would evaluate against a newer version than the one checked).
+//! That check is one filtered scan (the matched rows' assigned values and reference columns),
+//! skipped when no reference column is assigned or only the literal `NULL` (no reference can
+//! then be new).
 //!
 //! The predicate and every expression must each be exactly one SQL expression
 //! ([`crate::sql`]), and the values the assigned reference columns get are new references: one
@@ -99,12 +102,14 @@ impl LanceEngine {
         if let Some(p) = predicate {
             crate::sql::check_predicate(p)?;
         }
+        let started = std::time::Instant::now();
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         let before = ds.version().version;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+        let opened = started.elapsed();
 
         // One filtered scan (only when a reference column is assigned): the matched rows, the
         // references their assigned columns will hold, and those they hold now.
@@ -119,8 +124,10 @@ impl LanceEngine {
             added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
         // The intent before the guard: GC keeps the new references until the version is
         // journaled or proven never to land (`crate::intent_commit`).
+        let checked_at = started.elapsed();
         let intent =
             self.begin_guarded(table, IntentFacts::new(IntentOperation::Update, before), fresh, &guard).await?;
+        let intent_at = started.elapsed();
         let executed = async {
             // The version checked, opened with every commit through the intent's gate.
             let ds = self.open_gated(table, Some(before), &intent.gate).await?;
@@ -144,7 +151,9 @@ impl LanceEngine {
             self.drop_intent(&intent, false).await;
             return Ok(None);
         }
+        let committed_at = started.elapsed();
         let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store().root()).await?;
+        let diffed_at = started.elapsed();
         // What the commit added that the check did not see (a nondeterministic expression).
         let unseen: Vec<ObjectIdentity> = diff
             .entry
@@ -156,6 +165,19 @@ impl LanceEngine {
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, &result.new_dataset).await?;
         self.end_intent(&intent).await;
+        tracing::debug!(
+            table,
+            version,
+            references_added,
+            references_removed,
+            open_s = opened.as_secs_f64(),
+            check_s = (checked_at - opened).as_secs_f64(),
+            intent_s = (intent_at - checked_at).as_secs_f64(),
+            update_s = (committed_at - intent_at).as_secs_f64(),
+            diff_s = (diffed_at - committed_at).as_secs_f64(),
+            publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
+            "update committed and journaled"
+        );
         if let Some(reason) = unchecked_references(&guard, &unseen, self.writer_now()) {
             return Err(LanceEngineError::CommittedUnchecked { table: table.into(), version, reason });
         }
@@ -172,8 +194,9 @@ impl LanceEngine {
     /// The rows matching `predicate` as the update will read them, by one filtered scan of
     /// `ds` projecting the assigned reference columns' expressions (cast to the columns' types
     /// as Lance's update casts them) and every reference column as stored. No scan (and
-    /// `matched` unknown) when no reference column is assigned: no reference can then be new,
-    /// and Lance's update commits nothing when no row matches.
+    /// `matched` unknown) when no reference column is assigned, or only the literal `NULL`: no
+    /// reference can then be new (each rewritten row holds a subset of its old references), and
+    /// Lance's update commits nothing when no row matches.
     async fn checked_rows(
         &self,
         ds: &Dataset,
@@ -184,7 +207,11 @@ impl LanceEngine {
         let all = reference_columns(ds, table)?;
         let stored = Schema::from(ds.schema());
         let names = all.names();
-        let assigned: Vec<&Assignment> = assignments.iter().filter(|a| names.contains(&a.column)).collect();
+        // A reference column set to the literal NULL gets no reference: nothing to check.
+        let assigned: Vec<&Assignment> = assignments
+            .iter()
+            .filter(|a| names.contains(&a.column) && !a.expression.trim().eq_ignore_ascii_case("null"))
+            .collect();
         if assigned.is_empty() {
             return Ok(CheckedRows { matched: None, added: ReferenceCounts::new(), before: ReferenceCounts::new() });
         }
@@ -204,7 +231,8 @@ impl LanceEngine {
             scanner.filter(p).map_err(lance_err)?;
         }
         let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
-        let mut checked = CheckedRows { matched: Some(0), added: ReferenceCounts::new(), before: ReferenceCounts::new() };
+        let mut checked =
+            CheckedRows { matched: Some(0), added: ReferenceCounts::new(), before: ReferenceCounts::new() };
         while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
             let cast = subset
                 .fields()
@@ -222,9 +250,7 @@ impl LanceEngine {
                     "table `{table}`: the assigned values do not fit the columns: {e}"
                 ))
             })?;
-            columns
-                .visit(&values, self.store().root(), |id| checked.added.add(id, 1))
-                .map_err(location_err)?;
+            columns.visit(&values, self.store().root(), |id| checked.added.add(id, 1)).map_err(location_err)?;
             all.visit(&batch, self.store().root(), |id| checked.before.add(id, 1))
                 .map_err(|source| LanceEngineError::Unreadable { table: table.into(), source })?;
             checked.matched = checked.matched.map(|m| m + batch.num_rows() as u64);

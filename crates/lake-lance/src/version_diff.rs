@@ -170,8 +170,7 @@ async fn grown_deletions(
     if old.files != new.files || old.physical_rows != new.physical_rows {
         return Ok(None);
     }
-    let (Ok(fragment), Some(physical), Ok(index)) =
-        (u32::try_from(old.id), old.physical_rows, usize::try_from(old.id))
+    let (Ok(fragment), Some(physical), Ok(index)) = (u32::try_from(old.id), old.physical_rows, usize::try_from(old.id))
     else {
         return Ok(None);
     };
@@ -246,10 +245,12 @@ impl RemovedRowReader<'_> {
 
     /// Takes `rows` by row address; the number of rows read.
     async fn take(&self, rows: &RemovedRows, removed: &mut ReferenceCounts) -> Result<u64, LanceEngineError> {
-        let lance_err = |source| LanceEngineError::Lance { table: self.table.into(), action: "read the removed rows", source };
+        let lance_err =
+            |source| LanceEngineError::Lance { table: self.table.into(), action: "read the removed rows", source };
         let schema = self.previous.schema().project(&self.columns.names()).map_err(lance_err)?;
-        let plan =
-            Arc::new(ProjectionRequest::from_schema(schema).into_projection_plan(self.previous.clone()).map_err(lance_err)?);
+        let plan = Arc::new(
+            ProjectionRequest::from_schema(schema).into_projection_plan(self.previous.clone()).map_err(lance_err)?,
+        );
         let mut read = 0;
         for chunk in rows.offsets.chunks(TAKE_CHUNK) {
             let addresses: Vec<u64> = chunk.iter().map(|o| (u64::from(rows.fragment) << 32) | u64::from(*o)).collect();
@@ -442,7 +443,10 @@ mod tests {
         ds.delete("id >= 900 AND id < 2000").await.unwrap();
         assert_eq!(ds.manifest().fragments.len(), 2);
         let reads = exact(&t, &ds).await;
-        assert_eq!(reads, DiffReads { taken: taken(&[(ids[0], 100)]), scanned_before: vec![ids[1]], ..DiffReads::default() });
+        assert_eq!(
+            reads,
+            DiffReads { taken: taken(&[(ids[0], 100)]), scanned_before: vec![ids[1]], ..DiffReads::default() }
+        );
         // A third of what is left in each: more than a quarter, one filtered scan each.
         ds.delete("id % 3 = 0").await.unwrap();
         let reads = exact(&t, &ds).await;
