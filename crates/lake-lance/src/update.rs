@@ -6,8 +6,9 @@
 //! the matched rows did not already reference passes the publication guard. The update then runs
 //! with no conflict retry (a retry would evaluate against a newer version than the one checked).
 //! That check is one filtered scan (the matched rows' assigned values and reference columns),
-//! skipped when no reference column is assigned or only the literal `NULL` (no reference can
-//! then be new).
+//! replaced by a scan for one matching row when no reference column is assigned or only the
+//! literal `NULL` (no reference can then be new; Lance's update commits a version even when no
+//! row matches).
 //!
 //! The predicate and every expression must each be exactly one SQL expression
 //! ([`crate::sql`]), and the values the assigned reference columns get are new references: one
@@ -114,7 +115,13 @@ impl LanceEngine {
         // One filtered scan (only when a reference column is assigned): the matched rows, the
         // references their assigned columns will hold, and those they hold now.
         let checked = self.checked_rows(&ds, table, assignments, predicate).await?;
-        if checked.matched == Some(0) {
+        // Lance's update commits a version even when no row matches: when the check did not
+        // count the matched rows, look for one (a scan that stops at the first).
+        let matched = match checked.matched {
+            Some(matched) => matched > 0,
+            None => any_row_matches(&ds, table, predicate).await?,
+        };
+        if !matched {
             return Ok(None);
         }
         let (added, before_all) = (checked.added, checked.before);
@@ -195,8 +202,7 @@ impl LanceEngine {
     /// `ds` projecting the assigned reference columns' expressions (cast to the columns' types
     /// as Lance's update casts them) and every reference column as stored. No scan (and
     /// `matched` unknown) when no reference column is assigned, or only the literal `NULL`: no
-    /// reference can then be new (each rewritten row holds a subset of its old references), and
-    /// Lance's update commits nothing when no row matches.
+    /// reference can then be new (each rewritten row holds a subset of its old references).
     async fn checked_rows(
         &self,
         ds: &Dataset,
@@ -257,6 +263,30 @@ impl LanceEngine {
         }
         Ok(checked)
     }
+}
+
+/// Whether a row of `ds` matches `predicate` (every row when `None`): a scan of the predicate's
+/// columns limited to one row, which Lance stops at the first match.
+///
+/// # Errors
+/// Lance errors (an unknown column, an invalid predicate).
+async fn any_row_matches(ds: &Dataset, table: &str, predicate: Option<&str>) -> Result<bool, LanceEngineError> {
+    let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "find a matching row", source };
+    let Some(p) = predicate else {
+        return Ok(ds.count_rows(None).await.map_err(lance_err)? > 0);
+    };
+    let mut scanner = ds.scan();
+    scanner.project::<&str>(&[]).map_err(lance_err)?;
+    scanner.with_row_id();
+    scanner.filter(p).map_err(lance_err)?;
+    scanner.limit(Some(1), None).map_err(lance_err)?;
+    let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+    while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+        if batch.num_rows() > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// What the rows an update matches hold before it and will hold after it.

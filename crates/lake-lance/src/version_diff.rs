@@ -107,16 +107,12 @@ pub(crate) async fn diff_entry(
     let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
     let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
     let mut reads = DiffReads::default();
-    let mut removed = ReferenceCounts::new();
-    let (mut scan_before, mut scan_after) = (Vec::new(), Vec::new());
+    let (mut grown, mut scan_before, mut scan_after) = (Vec::new(), Vec::new(), Vec::new());
     for (id, old) in &before {
         match after.get(id) {
             Some(new) if new == old => {}
             Some(new) => match grown_deletions(&previous, ds, old, new, table).await? {
-                Some(rows) => {
-                    let reader = RemovedRowReader { previous: &previous, table, root, columns: &before_columns };
-                    reader.read(old, &rows, &mut removed, &mut reads).await?;
-                }
+                Some(rows) => grown.push((*old, rows)),
                 None => {
                     scan_before.push((*old).clone());
                     scan_after.push((*new).clone());
@@ -128,8 +124,18 @@ pub(crate) async fn diff_entry(
     scan_after.extend(after.iter().filter(|(id, _)| !before.contains_key(id)).map(|(_, f)| (*f).clone()));
     reads.scanned_before = scan_before.iter().map(|f| f.id).collect();
     reads.scanned_after = scan_after.iter().map(|f| f.id).collect();
-    removed.merge(&count_scanned(&previous, table, root, None, Some(scan_before)).await?);
-    let added = count_scanned(ds, table, root, None, Some(scan_after)).await?;
+    // The removed and the added references are read side by side.
+    let removed = async {
+        let reader = RemovedRowReader { previous: &previous, table, root, columns: &before_columns };
+        let mut removed = ReferenceCounts::new();
+        for (fragment, rows) in &grown {
+            reader.read(fragment, rows, &mut removed, &mut reads).await?;
+        }
+        removed.merge(&count_scanned(&previous, table, root, None, Some(scan_before)).await?);
+        Ok::<_, LanceEngineError>(removed)
+    };
+    let added = count_scanned(ds, table, root, None, Some(scan_after));
+    let (removed, added) = futures::try_join!(removed, added)?;
     let entry = ObjectReferenceDelta::delta(table, version, &added, &removed);
     let (added, removed) = (sum(&entry.added), sum(&entry.removed));
     tracing::debug!(
