@@ -5,6 +5,7 @@
 //! `--repeat` per-pair ratios (these machines are shared and noisy). Peak memory is measured in child processes (`VmHWM`).
 
 mod append;
+mod changes;
 mod inventory_report;
 mod lakes;
 mod latency_proxy;
@@ -47,6 +48,19 @@ pub struct Args {
     /// Rows of the table and of each upsert in `upsert_time_ratio` (half replace, half new).
     #[arg(long, default_value_t = 100_000)]
     pub upsert_rows: usize,
+    /// Table rows of the second `upsert_time_ratio` (an upsert of `--upsert-small-rows` rows).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub upsert_large_table_rows: usize,
+    /// Rows of the upsert into `--upsert-large-table-rows` (half replace, half new).
+    #[arg(long, default_value_t = 1_000)]
+    pub upsert_small_rows: usize,
+    /// Table rows of `update_time_ratio` and `delete_time_ratio`.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub change_table_rows: usize,
+    /// Rows each update or delete of `update_time_ratio` and `delete_time_ratio` changes (spread
+    /// over the table: `id % (table rows / changed rows) = i`).
+    #[arg(long, default_value_t = 1_000)]
+    pub changed_rows: usize,
     /// Objects deleted per side in the bulk-delete figure (needs LocalStack).
     #[arg(long, default_value_t = 2_000)]
     pub delete_objects: usize,
@@ -74,7 +88,8 @@ pub struct Args {
     /// plan (speedup, listing ratio, RSS growth), delete (bulk deletes on LocalStack), and
     /// plan-s3 (the speedup on LocalStack S3, about 4 minutes here: only when named), and
     /// memory (peak RSS of `lake ingest` and `lake refs verify` at 1x and 10x: only when named),
-    /// and upsert (an engine upsert vs plain Lance's merge insert: only when named), and list-s3
+    /// and upsert (an engine upsert vs plain Lance's merge insert: only when named), update and
+    /// row-delete (an engine update or delete vs plain Lance's: only when named), and list-s3
     /// (parallel vs single listing on LocalStack through a latency proxy: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
@@ -115,9 +130,16 @@ pub enum Group {
     /// `--ingest-files` vs ten times as many files, and of `lake refs verify` of a lake of
     /// `--verify-references` vs ten times as many (not run by default: several minutes).
     Memory,
-    /// `upsert_time_ratio`: an upsert of `--upsert-rows` rows through the engine vs plain
+    /// `upsert_time_ratio`: an upsert of `--upsert-rows` rows into as many, and of
+    /// `--upsert-small-rows` into `--upsert-large-table-rows`, through the engine vs plain
     /// Lance's merge insert (not run by default).
     Upsert,
+    /// `update_time_ratio`: an update of `--changed-rows` rows of a `--change-table-rows`-row
+    /// table through the engine vs plain Lance (not run by default).
+    Update,
+    /// `delete_time_ratio`: a delete of `--changed-rows` rows of a `--change-table-rows`-row
+    /// table through the engine vs plain Lance (not run by default).
+    RowDelete,
     /// `parallel_listing_speedup`: a listing of `--list-objects` objects on LocalStack with
     /// `--list-streams` streams vs one, through a proxy adding `--proxy-delay-ms` per request (not
     /// run by default: filling LocalStack takes minutes).
@@ -199,6 +221,12 @@ async fn run(args: &Args) -> Result<(), String> {
     }
     if args.only.contains(&Group::Upsert) {
         upsert::time_ratio(args).await?;
+    }
+    if args.only.contains(&Group::Update) {
+        changes::update_ratio(args).await?;
+    }
+    if args.only.contains(&Group::RowDelete) {
+        changes::delete_ratio(args).await?;
     }
     if args.only.contains(&Group::ListS3) {
         if args.skip_s3 {

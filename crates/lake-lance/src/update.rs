@@ -5,6 +5,10 @@
 //! cast to the column's type as Lance's update casts them). Every managed object among them that
 //! the matched rows did not already reference passes the publication guard. The update then runs
 //! with no conflict retry (a retry would evaluate against a newer version than the one checked).
+//! That check is one filtered scan (the matched rows' assigned values and reference columns),
+//! replaced by a scan for one matching row when no reference column is assigned or only the
+//! literal `NULL` (no reference can then be new; Lance's update commits a version even when no
+//! row matches).
 //!
 //! The predicate and every expression must each be exactly one SQL expression
 //! ([`crate::sql`]), and the values the assigned reference columns get are new references: one
@@ -24,7 +28,7 @@
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
 use crate::intent_commit::{Committed, IntentFacts};
-use crate::scan::{count_references, reference_columns, writable_columns};
+use crate::scan::{reference_columns, writable_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 use futures::TryStreamExt;
@@ -99,27 +103,38 @@ impl LanceEngine {
         if let Some(p) = predicate {
             crate::sql::check_predicate(p)?;
         }
+        let started = std::time::Instant::now();
         let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         let before = ds.version().version;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+        let opened = started.elapsed();
 
-        let matched = ds.count_rows(predicate.map(str::to_string)).await.map_err(lance_err("count rows"))?;
-        if matched == 0 {
+        // One filtered scan (only when a reference column is assigned): the matched rows, the
+        // references their assigned columns will hold, and those they hold now.
+        let checked = self.checked_rows(&ds, table, assignments, predicate).await?;
+        // Lance's update commits a version even when no row matches: when the check did not
+        // count the matched rows, look for one (a scan that stops at the first).
+        let matched = match checked.matched {
+            Some(matched) => matched > 0,
+            None => any_row_matches(&ds, table, predicate).await?,
+        };
+        if !matched {
             return Ok(None);
         }
-        let added = self.assigned_references(&ds, table, assignments, predicate).await?;
+        let (added, before_all) = (checked.added, checked.before);
         // Objects the matched rows already referenced (in any reference column) stay live through
         // the update; only the others are new to these rows and must pass the guard.
-        let before_all = count_references(&ds, table, self.store().root(), predicate).await?;
         let fresh: Vec<ObjectIdentity> =
             added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
         // The intent before the guard: GC keeps the new references until the version is
         // journaled or proven never to land (`crate::intent_commit`).
+        let checked_at = started.elapsed();
         let intent =
             self.begin_guarded(table, IntentFacts::new(IntentOperation::Update, before), fresh, &guard).await?;
+        let intent_at = started.elapsed();
         let executed = async {
             // The version checked, opened with every commit through the intent's gate.
             let ds = self.open_gated(table, Some(before), &intent.gate).await?;
@@ -143,7 +158,9 @@ impl LanceEngine {
             self.drop_intent(&intent, false).await;
             return Ok(None);
         }
+        let committed_at = started.elapsed();
         let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store().root()).await?;
+        let diffed_at = started.elapsed();
         // What the commit added that the check did not see (a nondeterministic expression).
         let unseen: Vec<ObjectIdentity> = diff
             .entry
@@ -155,6 +172,19 @@ impl LanceEngine {
         let (references_added, references_removed) = (diff.added, diff.removed);
         self.publish(diff.entry, &result.new_dataset).await?;
         self.end_intent(&intent).await;
+        tracing::debug!(
+            table,
+            version,
+            references_added,
+            references_removed,
+            open_s = opened.as_secs_f64(),
+            check_s = (checked_at - opened).as_secs_f64(),
+            intent_s = (intent_at - checked_at).as_secs_f64(),
+            update_s = (committed_at - intent_at).as_secs_f64(),
+            diff_s = (diffed_at - committed_at).as_secs_f64(),
+            publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
+            "update committed and journaled"
+        );
         if let Some(reason) = unchecked_references(&guard, &unseen, self.writer_now()) {
             return Err(LanceEngineError::CommittedUnchecked { table: table.into(), version, reason });
         }
@@ -168,56 +198,49 @@ impl LanceEngine {
         }))
     }
 
-    /// The references the assigned reference columns of the matched rows will hold (their
-    /// expressions' values). Empty counts when no reference column is assigned.
-    async fn assigned_references(
+    /// The rows matching `predicate` as the update will read them, by one filtered scan of
+    /// `ds` projecting the assigned reference columns' expressions (cast to the columns' types
+    /// as Lance's update casts them) and every reference column as stored. No scan (and
+    /// `matched` unknown) when no reference column is assigned, or only the literal `NULL`: no
+    /// reference can then be new (each rewritten row holds a subset of its old references).
+    async fn checked_rows(
         &self,
         ds: &Dataset,
         table: &str,
         assignments: &[Assignment],
         predicate: Option<&str>,
-    ) -> Result<ReferenceCounts, LanceEngineError> {
+    ) -> Result<CheckedRows, LanceEngineError> {
         let all = reference_columns(ds, table)?;
         let stored = Schema::from(ds.schema());
         let names = all.names();
-        let assigned: Vec<&Assignment> = assignments.iter().filter(|a| names.contains(&a.column)).collect();
+        // A reference column set to the literal NULL gets no reference: nothing to check.
+        let assigned: Vec<&Assignment> = assignments
+            .iter()
+            .filter(|a| names.contains(&a.column) && !a.expression.trim().eq_ignore_ascii_case("null"))
+            .collect();
         if assigned.is_empty() {
-            return Ok(ReferenceCounts::new());
+            return Ok(CheckedRows { matched: None, added: ReferenceCounts::new(), before: ReferenceCounts::new() });
         }
         let location_err = |source| LanceEngineError::Location { table: table.into(), source };
         let fields: Vec<_> = assigned.iter().filter_map(|a| stored.field_with_name(&a.column).ok().cloned()).collect();
         let subset = Arc::new(Schema::new(fields));
         // The assigned values are new references.
         let columns = ReferenceColumns::from_stored_schema(&subset).map_err(location_err)?.for_new_references();
-        let after: Vec<(&str, &str)> = assigned.iter().map(|a| (a.column.as_str(), a.expression.as_str())).collect();
-        self.count_projected(ds, table, &columns, &subset, &after, predicate).await
-    }
-
-    /// Counts the references of `columns` in the rows matching `predicate`, each column computed
-    /// by its expression and cast to its type in `schema`.
-    async fn count_projected(
-        &self,
-        ds: &Dataset,
-        table: &str,
-        columns: &ReferenceColumns,
-        schema: &Arc<Schema>,
-        projection: &[(&str, &str)],
-        predicate: Option<&str>,
-    ) -> Result<ReferenceCounts, LanceEngineError> {
+        let aliases: Vec<String> = (0..assigned.len()).map(|i| format!("_lake_assigned_{i}")).collect();
+        let mut projection: Vec<(&str, &str)> =
+            aliases.iter().zip(&assigned).map(|(alias, a)| (alias.as_str(), a.expression.as_str())).collect();
+        projection.extend(names.iter().map(|n| (n.as_str(), n.as_str())));
         let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "update", source };
-        // Lance refuses a scan of literals only: one stored column rides along (ignored below).
-        let anchor = columns.names().into_iter().next().unwrap_or_default();
-        let mut with_anchor: Vec<(&str, &str)> = projection.to_vec();
-        with_anchor.push(("_lake_anchor", anchor.as_str()));
         let mut scanner = ds.scan();
-        scanner.project_with_transform(&with_anchor).map_err(lance_err)?;
+        scanner.project_with_transform(&projection).map_err(lance_err)?;
         if let Some(p) = predicate {
             scanner.filter(p).map_err(lance_err)?;
         }
         let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
-        let mut counts = ReferenceCounts::new();
+        let mut checked =
+            CheckedRows { matched: Some(0), added: ReferenceCounts::new(), before: ReferenceCounts::new() };
         while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
-            let cast = schema
+            let cast = subset
                 .fields()
                 .iter()
                 .zip(batch.columns())
@@ -228,17 +251,52 @@ impl LanceEngine {
                         "table `{table}`: an assigned expression does not give its reference column's type: {e}"
                     ))
                 })?;
-            let batch = RecordBatch::try_new(schema.clone(), cast).map_err(|e| {
+            let values = RecordBatch::try_new(subset.clone(), cast).map_err(|e| {
                 LanceEngineError::InvalidInput(format!(
                     "table `{table}`: the assigned values do not fit the columns: {e}"
                 ))
             })?;
-            columns
-                .visit(&batch, self.store().root(), |id| counts.add(id, 1))
-                .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            columns.visit(&values, self.store().root(), |id| checked.added.add(id, 1)).map_err(location_err)?;
+            all.visit(&batch, self.store().root(), |id| checked.before.add(id, 1))
+                .map_err(|source| LanceEngineError::Unreadable { table: table.into(), source })?;
+            checked.matched = checked.matched.map(|m| m + batch.num_rows() as u64);
         }
-        Ok(counts)
+        Ok(checked)
     }
+}
+
+/// Whether a row of `ds` matches `predicate` (every row when `None`): a scan of the predicate's
+/// columns limited to one row, which Lance stops at the first match.
+///
+/// # Errors
+/// Lance errors (an unknown column, an invalid predicate).
+async fn any_row_matches(ds: &Dataset, table: &str, predicate: Option<&str>) -> Result<bool, LanceEngineError> {
+    let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "find a matching row", source };
+    let Some(p) = predicate else {
+        return Ok(ds.count_rows(None).await.map_err(lance_err)? > 0);
+    };
+    let mut scanner = ds.scan();
+    scanner.project::<&str>(&[]).map_err(lance_err)?;
+    scanner.with_row_id();
+    scanner.filter(p).map_err(lance_err)?;
+    scanner.limit(Some(1), None).map_err(lance_err)?;
+    let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+    while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+        if batch.num_rows() > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// What the rows an update matches hold before it and will hold after it.
+struct CheckedRows {
+    /// The rows matched; `None` when not counted (no reference column assigned).
+    matched: Option<u64>,
+    /// The references the assigned reference columns will hold (the expressions' values).
+    added: ReferenceCounts,
+    /// The references the matched rows hold now, in every reference column.
+    before: ReferenceCounts,
 }
 
 /// What is wrong with references a committed update added that its checks before the commit

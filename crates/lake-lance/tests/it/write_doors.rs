@@ -313,8 +313,11 @@ async fn a_restore_a_branch_or_a_drop_that_keeps_an_unreadable_schema_commits_no
 
 /// A row another client wrote whose `uri` the engine cannot read (`objects/../escape`): a delete
 /// that removes it commits and journals the new version as a snapshot (before the change: the
-/// version was committed, then "invalid reference, nothing was committed"); a delete that keeps
-/// it commits a version no scan can read, and the error names that committed version.
+/// version was committed, then "invalid reference, nothing was committed"); a delete of a
+/// neighbour that keeps it reads only the neighbour (`crate::version_diff`), so its entry is an
+/// exact delta, and the unjournaled version below it keeps GC refusing; a delete of one of two
+/// such rows commits a version neither the diff nor a scan can read, and the error names that
+/// committed version.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_journal_entry_that_cannot_be_computed_names_the_committed_version() {
     let (lake, _orphan, a, _b) = lake_with_table().await;
@@ -332,11 +335,22 @@ async fn a_journal_entry_that_cannot_be_computed_names_the_committed_version() {
     let scanned = lake.engine.scan_version("t", out.version).await.unwrap();
     assert_eq!(lake.engine.journal_counts_at("t", out.version).await.unwrap(), scanned, "a snapshot of the version");
 
-    // Another client adds it again; a delete of its neighbour keeps it.
+    // Another client adds it again; a delete of its neighbour keeps it and reads only the
+    // neighbour: an exact delta, above the other client's version, which stays unjournaled.
     let params = WriteParams { mode: WriteMode::Append, ..Default::default() };
-    let rows = spelled(&[("bad", "objects/../escape"), ("near", &a.key)], &a);
+    let rows = spelled(&[("bad", "objects/../escape"), ("bad2", "objects/../escape"), ("near", &a.key)], &a);
     Dataset::write(iter(rows), &lake.engine.dataset_uri("t"), Some(params)).await.unwrap();
-    let err = lake.engine.delete("t", "episode = 'near'").await.unwrap_err();
+    let out = lake.engine.delete("t", "episode = 'near'").await.unwrap().unwrap();
+    assert_eq!((out.references_added, out.references_removed), (0, 1));
+    let listed = lake.engine.versions("t").await.unwrap();
+    assert!(listed.last().unwrap().journaled && !listed[listed.len() - 2].journaled, "{listed:?}");
+    let problems = lake_problems(&lake).await;
+    let foreign = out.version - 1;
+    assert!(problems.contains(&LineageProblem::MissingSidecar { table: "t".into(), version: foreign }), "{problems:?}");
+    assert!(matches!(lake.engine.scan_version("t", out.version).await, Err(LanceEngineError::Unreadable { .. })));
+
+    // Removing one of the two unreadable rows: the diff cannot read it, nor a scan the other.
+    let err = lake.engine.delete("t", "episode = 'bad'").await.unwrap_err();
     let latest = *versions(&lake, "t").await.last().unwrap();
     assert!(matches!(&err, LanceEngineError::Unjournaled { version, .. } if *version == latest), "{err}");
     assert_eq!(err.committed_version(), Some(latest));
