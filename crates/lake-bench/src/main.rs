@@ -14,6 +14,7 @@ mod memory;
 mod plan;
 mod rss;
 mod s3;
+mod snapshots;
 mod upsert;
 
 use clap::Parser;
@@ -54,6 +55,17 @@ pub struct Args {
     /// Rows of the upsert into `--upsert-large-table-rows` (half replace, half new).
     #[arg(long, default_value_t = 1_000)]
     pub upsert_small_rows: usize,
+    /// References per table of the 1x lake of the `snapshots` group (the 10x lake has ten times
+    /// as many) and of the `shards` lake.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub snapshot_references: usize,
+    /// Memory budget of the `snapshots` and `shards` groups' repairs and dry runs, in MiB (as
+    /// `lake gc --memory-budget-mib`).
+    #[arg(long, default_value_t = 64)]
+    pub snapshot_budget_mib: usize,
+    /// Internal: the key range (JSON) a child dry run plans.
+    #[arg(long, hide = true)]
+    pub shard_range: Option<String>,
     /// Table rows of `update_time_ratio` and `delete_time_ratio`.
     #[arg(long, default_value_t = 1_000_000)]
     pub change_table_rows: usize,
@@ -140,6 +152,14 @@ pub enum Group {
     /// `delete_time_ratio`: a delete of `--changed-rows` rows of a `--change-table-rows`-row
     /// table through the engine vs plain Lance (not run by default).
     RowDelete,
+    /// `repair_peak_rss_growth_10x`, `snapshot_plan_peak_rss_growth_10x`,
+    /// `plan_time_per_million_refs`: repair and a dry run of a lake whose entries are snapshots of
+    /// `--snapshot-references` references per table vs ten times as many (not run by default:
+    /// the 10x lake takes minutes to build).
+    Snapshots,
+    /// `shard_journal_bytes_ratio`: the journal bytes one of 8 shards reads vs an unsharded plan
+    /// (not run by default).
+    Shards,
     /// `parallel_listing_speedup`: a listing of `--list-objects` objects on LocalStack with
     /// `--list-streams` streams vs one, through a proxy adding `--proxy-delay-ms` per request (not
     /// run by default: filling LocalStack takes minutes).
@@ -227,6 +247,12 @@ async fn run(args: &Args) -> Result<(), String> {
     }
     if args.only.contains(&Group::RowDelete) {
         changes::delete_ratio(args).await?;
+    }
+    if args.only.contains(&Group::Snapshots) {
+        snapshots::figures(args).await?;
+    }
+    if args.only.contains(&Group::Shards) {
+        snapshots::shard_figures(args).await?;
     }
     if args.only.contains(&Group::ListS3) {
         if args.skip_s3 {

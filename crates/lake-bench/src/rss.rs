@@ -63,6 +63,18 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
             let root = args.root.as_deref().ok_or("--root is required")?;
             crate::plan::plan_once(root, args.memory_budget_kib).await?;
         }
+        "repair" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::snapshots::repair_once(root, args.snapshot_budget_mib).await?;
+        }
+        "snapshot-plan" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            let range = match args.shard_range.as_deref() {
+                Some(json) => Some(serde_json::from_str(json).map_err(|e| format!("--shard-range: {e}"))?),
+                None => None,
+            };
+            crate::snapshots::plan_once(root, args.snapshot_budget_mib, range).await?;
+        }
         "make-planning-lake" => {
             // For profiling one figure by hand: build the planning lake at --root.
             let root = args.root.as_deref().ok_or("--root is required")?;

@@ -186,6 +186,7 @@ fn heads_and_inline_sidecars_decode_and_other_formats_are_refused() {
             bytes: log.len() as u64,
             sha256: sha256.clone(),
             sorted: false,
+            index: None,
         },
     );
     head.log.check(&read_totals(&log, false)).unwrap();
@@ -237,4 +238,35 @@ fn heads_and_inline_sidecars_decode_and_other_formats_are_refused() {
     assert!(matches!(SidecarDocument::decode(extra.as_bytes(), "t", 3), Err(DecodeError::CorruptJson(_))));
     let inline = lake_common::ObjectReferenceDelta::empty("t", 3);
     assert_eq!(SidecarDocument::decode(&inline.encode(), "t", 3).unwrap(), SidecarDocument::Inline(inline));
+}
+
+#[test]
+fn the_index_describes_the_log_block_by_block_and_a_head_with_another_is_refused() {
+    use lake_common::{DeltaKind, LogHead, LogRef, SidecarDocument};
+    let counts: ReferenceCounts = (0..=255u8)
+        .cycle()
+        .take(20_000)
+        .enumerate()
+        .map(|(i, b)| ObjectIdentity::new(format!("objects/{WRITE}/f{i:06}"), [b; 32], i as u64))
+        .collect();
+    let (bytes, totals) = encode_sorted(&counts, 500);
+    let index = totals.index.clone().unwrap();
+    assert!(index.blocks.len() >= 3, "{index:?}");
+    let mut offset = 0usize;
+    for block in &index.blocks {
+        let slice = &bytes[offset..offset + block.bytes as usize];
+        assert_eq!(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(slice)), block.sha256);
+        offset += block.bytes as usize;
+    }
+    assert_eq!(offset, bytes.len());
+    assert_eq!(index.blocks.iter().map(|b| b.rows).sum::<u64>(), totals.references);
+    assert!(index.blocks.windows(2).all(|w| w[0].rows == 0 || w[1].rows == 0 || w[0].last < w[1].first));
+    let head = LogHead::new("t", 3, DeltaKind::Snapshot, LogRef::of(WRITE, &totals, true));
+    assert_eq!(SidecarDocument::decode(&head.encode(), "t", 3).unwrap(), SidecarDocument::Log(head.clone()));
+    // An index that does not add up to its log is refused (sealed anew: not a seal mismatch).
+    let mut other = head.clone();
+    if let Some(index) = other.log.index.as_mut() {
+        index.blocks[0].rows += 1;
+    }
+    assert!(matches!(SidecarDocument::decode(&other.encode(), "t", 3), Err(DecodeError::CorruptJson(_))));
 }
