@@ -138,7 +138,8 @@ pub enum Group {
     PlanS3,
     /// `bulk_delete_speedup`.
     Delete,
-    /// `ingest_peak_rss_growth_10x`, `verify_peak_rss_growth_10x`: peak RSS of `lake ingest` of
+    /// `ingest_peak_rss_growth_10x`, `ingest_peak_rss_vs_lance` (the 10x ingest vs a plain Lance
+    /// write of as many rows), `verify_peak_rss_growth_10x`: peak RSS of `lake ingest` of
     /// `--ingest-files` vs ten times as many files, and of `lake refs verify` of a lake of
     /// `--verify-references` vs ten times as many (not run by default: several minutes).
     Memory,

@@ -75,6 +75,11 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
             };
             crate::snapshots::plan_once(root, args.snapshot_budget_mib, range).await?;
         }
+        "make-foreign-lake" => {
+            // For the measurement by hand of repair and gc on a lake of second-client appends.
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::snapshots::make_foreign_lake(root, args.rows, args.versions).await?;
+        }
         "make-planning-lake" => {
             // For profiling one figure by hand: build the planning lake at --root.
             let root = args.root.as_deref().ok_or("--root is required")?;

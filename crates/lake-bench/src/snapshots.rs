@@ -82,6 +82,26 @@ async fn build(root: &str, references: usize, start: u64) -> Result<(), String> 
     Ok(())
 }
 
+/// For a measurement by hand (docs/cost-model.md): a lake at `root` whose table `t` has one row
+/// written through the engine (version 1), then `appends` versions of `rows` rows each written
+/// by a second client (plain Lance), whose journal entries are missing until `lake refs repair
+/// ROOT --table t --version V` writes them.
+pub async fn make_foreign_lake(root: &str, rows: usize, appends: usize) -> Result<(), String> {
+    let store = LakeStore::open(root).map_err(|e| e.to_string())?;
+    LakeDescriptor::create(&store, Duration::from_secs(3600)).await.map_err(|e| e.to_string())?;
+    let engine = LanceEngine::new(store.clone());
+    let start = first_time(rows * appends + 1);
+    let first = spread_rows("first", start, 1).collect::<Vec<_>>();
+    engine.append("t", Box::new(RecordBatchIterator::new(first, schema()))).await.map_err(|e| e.to_string())?;
+    for a in 0..appends {
+        let params = lance::dataset::WriteParams { mode: lance::dataset::WriteMode::Append, ..Default::default() };
+        let from = start + 1 + (a * rows) as u64;
+        let reader = RecordBatchIterator::new(spread_rows(&format!("a{a}-"), from, rows), schema());
+        lance::Dataset::write(reader, &engine.dataset_uri("t"), Some(params)).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// The child side of a repair: `lake refs repair ROOT --table r --version 2` with a memory
 /// budget of `budget_mib`.
 pub async fn repair_once(root: &str, budget_mib: usize) -> Result<(), String> {

@@ -202,6 +202,10 @@ pub enum RefsCommand {
     /// look-alike, a nested DataLocation, a Lance blob column) or that reads files outside its
     /// dataset folder. Repair has no publication guard: do not run it while a GC apply runs (a
     /// version it journals during one group of deletes is seen only before the next group).
+    ///
+    /// Runs in bounded memory (--memory-budget-mib) whatever the version's size: the scanned
+    /// references are sorted in runs spilled to `TMPDIR`, counted per object and streamed into
+    /// the entry's sorted reference log.
     Repair(RepairArgs),
     /// Bind the journal entries of retained versions to the Lance versions they describe, after
     /// checking the journal against full scans (for a lake written by an earlier build, whose
@@ -261,6 +265,11 @@ pub struct RepairArgs {
     /// The version whose journal entry is rebuilt.
     #[arg(long)]
     pub version: u64,
+    /// Memory for the scan's sorted runs, in MiB (1 to 1048576): past it the scanned
+    /// references spill to the temporary folder (`TMPDIR`), and the entry is streamed into a
+    /// sorted reference log, so repair's memory does not grow with the version.
+    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    pub memory_budget_mib: usize,
 }
 
 #[derive(Debug, Args)]

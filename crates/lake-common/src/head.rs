@@ -1,13 +1,15 @@
 //! [`SidecarDocument`]: what a sidecar file holds, by format version.
 //!
 //! Format 4 (bound to its Lance version, [`crate::binding`]) or 3 (the same without the
-//! binding, written by earlier builds), in two shapes, each sealed by the SHA-256 of its own canonical bytes (`sha256`):
-//! - inline ([`crate::delta`]): the entries, canonical JSON. Written for versions whose
-//!   references are computed in memory (delete, compaction, restore, repair);
-//! - a head ([`LogHead`]): a small JSON document naming a reference log ([`crate::reflog`]) that
-//!   a streamed write (append, overwrite) produced while Lance consumed its rows, bound by the
-//!   log's length, row count and SHA-256 (`log.sha256`). The head is written create-only after
-//!   the Lance commit; the log it names was completed before the commit.
+//! binding, written by earlier builds), in two shapes, each sealed by the SHA-256 of its own
+//! canonical bytes (`sha256`):
+//! - inline ([`crate::delta`]): the entries, canonical JSON. Written only for small entries
+//!   (`lake_lance::sidecar::INLINE_MAX_IDENTITIES` identities at most);
+//! - a head ([`LogHead`]): a small JSON document naming reference logs ([`crate::reflog`]): the
+//!   row log a streamed write (append, overwrite) produced while Lance consumed its rows, or the
+//!   sorted logs of a larger entry (its additions or snapshot, and a delta's removals), each
+//!   bound by its length, row count and SHA-256 and carrying a block index for reads of one key
+//!   range. The head is written create-only after the Lance commit, its logs before it.
 //!
 //! Both are decoded fail-closed; an unknown format version is refused, never skipped, and so are
 //! the unsealed formats 1 and 2 of earlier builds ([`crate::DecodeError::Unsealed`]).
@@ -19,10 +21,10 @@ use crate::delta::{
 use crate::error::DecodeError;
 use serde::{Deserialize, Serialize};
 
-/// A format-2 sidecar: the version's kind and the reference log that carries its additions.
+/// A head: the version's kind and the reference logs that carry its entry.
 ///
-/// A [`DeltaKind::Delta`] head only adds (an append); a [`DeltaKind::Snapshot`] head is the full
-/// reference set of its version (an overwrite).
+/// A [`DeltaKind::Delta`] head's `log` holds its additions and `removed` its removals (none for
+/// an append); a [`DeltaKind::Snapshot`] head's `log` is the full reference set of its version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogHead {
@@ -238,9 +240,9 @@ fn check_log_ref(log: &LogRef) -> Result<(), DecodeError> {
 /// A decoded sidecar file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SidecarDocument {
-    /// Format 1: the delta itself.
+    /// An inline entry: the delta itself.
     Inline(ObjectReferenceDelta),
-    /// Format 2: a head whose log must be read next.
+    /// A head whose logs are read next.
     Log(LogHead),
 }
 

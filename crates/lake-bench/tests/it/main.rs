@@ -17,6 +17,9 @@ pub fn run_and_check_figures(args: &[&str], figures: &[&str]) -> String {
             .lines()
             .find_map(|l| l.strip_prefix(&format!("{name}: ")))
             .unwrap_or_else(|| panic!("{name} missing in:\n{text}"))
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
             .parse()
             .unwrap();
         assert!(value.is_finite() && value > 0.0, "{name}: {value}");

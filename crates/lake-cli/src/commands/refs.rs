@@ -147,7 +147,9 @@ fn more(total: u64, listed: usize, what: &str) {
 }
 
 async fn repair(args: &RepairArgs) -> Result<(), CliError> {
+    let budget = crate::error::memory_budget_bytes(args.memory_budget_mib)?;
     let (_, _, engine) = open_lake(&args.table.root).await?;
+    let engine = engine.with_memory_budget(budget);
     let entry = engine.repair_refs(&args.table.table, args.version).await?;
     if args.table.json {
         print_json(
