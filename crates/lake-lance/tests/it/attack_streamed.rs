@@ -9,6 +9,8 @@ use lake_objects::key_range::KeyRange;
 use lake_objects::plan::GcPlan;
 use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_objects::writer::ManagedObject;
+use lance::dataset::{WriteMode, WriteParams};
+use lance::Dataset;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,4 +81,104 @@ async fn attack_link_at_a_shard_boundary() {
         assert!(shards[0].problems.iter().any(|p| p.contains(&link)), "{:?}", shards[0].problems);
     }
     assert!(lake.store.head(&x.key).await.unwrap().is_some());
+}
+
+/// The live identities' URIs of table `t` read for `range`.
+async fn live_in(lake: &TestLake, range: &lake_engine::UriRange) -> std::collections::BTreeSet<String> {
+    use lake_engine::Engine;
+    let location = lake_engine::TableLocation { name: "t".into(), uri: lake.engine.dataset_uri("t") };
+    let snapshot = lake.engine.snapshot_in(&location, range).await.unwrap();
+    assert!(snapshot.lineage().problems.is_empty(), "{:?}", snapshot.lineage().problems);
+    let roots = lake_engine::RetainedRoots::new(snapshot.lineage().retained.clone());
+    let mut stream = snapshot.live(&roots).unwrap();
+    let mut live = std::collections::BTreeSet::new();
+    while let Some(identity) = stream.next_identity().unwrap() {
+        live.insert(identity.uri);
+    }
+    live
+}
+
+/// Ranges cut exactly at every block's first and last key (and just after them) of a sorted
+/// snapshot log (repair) and of a delta's added and removed logs (a delete of every other row,
+/// keys written in shuffled order): each range's live set is exactly the full live set's part
+/// the range concerns. A block whose first or last key equals a range's bound is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn ranges_cut_at_block_edges_keep_every_live_key() {
+    use lake_common::SidecarDocument;
+    use lake_objects::layout::sidecar_key;
+    let lake = new_lake().await;
+    let first = lake.upload("first.bin", b"the engine's own row").await;
+    lake.engine.append("t", crate::support::reader(vec![crate::support::batch(&[("e", Some(&first))])])).await.unwrap();
+    let start = Utc::now().timestamp_millis() as u64 - 60_000;
+    let n = 9_000u64;
+    // Shuffled (a stride coprime with n), names of different lengths and characters that
+    // sort around `/`.
+    let objects: Vec<ManagedObject> = (0..n)
+        .map(|i| (i * 7_919) % n)
+        .map(|i| ManagedObject {
+            key: format!(
+                "objects/{}/{}",
+                ulid::Ulid::from_parts(start + i / 3, u128::from(i)),
+                ["a", "a-b", "a.b_c"][(i % 3) as usize]
+            ),
+            sha256: [(i % 251) as u8; 32],
+            size: i,
+            last_modified: Utc::now(),
+        })
+        .collect();
+    let rows: Vec<(&str, Option<&ManagedObject>)> =
+        objects.iter().enumerate().map(|(i, o)| (if i % 2 == 0 { "even" } else { "odd" }, Some(o))).collect();
+    let params = WriteParams { mode: WriteMode::Append, ..Default::default() };
+    Dataset::write(crate::support::iter(crate::support::batch(&rows)), &lake.engine.dataset_uri("t"), Some(params))
+        .await
+        .unwrap();
+    lake.engine.repair_refs("t", 2).await.unwrap();
+    lake.engine.delete("t", "episode = 'even'").await.unwrap().unwrap();
+
+    let mut cuts = std::collections::BTreeSet::new();
+    for v in [2, 3] {
+        let bytes = lake.store.get(&sidecar_key("t", v)).await.unwrap().unwrap();
+        let SidecarDocument::Log(head) = SidecarDocument::decode(&bytes, "t", v).unwrap() else { panic!("a head") };
+        for log in head.logs() {
+            let index = log.index.clone().expect("an indexed log");
+            // A delete's head names an empty log of additions.
+            if log.references == 0 {
+                continue;
+            }
+            assert!(index.blocks.len() >= 2, "{index:?}");
+            for block in index.blocks {
+                cuts.extend([block.first.clone(), block.last.clone()]);
+            }
+        }
+    }
+    let all = live_in(&lake, &lake_engine::UriRange::all()).await;
+    assert_eq!(all.len() as u64, n + 1);
+    check_cuts(&lake, &cuts, &all).await;
+    // Versions 1 and 2 cleaned up: the delete's removals count (through the reference
+    // checkpoint at version 3, a sorted log of its own).
+    lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    let all = live_in(&lake, &lake_engine::UriRange::all()).await;
+    assert_eq!(all.len() as u64, n / 2 + 1);
+    check_cuts(&lake, &cuts, &all).await;
+}
+
+/// Each cut of `cuts` splits the keys in two ranges whose live sets are `all`'s parts.
+async fn check_cuts(
+    lake: &TestLake,
+    cuts: &std::collections::BTreeSet<String>,
+    all: &std::collections::BTreeSet<String>,
+) {
+    for cut in cuts {
+        let below = lake_engine::UriRange { after: None, until: Some(cut.clone()) };
+        let above = lake_engine::UriRange { after: Some(cut.clone()), until: None };
+        let mut union = std::collections::BTreeSet::new();
+        for range in [below, above] {
+            let live = live_in(&lake, &range).await;
+            let expected: std::collections::BTreeSet<String> =
+                all.iter().filter(|u| range.concerns(u)).cloned().collect();
+            assert_eq!(live, expected, "{range:?}");
+            union.extend(live);
+        }
+        assert_eq!(&union, all, "cut at {cut}");
+    }
 }
