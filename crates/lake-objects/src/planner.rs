@@ -260,7 +260,7 @@ pub(crate) async fn plan_ranges(
         // blocks of a log outside them are skipped): a shard reads about its part of the journal.
         let uris = lake_engine::UriRange {
             after: ranges.first().and_then(|r| r.after.clone()),
-            until: ranges.last().and_then(|r| r.until.clone()),
+            until: ranges.last().and_then(|r| r.until.as_deref().map(live_until)),
         };
         for location in &table_set.tables {
             let snapshot = engine.snapshot_in(location, &uris).await?;
@@ -469,6 +469,26 @@ fn own_candidate(
         size: entry.size,
         last_modified: format_time(entry.last_modified),
     })
+}
+
+/// The last live key a plan of the ranges ending at `until` reads (inclusive): `until`, or past
+/// it every managed key of the folder `objects/<ULID>` that `until` lies in or ends at. A
+/// symbolic link met in a range may be such a folder (a shard boundary of
+/// [`KeyRange::split_by_time`] is `objects/<ULID>` exactly), and the live keys that go
+/// through it sort after it, so they may lie past the range; the range's sweep must still see
+/// them to name the problem (`Aliases::check`). A managed key is `objects/<26 chars>/<name>`:
+/// the keys of a folder `f` are all below `f` followed by `0` (`/` sorts just before `0`), and
+/// a folder below `until`'s own has all its keys below `until`. Reading more live keys than a
+/// range holds is always safe (they only keep objects). Test:
+/// `attack_streamed::attack_link_at_a_shard_boundary`.
+fn live_until(until: &str) -> String {
+    let folder = OBJECTS_PREFIX.len() + 1 + 26;
+    match until.get(..folder) {
+        Some(f) if until.starts_with(OBJECTS_PREFIX) && until.as_bytes().get(OBJECTS_PREFIX.len()) == Some(&b'/') => {
+            format!("{f}0")
+        }
+        _ => until.to_string(),
+    }
 }
 
 /// The index of the range of `ranges` (ascending, contiguous) that holds `key`.
