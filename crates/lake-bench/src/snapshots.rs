@@ -68,7 +68,9 @@ fn spread_rows(
 /// version 2 of `r` is the second client's, its entry missing).
 async fn build(root: &str, references: usize, start: u64) -> Result<(), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
-    LakeDescriptor::create(&store, Duration::from_secs(3600)).await.map_err(|e| e.to_string())?;
+    // A 30-day floor: the publication guard takes the engine's own rows, whose keys are minted
+    // hours in the past (spread one per millisecond); plans here use an explicit cutoff.
+    LakeDescriptor::create(&store, Duration::from_secs(30 * 86_400)).await.map_err(|e| e.to_string())?;
     let engine = LanceEngine::new(store.clone());
     // `r`: one row through the engine (the table is registered), then the second client.
     let first = spread_rows("first", start, 1).collect::<Vec<_>>();
@@ -88,7 +90,9 @@ async fn build(root: &str, references: usize, start: u64) -> Result<(), String> 
 /// ROOT --table t --version V` writes them.
 pub async fn make_foreign_lake(root: &str, rows: usize, appends: usize) -> Result<(), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
-    LakeDescriptor::create(&store, Duration::from_secs(3600)).await.map_err(|e| e.to_string())?;
+    // A 30-day floor: the publication guard takes the engine's own rows, whose keys are minted
+    // hours in the past (spread one per millisecond); plans here use an explicit cutoff.
+    LakeDescriptor::create(&store, Duration::from_secs(30 * 86_400)).await.map_err(|e| e.to_string())?;
     let engine = LanceEngine::new(store.clone());
     let start = first_time(rows * appends + 1);
     let first = spread_rows("first", start, 1).collect::<Vec<_>>();
