@@ -137,22 +137,6 @@ impl LogHead {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// The delta this head describes once its logs are decoded: `added` (a delta's additions
-    /// or a snapshot's full set) and `removed` (a delta's removals; empty otherwise).
-    pub fn into_delta(self, added: crate::ReferenceCounts, removed: crate::ReferenceCounts) -> ObjectReferenceDelta {
-        let mut delta = match self.kind {
-            DeltaKind::Snapshot => {
-                let mut d = ObjectReferenceDelta::additions(self.table, self.version, added);
-                d.kind = DeltaKind::Snapshot;
-                d.parent = self.parent;
-                d
-            }
-            DeltaKind::Delta => ObjectReferenceDelta::delta(self.table, self.version, &added, &removed),
-        };
-        delta.binding = self.lance;
-        delta
-    }
-
     fn validate(self, table: &str, expected_version: u64) -> Result<Self, DecodeError> {
         check_presence(self.format_version, self.lance.as_ref())?;
         check_position(

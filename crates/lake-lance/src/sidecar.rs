@@ -9,7 +9,6 @@ use crate::log_upload::upload_sorted;
 use lake_common::{
     DecodeError, DeltaKind, EntryList, LogDecoder, LogHead, ObjectIdentity, ObjectReferenceDelta, SidecarDocument,
 };
-use lake_engine::journal::Sidecars;
 use lake_engine::LineageProblem;
 use lake_objects::layout::{journal_prefix, reference_log_key, sidecar_key};
 use lake_objects::store::{CreateOutcome, LakeStore};
@@ -490,36 +489,8 @@ pub async fn read(
     }
 }
 
-/// Reads and decodes every sidecar of `table`. File names that are not `<version>.json` are
-/// returned as [`LineageProblem::VersionMismatch`].
-///
-/// # Errors
-/// Storage errors (a failed read is never an absent sidecar).
-pub async fn read_all(store: &LakeStore, table: &str) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
-    read_from(store, table, 1).await
-}
-
-/// As [`read_all`] for the sidecars of versions `from` and later only (one listing; a GET per
-/// sidecar read).
-///
-/// # Errors
-/// Storage errors.
-pub async fn read_from(
-    store: &LakeStore,
-    table: &str,
-    from: u64,
-) -> Result<(Sidecars, Vec<LineageProblem>), LanceEngineError> {
-    let mut sidecars = Sidecars::new();
-    let problems = visit_from(store, table, from, |version, decoded| {
-        sidecars.insert(version, decoded);
-        Ok(())
-    })
-    .await?;
-    Ok((sidecars, problems))
-}
-
-/// Sidecars (and their reference logs) read concurrently by [`visit_from`]: the decoded entries
-/// of at most this many versions are held at once.
+/// Sidecar documents read concurrently by [`stream_listed`] (their reference logs are streamed
+/// one after the other): the documents of at most this many versions are held at once.
 pub const READ_AHEAD: usize = 8;
 
 /// The journal folder of a table as one listing saw it: every sidecar file by version with its
@@ -576,25 +547,8 @@ pub async fn list(store: &LakeStore, table: &str) -> Result<JournalListing, Lanc
     Ok(listing)
 }
 
-/// Reads the sidecars of versions `from` and later in ascending version order and hands each
-/// decoded entry (or its decode error) to `visit`, holding at most [`READ_AHEAD`] of them: the
-/// journal is never materialised. Returns the file names that are not `<version>.json`, as
-/// [`LineageProblem::VersionMismatch`].
-///
-/// # Errors
-/// Storage errors (a failed read is never an absent sidecar), and whatever `visit` returns.
-pub async fn visit_from(
-    store: &LakeStore,
-    table: &str,
-    from: u64,
-    visit: impl FnMut(u64, Result<ObjectReferenceDelta, DecodeError>) -> Result<(), LanceEngineError> + Send,
-) -> Result<Vec<LineageProblem>, LanceEngineError> {
-    let listing = list(store, table).await?;
-    visit_listed(store, table, &listing, from..=u64::MAX, visit).await?;
-    Ok(listing.problems)
-}
-
-/// As [`visit_from`] for the entries of `listing` whose versions are in `versions`: its sidecars,
+/// Hands every entry of `listing` whose version is in `versions` to `visit`, in ascending
+/// version order: its sidecars,
 /// and its implied entries as empty deltas, merged in version order. Each entry is built whole
 /// in memory before `visit` gets it: for small ranges; a whole journal is read with
 /// [`stream_listed`].
