@@ -54,9 +54,12 @@ pub struct CommitOutcome {
     pub version: u64,
     /// Rows written (append) or deleted (delete).
     pub rows: u64,
-    /// References added (sum of counts).
+    /// References added (sum of counts), net of removals; a large upsert journaled from its
+    /// own row log (`version_diff::logged_entry`) counts every reference of the rows it wrote,
+    /// not netted against those of the rows it replaced.
     pub references_added: u64,
-    /// References removed (sum of counts).
+    /// References removed (sum of counts), net of additions (not netted for a large upsert, as
+    /// above).
     pub references_removed: u64,
     /// True when Lance rebased the commit onto versions committed concurrently (its read
     /// version was older than `version - 1`).
@@ -308,18 +311,25 @@ impl LanceEngine {
         delta: ObjectReferenceDelta,
         committed: &Dataset,
     ) -> Result<(), LanceEngineError> {
-        if committed.version().version != delta.version {
-            return Err(LanceEngineError::InvalidInput(format!(
-                "table `{}`: the journal entry of version {} cannot be bound to version {}",
-                delta.table,
-                delta.version,
-                committed.version().version
-            )));
-        }
+        check_binds_to(&delta.table, delta.version, committed)?;
         let binding = crate::binding::binding_of(&self.store, &delta.table, committed).await?;
         let delta = delta.bound(binding);
         sidecar::write(&self.store, &delta).await?;
         self.advance(&delta.table, delta.version).await
+    }
+
+    /// Publishes `head` (unbound) as the journal entry of `committed`'s version: binds it to
+    /// that version, writes it create-only, then advances the registry.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] when `head` is another version's; binding, sidecar and
+    /// registry errors.
+    pub(crate) async fn publish_head(&self, head: LogHead, committed: &Dataset) -> Result<(), LanceEngineError> {
+        check_binds_to(&head.table, head.version, committed)?;
+        let binding = crate::binding::binding_of(&self.store, &head.table, committed).await?;
+        let head = head.bound(binding);
+        sidecar::write_head(&self.store, &head).await?;
+        self.advance(&head.table, head.version).await
     }
 
     /// The tail of a commit once its sidecar is written: advances the registry.
@@ -1021,4 +1031,15 @@ impl Engine for LanceEngine {
     ) -> Result<lake_engine::WriteIntents, EngineError> {
         Ok(lake_objects::intents::read_all(&self.store, visit).await.map_err(LanceEngineError::from)?)
     }
+}
+
+/// Refuses to bind the journal entry of `version` of `table` to `committed`, another version.
+fn check_binds_to(table: &str, version: u64, committed: &Dataset) -> Result<(), LanceEngineError> {
+    if committed.version().version != version {
+        return Err(LanceEngineError::InvalidInput(format!(
+            "table `{table}`: the journal entry of version {version} cannot be bound to version {}",
+            committed.version().version
+        )));
+    }
+    Ok(())
 }

@@ -173,6 +173,12 @@ pub(crate) struct IntentWrite {
 }
 
 impl IntentWrite {
+    /// The write's journal entry names the log written for the intent (an upsert journaled from
+    /// its own row log): ending the intent keeps the log.
+    pub(crate) fn keep_log(&mut self) {
+        self.own_log = false;
+    }
+
     /// Every transaction UUID the write may have published: the intent's, and those its gate
     /// recorded.
     pub(crate) fn transaction_uuids(&self) -> Vec<String> {

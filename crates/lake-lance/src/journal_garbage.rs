@@ -46,8 +46,11 @@ impl LanceEngine {
         if old.is_empty() {
             return Ok(Vec::new());
         }
-        let mut named = self.named_write_ids(table).await?;
+        // Intents first, then the sidecars: a writer writes its head before it removes its
+        // intent, so a log whose intent is gone at the first listing is named by a head the
+        // second listing sees (the other order missed a head written between the two).
         let (intents, _) = lake_objects::intents::list(self.store(), Some(table)).await?;
+        let mut named = self.named_write_ids(table).await?;
         named.extend(intents.into_iter().map(|i| i.write_id));
         old.retain(|f| !named.contains(&f.write_id));
         let mut files: Vec<UnreferencedFile> = old.into_iter().map(|f| f.file).collect();

@@ -13,7 +13,7 @@
 //! stream (Lance aborts the write) and the engine refuses to commit in any case.
 
 use crate::error::LanceEngineError;
-use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_array::{Array, RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 use lake_common::{LakeRootUri, LocationError, LogTotals, ObjectIdentity, ReferenceColumns, ReferenceLogEncoder};
 use lake_objects::keys::parse_managed_key;
@@ -50,6 +50,13 @@ pub struct JournalLog {
     pub rows: u64,
     /// The managed reference minted earliest (what the publication guard checks), if any.
     pub oldest: Option<ObjectIdentity>,
+    /// The names of the write's reference columns (the DataLocation columns of its schema), in
+    /// schema order.
+    pub columns: Vec<String>,
+    /// Rows with a null in one of the key columns named by
+    /// [`JournalingReader::with_key_columns`] (an upsert's `on`; a missing key column counts
+    /// every row); 0 without key columns.
+    pub null_key_rows: u64,
 }
 
 /// Why the journal of a write failed.
@@ -96,6 +103,20 @@ impl JournalingReader {
         store: &LakeStore,
         table: &str,
     ) -> Result<(Self, JournalWorker), LanceEngineError> {
+        Self::with_key_columns(inner, store, table, &[])
+    }
+
+    /// As [`JournalingReader::new`], also counting the rows with a null in one of the columns
+    /// `keys` ([`JournalLog::null_key_rows`]: an upsert's `on`, which Lance may skip).
+    ///
+    /// # Errors
+    /// As [`JournalingReader::new`].
+    pub fn with_key_columns(
+        inner: Box<dyn RecordBatchReader + Send>,
+        store: &LakeStore,
+        table: &str,
+        keys: &[String],
+    ) -> Result<(Self, JournalWorker), LanceEngineError> {
         // The rows are new references: one inside the lake root must be a managed key.
         let columns = ReferenceColumns::from_schema(&inner.schema())
             .map_err(|source| LanceEngineError::Location { table: table.into(), source })?
@@ -112,6 +133,7 @@ impl JournalingReader {
             columns,
             failed: failed.clone(),
             runtime: tokio::runtime::Handle::current(),
+            keys: keys.to_vec(),
         };
         let task = tokio::task::spawn_blocking(move || job.run(receiver));
         Ok((Self { inner, sender: Some(sender), failed }, JournalWorker { task }))
@@ -185,6 +207,22 @@ struct Job {
     columns: ReferenceColumns,
     failed: Arc<AtomicBool>,
     runtime: tokio::runtime::Handle,
+    keys: Vec<String>,
+}
+
+/// Rows of `batch` with a null in one of the columns `keys` (every row when one is missing).
+fn null_key_rows_of(batch: &RecordBatch, keys: &[String]) -> u64 {
+    let mut arrays = Vec::with_capacity(keys.len());
+    for key in keys {
+        match batch.column_by_name(key) {
+            Some(array) => arrays.push(array),
+            None => return batch.num_rows() as u64,
+        }
+    }
+    if arrays.iter().all(|a| a.null_count() == 0) {
+        return 0;
+    }
+    (0..batch.num_rows()).filter(|row| arrays.iter().any(|a| a.is_null(*row))).count() as u64
 }
 
 impl Job {
@@ -208,6 +246,7 @@ impl Job {
             self.runtime.block_on(self.store.object_store().put_multipart(&path)).map_err(|e| log_error(&e))?;
         let mut oldest = OldestKey::default();
         let mut rows = 0u64;
+        let mut null_key_rows = 0u64;
         let mut busy = std::time::Duration::ZERO;
         let mut uploading = std::time::Duration::ZERO;
         let streamed = (|| {
@@ -232,6 +271,7 @@ impl Job {
                     }
                 }
                 rows += batch.num_rows() as u64;
+                null_key_rows += null_key_rows_of(&batch, &self.keys);
                 encoder.flush_batch().map_err(|e| log_error(&e))?;
                 if encoder.buffered_bytes() >= part_bytes {
                     let part = PutPayload::from(encoder.take_bytes());
@@ -257,7 +297,15 @@ impl Job {
             let _ = self.runtime.block_on(upload.abort());
             return Err(log_error(&e));
         }
-        Ok(JournalLog { write_id: self.write_id.clone(), key: self.key.clone(), totals, rows, oldest: oldest.identity })
+        Ok(JournalLog {
+            write_id: self.write_id.clone(),
+            key: self.key.clone(),
+            totals,
+            rows,
+            oldest: oldest.identity,
+            columns: self.columns.names(),
+            null_key_rows,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
-//! Sorted reference logs written after a commit, streamed to the store in parts
-//! ([`SortedLogWriter`]): the logs of entries computed in memory, of a version scanned by repair
-//! (merged from sorted runs), and of the reference checkpoint (replayed from the journal).
+//! Reference logs written after a commit, streamed to the store in parts: sorted logs
+//! ([`SortedLogWriter`]) of entries computed in memory, of a version scanned by repair (merged
+//! from sorted runs), and of the reference checkpoint (replayed from the journal); and row logs
+//! ([`RowLogWriter`]) of the rows an upsert replaced, written as Lance reads them.
 //!
 //! A log is a multipart upload under `_lake/object_ref_logs/<write_id>.arrows` with a fresh
 //! ULID, in parts of [`crate::journaling::LOG_PART_BYTES`] on S3 (its minimum part size) and
@@ -11,7 +12,10 @@
 
 use crate::error::LanceEngineError;
 use crate::journaling::{LOCAL_LOG_PART_BYTES, LOG_PART_BYTES};
-use lake_common::{LogRef, LogTotals, ObjectIdentity, SortedLogEncoder};
+use arrow_array::RecordBatch;
+use lake_common::{
+    LakeRootUri, LogRef, LogTotals, ObjectIdentity, ReferenceColumns, ReferenceLogEncoder, SortedLogEncoder,
+};
 use lake_objects::layout::reference_log_key;
 use lake_objects::store::LakeStore;
 use lake_objects::ObjectsError;
@@ -119,6 +123,92 @@ impl SortedLogWriter {
         let up = &self.upload;
         let (rest, totals) = self.encoder.finish().map_err(|e| encode_error(&up.table, up.version, &up.key, e))?;
         self.upload.complete(rest, &totals, true).await
+    }
+
+    /// Abandons the log (its upload is aborted; nothing names it).
+    pub(crate) async fn abort(mut self) {
+        let _ = self.upload.upload.abort().await;
+    }
+}
+
+/// Writes a row log (one row per reference, in the order given) from batches of a table's
+/// rows, normalising each reference as a scan does: the references of the rows an upsert
+/// replaced (`crate::version_diff::logged_entry`).
+pub(crate) struct RowLogWriter {
+    upload: Upload,
+    encoder: ReferenceLogEncoder,
+    root: LakeRootUri,
+    columns: ReferenceColumns,
+    references: u64,
+}
+
+impl RowLogWriter {
+    /// Starts a row log of an entry of `table` at `version`, for rows whose reference columns
+    /// are `columns` (as stored: read back, not new).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::SidecarWrite`] when the upload cannot start.
+    pub(crate) async fn start(
+        store: &LakeStore,
+        table: &str,
+        version: u64,
+        columns: &ReferenceColumns,
+    ) -> Result<Self, LanceEngineError> {
+        let upload = Upload::start(store, table, version).await?;
+        let encoder = ReferenceLogEncoder::new(table, &upload.write_id)
+            .map_err(|e| encode_error(table, version, &upload.key, e))?
+            .with_buffer_capacity(upload.part_bytes + 1024 * 1024);
+        Ok(Self { upload, encoder, root: store.root().clone(), columns: columns.clone(), references: 0 })
+    }
+
+    /// Appends every non-null reference of `batch` (whole arrays when they are canonical keys,
+    /// else one by one, normalised against the lake root), uploading a part when one is full.
+    /// Returns the batch's rows.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Unreadable`] for a reference that cannot be normalised;
+    /// [`LanceEngineError::SidecarWrite`] for a failed encode or upload.
+    pub(crate) async fn push_batch(&mut self, batch: &RecordBatch) -> Result<u64, LanceEngineError> {
+        let up = &self.upload;
+        let encode = |e| encode_error(&up.table, up.version, &up.key, e);
+        match self.columns.canonical_arrays(batch) {
+            Some(columns) => {
+                for arrays in &columns {
+                    self.encoder.push_arrays(arrays).map_err(encode)?;
+                    self.references += arrays[0].len() as u64;
+                }
+            }
+            None => {
+                let (encoder, references) = (&mut self.encoder, &mut self.references);
+                self.columns
+                    .visit_borrowed(batch, &self.root, |uri, sha256, size| {
+                        encoder.push_parts(uri, sha256, size);
+                        *references += 1;
+                    })
+                    .map_err(|source| LanceEngineError::Unreadable { table: up.table.clone(), source })?;
+            }
+        }
+        self.encoder.flush_batch().map_err(encode)?;
+        if self.encoder.buffered_bytes() >= self.upload.part_bytes {
+            let part = self.encoder.take_bytes();
+            self.upload.put(part).await?;
+        }
+        Ok(batch.num_rows() as u64)
+    }
+
+    /// References pushed so far.
+    pub(crate) fn references(&self) -> u64 {
+        self.references
+    }
+
+    /// Finishes the log and returns what a head records of it.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::SidecarWrite`].
+    pub(crate) async fn finish(self) -> Result<LogRef, LanceEngineError> {
+        let up = &self.upload;
+        let (rest, totals) = self.encoder.finish().map_err(|e| encode_error(&up.table, up.version, &up.key, e))?;
+        self.upload.complete(rest, &totals, false).await
     }
 
     /// Abandons the log (its upload is aborted; nothing names it).

@@ -311,8 +311,16 @@ impl LanceEngine {
                 self.journal_landed(intent, version).await?;
                 intents::remove(self.store(), &listed.table, &listed.write_id).await?;
                 if !intent.operation.is_streamed() && matches!(intent.references, IntentReferences::Log(_)) {
-                    // A log written for the intent: no journal entry names it.
-                    self.store().delete(&reference_log_key(&intent.table, &intent.write_id)).await?;
+                    // A log written for the intent, removed unless the version's entry names it
+                    // (an upsert journaled from its own row log, `version_diff::logged_entry`):
+                    // a sidecar that mentions the write id keeps it.
+                    let entry = self.store().get(&sidecar_key(&listed.table, version)).await?;
+                    let named = entry.is_none_or(|bytes| {
+                        bytes.windows(intent.write_id.len()).any(|w| w == intent.write_id.as_bytes())
+                    });
+                    if !named {
+                        self.store().delete(&reference_log_key(&intent.table, &intent.write_id)).await?;
+                    }
                 }
                 return Ok(Resolution::Committed { version });
             }

@@ -6,10 +6,16 @@
 //! fragments without committing (`MergeInsertJob::execute_uncommitted`); the write intent names
 //! that log (`crate::intent_commit`: GC keeps its objects until the version is journaled or
 //! proven never to land); the publication guard checks the oldest key; the commit goes through
-//! the intent's gate. The journal entry is computed from the two manifests
-//! (`crate::version_diff`): removed = the replaced rows' references, added = the written rows',
-//! exact whatever Lance did with duplicate keys or a rebase onto a concurrent commit. The log
-//! only serves the intent and is removed with it.
+//! the intent's gate. The journal entry comes from the two manifests (`crate::version_diff`):
+//! - when the manifests show that every source row was written once
+//!   ([`crate::version_diff::logged_entry`]) and the log is too large to inline, the entry is a
+//!   head naming that log as its additions and a row log of the replaced rows' references
+//!   (read by row address from the previous version) as its removals: the write's references
+//!   are not read back or written twice;
+//! - otherwise removed = the replaced rows' references, added = the new fragments' rows',
+//!   computed whole ([`crate::version_diff::committed_entry`]), exact whatever Lance did with
+//!   duplicate keys or a rebase onto a concurrent commit, and the log, which then only served
+//!   the intent, is removed with it.
 
 use crate::create_commit::CheckedCommitHandler;
 use crate::engine::{rebased, CommitOutcome, LanceEngine};
@@ -17,11 +23,12 @@ use crate::error::LanceEngineError;
 use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use crate::journaling::{discard_log, JournalingReader};
 use crate::scan::writable_columns;
-use crate::version_diff::committed_entry;
+use crate::version_diff::{committed_entry, logged_entry};
 use arrow_array::RecordBatchReader;
 use lake_common::intent::IntentOperation;
 use lake_objects::descriptor::LakeDescriptor;
 use lake_objects::guard::PublicationGuard;
+use lance::dataset::write::merge_insert::SourceDedupeBehavior;
 use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,12 +68,15 @@ impl LanceEngine {
         writable_columns(&ds, table)?;
         let lance_err =
             |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
-        let (reader, worker) = JournalingReader::new(batches, self.store(), table)?;
+        let (reader, worker) = JournalingReader::with_key_columns(batches, self.store(), table, on)?;
         let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let job = MergeInsertBuilder::try_new(ds.clone(), on.to_vec())
             .map_err(lance_err("upsert"))?
             .when_matched(WhenMatched::UpdateAll)
             .when_not_matched(WhenNotMatched::InsertAll)
+            // Two source rows matching one table row are refused (Lance's default, pinned: the
+            // journal's shortcut relies on no source row being skipped, `logged_entry`).
+            .source_dedupe_behavior(SourceDedupeBehavior::Fail)
             .conflict_retries(0)
             .try_build()
             .map_err(lance_err("upsert"))?;
@@ -89,7 +99,7 @@ impl LanceEngine {
             read_version: uncommitted.transaction.read_version,
             restored_version: None,
         };
-        let intent = match self.begin_intent(table, facts, IntentRefs::Log(&log), &guard).await {
+        let mut intent = match self.begin_intent(table, facts, IntentRefs::Log(&log), &guard).await {
             Ok(intent) => intent,
             Err(e) => {
                 discard_log(self.store(), &log.key).await;
@@ -126,11 +136,28 @@ impl LanceEngine {
         };
         let version = committed.version().version;
         let committed_at = started.elapsed();
-        let diff = committed_entry(&committed, table, self.store().root()).await?;
-        let diffed_at = started.elapsed();
-        let (references_added, references_removed) = (diff.added, diff.removed);
-        self.publish(diff.entry, &committed).await?;
-        // The log served the intent only: no journal entry names it.
+        let logged = match log.totals.references > crate::sidecar::INLINE_MAX_IDENTITIES as u64 {
+            true => logged_entry(&committed, table, self.store(), &log, on).await.unwrap_or_else(|e| {
+                tracing::warn!(table, version, "computing the upsert's entry from the manifests instead: {e}");
+                None
+            }),
+            false => None,
+        };
+        let (references_added, references_removed) = match logged {
+            Some(entry) => {
+                // The entry names the log: it is the journal's now, not the intent's.
+                intent.keep_log();
+                self.publish_head(entry.head, &committed).await?;
+                (entry.added, entry.removed)
+            }
+            None => {
+                let diff = committed_entry(&committed, table, self.store().root()).await?;
+                self.publish(diff.entry, &committed).await?;
+                (diff.added, diff.removed)
+            }
+        };
+        let published_at = started.elapsed();
+        // A log that served the intent only is removed with it.
         self.end_intent(&intent).await;
         tracing::debug!(
             table,
@@ -139,8 +166,7 @@ impl LanceEngine {
             references_removed,
             data_files_s = data_written.as_secs_f64(),
             commit_s = (committed_at - data_written).as_secs_f64(),
-            diff_s = (diffed_at - committed_at).as_secs_f64(),
-            publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
+            publish_s = (published_at - committed_at).as_secs_f64(),
             "upsert committed and journaled"
         );
         Ok(CommitOutcome {

@@ -27,12 +27,16 @@
 //! update of a 500,000-row fragment reads one row of it and the one-row fragment the update wrote.
 
 use crate::error::LanceEngineError;
+use crate::journaling::JournalLog;
+use crate::log_upload::RowLogWriter;
 use crate::scan::{count_references, count_scanned, reference_columns};
 use futures::TryStreamExt;
-use lake_common::{LakeRootUri, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts};
+use lake_common::{DeltaKind, LakeRootUri, LogHead, LogRef, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts};
+use lake_objects::store::LakeStore;
 use lance::dataset::{ProjectionRequest, TakeBuilder};
 use lance::deps::arrow_array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use lance::deps::datafusion::arrow::compute::filter_record_batch;
+use lance::index::DatasetIndexExt;
 use lance::table::format::Fragment;
 use lance::Dataset;
 use std::collections::BTreeMap;
@@ -84,6 +88,7 @@ pub(crate) async fn diff_entry(
     root: &LakeRootUri,
 ) -> Result<VersionEntry, LanceEngineError> {
     let version = ds.version().version;
+    let started = std::time::Instant::now();
     let lance_err =
         |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
     let full_scan = DiffReads { full_scan: true, ..DiffReads::default() };
@@ -104,6 +109,7 @@ pub(crate) async fn diff_entry(
         return Ok(VersionEntry { entry, added, removed, reads: full_scan });
     }
     let previous = Arc::new(previous);
+    let opened = started.elapsed();
     let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
     let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
     let mut reads = DiffReads::default();
@@ -122,6 +128,7 @@ pub(crate) async fn diff_entry(
         }
     }
     scan_after.extend(after.iter().filter(|(id, _)| !before.contains_key(id)).map(|(_, f)| (*f).clone()));
+    let compared = started.elapsed();
     reads.scanned_before = scan_before.iter().map(|f| f.id).collect();
     reads.scanned_after = scan_after.iter().map(|f| f.id).collect();
     // The removed and the added references are read side by side.
@@ -129,13 +136,17 @@ pub(crate) async fn diff_entry(
         let reader = RemovedRowReader { previous: &previous, table, root, columns: &before_columns };
         let mut removed = ReferenceCounts::new();
         for (fragment, rows) in &grown {
-            reader.read(fragment, rows, &mut removed, &mut reads).await?;
+            reader.read(fragment, rows, &mut Removed::Counts(&mut removed), &mut reads).await?;
         }
         removed.merge(&count_scanned(&previous, table, root, None, Some(scan_before)).await?);
-        Ok::<_, LanceEngineError>(removed)
+        Ok::<_, LanceEngineError>((removed, started.elapsed()))
     };
-    let added = count_scanned(ds, table, root, None, Some(scan_after));
-    let (removed, added) = futures::try_join!(removed, added)?;
+    let added = async {
+        let added = count_scanned(ds, table, root, None, Some(scan_after)).await?;
+        Ok::<_, LanceEngineError>((added, started.elapsed()))
+    };
+    let ((removed, removed_at), (added, added_at)) = futures::try_join!(removed, added)?;
+    let read = started.elapsed();
     let entry = ObjectReferenceDelta::delta(table, version, &added, &removed);
     let (added, removed) = (sum(&entry.added), sum(&entry.removed));
     tracing::debug!(
@@ -145,6 +156,11 @@ pub(crate) async fn diff_entry(
         filtered_fragments = reads.filtered.len(),
         scanned_before = reads.scanned_before.len(),
         scanned_after = reads.scanned_after.len(),
+        open_s = opened.as_secs_f64(),
+        compare_s = (compared - opened).as_secs_f64(),
+        removed_s = (removed_at - compared).as_secs_f64(),
+        added_s = (added_at - compared).as_secs_f64(),
+        net_s = (started.elapsed() - read).as_secs_f64(),
         "version journal entry computed"
     );
     Ok(VersionEntry { entry, added, removed, reads })
@@ -221,7 +237,7 @@ impl RemovedRowReader<'_> {
         &self,
         fragment: &Fragment,
         rows: &RemovedRows,
-        removed: &mut ReferenceCounts,
+        removed: &mut Removed<'_>,
         reads: &mut DiffReads,
     ) -> Result<(), LanceEngineError> {
         if rows.offsets.is_empty() || self.columns.is_empty() {
@@ -250,7 +266,7 @@ impl RemovedRowReader<'_> {
     }
 
     /// Takes `rows` by row address; the number of rows read.
-    async fn take(&self, rows: &RemovedRows, removed: &mut ReferenceCounts) -> Result<u64, LanceEngineError> {
+    async fn take(&self, rows: &RemovedRows, removed: &mut Removed<'_>) -> Result<u64, LanceEngineError> {
         let lance_err =
             |source| LanceEngineError::Lance { table: self.table.into(), action: "read the removed rows", source };
         let schema = self.previous.schema().project(&self.columns.names()).map_err(lance_err)?;
@@ -265,7 +281,7 @@ impl RemovedRowReader<'_> {
                 .execute()
                 .await
                 .map_err(lance_err)?;
-            read += self.count(&batch, removed)?;
+            read += removed.batch(self, &batch).await?;
         }
         Ok(read)
     }
@@ -276,7 +292,7 @@ impl RemovedRowReader<'_> {
         &self,
         fragment: &Fragment,
         offsets: &[u32],
-        removed: &mut ReferenceCounts,
+        removed: &mut Removed<'_>,
     ) -> Result<u64, LanceEngineError> {
         let lance_err = |source| LanceEngineError::Lance { table: self.table.into(), action: "scan", source };
         let mut scanner = self.previous.scan();
@@ -293,22 +309,191 @@ impl RemovedRowReader<'_> {
             let keep: BooleanArray =
                 addresses.values().iter().map(|a| Some(offsets.binary_search(&(*a as u32)).is_ok())).collect();
             let kept = filter_record_batch(&batch, &keep).map_err(|e| self.error("scan", e.to_string()))?;
-            read += self.count(&kept, removed)?;
+            read += removed.batch(self, &kept).await?;
         }
         Ok(read)
     }
 
-    /// Counts `batch`'s references into `removed`; its number of rows.
-    fn count(&self, batch: &RecordBatch, removed: &mut ReferenceCounts) -> Result<u64, LanceEngineError> {
-        self.columns
-            .visit(batch, self.root, |id| removed.add(id, 1))
-            .map_err(|source| LanceEngineError::Unreadable { table: self.table.into(), source })?;
-        Ok(batch.num_rows() as u64)
+    /// Hands every live row of `fragments` at `v - 1` (fragments `v` no longer has) to
+    /// `removed`; the number of rows.
+    async fn scan_whole(&self, fragments: Vec<Fragment>, removed: &mut Removed<'_>) -> Result<u64, LanceEngineError> {
+        if fragments.is_empty() || self.columns.is_empty() {
+            return Ok(0);
+        }
+        let lance_err = |source| LanceEngineError::Lance { table: self.table.into(), action: "scan", source };
+        let mut scanner = self.previous.scan();
+        scanner.io_buffer_size(crate::scan::SCAN_IO_BUFFER_BYTES);
+        scanner.project(&self.columns.names()).map_err(lance_err)?;
+        scanner.with_fragments(fragments);
+        let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+        let mut read = 0;
+        while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+            read += removed.batch(self, &batch).await?;
+        }
+        Ok(read)
     }
 
     fn error(&self, action: &'static str, message: String) -> LanceEngineError {
         LanceEngineError::Lance { table: self.table.into(), action, source: lance::Error::internal(message) }
     }
+}
+
+/// Where the references of removed rows go: counted in memory (an entry computed whole), or
+/// written to a row log as they are read ([`logged_entry`]).
+enum Removed<'a> {
+    Counts(&'a mut ReferenceCounts),
+    Log(&'a mut RowLogWriter),
+}
+
+impl Removed<'_> {
+    /// Takes `batch`'s references (rows read by `reader`); its number of rows.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Unreadable`] for invalid references; a failed log upload.
+    async fn batch(&mut self, reader: &RemovedRowReader<'_>, batch: &RecordBatch) -> Result<u64, LanceEngineError> {
+        match self {
+            Removed::Counts(counts) => {
+                reader
+                    .columns
+                    .visit(batch, reader.root, |id| counts.add(id, 1))
+                    .map_err(|source| LanceEngineError::Unreadable { table: reader.table.into(), source })?;
+                Ok(batch.num_rows() as u64)
+            }
+            Removed::Log(log) => log.push_batch(batch).await,
+        }
+    }
+}
+
+/// An upsert's journal entry that names the write's own row log as its additions
+/// ([`logged_entry`]), not yet bound to its Lance version.
+pub(crate) struct LoggedEntry {
+    /// The head: the write's row log as `log`, a row log of the replaced rows' references as
+    /// `removed` (none when no row was replaced).
+    pub head: LogHead,
+    /// References the written rows hold (the write's row log), not netted against `removed`.
+    pub added: u64,
+    /// References the replaced rows held, not netted against `added`.
+    pub removed: u64,
+}
+
+/// The journal entry of the version `ds` is at, committed by a merge insert (Lance's
+/// `WhenMatched::UpdateAll`, `WhenNotMatched::InsertAll`, duplicate source rows refused) whose
+/// source streamed through a [`crate::journaling::JournalingReader`] into `log`: the additions
+/// are `log` itself (no read of the new fragments, no second copy), the removals a row log of
+/// the replaced rows' references, read by row address from `v - 1` as [`diff_entry`] reads
+/// them. `None` when that would not be exact, and the caller computes the entry with
+/// [`committed_entry`]. It is exact when all of these hold, each checked from the manifests:
+/// - the reference columns of `v - 1`, of `v` and of the source are the same columns (so every
+///   reference of a written row came from the source, none from the row it replaced);
+/// - every fragment of `v - 1` is in `v` unchanged, or with the same data files and a deletion
+///   vector that only grew, or not at all (its rows removed): no fragment rewritten in place
+///   (a partial-column update);
+/// - no source row has a null key (`log.null_key_rows`: Lance's index-based merge drops a
+///   source row whose keys are all null), and no index of `v - 1` covers a key column (Lance
+///   then takes that older plan; found by the attack pass: a dropped null-key row and a row
+///   written twice would cancel out in the count below);
+/// - the fragments new in `v` hold exactly as many live rows as the source streamed. Under
+///   `UpdateAll` and `InsertAll` every source row with a non-null key yields at least one written
+///   row (one per target row it matches, or one insert), so equal counts mean each source row
+///   was written once: the multiset of the new rows' references is the log's. A source row that
+///   matched two target rows (a table with duplicate keys) makes the counts differ.
+///
+/// A head's two logs may name the same identity (a row replaced by one referencing the same
+/// object); readers sum them per identity (docs/journal-format.md).
+///
+/// # Errors
+/// Lance errors; invalid references in the replaced rows; a failed log upload (the removals'
+/// log is aborted).
+pub(crate) async fn logged_entry(
+    ds: &Dataset,
+    table: &str,
+    store: &LakeStore,
+    log: &JournalLog,
+    on: &[String],
+) -> Result<Option<LoggedEntry>, LanceEngineError> {
+    let version = ds.version().version;
+    if version < 2 || log.null_key_rows > 0 {
+        return Ok(None);
+    }
+    let lance_err =
+        |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
+    let previous = ds.checkout_version(version - 1).await.map_err(lance_err("open the previous version"))?;
+    let key_fields: Vec<i32> = on.iter().filter_map(|k| previous.schema().field(k).map(|f| f.id)).collect();
+    if key_fields.len() != on.len() {
+        return Ok(None);
+    }
+    let indices = previous.load_indices().await.map_err(lance_err("list the indexes"))?;
+    if indices.iter().any(|index| index.fields.iter().any(|f| key_fields.contains(f))) {
+        return Ok(None);
+    }
+    let (before_columns, after_columns) = (reference_columns(&previous, table)?, reference_columns(ds, table)?);
+    let (mut table_names, mut source_names) = (after_columns.names(), log.columns.clone());
+    table_names.sort();
+    source_names.sort();
+    if before_columns.columns() != after_columns.columns() || table_names != source_names {
+        return Ok(None);
+    }
+    let previous = Arc::new(previous);
+    let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
+    let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
+    let (mut grown, mut dropped) = (Vec::new(), Vec::new());
+    for (id, old) in &before {
+        match after.get(id) {
+            Some(new) if new == old => {}
+            Some(new) => match grown_deletions(&previous, ds, old, new, table).await? {
+                Some(rows) => grown.push((*old, rows)),
+                None => return Ok(None),
+            },
+            None => dropped.push((*old).clone()),
+        }
+    }
+    let mut written = 0u64;
+    for fragment in after.iter().filter(|(id, _)| !before.contains_key(id)).map(|(_, f)| f) {
+        match fragment.num_rows() {
+            Some(rows) => written += rows as u64,
+            None => return Ok(None),
+        }
+    }
+    if written != log.rows {
+        return Ok(None);
+    }
+    let dropped_fragments = dropped.len();
+    let mut writer = RowLogWriter::start(store, table, version, &before_columns).await?;
+    let reader = RemovedRowReader { previous: &previous, table, root: store.root(), columns: &before_columns };
+    let mut reads = DiffReads::default();
+    let read = async {
+        let mut removed = Removed::Log(&mut writer);
+        for (fragment, rows) in &grown {
+            reader.read(fragment, rows, &mut removed, &mut reads).await?;
+        }
+        reader.scan_whole(dropped, &mut removed).await
+    }
+    .await;
+    if let Err(e) = read {
+        writer.abort().await;
+        return Err(e);
+    }
+    let removed = writer.references();
+    let removed_log = match removed {
+        0 => {
+            writer.abort().await;
+            None
+        }
+        _ => Some(writer.finish().await?),
+    };
+    let mut head = LogHead::new(table, version, DeltaKind::Delta, LogRef::of(log.write_id.clone(), &log.totals, false));
+    if let Some(removed_log) = removed_log {
+        head = head.with_removed(removed_log);
+    }
+    tracing::debug!(
+        table,
+        version,
+        taken_rows = reads.taken.values().sum::<u64>(),
+        filtered_fragments = reads.filtered.len(),
+        dropped_fragments,
+        "upsert journal entry named its row log"
+    );
+    Ok(Some(LoggedEntry { head, added: log.totals.references, removed }))
 }
 
 /// The journal entry of the version `ds` is at, which the calling write just committed: as

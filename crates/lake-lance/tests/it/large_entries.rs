@@ -169,3 +169,178 @@ async fn a_large_restore_is_journaled_as_a_sorted_snapshot_log() {
     assert!(head.kind == DeltaKind::Snapshot && head.log.sorted);
     assert_verified(&lake).await;
 }
+
+/// Rows `(episode, object)` with the episodes given as owned strings.
+fn named<'a>(rows: &'a [(String, &'a ManagedObject)]) -> Vec<(&'a str, Option<&'a ManagedObject>)> {
+    rows.iter().map(|(e, o)| (e.as_str(), Some(*o))).collect()
+}
+
+/// An upsert of more identities than an inline entry holds names its own row log (the one its
+/// intent named) as its additions and a row log of the replaced rows' references as its
+/// removals: no read of the rows it wrote. Its journal equals a full scan, and GC keeps what
+/// retained versions reference, also an object that a replaced row and its replacement both
+/// reference (the two logs name it once each).
+async fn large_upserts_name_their_row_log(lake: TestLake) {
+    let n = INLINE_MAX_IDENTITIES + 200;
+    let (old, new) = (phantoms("o", n), phantoms("n", n));
+    let same = lake.upload("same.bin", b"referenced before and after the upsert").await;
+    let replaced = lake.upload("replaced.bin", b"referenced by a replaced row only").await;
+    let orphan = lake.upload("orphan.bin", b"never referenced").await;
+    let mut v1: Vec<(String, &ManagedObject)> = old.iter().enumerate().map(|(i, o)| (format!("e{i}"), o)).collect();
+    v1.push(("S".into(), &same));
+    v1.push(("R".into(), &replaced));
+    lake.engine.append("t", reader(vec![batch(&named(&v1))])).await.unwrap();
+    // v2: half the `e` rows replaced, as many new rows, `S` replaced by a row referencing the
+    // same object, `R` by one referencing another.
+    let mut v2: Vec<(String, &ManagedObject)> = (n / 2..n).map(|i| (format!("e{i}"), &new[i])).collect();
+    v2.extend((0..n / 2).map(|i| (format!("x{i}"), &new[i])));
+    v2.push(("S".into(), &same));
+    v2.push(("R".into(), &new[0]));
+    let on = vec!["episode".to_string()];
+    let outcome = lake.engine.upsert("t", &on, reader(vec![batch(&named(&v2))])).await.unwrap();
+    let replaced_rows = (n - n / 2 + 2) as u64;
+    assert_eq!((outcome.references_added, outcome.references_removed), (n as u64 + 2, replaced_rows));
+    let SidecarDocument::Log(head) = document(&lake, 2).await else { panic!("a large upsert is a head") };
+    assert_eq!(head.kind, DeltaKind::Delta);
+    assert!(!head.log.sorted && head.log.references == n as u64 + 2, "the write's own row log: {:?}", head.log);
+    let removed = head.removed.clone().expect("a log of the replaced rows");
+    assert!(!removed.sorted && removed.references == replaced_rows, "{removed:?}");
+    assert!(lake.store.get(&reference_log_key("t", &head.log.write_id)).await.unwrap().is_some());
+    assert_verified(&lake).await;
+    assert_eq!(candidates(&lake).await, (true, vec![orphan.key.clone()]), "version 1 (retained) references `replaced`");
+    lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    assert_eq!(candidates(&lake).await, (true, both(&replaced, &orphan)), "`same` is still referenced");
+    assert_verified(&lake).await;
+
+    // v3, v4: the table gets a duplicate key (`D` twice), then an upsert whose `D` row matches
+    // both: whatever Lance writes for it, the entry equals a full scan (the shortcut's row count
+    // check sends it to the entry computed from the manifests when the counts differ).
+    let dups = phantoms("d", 3);
+    lake.engine.append("t", reader(vec![batch(&[("D", Some(&dups[0])), ("D", Some(&dups[1]))])])).await.unwrap();
+    let more = phantoms("m", n);
+    let mut v4: Vec<(String, &ManagedObject)> = more.iter().enumerate().map(|(i, o)| (format!("m{i}"), o)).collect();
+    v4.push(("D".into(), &dups[2]));
+    let result = lake.engine.upsert("t", &on, reader(vec![batch(&named(&v4))])).await;
+    // Lance 14 writes the `D` row once per row it matches: one more row than the source had,
+    // so the entry is the one computed from the manifests (sorted logs), not the shortcut.
+    let outcome = result.unwrap();
+    assert_eq!(outcome.rows, v4.len() as u64 + 1, "one written row per matched row");
+    let SidecarDocument::Log(head) = document(&lake, outcome.version).await else { panic!("a head") };
+    assert!(head.log.sorted, "counts differ: the entry computed from the manifests");
+    assert_verified(&lake).await;
+    assert!(candidates(&lake).await.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn large_upserts_name_their_own_row_log() {
+    large_upserts_name_their_row_log(new_lake().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3"]
+async fn large_upserts_on_s3_name_their_own_row_log() {
+    large_upserts_name_their_row_log(new_s3_lake("large-upserts").await).await;
+}
+
+/// A large upsert killed after its entry (naming the intent's log) was written, before it ended
+/// its intent: recovery finds the version journaled and keeps the log the entry names (it used
+/// to delete an upsert's log with its intent), so the journal stays whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn recovery_keeps_the_log_a_killed_upserts_entry_names() {
+    let lake = new_lake().await;
+    let n = INLINE_MAX_IDENTITIES + 10;
+    let (old, new) = (phantoms("o", n), phantoms("n", n));
+    let v1: Vec<(String, &ManagedObject)> = old.iter().enumerate().map(|(i, o)| (format!("e{i}"), o)).collect();
+    lake.engine.append("t", reader(vec![batch(&named(&v1))])).await.unwrap();
+    let v2: Vec<(String, &ManagedObject)> = new.iter().enumerate().map(|(i, o)| (format!("e{i}"), o)).collect();
+    let on = vec!["episode".to_string()];
+    let killed = lake_objects::failpoint::scope(
+        "append.after_sidecar",
+        lake.engine.upsert("t", &on, reader(vec![batch(&named(&v2))])),
+    )
+    .await;
+    assert!(killed.unwrap_err().to_string().contains("append.after_sidecar"));
+    let SidecarDocument::Log(head) = document(&lake, 2).await else { panic!("a large upsert is a head") };
+    let report = lake.engine.recover_writes(Some("t")).await.unwrap();
+    assert_eq!(report.pending(), 0, "{report:?}");
+    assert!(
+        lake.store.get(&reference_log_key("t", &head.log.write_id)).await.unwrap().is_some(),
+        "the log the entry names is kept"
+    );
+    assert_verified(&lake).await;
+    assert!(candidates(&lake).await.0);
+}
+
+/// One batch of the nullable-key schema: rows of (episode or NULL, object).
+fn nullable_key_batch(rows: &[(Option<&str>, &ManagedObject)]) -> Box<dyn arrow_array::RecordBatchReader + Send> {
+    use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("episode", DataType::Utf8, true),
+        lake_common::data_location_field("file", true),
+    ]));
+    let episodes: ArrayRef = Arc::new(rows.iter().map(|(e, _)| *e).collect::<StringArray>());
+    let mut files = lake_common::DataLocationBuilder::new();
+    for (_, o) in rows {
+        files.append(&o.key, o.sha256, o.size);
+    }
+    let batch = RecordBatch::try_new(schema.clone(), vec![episodes, Arc::new(files.finish())]).unwrap();
+    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
+}
+
+/// Found by the attack pass: with a B-tree index on the key, Lance's older merge plan drops a
+/// source row whose key is null and writes a source row once per table row it matches. One of
+/// each kept the written rows' count equal to the source's, so the row-log shortcut journaled
+/// the dropped row's object and one copy too few of the doubled one; after a delete of the
+/// doubled rows the journal dropped an object a row still referenced, and GC would delete it.
+/// A null key or an index on a key column now keeps the upsert on the entry computed from the
+/// manifests: the journal equals a scan, and GC keeps every referenced object.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_indexed_or_null_key_keeps_an_upsert_off_the_row_log_shortcut() {
+    for indexed in [true, false] {
+        let lake = new_lake().await;
+        let n = INLINE_MAX_IDENTITIES + 20;
+        let (old, new) = (phantoms("o", n), phantoms("n", n));
+        let (a, b) = (lake.upload("a.bin", b"a").await, lake.upload("b.bin", b"b").await);
+        let y = lake.upload("y.bin", b"written for `q` and for both `D` rows").await;
+        let x = lake.upload("x.bin", b"the null-key row's").await;
+        let names: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+        let mut v1: Vec<(Option<&str>, &ManagedObject)> =
+            names.iter().zip(&old).map(|(e, o)| (Some(e.as_str()), o)).collect();
+        v1.push((Some("D"), &a));
+        v1.push((Some("D"), &b));
+        lake.engine.append("t", nullable_key_batch(&v1)).await.unwrap();
+        if indexed {
+            lake.engine.create_index("t", "episode", lake_lance::index::IndexKind::Btree, None, false).await.unwrap();
+        }
+        let fresh: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+        let mut v2: Vec<(Option<&str>, &ManagedObject)> =
+            fresh.iter().zip(&new).map(|(e, o)| (Some(e.as_str()), o)).collect();
+        v2.push((Some("q"), &y));
+        v2.push((Some("D"), &y));
+        v2.push((None, &x));
+        let on = vec!["episode".to_string()];
+        let result = lake.engine.upsert("t", &on, nullable_key_batch(&v2)).await;
+        eprintln!(
+            "indexed {indexed}: {:?}",
+            result
+                .as_ref()
+                .map(|o| (o.version, o.rows, o.references_added, o.references_removed))
+                .map_err(|e| e.to_string())
+        );
+        if let Ok(outcome) = &result {
+            let SidecarDocument::Log(head) = document(&lake, outcome.version).await else { panic!("a head") };
+            assert!(head.log.sorted, "indexed {indexed}: not the shortcut, {:?}", head.log);
+        }
+        assert_verified(&lake).await;
+        lake.engine.delete("t", "episode = 'D'").await.unwrap();
+        lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+        assert_verified(&lake).await;
+        let (complete, planned) = candidates(&lake).await;
+        assert!(complete, "indexed {indexed}");
+        if result.is_ok() {
+            assert!(!planned.contains(&y.key), "indexed {indexed}: `q` still references y: {planned:?}");
+        }
+    }
+}
