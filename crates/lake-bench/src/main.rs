@@ -203,6 +203,11 @@ fn init_logging() {
 
 fn main() {
     let args = Args::parse();
+    // As the `lake` binary does for `gc`, `refs verify` and `refs repair`, before any thread
+    // starts: the children that measure those jobs run under its policy.
+    if matches!(args.child.as_deref(), Some("plan" | "repair" | "snapshot-plan" | "verify")) {
+        lake_engine::allocator::limit_malloc_arenas();
+    }
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {

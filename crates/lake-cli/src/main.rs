@@ -15,6 +15,10 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     stdio::reserve_standard_descriptors();
     let cli = Cli::parse();
+    if cli.command.runs_under_memory_budget() {
+        // Before any thread starts (docs/cost-model.md, "Bounded memory").
+        lake_engine::allocator::limit_malloc_arenas();
+    }
     logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

@@ -14,6 +14,7 @@
 //! - [`journal`]: the shared answers from decoded sidecars (live set, pages, additions).
 //! - [`memory`]: [`memory::MemoryEngine`], an in-memory test double with the same rules.
 
+pub mod allocator;
 pub mod error;
 pub mod journal;
 pub mod lineage;

@@ -80,7 +80,8 @@ impl LanceEngine {
             )));
         }
         let mut runs = SortedRuns::<Referenced>::new(self.memory_budget());
-        crate::scan::visit_scanned(&ds, table, self.store().root(), None, |identity| {
+        let io_buffer = crate::scan::scan_io_buffer_bytes(self.memory_budget());
+        crate::scan::visit_scanned(&ds, table, self.store().root(), io_buffer, |identity| {
             runs.push(Referenced(identity)).map_err(|e| LanceEngineError::Objects(e.into()))
         })
         .await?;

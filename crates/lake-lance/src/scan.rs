@@ -55,6 +55,14 @@ pub(crate) fn top_level_column(e: &LocationError) -> &str {
 /// a local or S3 scan busy (many requests of a few MiB in flight) at a bounded cost.
 pub const SCAN_IO_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The read-ahead of a full scan run under a memory budget of `budget` bytes (repair, verify):
+/// a quarter of the budget, between 8 MiB and [`SCAN_IO_BUFFER_BYTES`], so Lance's buffered
+/// reads count against the budget they run under (16 MiB at `--memory-budget-mib 64`; a version
+/// of 10 million references filled the 64 MiB one, adding 40 MB to repair's peak RSS).
+pub fn scan_io_buffer_bytes(budget: usize) -> u64 {
+    (budget as u64 / 4).clamp(8 * 1024 * 1024, SCAN_IO_BUFFER_BYTES)
+}
+
 /// Counts the references of the rows of `ds` (at its checked-out version) that match `filter`
 /// (one Lance SQL expression, [`crate::sql::check_predicate`]), or of every row.
 ///
@@ -86,7 +94,7 @@ pub(crate) async fn count_scanned(
     if let Some(f) = filter {
         crate::sql::check_predicate(f)?;
     }
-    scan_filtered(ds, table, root, filter, fragments, |id| {
+    scan_filtered(ds, table, root, filter, fragments, SCAN_IO_BUFFER_BYTES, |id| {
         counts.add(id, 1);
         Ok(())
     })
@@ -94,9 +102,10 @@ pub(crate) async fn count_scanned(
     Ok(counts)
 }
 
-/// Hands every reference of the rows of `ds` (at its checked-out version; of `fragments` only,
-/// when given) to `visit`, one per row and reference column, in scan order: memory is one
-/// batch, whatever the version's size.
+/// Hands every reference of the rows of `ds` (at its checked-out version) to `visit`, one per
+/// row and reference column, in scan order, reading ahead at most `io_buffer` bytes
+/// ([`scan_io_buffer_bytes`]): memory is one batch plus the read-ahead, whatever the version's
+/// size.
 ///
 /// # Errors
 /// Lance errors; [`LanceEngineError::Unreadable`] for references that cannot be read; what
@@ -105,10 +114,10 @@ pub(crate) async fn visit_scanned(
     ds: &Dataset,
     table: &str,
     root: &LakeRootUri,
-    fragments: Option<Vec<lance::table::format::Fragment>>,
+    io_buffer: u64,
     visit: impl FnMut(lake_common::ObjectIdentity) -> Result<(), LanceEngineError>,
 ) -> Result<(), LanceEngineError> {
-    scan_filtered(ds, table, root, None, fragments, visit).await
+    scan_filtered(ds, table, root, None, None, io_buffer, visit).await
 }
 
 async fn scan_filtered(
@@ -117,6 +126,7 @@ async fn scan_filtered(
     root: &LakeRootUri,
     filter: Option<&str>,
     fragments: Option<Vec<lance::table::format::Fragment>>,
+    io_buffer: u64,
     mut visit: impl FnMut(lake_common::ObjectIdentity) -> Result<(), LanceEngineError>,
 ) -> Result<(), LanceEngineError> {
     let columns = reference_columns(ds, table)?;
@@ -125,7 +135,7 @@ async fn scan_filtered(
     }
     let lance_err = |source| LanceEngineError::Lance { table: table.into(), action: "scan", source };
     let mut scanner = ds.scan();
-    scanner.io_buffer_size(SCAN_IO_BUFFER_BYTES);
+    scanner.io_buffer_size(io_buffer);
     scanner.project(&columns.names()).map_err(lance_err)?;
     if let Some(f) = filter {
         scanner.filter(f).map_err(lance_err)?;

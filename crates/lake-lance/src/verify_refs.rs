@@ -449,7 +449,7 @@ impl LanceEngine {
             return Ok(ScanEnd::Complete(0));
         }
         let mut scanner = ds.scan();
-        scanner.io_buffer_size(crate::scan::SCAN_IO_BUFFER_BYTES);
+        scanner.io_buffer_size(crate::scan::scan_io_buffer_bytes(self.memory_budget()));
         scanner.project(&columns.names()).map_err(lance_err("scan"))?;
         let mut stream = scanner.try_into_stream().await.map_err(lance_err("scan"))?;
         let root = self.store().root();
