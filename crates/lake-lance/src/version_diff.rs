@@ -110,42 +110,32 @@ pub(crate) async fn diff_entry(
     }
     let previous = Arc::new(previous);
     let opened = started.elapsed();
-    let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
-    let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
-    let mut reads = DiffReads::default();
-    let (mut grown, mut scan_before, mut scan_after) = (Vec::new(), Vec::new(), Vec::new());
-    for (id, old) in &before {
-        match after.get(id) {
-            Some(new) if new == old => {}
-            Some(new) => match grown_deletions(&previous, ds, old, new, table).await? {
-                Some(rows) => grown.push((*old, rows)),
-                None => {
-                    scan_before.push((*old).clone());
-                    scan_after.push((*new).clone());
-                }
-            },
-            None => scan_before.push((*old).clone()),
-        }
-    }
-    scan_after.extend(after.iter().filter(|(id, _)| !before.contains_key(id)).map(|(_, f)| (*f).clone()));
+    let changes = compare_fragments(&previous, ds, table).await?;
     let compared = started.elapsed();
-    reads.scanned_before = scan_before.iter().map(|f| f.id).collect();
-    reads.scanned_after = scan_after.iter().map(|f| f.id).collect();
+    let mut scan_before = changes.dropped;
+    let mut scan_after: Vec<Fragment> = changes.added.into_iter().cloned().collect();
+    for (old, new) in changes.rewritten {
+        scan_before.push(old);
+        scan_after.push(new);
+    }
+    let mut reads = DiffReads {
+        scanned_before: scan_before.iter().map(|f| f.id).collect(),
+        scanned_after: scan_after.iter().map(|f| f.id).collect(),
+        ..DiffReads::default()
+    };
     // The removed and the added references are read side by side.
     let removed = async {
         let reader = RemovedRowReader { previous: &previous, table, root, columns: &before_columns };
         let mut removed = ReferenceCounts::new();
-        for (fragment, rows) in &grown {
-            reader.read(fragment, rows, &mut Removed::Counts(&mut removed), &mut reads).await?;
+        let mut counts = Removed::Counts(&mut removed);
+        for (fragment, rows) in &changes.grown {
+            reader.read(fragment, rows, &mut counts, &mut reads).await?;
         }
-        removed.merge(&count_scanned(&previous, table, root, None, Some(scan_before)).await?);
-        Ok::<_, LanceEngineError>((removed, started.elapsed()))
+        reader.scan_whole(scan_before, &mut counts).await?;
+        Ok::<_, LanceEngineError>(removed)
     };
-    let added = async {
-        let added = count_scanned(ds, table, root, None, Some(scan_after)).await?;
-        Ok::<_, LanceEngineError>((added, started.elapsed()))
-    };
-    let ((removed, removed_at), (added, added_at)) = futures::try_join!(removed, added)?;
+    let added = count_scanned(ds, table, root, None, Some(scan_after));
+    let (removed, added) = futures::try_join!(removed, added)?;
     let read = started.elapsed();
     let entry = ObjectReferenceDelta::delta(table, version, &added, &removed);
     let (added, removed) = (sum(&entry.added), sum(&entry.removed));
@@ -158,8 +148,7 @@ pub(crate) async fn diff_entry(
         scanned_after = reads.scanned_after.len(),
         open_s = opened.as_secs_f64(),
         compare_s = (compared - opened).as_secs_f64(),
-        removed_s = (removed_at - compared).as_secs_f64(),
-        added_s = (added_at - compared).as_secs_f64(),
+        read_s = (read - compared).as_secs_f64(),
         net_s = (started.elapsed() - read).as_secs_f64(),
         "version journal entry computed"
     );
@@ -174,6 +163,46 @@ struct RemovedRows {
     offsets: Vec<u32>,
     /// The fragment's live rows at `v - 1`.
     live_before: u64,
+}
+
+/// How the fragments of `v` differ from those of `v - 1`, by fragment id.
+struct FragmentChanges<'a> {
+    /// Fragments in both whose deletion vector only grew, with the rows it removed.
+    grown: Vec<(&'a Fragment, RemovedRows)>,
+    /// Fragments of `v - 1` that `v` no longer has.
+    dropped: Vec<Fragment>,
+    /// Fragments in both changed otherwise (other data files or physical rows, a deletion
+    /// vector that shrank): `(old, new)`.
+    rewritten: Vec<(Fragment, Fragment)>,
+    /// Fragments only in `v`.
+    added: Vec<&'a Fragment>,
+}
+
+/// Compares the fragments of `previous` (`v - 1`) and `ds` (`v`); unchanged ones are left out.
+///
+/// # Errors
+/// Lance errors reading a deletion vector.
+async fn compare_fragments<'a>(
+    previous: &'a Dataset,
+    ds: &'a Dataset,
+    table: &str,
+) -> Result<FragmentChanges<'a>, LanceEngineError> {
+    let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
+    let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
+    let mut changes =
+        FragmentChanges { grown: Vec::new(), dropped: Vec::new(), rewritten: Vec::new(), added: Vec::new() };
+    for (id, old) in &before {
+        match after.get(id) {
+            Some(new) if new == old => {}
+            Some(new) => match grown_deletions(previous, ds, old, new, table).await? {
+                Some(rows) => changes.grown.push((*old, rows)),
+                None => changes.rewritten.push(((*old).clone(), (*new).clone())),
+            },
+            None => changes.dropped.push((*old).clone()),
+        }
+    }
+    changes.added = after.iter().filter(|(id, _)| !before.contains_key(id)).map(|(_, f)| *f).collect();
+    Ok(changes)
 }
 
 /// The rows `new`'s deletion vector removes from `old` when the two are the same rows (same data
@@ -434,21 +463,12 @@ pub(crate) async fn logged_entry(
         return Ok(None);
     }
     let previous = Arc::new(previous);
-    let before: BTreeMap<u64, &Fragment> = previous.manifest().fragments.iter().map(|f| (f.id, f)).collect();
-    let after: BTreeMap<u64, &Fragment> = ds.manifest().fragments.iter().map(|f| (f.id, f)).collect();
-    let (mut grown, mut dropped) = (Vec::new(), Vec::new());
-    for (id, old) in &before {
-        match after.get(id) {
-            Some(new) if new == old => {}
-            Some(new) => match grown_deletions(&previous, ds, old, new, table).await? {
-                Some(rows) => grown.push((*old, rows)),
-                None => return Ok(None),
-            },
-            None => dropped.push((*old).clone()),
-        }
+    let changes = compare_fragments(&previous, ds, table).await?;
+    if !changes.rewritten.is_empty() {
+        return Ok(None);
     }
     let mut written = 0u64;
-    for fragment in after.iter().filter(|(id, _)| !before.contains_key(id)).map(|(_, f)| f) {
+    for fragment in &changes.added {
         match fragment.num_rows() {
             Some(rows) => written += rows as u64,
             None => return Ok(None),
@@ -457,16 +477,16 @@ pub(crate) async fn logged_entry(
     if written != log.rows {
         return Ok(None);
     }
-    let dropped_fragments = dropped.len();
+    let dropped_fragments = changes.dropped.len();
     let mut writer = RowLogWriter::start(store, table, version, &before_columns).await?;
     let reader = RemovedRowReader { previous: &previous, table, root: store.root(), columns: &before_columns };
     let mut reads = DiffReads::default();
     let read = async {
         let mut removed = Removed::Log(&mut writer);
-        for (fragment, rows) in &grown {
+        for (fragment, rows) in &changes.grown {
             reader.read(fragment, rows, &mut removed, &mut reads).await?;
         }
-        reader.scan_whole(dropped, &mut removed).await
+        reader.scan_whole(changes.dropped, &mut removed).await
     }
     .await;
     if let Err(e) = read {
