@@ -9,11 +9,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo test --workspace --no-run
+# One Lance build for the demo, these tests and the Python extension, and no test feature in the
+# lake binary's builds (seconds, no build).
+scripts/check-builds.sh
+# `--features lake-bench/bench`: the benchmark binary is built (and so kept compiling) only with
+# its feature (crates/lake-bench/Cargo.toml).
+cargo test --workspace --features lake-bench/bench --no-run
 # `--skip child_process_helper`: tests that are child processes of other tests, not tests.
 # Then the Python package's tests (scripts/python-test.sh), against the same LocalStack.
 exec scripts/localstack.sh run -- bash -c '
-  cargo test --workspace --no-fail-fast -- --include-ignored --skip child_process_helper "$@"
+  cargo test --workspace --features lake-bench/bench --no-fail-fast -- --include-ignored --skip child_process_helper "$@"
   rust=$?
   scripts/python-test.sh
   python=$?

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// One append of `rows` rows into a table of a lake at `root`: through the engine (journaled),
 /// or as a plain Lance append to a dataset beside it.
-pub async fn append_once(root: &str, journaled: bool, rows: usize) -> Result<Duration, String> {
+pub(crate) async fn append_once(root: &str, journaled: bool, rows: usize) -> Result<Duration, String> {
     // Creating the lake is idempotent: repeated appends reuse it.
     let (_, engine) = new_lake(root).await?;
     let reader = Box::new(Rows::new(rows));
@@ -29,7 +29,7 @@ pub async fn append_once(root: &str, journaled: bool, rows: usize) -> Result<Dur
 
 /// One engine append of `rows` rows built in memory before the clock starts (the Python
 /// package's benchmark builds its pyarrow table first too, so both time the append alone).
-pub async fn append_built(root: &str, rows: usize) -> Result<Duration, String> {
+pub(crate) async fn append_built(root: &str, rows: usize) -> Result<Duration, String> {
     let (_, engine) = new_lake(root).await?;
     let generated = Rows::new(rows);
     let schema = arrow_array::RecordBatchReader::schema(&generated);
@@ -41,7 +41,7 @@ pub async fn append_built(root: &str, rows: usize) -> Result<Duration, String> {
 }
 
 /// Prints `append_throughput_ratio` (journaled throughput / plain throughput).
-pub async fn throughput(args: &Args) -> Result<(), String> {
+pub(crate) async fn throughput(args: &Args) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = dir.path().join("lake").display().to_string();
     let mut journaled = Vec::new();

@@ -106,11 +106,11 @@ async fn ratio(args: &Args, change: Change) -> Result<(), String> {
 }
 
 /// Prints `update_time_ratio` (journaled time / plain time; 1.0 is no overhead).
-pub async fn update_ratio(args: &Args) -> Result<(), String> {
+pub(crate) async fn update_ratio(args: &Args) -> Result<(), String> {
     ratio(args, Change::Update).await
 }
 
 /// Prints `delete_time_ratio` (journaled time / plain time; 1.0 is no overhead).
-pub async fn delete_ratio(args: &Args) -> Result<(), String> {
+pub(crate) async fn delete_ratio(args: &Args) -> Result<(), String> {
     ratio(args, Change::Delete).await
 }

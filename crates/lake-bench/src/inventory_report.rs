@@ -8,7 +8,7 @@
 //!
 //! The lake: `--inventory-objects` one-byte managed objects and no tables (every object is a
 //! candidate, so both plans sweep and write every key). The report (CSV, AWS's layout, written
-//! by `lake_objects::inventory::report::writer` from a real listing) is created after the last
+//! by `lake_gc::inventory::report::writer` from a real listing) is created after the last
 //! object, and read with a margin of 1 s: every object is older than its boundary, as objects
 //! older than the 48 h default margin are in production, so the live listing after the boundary
 //! is one request.
@@ -17,19 +17,19 @@ use crate::latency_proxy::LatencyProxy;
 use crate::rss::child_value;
 use crate::{median, median_ratio, seconds, Args};
 use lake_engine::memory::MemoryEngine;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::inventory::report::manifest::ReportFormat;
-use lake_objects::inventory::report::writer::{write_report, WriteOptions};
-use lake_objects::inventory::report::{ReportInventory, ReportOptions};
-use lake_objects::inventory::{self, ObjectInventory};
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
-use lake_objects::LakeStore;
+use lake_gc::inventory::report::manifest::ReportFormat;
+use lake_gc::inventory::report::writer::{write_report, WriteOptions};
+use lake_gc::inventory::report::{ReportInventory, ReportOptions};
+use lake_gc::inventory::{self, ObjectInventory};
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::LakeStore;
 use std::time::{Duration, Instant};
 
 /// The child side: one plan of the lake at `root` at `cutoff_ms`, from the report at
 /// `manifest` when given, else from a full listing; the wall time, the plan's digest and its
 /// candidate count.
-pub async fn plan_once(
+pub(crate) async fn plan_once(
     root: &str,
     cutoff_ms: i64,
     manifest: Option<&str>,
@@ -73,7 +73,7 @@ fn plan_in_child(
 }
 
 /// Prints `plan_from_inventory_vs_listing`, or why it was skipped.
-pub async fn ratio(args: &Args) -> Result<(), String> {
+pub(crate) async fn ratio(args: &Args) -> Result<(), String> {
     let (Ok(bucket), Ok(endpoint)) = (std::env::var("LAKE_TEST_S3_BUCKET"), std::env::var("AWS_ENDPOINT_URL")) else {
         println!(
             "# plan_from_inventory_vs_listing skipped: no LocalStack (run under scripts/localstack.sh run -- ...)"

@@ -4,9 +4,9 @@ use arrow_array::{ArrayRef, RecordBatch, RecordBatchReader, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use lake_common::{data_location_field, DataLocationBuilder};
 use lake_lance::LanceEngine;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::keys::mint_key;
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::keys::mint_key;
+use lake_store::LakeStore;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ fn schema() -> SchemaRef {
 }
 
 /// A reader of `rows` rows, each referencing its own managed key, generated batch by batch.
-pub struct Rows {
+pub(crate) struct Rows {
     next: usize,
     rows: usize,
     prefix: String,
@@ -28,14 +28,14 @@ pub struct Rows {
 
 impl Rows {
     /// `rows` rows whose keys share one fresh ULID folder per reader.
-    pub fn new(rows: usize) -> Self {
+    pub(crate) fn new(rows: usize) -> Self {
         let (key, _) = mint_key("r");
         let prefix = key.trim_end_matches("/r").to_string();
         Self { next: 0, rows, prefix, schema: schema() }
     }
 
     /// Rows referencing the given keys (one row per key).
-    pub fn batch_for(keys: &[String]) -> RecordBatch {
+    pub(crate) fn batch_for(keys: &[String]) -> RecordBatch {
         let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(keys.iter().map(|_| "e")));
         let mut files = DataLocationBuilder::new();
         for k in keys {
@@ -66,7 +66,7 @@ impl RecordBatchReader for Rows {
 }
 
 /// A new lake (policy 7 days) at `root`.
-pub async fn new_lake(root: &str) -> Result<(LakeStore, LanceEngine), String> {
+pub(crate) async fn new_lake(root: &str) -> Result<(LakeStore, LanceEngine), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     LakeDescriptor::create(&store, Duration::from_secs(7 * 86400)).await.map_err(|e| e.to_string())?;
     Ok((store.clone(), LanceEngine::new(store)))
@@ -74,7 +74,7 @@ pub async fn new_lake(root: &str) -> Result<(LakeStore, LanceEngine), String> {
 
 /// A planning lake: `objects` tiny managed objects, half of them referenced by `versions`
 /// appended versions of table `t` (all retained).
-pub async fn planning_lake(root: &str, objects: usize, versions: usize) -> Result<LanceEngine, String> {
+pub(crate) async fn planning_lake(root: &str, objects: usize, versions: usize) -> Result<LanceEngine, String> {
     let (store, engine) = new_lake(root).await?;
     let keys: Vec<String> = (0..objects).map(|i| mint_key(&format!("o{i}")).0).collect();
     let put = |k: String| {

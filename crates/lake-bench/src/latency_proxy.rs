@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A running proxy; stops accepting (and drops its connections) when dropped.
-pub struct LatencyProxy {
+pub(crate) struct LatencyProxy {
     addr: SocketAddr,
     delay: Duration,
     requests: Arc<AtomicU64>,
@@ -31,7 +31,7 @@ pub struct LatencyProxy {
 impl LatencyProxy {
     /// Listens on a free loopback port and forwards every connection to `upstream` (an
     /// `http://host:port` URL, like `AWS_ENDPOINT_URL`), each request delayed by `delay`.
-    pub async fn start(upstream: &str, delay: Duration) -> Result<Self, String> {
+    pub(crate) async fn start(upstream: &str, delay: Duration) -> Result<Self, String> {
         let target = upstream
             .strip_prefix("http://")
             .ok_or_else(|| format!("the latency proxy forwards plain http:// only, not {upstream}"))?
@@ -57,17 +57,17 @@ impl LatencyProxy {
     }
 
     /// The proxy's URL, for `AWS_ENDPOINT_URL`.
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// The delay per request.
-    pub fn delay(&self) -> Duration {
+    pub(crate) fn delay(&self) -> Duration {
         self.delay
     }
 
     /// Requests delayed so far.
-    pub fn requests(&self) -> u64 {
+    pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 }

@@ -9,17 +9,17 @@
 use crate::latency_proxy::LatencyProxy;
 use crate::rss::child_value;
 use crate::{median, median_ratio, seconds, Args};
-use lake_objects::collector::PlanSettings;
-use lake_objects::inventory::parallel::{buffered_pages, ParallelInventory};
-use lake_objects::inventory::{self, ObjectInventory};
-use lake_objects::keys::mint_key;
-use lake_objects::LakeStore;
+use lake_gc::collector::PlanSettings;
+use lake_gc::inventory::parallel::{buffered_pages, ParallelInventory};
+use lake_gc::inventory::{self, ObjectInventory};
+use lake_store::keys::mint_key;
+use lake_store::LakeStore;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::time::{Duration, Instant};
 
 /// The child side: lists every key under `objects/` of the lake at `root` with `streams`
 /// streams, buffering as `lake gc` does by default; returns the wall time and the entries.
-pub async fn list_once(root: &str, streams: usize, page_size: usize) -> Result<(Duration, usize), String> {
+pub(crate) async fn list_once(root: &str, streams: usize, page_size: usize) -> Result<(Duration, usize), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let pages = buffered_pages(PlanSettings::default().memory_budget, page_size, streams);
     let parallel = ParallelInventory::new(inventory::for_store(&store), streams).with_buffered_pages(pages);
@@ -83,7 +83,7 @@ fn server_cpu_seconds(endpoint: &str) -> Option<f64> {
 
 /// Writes `n` one-byte managed objects at `root`, 64 at a time, straight to LocalStack; returns
 /// the time it took.
-pub async fn fill(root: &str, n: usize) -> Result<Duration, String> {
+pub(crate) async fn fill(root: &str, n: usize) -> Result<Duration, String> {
     use futures::StreamExt;
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let started = Instant::now();
@@ -99,7 +99,7 @@ pub async fn fill(root: &str, n: usize) -> Result<Duration, String> {
 }
 
 /// Prints `parallel_listing_speedup`, or why it was skipped.
-pub async fn speedup(args: &Args) -> Result<(), String> {
+pub(crate) async fn speedup(args: &Args) -> Result<(), String> {
     let (Ok(bucket), Ok(endpoint)) = (std::env::var("LAKE_TEST_S3_BUCKET"), std::env::var("AWS_ENDPOINT_URL")) else {
         println!("# parallel_listing_speedup skipped: no LocalStack (run under scripts/localstack.sh run -- ...)");
         return Ok(());

@@ -1,5 +1,5 @@
 //! `lake-bench`: side-by-side benchmarks of lake's cost targets (README, "Benchmarks"), on synthetic lakes it
-//! builds itself. Run `cargo run --release -p lake-bench`; sizes are flags.
+//! builds itself. Run `cargo run --release -p lake-bench --features bench`; sizes are flags.
 //! Prints one `name: value` line per figure; `#` lines describe the setup. Each ratio compares two
 //! measurements taken in the same run, back to back and alternating; a ratio is the median of the
 //! `--repeat` per-pair ratios (these machines are shared and noisy). Peak memory is measured in child processes (`VmHWM`).
@@ -195,7 +195,7 @@ pub fn median<T: Ord + Copy + Default>(mut samples: Vec<T>) -> T {
 
 /// Structured logs on stderr, filtered by `LAKE_LOG` in tracing's env-filter syntax (errors only
 /// when unset, so the figures on stdout stand alone): `LAKE_LOG=lake_lance=debug` shows each
-/// append's phases (data files, commit, journal), `LAKE_LOG=lake_objects=debug` those of each plan.
+/// append's phases (data files, commit, journal), `LAKE_LOG=lake_gc=debug` those of each plan.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::from_env("LAKE_LOG");
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();

@@ -9,9 +9,9 @@ use crate::rss::child_peak;
 use crate::{median, Args};
 use futures::StreamExt;
 use lake_lance::LanceEngine;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::keys::mint_key;
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::keys::mint_key;
+use lake_store::LakeStore;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ async fn open_lake(root: &str) -> Result<LanceEngine, String> {
 }
 
 /// The child side of `ingest`: what `lake ingest ROOT --table files DIR` runs, in this process.
-pub async fn ingest_once(root: &str, dir: &Path) -> Result<(), String> {
+pub(crate) async fn ingest_once(root: &str, dir: &Path) -> Result<(), String> {
     let engine = open_lake(root).await?;
     lake_lance::ingest::ingest_dir(&engine, "files", dir).await.map_err(|e| e.to_string())?;
     Ok(())
@@ -57,7 +57,7 @@ pub async fn ingest_once(root: &str, dir: &Path) -> Result<(), String> {
 
 /// The child side of `verify`: what `lake refs verify ROOT --memory-budget-mib MIB` runs, in
 /// this process; fails when the journal does not match the tables.
-pub async fn verify_once(root: &str, budget_mib: usize) -> Result<(), String> {
+pub(crate) async fn verify_once(root: &str, budget_mib: usize) -> Result<(), String> {
     let engine = open_lake(root).await?.with_memory_budget(budget_mib.saturating_mul(1024 * 1024));
     let report = engine.verify_refs(&[]).await.map_err(|e| e.to_string())?;
     if !report.is_ok() {
@@ -69,7 +69,7 @@ pub async fn verify_once(root: &str, budget_mib: usize) -> Result<(), String> {
 /// The baseline of `ingest`: a plain Lance write (no lake) of `rows` rows of the ingested table's
 /// schema, like the rows of [`write_source`]'s files, generated batch by batch as the ingest
 /// hands them to its append.
-pub async fn plain_append_once(rows: usize) -> Result<(), String> {
+pub(crate) async fn plain_append_once(rows: usize) -> Result<(), String> {
     use lake_lance::ingest::{file_rows_batch, file_table_schema, FileRow, BATCH_ROWS};
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let uri = dir.path().join("plain.lance").display().to_string();
@@ -79,7 +79,7 @@ pub async fn plain_append_once(rows: usize) -> Result<(), String> {
             .map(|i| FileRow {
                 episode: format!("ep{:05}", i / FILES_PER_FOLDER),
                 path: format!("ep{:05}/f{i:07}.bin", i / FILES_PER_FOLDER),
-                object: lake_objects::writer::ManagedObject {
+                object: lake_store::writer::ManagedObject {
                     // A fresh ULID per object, as uploads mint them.
                     key: mint_key(&format!("f{i:07}.bin")).0,
                     sha256: [7; 32],
@@ -114,7 +114,7 @@ async fn ingest_peak(work: &Path, source: &Path) -> Result<u64, String> {
 /// `ROWS_PER_OBJECT` consecutive rows, appended `ROWS_PER_VERSION` rows per version; the
 /// middle version is tagged and the others cleaned up, so two versions are retained (scans read
 /// about 1.5 x `references`). Returns the number of versions appended.
-pub async fn verify_lake(root: &str, references: usize) -> Result<usize, String> {
+pub(crate) async fn verify_lake(root: &str, references: usize) -> Result<usize, String> {
     let (store, engine) = new_lake(root).await?;
     let objects = references.div_ceil(ROWS_PER_OBJECT);
     let mut keys = Vec::with_capacity(objects);
@@ -147,7 +147,7 @@ pub async fn verify_lake(root: &str, references: usize) -> Result<usize, String>
 }
 
 /// Prints `ingest_peak_rss_growth_10x` and `verify_peak_rss_growth_10x`.
-pub async fn figures(args: &Args) -> Result<(), String> {
+pub(crate) async fn figures(args: &Args) -> Result<(), String> {
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
     let repeat = args.repeat.clamp(1, MAX_REPEAT);
 

@@ -5,10 +5,10 @@ use crate::lakes::planning_lake;
 use crate::rss::child_peak;
 use crate::{median, median_ratio, seconds, Args};
 use lake_engine::Engine;
-use lake_objects::inventory;
-use lake_objects::keys::parse_managed_key;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
-use lake_objects::LakeStore;
+use lake_gc::inventory;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
+use lake_store::keys::parse_managed_key;
+use lake_store::LakeStore;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ fn options(store: &LakeStore, budget_kib: usize) -> PlanOptions {
 
 /// Plans by journal once with a memory budget of `budget_kib` KiB; returns (wall time,
 /// candidates).
-pub async fn plan_once(root: &str, budget_kib: usize) -> Result<(Duration, usize), String> {
+pub(crate) async fn plan_once(root: &str, budget_kib: usize) -> Result<(Duration, usize), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let engine = lake_lance::LanceEngine::new(store.clone()).with_memory_budget(half_budget(budget_kib));
     let inv = inventory::for_store(&store);
@@ -38,7 +38,7 @@ pub async fn plan_once(root: &str, budget_kib: usize) -> Result<(Duration, usize
 
 /// The baseline: the live set from scanning every retained version's reference columns (what
 /// `lake refs verify` scans), then the same listing and merge. Returns (wall time, candidates).
-pub async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
+pub(crate) async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let engine = lake_lance::LanceEngine::new(store.clone());
     let started = Instant::now();
@@ -67,7 +67,7 @@ pub async fn scan_plan_once(root: &str) -> Result<(Duration, usize), String> {
 }
 
 /// A bare listing of the managed prefix. Returns (wall time, objects).
-pub async fn list_once(root: &str) -> Result<(Duration, usize), String> {
+pub(crate) async fn list_once(root: &str) -> Result<(Duration, usize), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let inv = inventory::for_store(&store);
     let started = Instant::now();
@@ -103,7 +103,7 @@ async fn journal_and_scan(root: &str, args: &Args) -> Result<(Duration, Duration
 }
 
 /// Prints `plan_speedup_vs_full_scan`, `plan_vs_listing_ratio` and `plan_peak_rss_growth_10x`.
-pub async fn figures(args: &Args) -> Result<(), String> {
+pub(crate) async fn figures(args: &Args) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = dir.path().join("lake1x").display().to_string();
     build_planning_lake(&root, args, "1x").await?;
@@ -151,7 +151,7 @@ pub async fn figures(args: &Args) -> Result<(), String> {
 /// planning lake of the same sizes in LocalStack S3, where a listing is one request per 1000 keys
 /// and every version scan reads its manifest and data files over HTTP. At most 3 pairs (a full
 /// scan there takes several seconds). Skipped without LocalStack.
-pub async fn s3_speedup(args: &Args) -> Result<(), String> {
+pub(crate) async fn s3_speedup(args: &Args) -> Result<(), String> {
     let Ok(bucket) = std::env::var("LAKE_TEST_S3_BUCKET") else {
         println!("# plan_speedup_vs_full_scan_s3 skipped: no LocalStack (run under scripts/localstack.sh run -- ...)");
         return Ok(());

@@ -4,7 +4,7 @@ use crate::Args;
 use std::process::Command;
 
 /// This process's peak resident set size in KiB.
-pub fn peak_rss_kib() -> u64 {
+pub(crate) fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -14,7 +14,7 @@ pub fn peak_rss_kib() -> u64 {
 }
 
 /// Runs `lake-bench --child STEP` with `extra` arguments and returns the child's peak RSS (KiB).
-pub fn child_peak(step: &str, extra: &[String]) -> Result<u64, String> {
+pub(crate) fn child_peak(step: &str, extra: &[String]) -> Result<u64, String> {
     let value = child_value(step, extra, &[], "peak_rss_kib")?;
     value.parse().map_err(|_| format!("child {step} printed no peak_rss_kib: {value}"))
 }
@@ -22,7 +22,12 @@ pub fn child_peak(step: &str, extra: &[String]) -> Result<u64, String> {
 /// Runs `lake-bench --child STEP` with `extra` arguments, each `(NAME, value)` of `env` set in
 /// its environment (`None`: removed from it), and returns the value of the child's `KEY: value`
 /// line.
-pub fn child_value(step: &str, extra: &[String], env: &[(&str, Option<&str>)], key: &str) -> Result<String, String> {
+pub(crate) fn child_value(
+    step: &str,
+    extra: &[String],
+    env: &[(&str, Option<&str>)],
+    key: &str,
+) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut command = Command::new(exe);
     command.arg("--child").arg(step).args(extra);
@@ -44,7 +49,7 @@ pub fn child_value(step: &str, extra: &[String], env: &[(&str, Option<&str>)], k
 }
 
 /// The child side: one measured step, then its peak RSS.
-pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
+pub(crate) async fn run_child(step: &str, args: &Args) -> Result<(), String> {
     match step {
         "append-engine-built" => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -123,7 +128,7 @@ pub async fn run_child(step: &str, args: &Args) -> Result<(), String> {
 }
 
 /// `append_peak_rss_ratio`: journaled append / plain Lance append, peak RSS.
-pub fn append_peak_rss(args: &Args) -> Result<(), String> {
+pub(crate) fn append_peak_rss(args: &Args) -> Result<(), String> {
     let extra = vec!["--rows".to_string(), args.rows.to_string()];
     let mut engine = Vec::new();
     let mut plain = Vec::new();

@@ -6,14 +6,14 @@
 use crate::rss::child_value;
 use crate::{median, median_ratio, seconds, Args};
 use lake_engine::memory::MemoryEngine;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::checkpoint::CheckpointLocation;
-use lake_objects::deleter::s3::StoreDeleter;
-use lake_objects::inventory;
-use lake_objects::keys::mint_key;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
-use lake_objects::LakeStore;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::deleter::s3::StoreDeleter;
+use lake_gc::inventory;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
+use lake_store::keys::mint_key;
+use lake_store::LakeStore;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,7 @@ async fn apply_all(store: &LakeStore, n: usize) -> Result<Duration, String> {
 
 /// The child side of `delete`: fills the lake store at `root` with `n` fresh objects, plans them
 /// all and applies the plan; returns the apply's wall time.
-pub async fn apply_once(root: &str, n: usize) -> Result<Duration, String> {
+pub(crate) async fn apply_once(root: &str, n: usize) -> Result<Duration, String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     apply_all(&store, n).await
 }
@@ -75,9 +75,9 @@ fn apply_in_child(root: &str, n: usize, single: bool) -> Result<Duration, String
 }
 
 /// Prints `bulk_delete_speedup`, or why it was skipped.
-pub async fn bulk_delete(args: &Args) -> Result<(), String> {
+pub(crate) async fn bulk_delete(args: &Args) -> Result<(), String> {
     let Ok(bucket) = std::env::var("LAKE_TEST_S3_BUCKET") else {
-        println!("# bulk_delete_speedup skipped: no LocalStack (run: scripts/localstack.sh run -- cargo run --release -p lake-bench)");
+        println!("# bulk_delete_speedup skipped: no LocalStack (run: scripts/localstack.sh run -- cargo run --release -p lake-bench --features bench)");
         return Ok(());
     };
     let run = ulid::Ulid::new().to_string().to_lowercase();

@@ -22,11 +22,11 @@ use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use chrono::{DateTime, Utc};
 use lake_common::{data_location_field, DataLocationBuilder};
+use lake_gc::key_range::KeyRange;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_lance::LanceEngine;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::key_range::KeyRange;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::LakeStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,7 +88,7 @@ async fn build(root: &str, references: usize, start: u64) -> Result<(), String> 
 /// written through the engine (version 1), then `appends` versions of `rows` rows each written
 /// by a second client (plain Lance), whose journal entries are missing until `lake refs repair
 /// ROOT --table t --version V` writes them.
-pub async fn make_foreign_lake(root: &str, rows: usize, appends: usize) -> Result<(), String> {
+pub(crate) async fn make_foreign_lake(root: &str, rows: usize, appends: usize) -> Result<(), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     // A 30-day floor: the publication guard takes the engine's own rows, whose keys are minted
     // hours in the past (spread one per millisecond); plans here use an explicit cutoff.
@@ -108,7 +108,7 @@ pub async fn make_foreign_lake(root: &str, rows: usize, appends: usize) -> Resul
 
 /// The child side of a repair: `lake refs repair ROOT --table r --version 2` with a memory
 /// budget of `budget_mib`.
-pub async fn repair_once(root: &str, budget_mib: usize) -> Result<(), String> {
+pub(crate) async fn repair_once(root: &str, budget_mib: usize) -> Result<(), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
     let engine = LanceEngine::new(store).with_memory_budget(budget_mib << 20);
     let entry = engine.repair_refs("r", 2).await.map_err(|e| e.to_string())?;
@@ -119,11 +119,11 @@ pub async fn repair_once(root: &str, budget_mib: usize) -> Result<(), String> {
 /// The child side of a dry run with a memory budget of `budget_mib` (half for the journal,
 /// half for live keys, as `lake gc` shares it), restricted to `range` when given; prints its
 /// seconds and the journal bytes it read.
-pub async fn plan_once(root: &str, budget_mib: usize, range: Option<KeyRange>) -> Result<(), String> {
+pub(crate) async fn plan_once(root: &str, budget_mib: usize, range: Option<KeyRange>) -> Result<(), String> {
     let store = LakeStore::open(root).map_err(|e| e.to_string())?;
-    let (journal, live) = lake_objects::spill::share(budget_mib << 20);
+    let (journal, live) = lake_engine::budget::share(budget_mib << 20);
     let engine = LanceEngine::new(store.clone()).with_memory_budget(journal);
-    let inventory = lake_objects::inventory::for_store(&store);
+    let inventory = lake_gc::inventory::for_store(&store);
     let mut options = PlanOptions::new(store.root(), Duration::from_secs(1), Utc::now() + chrono::Duration::seconds(5))
         .memory_budget(live);
     if let Some(range) = range {
@@ -144,7 +144,7 @@ fn child_args(root: &str, budget_mib: usize) -> Vec<String> {
 }
 
 /// Prints the `snapshots` group.
-pub async fn figures(args: &Args) -> Result<(), String> {
+pub(crate) async fn figures(args: &Args) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let budget = args.snapshot_budget_mib;
     let (r1, r10) = (args.snapshot_references, args.snapshot_references * 10);
@@ -181,7 +181,7 @@ pub async fn figures(args: &Args) -> Result<(), String> {
 }
 
 /// Prints the `shards` group.
-pub async fn shard_figures(args: &Args) -> Result<(), String> {
+pub(crate) async fn shard_figures(args: &Args) -> Result<(), String> {
     const SHARDS: usize = 8;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = dir.path().join("lake").display().to_string();

@@ -12,7 +12,7 @@ use crate::{median, median_ratio, seconds, Args};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchReader, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use lake_common::{data_location_field, DataLocationBuilder};
-use lake_objects::keys::mint_key;
+use lake_store::keys::mint_key;
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode, WriteParams};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,7 +71,7 @@ async fn upsert_once(root: &str, table: &str, journaled: bool, n: u64, m: u64) -
 
 /// Prints `upsert_time_ratio` (journaled time / plain time; 1.0 is no overhead) for `--upsert-rows`
 /// rows into as many, then for `--upsert-small-rows` rows into `--upsert-large-table-rows`.
-pub async fn time_ratio(args: &Args) -> Result<(), String> {
+pub(crate) async fn time_ratio(args: &Args) -> Result<(), String> {
     let n = args.upsert_rows as u64;
     sized_ratio(args, n, n).await?;
     let large = args.upsert_large_table_rows as u64;

@@ -1,4 +1,8 @@
 //! The command line: names and flags are the operator's contract.
+//!
+//! Size: clap derive definitions of 17 commands (4 with subcommands) and about 85 arguments,
+//! whose doc comments (about 250 lines) are the `--help` text, `lake gc`'s 25 arguments alone
+//! about 125 lines; one file so that the whole command-line contract reads in one place.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -20,13 +24,13 @@ use std::path::PathBuf;
 ///   lake refs verify ./lake                           # journal vs full scans
 #[derive(Debug, Parser)]
 #[command(name = "lake", version, about, long_about, max_term_width = 100, verbatim_doc_comment)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create a lake at ROOT with its GC policy floor.
     Init(InitArgs),
     /// Upload every regular file under DIR as a managed object and append one row per file.
@@ -119,7 +123,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Lake root.
     pub root: String,
     /// GC policy floor: the smallest --min-age `lake gc` accepts without --allow-below-policy
@@ -129,7 +133,7 @@ pub struct InitArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct TableArgs {
+pub(crate) struct TableArgs {
     /// Lake root.
     pub root: String,
     /// Table name (1-64 of A-Z a-z 0-9 _ -).
@@ -141,7 +145,7 @@ pub struct TableArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct IngestArgs {
+pub(crate) struct IngestArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// Folder whose regular files (recursively) are ingested.
@@ -152,7 +156,7 @@ pub struct IngestArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct UpsertArgs {
+pub(crate) struct UpsertArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// Key column (repeatable): `episode`, `path`.
@@ -163,7 +167,7 @@ pub struct UpsertArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The version whose content becomes the new latest version.
@@ -172,7 +176,7 @@ pub struct RestoreArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct TagArgs {
+pub(crate) struct TagArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The version to tag (not with --delete).
@@ -186,7 +190,7 @@ pub struct TagArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RefsCommand {
+pub(crate) enum RefsCommand {
     /// Scan every retained version's reference columns and compare with the journal; check
     /// every referenced object exists with its size. Exits 1 on any difference.
     ///
@@ -229,7 +233,7 @@ pub enum RefsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct RecoverArgs {
+pub(crate) struct RecoverArgs {
     /// Lake root.
     pub root: String,
     /// Only this table's intents (`t`, or `t@b` for a branch).
@@ -241,7 +245,7 @@ pub struct RecoverArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Lake root.
     pub root: String,
     /// Only this table (default: every registered table).
@@ -251,7 +255,7 @@ pub struct VerifyArgs {
     /// the journal's counts of the table being verified, its scanned counts, and the referenced
     /// objects still to check; past it they spill to the temporary folder (`TMPDIR`), so
     /// verification's memory does not grow with the lake.
-    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    #[arg(long, value_name = "MIB", default_value_t = lake_engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -259,7 +263,7 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RepairArgs {
+pub(crate) struct RepairArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The version whose journal entry is rebuilt.
@@ -268,12 +272,12 @@ pub struct RepairArgs {
     /// Memory for the scan's sorted runs, in MiB (1 to 1048576): past it the scanned
     /// references spill to the temporary folder (`TMPDIR`), and the entry is streamed into a
     /// sorted reference log, so repair's memory does not grow with the version.
-    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    #[arg(long, value_name = "MIB", default_value_t = lake_engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
 }
 
 #[derive(Debug, Args)]
-pub struct DeleteArgs {
+pub(crate) struct DeleteArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// Lance SQL filter selecting the rows to delete, e.g. "episode = 'Asia'".
@@ -282,7 +286,7 @@ pub struct DeleteArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// COLUMN=EXPRESSION (repeatable), e.g. --set "label='cat'" --set "file=NULL".
@@ -294,7 +298,7 @@ pub struct UpdateArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ColumnsCommand {
+pub(crate) enum ColumnsCommand {
     /// Upload every regular file under DIR and add it, as a new reference column NAME, to the
     /// row whose `path` is the file's path below DIR (a table made by `lake ingest`); rows
     /// without a file get a null.
@@ -306,7 +310,7 @@ pub enum ColumnsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct AddFilesArgs {
+pub(crate) struct AddFilesArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The new column's name.
@@ -317,7 +321,7 @@ pub struct AddFilesArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DropColumnsArgs {
+pub(crate) struct DropColumnsArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// A column to drop (repeatable).
@@ -326,7 +330,7 @@ pub struct DropColumnsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RenameColumnArgs {
+pub(crate) struct RenameColumnArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The column's name now.
@@ -338,7 +342,7 @@ pub struct RenameColumnArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum BranchCommand {
+pub(crate) enum BranchCommand {
     /// Create branch NAME of a table from a version or tag of its main line.
     Create(BranchCreateArgs),
     /// Delete branch NAME (objects only its versions referenced become orphans).
@@ -348,7 +352,7 @@ pub enum BranchCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct BranchCreateArgs {
+pub(crate) struct BranchCreateArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The branch's name (1-64 of A-Z a-z 0-9 _ -).
@@ -360,7 +364,7 @@ pub struct BranchCreateArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct BranchNameArgs {
+pub(crate) struct BranchNameArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The branch's name.
@@ -369,7 +373,7 @@ pub struct BranchNameArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum IndexCommand {
+pub(crate) enum IndexCommand {
     /// Build an index on one column (Lance's default parameters for its kind).
     Create(IndexCreateArgs),
     /// Remove an index by name.
@@ -379,7 +383,7 @@ pub enum IndexCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct IndexCreateArgs {
+pub(crate) struct IndexCreateArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The column to index.
@@ -397,7 +401,7 @@ pub struct IndexCreateArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct IndexDropArgs {
+pub(crate) struct IndexDropArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// The index's name (`lake index list` shows them).
@@ -406,7 +410,7 @@ pub struct IndexDropArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CleanupArgs {
+pub(crate) struct CleanupArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// Remove versions older than this (humantime: 30d, 12h, 0s).
@@ -415,13 +419,13 @@ pub struct CleanupArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct VersionsArgs {
+pub(crate) struct VersionsArgs {
     #[command(flatten)]
     pub table: TableArgs,
 }
 
 #[derive(Debug, Args)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     #[command(flatten)]
     pub table: TableArgs,
     /// A config key to remove (repeatable), e.g. `lance.auto_cleanup.interval`.
@@ -430,7 +434,7 @@ pub struct ConfigArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// Lake root.
     pub root: String,
     /// Only objects older than this are candidates (humantime: 7d, 90m). Required; must be
@@ -483,7 +487,7 @@ pub struct GcArgs {
     /// of the table being replayed, half the live keys (and then the candidate list); past it
     /// they spill to the temporary folder (`TMPDIR`), so planning's memory does not grow with
     /// the lake.
-    #[arg(long, value_name = "MIB", default_value_t = lake_objects::spill::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    #[arg(long, value_name = "MIB", default_value_t = lake_engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
     /// Refuse to run when this host's clock differs from the store's by more than this, 1s to
     /// 1d (GC judges age by the store's clock; a large difference means something is wrong).
@@ -493,7 +497,7 @@ pub struct GcArgs {
     #[arg(long, default_value_t = 1000)]
     pub page_size: usize,
     /// Delete requests in flight at once (1-64).
-    #[arg(long, default_value_t = lake_objects::apply::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = lake_gc::apply::DEFAULT_CONCURRENCY)]
     pub delete_concurrency: usize,
     /// Stop the apply after this many delete pages, at least 1 (resume later with the same
     /// command).
@@ -550,12 +554,12 @@ pub struct GcArgs {
     /// concurrently, in key order, each range buffering a bounded number of pages (the plan is
     /// the same whatever N, 1 to 64); 1 lists one page at a time. A local root is listed by one
     /// walk.
-    #[arg(long, value_name = "N", default_value_t = lake_objects::collector::DEFAULT_LIST_STREAMS)]
+    #[arg(long, value_name = "N", default_value_t = lake_gc::collector::DEFAULT_LIST_STREAMS)]
     pub list_streams: usize,
 }
 
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Folder for the demo (a lake is created in DIR/lake); default: a new temporary folder.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -565,11 +569,25 @@ pub struct DemoArgs {
 }
 
 impl Command {
+    /// Whether the command was asked for JSON (`--json`): its failure is then printed as one
+    /// JSON object too (`main`).
+    pub(crate) fn json_output(&self) -> bool {
+        match self {
+            Command::Gc(a) => a.json,
+            Command::Compact(a) => a.json,
+            Command::Refs(RefsCommand::Verify(a) | RefsCommand::Bind(a)) => a.json,
+            Command::Refs(RefsCommand::Recover(a)) => a.json,
+            Command::Branch(BranchCommand::List(a)) => a.json,
+            Command::Index(IndexCommand::List(a)) => a.json,
+            _ => false,
+        }
+    }
+
     /// Whether the command does its work under `--memory-budget-mib` (GC, `refs verify`,
     /// `refs repair`): it runs with glibc's arenas limited to one per core
     /// (`lake_engine::allocator`). Writes keep glibc's default: their journal worker allocates
     /// beside Lance's encoder, and 2 arenas cost `append_throughput_ratio` 0.83 -> 0.72.
-    pub fn runs_under_memory_budget(&self) -> bool {
+    pub(crate) fn runs_under_memory_budget(&self) -> bool {
         matches!(self, Command::Gc(_) | Command::Refs(RefsCommand::Verify(_) | RefsCommand::Repair(_)))
     }
 }

@@ -2,7 +2,7 @@
 //! (tracing's env-filter syntax, e.g. `info` or `lake_lance=debug`; default `warn`).
 
 /// Installs the stderr subscriber.
-pub fn init() {
+pub(crate) fn init() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LAKE_LOG")

@@ -51,7 +51,12 @@ fn main() -> ExitCode {
     let code = match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("lake: {e}");
+            if cli.command.json_output() {
+                // One line on standard error: `{"error": {"kind", "message", "transient"}}`.
+                eprintln!("{}", e.to_json());
+            } else {
+                eprintln!("lake: {e}");
+            }
             e.exit_code()
         }
     };

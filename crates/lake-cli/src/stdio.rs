@@ -25,7 +25,7 @@ static STDOUT_FAILURE: Mutex<Option<std::io::Error>> = Mutex::new(None);
 /// Opens `/dev/null` on every standard descriptor (0, 1, 2) that is closed, so that no file
 /// the command opens later takes its number. Uses only the lowest-free-number rule of `open`:
 /// `/dev/null` is opened until it lands above 2; the copies that landed on 0, 1 or 2 are kept.
-pub fn reserve_standard_descriptors() {
+pub(crate) fn reserve_standard_descriptors() {
     use std::os::fd::{AsRawFd, IntoRawFd};
     for _ in 0..3 {
         let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") else { return };
@@ -38,7 +38,7 @@ pub fn reserve_standard_descriptors() {
 }
 
 /// Writes `args` to standard output unless an earlier write failed; records a failure.
-pub fn out(args: std::fmt::Arguments<'_>) {
+pub(crate) fn out(args: std::fmt::Arguments<'_>) {
     let Ok(mut failure) = STDOUT_FAILURE.lock() else { return };
     if failure.is_some() {
         return;
@@ -50,14 +50,14 @@ pub fn out(args: std::fmt::Arguments<'_>) {
 }
 
 /// Writes `args` to standard error; a failure is ignored.
-pub fn err(args: std::fmt::Arguments<'_>) {
+pub(crate) fn err(args: std::fmt::Arguments<'_>) {
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_fmt(args).and_then(|()| stderr.flush());
 }
 
 /// Records a failure to write standard output that happened outside [`out`] (a streamed JSON
 /// document), so that the exit code accounts for it.
-pub fn record_stdout_failure(e: std::io::Error) {
+pub(crate) fn record_stdout_failure(e: std::io::Error) {
     if let Ok(mut failure) = STDOUT_FAILURE.lock() {
         failure.get_or_insert(e);
     }
@@ -65,7 +65,7 @@ pub fn record_stdout_failure(e: std::io::Error) {
 
 /// The failure to write standard output that must change the exit code: any but a broken pipe
 /// (the reader went away: it asked for no more).
-pub fn stdout_failure() -> Option<String> {
+pub(crate) fn stdout_failure() -> Option<String> {
     let failure = STDOUT_FAILURE.lock().ok()?;
     failure.as_ref().filter(|e| e.kind() != ErrorKind::BrokenPipe).map(|e| e.to_string())
 }

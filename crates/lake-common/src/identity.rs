@@ -43,17 +43,17 @@ impl fmt::Display for ObjectIdentity {
 pub(crate) mod sha_hex {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(sha: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(sha: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&hex::encode(sha))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
         let text = String::deserialize(d)?;
         parse(&text).ok_or_else(|| D::Error::custom("sha256 must be 64 lowercase hex characters"))
     }
 
     /// Parses exactly 64 lowercase hex characters.
-    pub fn parse(text: &str) -> Option<[u8; 32]> {
+    pub(crate) fn parse(text: &str) -> Option<[u8; 32]> {
         if text.len() != 64 || text.bytes().any(|b| b.is_ascii_uppercase()) {
             return None;
         }

@@ -17,7 +17,7 @@
 //! This crate knows nothing of Lance or of storage; it is pure data and rules.
 
 /// The folder of managed objects under a lake root (no trailing slash): `objects/<ULID>/<name>`.
-/// The one spelling of it; `lake_objects::layout::OBJECTS_PREFIX` is this constant.
+/// The one spelling of it; `lake_store::layout::OBJECTS_PREFIX` is this constant.
 pub const MANAGED_PREFIX: &str = "objects";
 
 pub mod binding;

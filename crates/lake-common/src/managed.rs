@@ -6,7 +6,7 @@
 //!   bits), minted when the upload starts;
 //! - `<name>`: 1 to 200 characters of `[A-Za-z0-9._-]`, not starting with `.`.
 //!
-//! GC considers only keys of this form (`lake_objects::keys` parses them with this function), so
+//! GC considers only keys of this form (`lake_store::keys` parses them with this function), so
 //! a reference to any other key inside the lake root can only name an object through another
 //! route (a symbolic link, a key with a trailing space that some store or tool maps to the
 //! object, a table's own file): GC cannot tell which object it reaches, and a plan of a lake

@@ -15,6 +15,10 @@
 //! (`lake.table`) and to the write that produced it (`lake.write_id`). Readers stream it in
 //! bounded memory ([`LogDecoder`]: one record batch and the bytes of one message), handing every
 //! reference (with its count) to a visitor. The format is specified in `docs/journal-format.md`.
+//!
+//! Size: about 730 lines, no unit tests (they are in `tests/it/reflog.rs`); the two encoders (row
+//! log, sorted log), the block index and the streaming decoder of one binary format, writer and
+//! reader side by side so that they cannot drift apart.
 
 use crate::counts::ReferenceCounts;
 use crate::error::DecodeError;

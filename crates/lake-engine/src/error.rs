@@ -34,10 +34,20 @@ pub enum EngineError {
     },
     /// The table cannot be opened or operated on.
     #[error("table `{table}`: {message}")]
-    Table { table: String, message: String },
+    Table {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// What is wrong, one phrase (e.g. `no such table`).
+        message: String,
+    },
     /// The journal needed to answer is incomplete or inconsistent.
     #[error("lineage of table `{table}` is incomplete: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
-    Lineage { table: String, problems: Vec<LineageProblem> },
+    Lineage {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The problems found.
+        problems: Vec<LineageProblem>,
+    },
     /// Input refused before anything was written.
     #[error("{0}")]
     InvalidInput(String),
@@ -54,6 +64,18 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// The error's kind, a stable snake_case name (`storage`, `table`, `lineage`,
+    /// `invalid_input`, `backend`) for callers that act on it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineError::Storage { .. } => "storage",
+            EngineError::Table { .. } => "table",
+            EngineError::Lineage { .. } => "lineage",
+            EngineError::InvalidInput(_) => "invalid_input",
+            EngineError::Backend { .. } => "backend",
+        }
+    }
+
     /// Whether retrying the failed call can help: true only for [`EngineError::Storage`] and
     /// [`EngineError::Backend`] errors their implementation classified as transient (throttling,
     /// timeouts, dropped connections, lost races); false for every other variant.

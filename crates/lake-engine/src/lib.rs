@@ -15,6 +15,7 @@
 //! - [`memory`]: [`memory::MemoryEngine`], an in-memory test double with the same rules.
 
 pub mod allocator;
+pub mod budget;
 pub mod error;
 pub mod journal;
 pub mod lineage;

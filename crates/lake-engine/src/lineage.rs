@@ -12,64 +12,195 @@ use std::fmt;
 pub enum LineageProblem {
     /// A version exists in the table but has no sidecar (written around the engine, or a writer
     /// crashed between its commit and its sidecar). Fix: `lake refs repair`.
-    MissingSidecar { table: String, version: u64 },
+    MissingSidecar {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version (Lance's version number).
+        version: u64,
+    },
     /// A sidecar exists but fails to decode.
-    UndecodableSidecar { table: String, version: u64, reason: String },
+    UndecodableSidecar {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version (Lance's version number).
+        version: u64,
+        /// Why it fails to decode (the decoder's message).
+        reason: String,
+    },
     /// A version between the replay base and the latest version has no sidecar, so the counts
     /// of later versions cannot be computed.
-    ParentGap { table: String, version: u64, needed_by: u64 },
+    ParentGap {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version without a sidecar (Lance's version number).
+        version: u64,
+        /// The version whose replay needs it.
+        needed_by: u64,
+    },
     /// A sidecar file's name does not parse as a version, or its content names another version.
-    VersionMismatch { table: String, file: String, reason: String },
+    VersionMismatch {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The sidecar file's key, relative to the lake root.
+        file: String,
+        /// What is wrong, one phrase.
+        reason: String,
+    },
     /// The journal replays to an impossible state (a count below zero).
-    Inconsistent { table: String, version: u64, reason: String },
+    Inconsistent {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version at which replay fails (Lance's version number).
+        version: u64,
+        /// What is impossible, one sentence (the replay error's message).
+        reason: String,
+    },
     /// A dataset under the lake's tables folder that the registry does not know.
-    UnregisteredDataset { path: String },
+    UnregisteredDataset {
+        /// The dataset folder's key, relative to the lake root.
+        path: String,
+    },
     /// A dataset folder of table `table` that has no version at all and is not registered:
     /// the files of a first write to the table that never committed (killed between its data
     /// files and its commit). No version references them. `intent` names a write intent of the
     /// table (`_lake/intents/<table>/`) when one says that a write may still land.
-    UncommittedDataset { table: String, path: String, intent: Option<String> },
+    UncommittedDataset {
+        /// The table the folder is named for.
+        table: String,
+        /// The dataset folder's key, relative to the lake root.
+        path: String,
+        /// The key of a pending write intent of the table, relative to the lake root, if any.
+        intent: Option<String>,
+    },
     /// The registry pins a version above the dataset's latest: the dataset went backwards
     /// (restored from a backup?) and the versions it lost may still matter.
-    RegistryAhead { table: String, registry: u64, latest: u64 },
+    RegistryAhead {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version the registry pins.
+        registry: u64,
+        /// The dataset's latest version.
+        latest: u64,
+    },
     /// A journal file exists for a version above the dataset's latest: the dataset went
     /// backwards under its journal, and a new version with that number would inherit an entry
     /// that describes another version.
-    JournalBeyondLatest { table: String, version: u64, latest: u64 },
+    JournalBeyondLatest {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The lowest version above `latest` with a journal file.
+        version: u64,
+        /// The dataset's latest version.
+        latest: u64,
+    },
     /// The latest version is below the one a plan was made at.
-    WentBackwards { table: String, was: u64, now: u64 },
+    WentBackwards {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The latest version when the plan was made.
+        was: u64,
+        /// The latest version now.
+        now: u64,
+    },
     /// A version at or below a plan's latest is retained now but was not then.
-    VersionReappeared { table: String, version: u64 },
+    VersionReappeared {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version retained now and not at plan time.
+        version: u64,
+    },
     /// A journal file at or below a plan's latest version changed since the plan.
-    JournalRewritten { table: String, upto: u64 },
+    JournalRewritten {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The plan's latest version: the journal up to it changed.
+        upto: u64,
+    },
     /// A table of a plan is no longer registered.
-    TableVanished { table: String },
+    TableVanished {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+    },
     /// The dataset has Lance branches (or a branch folder): versions the journal does not cover.
-    Branch { table: String, branch: String },
+    Branch {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The branch's name (or the unexpected folder or files under `tree/`, described).
+        branch: String,
+    },
     /// A retained version reads files outside the dataset folder (a shallow clone, a base path
     /// added with `add_bases`): rows the journal of this table does not cover.
-    ExternalBase { table: String, path: String },
+    ExternalBase {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The base path or URL outside the dataset folder (or a local symbolic link, marked so).
+        path: String,
+    },
     /// A detached version (Lance `CommitBuilder::with_detached`): it can be checked out and
     /// restored, and no version listing shows it.
-    Detached { table: String, version: u64 },
+    Detached {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The detached version's number.
+        version: u64,
+    },
     /// The schema of a version has a column lake cannot read references from with certainty.
-    UnreadableColumns { table: String, version: u64, reason: String },
+    UnreadableColumns {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version (Lance's version number).
+        version: u64,
+        /// Why, one sentence (the column check's message).
+        reason: String,
+    },
     /// A retained version's journal entry records nothing of the Lance version it describes
     /// (sidecar format 3, written by an earlier build): it cannot be told from an entry of
     /// another version with the same number. Fix: `lake refs bind` checks the journal against
     /// full scans and binds the entries.
-    UnboundEntry { table: String, version: u64 },
+    UnboundEntry {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version (Lance's version number).
+        version: u64,
+    },
     /// A retained version's journal entry was written for another Lance version than the one
     /// the table holds at that number now (`expected`: what the entry records, `found`: what the
     /// version's manifest names): the table's Lance files were replaced under its journal.
-    EntryOfAnotherVersion { table: String, version: u64, expected: String, found: String },
+    EntryOfAnotherVersion {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version (Lance's version number).
+        version: u64,
+        /// The Lance version the entry records, described (its transaction, or its manifest file).
+        expected: String,
+        /// The Lance version the table holds at that number now, described likewise.
+        found: String,
+    },
     /// A version retained when the plan was made has another manifest file now (its size or
     /// e-tag changed): the table's Lance files were replaced or copied back since.
-    ManifestChanged { table: String, version: u64, was: String, now: String },
+    ManifestChanged {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version (Lance's version number).
+        version: u64,
+        /// The manifest file when the plan was made, as `size:e-tag` (size in bytes).
+        was: String,
+        /// The manifest file now, as `size:e-tag`.
+        now: String,
+    },
     /// The latest version's table config lets Lance remove versions on its own (auto-cleanup),
     /// and with them the transactions GC reads to prove versions without a sidecar: `setting`
     /// is the keys and values, `reason` what they do and the command that unsets them.
-    TableSetting { table: String, version: u64, setting: String, reason: String },
+    TableSetting {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The latest version, whose config was read.
+        version: u64,
+        /// The settings in effect, as `` `key=value` `` items joined by `, `.
+        setting: String,
+        /// What they do, and the command that unsets them.
+        reason: String,
+    },
 }
 
 impl fmt::Display for LineageProblem {

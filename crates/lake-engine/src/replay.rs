@@ -16,13 +16,34 @@ use thiserror::Error;
 pub enum ReplayError {
     /// Entries are not consecutive versions starting at a snapshot or version 1.
     #[error("journal is not contiguous: expected version {expected}, found {found}")]
-    NotContiguous { expected: String, found: u64 },
+    NotContiguous {
+        /// The version expected next, as text (a number, or `a snapshot or version 1` for the first).
+        expected: String,
+        /// The version found.
+        found: u64,
+    },
     /// A removal takes a count below zero: the journal does not describe the table.
     #[error("version {version} removes {removed} reference(s) to {uri} but only {present} exist")]
-    NegativeCount { version: u64, uri: String, removed: u64, present: u64 },
+    NegativeCount {
+        /// The version whose removal fails.
+        version: u64,
+        /// The identity URI of the object.
+        uri: String,
+        /// The count the version removes.
+        removed: u64,
+        /// The count present before it.
+        present: u64,
+    },
     /// A retained version lies outside the replayed range.
     #[error("retained version {version} is outside the replayed range {base}..={last}")]
-    RetainedOutsideRange { version: u64, base: u64, last: u64 },
+    RetainedOutsideRange {
+        /// The retained version outside the range.
+        version: u64,
+        /// The first version replayed (0 when nothing was replayed).
+        base: u64,
+        /// The last version replayed (0 when nothing was replayed).
+        last: u64,
+    },
 }
 
 impl ReplayError {

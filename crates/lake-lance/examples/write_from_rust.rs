@@ -10,10 +10,10 @@ use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use lake_common::{data_location_field, data_location_list_field, data_location_type, DataLocationBuilder};
 use lake_lance::{LanceEngine, LanceEngineError};
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::guard::{FixedWriterClock, GuardError};
-use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::guard::{FixedWriterClock, GuardError};
+use lake_store::writer::{ManagedObject, ManagedObjectWriter};
+use lake_store::LakeStore;
 use std::sync::Arc;
 use std::time::Duration;
 

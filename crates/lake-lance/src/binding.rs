@@ -12,8 +12,8 @@
 use crate::error::LanceEngineError;
 use lake_common::{BindingCheck, ManifestIdentity, VersionBinding};
 use lake_engine::LineageProblem;
-use lake_objects::layout::dataset_key;
-use lake_objects::store::LakeStore;
+use lake_store::layout::dataset_key;
+use lake_store::store::LakeStore;
 use lance::Dataset;
 use lance_table::io::commit::ManifestLocation;
 use std::collections::BTreeMap;

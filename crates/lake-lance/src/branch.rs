@@ -1,5 +1,5 @@
 //! Lance branches through the engine: a branch of table `t` named `b` is a lineage of its own,
-//! `t@b` (`lake_objects::layout::BRANCH_SEPARATOR`), journaled and registered like a table.
+//! `t@b` (`lake_store::layout::BRANCH_SEPARATOR`), journaled and registered like a table.
 //!
 //! Lance 14 keeps a branch as a dataset under `tables/t.lance/tree/b/` whose first version is a
 //! shallow clone (an `Operation::Clone`) of the version it was made from, with the table's own
@@ -22,10 +22,10 @@ use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use crate::scan::writable_columns;
 use lake_common::intent::IntentOperation;
 use lake_common::ObjectReferenceDelta;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::guard::PublicationGuard;
-use lake_objects::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
-use lake_objects::registry;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::guard::PublicationGuard;
+use lake_store::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
+use lake_store::registry;
 
 /// Where a branch starts: a version of the table's main line, or a tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +147,7 @@ impl LanceEngine {
             if let Some(dir) = self.store().local_dir() {
                 let folder = dir.join(&prefix);
                 if folder.exists() {
-                    std::fs::remove_dir_all(&folder).map_err(|e| lake_objects::ObjectsError::storage(&prefix, e))?;
+                    std::fs::remove_dir_all(&folder).map_err(|e| lake_store::StoreError::storage(&prefix, e))?;
                 }
             }
         }
@@ -184,7 +184,7 @@ impl LanceEngine {
     /// # Errors
     /// Storage errors.
     pub async fn branches(&self, table: &str) -> Result<Vec<String>, LanceEngineError> {
-        let prefix = format!("{table}{}", lake_objects::layout::BRANCH_SEPARATOR);
+        let prefix = format!("{table}{}", lake_store::layout::BRANCH_SEPARATOR);
         Ok(registry::tables(self.store())
             .await?
             .into_iter()

@@ -25,12 +25,12 @@ use lake_common::{
 };
 use lake_engine::journal::{added_between, Sidecars};
 use lake_engine::{Engine, EngineError, LineageStamp, TableLocation, TableSet, TableSnapshot, UnreferencedFile};
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::failpoint;
-use lake_objects::guard::{PublicationGuard, SystemClock, WriterClock};
-use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
-use lake_objects::registry;
-use lake_objects::store::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::failpoint;
+use lake_store::guard::{PublicationGuard, SystemClock, WriterClock};
+use lake_store::layout::{dataset_key, validate_table_name, DATASET_SUFFIX, TABLES_PREFIX};
+use lake_store::registry;
+use lake_store::store::LakeStore;
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
@@ -129,7 +129,7 @@ impl LanceEngine {
     pub fn new(store: LakeStore) -> Self {
         Self {
             store,
-            memory_budget: lake_objects::spill::share(lake_objects::spill::DEFAULT_MEMORY_BUDGET).0,
+            memory_budget: lake_engine::budget::share(lake_engine::budget::DEFAULT_MEMORY_BUDGET).0,
             journal_runs: std::sync::atomic::AtomicU64::new(0),
             journal_bytes: std::sync::atomic::AtomicU64::new(0),
             writer_clock: Arc::new(SystemClock),
@@ -139,7 +139,7 @@ impl LanceEngine {
     }
 
     /// The same engine with the publication guard reading `clock` instead of the system's
-    /// (tests of the guard and of age gates inject a [`lake_objects::guard::FixedWriterClock`]
+    /// (tests of the guard and of age gates inject a [`lake_store::guard::FixedWriterClock`]
     /// rather than sleeping).
     pub fn with_writer_clock(mut self, clock: Arc<dyn WriterClock>) -> Self {
         self.writer_clock = clock;
@@ -180,7 +180,7 @@ impl LanceEngine {
     }
 
     /// The same engine replaying journals with at most `bytes` of sorted-run buffers in memory
-    /// (default: half of [`lake_objects::spill::DEFAULT_MEMORY_BUDGET`]); the rest spills to the
+    /// (default: half of [`lake_engine::budget::DEFAULT_MEMORY_BUDGET`]); the rest spills to the
     /// temporary folder.
     pub fn with_memory_budget(mut self, bytes: usize) -> Self {
         self.memory_budget = bytes;
@@ -429,7 +429,7 @@ impl LanceEngine {
     ) -> Result<CommitOutcome, LanceEngineError> {
         validate_table_name(table)?;
         let exists = self.table_exists(table).await?;
-        if !exists && lake_objects::layout::split_lineage(table).1.is_some() {
+        if !exists && lake_store::layout::split_lineage(table).1.is_some() {
             // A branch is made by `create_branch` (its first version is the source's), never by
             // a write; nothing is written for it here.
             return Err(LanceEngineError::NoSuchTable { table: table.into(), uri: self.dataset_uri(table) });
@@ -743,7 +743,7 @@ impl LanceEngine {
     /// tagged versions; Lance deletes the data files only those versions used. The journal
     /// (`_lake/`) is not Lance's and stays. Stale restore tags of the lineage (restores killed
     /// after tagging their source) are removed first, judged by the store's clock (a probe,
-    /// [`lake_objects::clock::ProbeClock`]; [`LanceEngine::remove_stale_restore_tags`]), so the
+    /// [`lake_store::clock::ProbeClock`]; [`LanceEngine::remove_stale_restore_tags`]), so the
     /// versions they pinned can go. When
     /// versions went, writes the reference checkpoint at the new oldest retained version
     /// ([`LanceEngine::write_reference_checkpoint`]).
@@ -767,7 +767,7 @@ impl LanceEngine {
                 stale_restore_tags: Vec::new(),
             });
         }
-        let now = lake_objects::clock::StoreClock::read(&lake_objects::clock::ProbeClock, &self.store).await?;
+        let now = lake_store::clock::StoreClock::read(&lake_store::clock::ProbeClock, &self.store).await?;
         let stale_restore_tags = self.remove_stale_restore_tags(table, now.store_now).await?;
         let ds = self.open(table).await?;
         // Write intents past their deadline first: a commit that landed late is journaled while
@@ -835,7 +835,7 @@ impl LanceEngine {
         table: &str,
         older_than: std::time::Duration,
     ) -> Result<std::time::Duration, LanceEngineError> {
-        let (listed, _) = lake_objects::intents::list(&self.store, Some(table)).await?;
+        let (listed, _) = lake_store::intents::list(&self.store, Some(table)).await?;
         let Some(from) = listed.iter().map(|i| i.intent.as_ref().map_or(0, |w| w.read_version)).min() else {
             return Ok(older_than);
         };
@@ -1029,7 +1029,7 @@ impl Engine for LanceEngine {
         &self,
         visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
     ) -> Result<lake_engine::WriteIntents, EngineError> {
-        Ok(lake_objects::intents::read_all(&self.store, visit).await.map_err(LanceEngineError::from)?)
+        Ok(lake_store::intents::read_all(&self.store, visit).await.map_err(LanceEngineError::from)?)
     }
 }
 

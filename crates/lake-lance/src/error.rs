@@ -2,8 +2,8 @@
 
 use lake_common::LocationError;
 use lake_engine::EngineError;
-use lake_objects::error::is_transient_error;
-use lake_objects::ObjectsError;
+use lake_store::error::is_transient_error;
+use lake_store::StoreError;
 use std::error::Error as StdError;
 use thiserror::Error;
 
@@ -15,8 +15,8 @@ use thiserror::Error;
 /// - [`LanceEngineError::Lance`]: as [`lance_is_transient`] classifies the `lance::Error`:
 ///   Lance's own timeouts, retryable commit conflicts, write contention and backpressure, and
 ///   I/O failures whose store error is transient (throttling, timeouts, dropped connections:
-///   see [`lake_objects::error::is_transient_error`]).
-/// - [`LanceEngineError::Objects`]: as [`ObjectsError::is_transient`].
+///   see [`lake_store::error::is_transient_error`]).
+/// - [`LanceEngineError::Objects`]: as [`StoreError::is_transient`].
 /// - [`LanceEngineError::ConcurrentCreate`]: transient (the retry appends to the table the other
 ///   writer created).
 /// - [`LanceEngineError::NotCommitted`]: as the failure it carries (the commit is proven not to
@@ -39,50 +39,118 @@ use thiserror::Error;
 pub enum LanceEngineError {
     /// Lance refused or failed.
     #[error("table `{table}`: Lance {action} failed: {source}")]
-    Lance { table: String, action: &'static str, source: lance::Error },
+    Lance {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// What lake asked Lance to do (e.g. `create index`, `fence`).
+        action: &'static str,
+        /// Lance's error.
+        source: lance::Error,
+    },
     /// A batch's references are invalid, refused before the commit: nothing was committed.
     /// Only writes return it, and only before they commit.
     #[error("table `{table}`: invalid reference, nothing was committed: {source}")]
-    Location { table: String, source: LocationError },
+    Location {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// What is wrong with the references.
+        source: LocationError,
+    },
     /// A version's columns or values cannot be read with certainty (a scan, a repair, a
     /// verification, the journal entry of a version): what was read, not a write's refusal.
     #[error("table `{table}`: {source}")]
-    Unreadable { table: String, source: LocationError },
+    Unreadable {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// What cannot be read with certainty.
+        source: LocationError,
+    },
     /// A write refused before its commit because the schema of the version it starts from, or
     /// of the version it would produce, has a column lake cannot read references from: the
     /// version it would commit could not be journaled. Nothing was committed.
     #[error("table `{table}` version {version}: {source}. Refusing to write to it (nothing was committed): lake could not journal the version this write would commit, and GC refuses this table until the column is fixed. Drop the column (`lake columns drop ROOT --table {table} --column {column}`), restore a version without it (`lake restore`), or overwrite the table (`lake ingest --overwrite`)", column = crate::scan::top_level_column(source))]
-    UnreadableTable { table: String, version: u64, source: Box<LocationError> },
+    UnreadableTable {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version the write starts from (Lance's version number).
+        version: u64,
+        /// Why lake cannot read references from a column (it names the column).
+        source: Box<LocationError>,
+    },
     /// Lance committed `version`, then its journal entry could not be computed: the version
     /// exists without a journal entry (GC reports it and refuses to apply until it is journaled).
     #[error("table `{table}` version {version} was committed, but its journal entry could not be computed: {reason}. GC reports version {version} as a version without a journal entry and refuses to apply until it is journaled: `lake refs repair ROOT --table {table} --version {version}` once its rows can be read")]
-    Unjournaled { table: String, version: u64, reason: String },
+    Unjournaled {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version committed (Lance's version number).
+        version: u64,
+        /// Why its journal entry could not be computed (the underlying error's message).
+        reason: String,
+    },
     /// Lance committed `version` and the engine journaled it exactly, but the version references
     /// what the checks before the commit did not see (an expression that evaluated differently
     /// at the commit): `reason` says what and what to do.
     #[error("table `{table}` version {version} was committed and journaled (GC keeps what it references live), but {reason}")]
-    CommittedUnchecked { table: String, version: u64, reason: String },
+    CommittedUnchecked {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version committed and journaled (Lance's version number).
+        version: u64,
+        /// What the version references that the checks did not see, and what to do.
+        reason: String,
+    },
     /// Storage, registry or descriptor failure.
     #[error(transparent)]
-    Objects(#[from] ObjectsError),
+    Objects(#[from] StoreError),
     /// The table does not exist.
     #[error("table `{table}` does not exist in this lake (no dataset at {uri}); ingest into it first")]
-    NoSuchTable { table: String, uri: String },
+    NoSuchTable {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The URI where its dataset would be.
+        uri: String,
+    },
     /// The sidecar of a committed version could not be written; the registry was not advanced.
     #[error("table `{table}` version {version} was committed but its reference sidecar could not be written ({source}); GC refuses to apply until `lake refs repair` rebuilds it")]
-    SidecarWrite { table: String, version: u64, source: ObjectsError },
+    SidecarWrite {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version committed (Lance's version number).
+        version: u64,
+        /// The store's error writing the sidecar.
+        source: StoreError,
+    },
     /// The reference log of a streamed write could not be written; nothing was committed.
     #[error("table `{table}`: the write's reference log could not be written, nothing was committed: {message}")]
-    JournalLog { table: String, message: String },
+    JournalLog {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// What failed, one sentence.
+        message: String,
+    },
     /// A different sidecar already exists for the version.
     #[error("table `{table}` version {version} already has a different reference sidecar; refusing to overwrite the journal")]
-    SidecarConflict { table: String, version: u64 },
+    SidecarConflict {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version whose sidecar differs (Lance's version number).
+        version: u64,
+    },
     /// Another writer created the table while this write was creating it; nothing was committed.
     #[error("table `{table}` was created by another writer at the same time; nothing was committed. Retry the write: it will append")]
-    ConcurrentCreate { table: String },
+    ConcurrentCreate {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+    },
     /// The publication guard refused a reference (nothing was committed).
     #[error("table `{table}`: {source}")]
-    Guard { table: String, source: lake_objects::guard::GuardError },
+    Guard {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The guard's refusal.
+        source: lake_store::guard::GuardError,
+    },
     /// Bad input refused before anything was written.
     #[error("{0}")]
     InvalidInput(String),
@@ -90,12 +158,30 @@ pub enum LanceEngineError {
     /// land: nothing of the write is in the table (its write intent and reference log are
     /// removed).
     #[error("table `{table}`: the write was not committed ({source}); version {proof} appeared after its deadline and no version up to it is this write's, so it can no longer land. Retry the write")]
-    NotCommitted { table: String, proof: u64, source: Box<LanceEngineError> },
+    NotCommitted {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version that proves it (Lance's version number): no version up to it is the write's.
+        proof: u64,
+        /// The failure the commit reported.
+        source: Box<LanceEngineError>,
+    },
     /// A commit failed after it issued a manifest write and its outcome is not known yet: the
     /// version may still land. Its objects stay protected from GC by the write intent `intent`
     /// until it is resolved.
     #[error("table `{table}`: the commit's outcome is unknown ({source}): the version may still land. Its objects stay protected from garbage collection by the write intent {intent} until it is resolved ({reason}). Run `lake refs recover {root} --table {table}` once the writer has stopped: it journals the version if it landed, or proves it never will; retrying the write before that may commit the rows twice")]
-    CommitUncertain { table: String, intent: String, root: String, reason: String, source: Box<LanceEngineError> },
+    CommitUncertain {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The write intent's key, relative to the lake root.
+        intent: String,
+        /// The lake root as shown to the operator, for the `lake refs recover` command.
+        root: String,
+        /// Why the outcome is not decided yet, one phrase.
+        reason: String,
+        /// The failure the commit reported.
+        source: Box<LanceEngineError>,
+    },
 }
 
 impl LanceEngineError {
@@ -107,6 +193,31 @@ impl LanceEngineError {
             | LanceEngineError::Unjournaled { version, .. }
             | LanceEngineError::CommittedUnchecked { version, .. } => Some(*version),
             _ => None,
+        }
+    }
+
+    /// The error's kind, a stable snake_case name for callers that act on it (`lake --json`'s
+    /// `kind`, the Python exception's `kind`): the store's kind for [`LanceEngineError::Objects`]
+    /// ([`StoreError::kind`]), the inner error's for [`LanceEngineError::NotCommitted`], else the
+    /// variant's (`lance`, `location`, `unreadable`, `unjournaled`, `guard`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LanceEngineError::Objects(e) => e.kind(),
+            LanceEngineError::NotCommitted { source, .. } => source.kind(),
+            LanceEngineError::Lance { .. } => "lance",
+            LanceEngineError::Location { .. } => "location",
+            LanceEngineError::Unreadable { .. } => "unreadable",
+            LanceEngineError::UnreadableTable { .. } => "unreadable_table",
+            LanceEngineError::Unjournaled { .. } => "unjournaled",
+            LanceEngineError::CommittedUnchecked { .. } => "committed_unchecked",
+            LanceEngineError::NoSuchTable { .. } => "no_such_table",
+            LanceEngineError::SidecarWrite { .. } => "sidecar_write",
+            LanceEngineError::JournalLog { .. } => "journal_log",
+            LanceEngineError::SidecarConflict { .. } => "sidecar_conflict",
+            LanceEngineError::ConcurrentCreate { .. } => "concurrent_create",
+            LanceEngineError::Guard { .. } => "guard",
+            LanceEngineError::InvalidInput(_) => "invalid_input",
+            LanceEngineError::CommitUncertain { .. } => "commit_uncertain",
         }
     }
 
@@ -139,7 +250,7 @@ impl LanceEngineError {
 ///   (Lance's own "try again" errors);
 /// - `IO`, `Wrapped`, `External` and `Namespace`: as the error they carry (an `object_store`
 ///   error, an I/O error, or lake's own error handed to Lance by a reader), judged by
-///   [`lake_objects::error::is_transient_error`]; except a commit whose outcome is unknown, which
+///   [`lake_store::error::is_transient_error`]; except a commit whose outcome is unknown, which
 ///   is permanent (a blind retry could commit twice: read the table first);
 /// - every other variant (not found, corrupt file, schema mismatch, a plain commit conflict,
 ///   invalid input, ...) is permanent.
@@ -174,7 +285,7 @@ fn cause_is_transient(e: &(dyn StdError + 'static)) -> bool {
 
 /// The engine's error as an [`EngineError`]: a storage failure stays [`EngineError::Storage`]
 /// (with the store's error as its source), a missing table [`EngineError::Table`], an error the
-/// engine ([`lake_objects`]) already produced stays itself, input refused stays
+/// engine ([`lake_store`]) already produced stays itself, input refused stays
 /// [`EngineError::InvalidInput`]; every other error is kept whole as the source of an
 /// [`EngineError::Backend`] (downcast it to [`LanceEngineError`]). The verdict of
 /// [`LanceEngineError::is_transient`] goes with it.
@@ -182,10 +293,10 @@ impl From<LanceEngineError> for EngineError {
     fn from(e: LanceEngineError) -> Self {
         let transient = e.is_transient();
         match e {
-            LanceEngineError::Objects(ObjectsError::Storage { path, source }) => {
+            LanceEngineError::Objects(StoreError::Storage { path, source }) => {
                 EngineError::Storage { path, source, transient }
             }
-            LanceEngineError::Objects(ObjectsError::Engine(inner)) => inner,
+            LanceEngineError::Objects(StoreError::Engine(inner)) => inner,
             LanceEngineError::NoSuchTable { table, uri } => {
                 EngineError::Table { table, message: format!("no dataset at {uri}") }
             }
@@ -228,7 +339,7 @@ mod tests {
             lance::Error::from(http(HttpErrorKind::Connect)),
             lance::Error::from(io(ErrorKind::ConnectionReset)),
             // Lake's own error handed to Lance by a reader.
-            lance::Error::external(Box::new(ObjectsError::storage("k", io(ErrorKind::TimedOut)))),
+            lance::Error::external(Box::new(StoreError::storage("k", io(ErrorKind::TimedOut)))),
         ];
         for e in transient {
             let text = e.to_string();
@@ -245,7 +356,7 @@ mod tests {
             lance::Error::from(http(HttpErrorKind::Decode)),
             lance::Error::from(io(ErrorKind::NotFound)),
             lance::Error::io("plain message"),
-            lance::Error::external(Box::new(ObjectsError::Policy("no".into()))),
+            lance::Error::external(Box::new(StoreError::refused(lake_store::Refusal::Horizon, "no"))),
         ];
         for e in permanent {
             let text = e.to_string();
@@ -256,18 +367,18 @@ mod tests {
     #[test]
     fn lake_lance_errors_by_class() {
         assert!(LanceEngineError::ConcurrentCreate { table: "t".into() }.is_transient());
-        assert!(LanceEngineError::Objects(ObjectsError::storage("k", io(ErrorKind::ConnectionReset))).is_transient());
+        assert!(LanceEngineError::Objects(StoreError::storage("k", io(ErrorKind::ConnectionReset))).is_transient());
         let permanent = [
             LanceEngineError::Location {
                 table: "t".into(),
                 source: LocationError::MissingColumn { column: "c".into() },
             },
-            LanceEngineError::Objects(ObjectsError::Policy("below the floor".into())),
+            LanceEngineError::Objects(StoreError::refused(lake_store::Refusal::PolicyFloor, "below the floor")),
             LanceEngineError::NoSuchTable { table: "t".into(), uri: "u".into() },
             LanceEngineError::SidecarWrite {
                 table: "t".into(),
                 version: 2,
-                source: ObjectsError::storage("k", io(ErrorKind::TimedOut)),
+                source: StoreError::storage("k", io(ErrorKind::TimedOut)),
             },
             LanceEngineError::JournalLog { table: "t".into(), message: "m".into() },
             LanceEngineError::SidecarConflict { table: "t".into(), version: 2 },
@@ -307,7 +418,7 @@ mod tests {
             LanceEngineError::SidecarWrite {
                 table: "t".into(),
                 version: 3,
-                source: ObjectsError::storage("k", io(ErrorKind::TimedOut)),
+                source: StoreError::storage("k", io(ErrorKind::TimedOut)),
             },
             LanceEngineError::Unjournaled { table: "t".into(), version: 3, reason: "r".into() },
             LanceEngineError::CommittedUnchecked { table: "t".into(), version: 3, reason: "r".into() },
@@ -326,7 +437,7 @@ mod tests {
     fn engine_errors_keep_the_source_and_the_verdict() {
         use std::error::Error as _;
         // Storage: the store's error is the source; the message is as before.
-        let e: EngineError = LanceEngineError::Objects(ObjectsError::storage("k", io(ErrorKind::TimedOut))).into();
+        let e: EngineError = LanceEngineError::Objects(StoreError::storage("k", io(ErrorKind::TimedOut))).into();
         assert!(matches!(e, EngineError::Storage { .. }));
         assert!(e.is_transient());
         assert_eq!(e.to_string(), "storage error at k: TimedOut");
@@ -346,9 +457,9 @@ mod tests {
         let e: EngineError = LanceEngineError::ConcurrentCreate { table: "t".into() }.into();
         assert!(e.is_transient());
 
-        // An engine error that went through lake-objects is itself again.
+        // An engine error that went through lake-store is itself again.
         let lineage = EngineError::Lineage { table: "t".into(), problems: Vec::new() };
-        let e: EngineError = LanceEngineError::Objects(ObjectsError::Engine(lineage)).into();
+        let e: EngineError = LanceEngineError::Objects(StoreError::Engine(lineage)).into();
         assert!(matches!(e, EngineError::Lineage { .. }));
 
         let e: EngineError = LanceEngineError::InvalidInput("bad".into()).into();

@@ -167,7 +167,7 @@ pub(crate) async fn imply_entries(
 /// # Errors
 /// Storage errors listing the journal; sidecar write errors.
 pub(crate) async fn materialize_implied(
-    store: &lake_objects::store::LakeStore,
+    store: &lake_store::store::LakeStore,
     ds: &Dataset,
     table: &str,
 ) -> Result<(), crate::error::LanceEngineError> {

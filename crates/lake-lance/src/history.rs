@@ -41,10 +41,10 @@ use chrono::{DateTime, Utc};
 use lake_common::intent::IntentOperation;
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
 use lake_engine::{EngineError, LineageProblem};
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::failpoint;
-use lake_objects::guard::PublicationGuard;
-use lake_objects::layout::{branch_lineage, split_lineage};
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::failpoint;
+use lake_store::guard::PublicationGuard;
+use lake_store::layout::{branch_lineage, split_lineage};
 use lance::dataset::refs::TagContents;
 use lance::Dataset;
 use std::time::Duration;
@@ -426,9 +426,9 @@ mod tests {
         assert!(restore_tag_started("release-1").is_none());
         assert!(restore_tag_started("lake-restore-notaulid").is_none());
         let policy = LakeDescriptor {
-            format_version: lake_objects::descriptor::DESCRIPTOR_FORMAT_VERSION,
+            format_version: lake_store::descriptor::DESCRIPTOR_FORMAT_VERSION,
             created_at: "2026-01-01T00:00:00.000Z".into(),
-            gc: lake_objects::descriptor::GcPolicy { min_age_seconds: 3600 },
+            gc: lake_store::descriptor::GcPolicy { min_age_seconds: 3600 },
         };
         // 3600 s + 2 x 900 s + a 300 s deadline (the 900 s margin clamped to 5 minutes).
         assert_eq!(restore_tag_stale_after(&policy), Duration::from_secs(5700));

@@ -5,7 +5,7 @@
 //! add_columns, restore, create_branch) follows one protocol:
 //!
 //! 1. Anchor the deadline (`Instant::now()`), then write the intent create-only
-//!    ([`lake_objects::intents`]): the references the commit may add (the streamed write's
+//!    ([`lake_store::intents`]): the references the commit may add (the streamed write's
 //!    reference log, inline identities, or a log written for the intent), the read version, the
 //!    transaction's UUID when known, the deadline's span. The anchor comes before the intent's
 //!    write begins, so `last_modified(intent) + deadline_ms` (store clock) is not before the end
@@ -30,10 +30,10 @@ use crate::error::LanceEngineError;
 use crate::journaling::{discard_log, JournalLog};
 use lake_common::intent::{IntentLog, IntentOperation, IntentReferences, WriteIntent, INLINE_INTENT_LIMIT};
 use lake_common::{ObjectIdentity, ReferenceLogEncoder};
-use lake_objects::guard::PublicationGuard;
-use lake_objects::intents;
-use lake_objects::layout::reference_log_key;
-use lake_objects::store::LakeStore;
+use lake_store::guard::PublicationGuard;
+use lake_store::intents;
+use lake_store::layout::reference_log_key;
+use lake_store::store::LakeStore;
 use lance_table::format::{Manifest, Transaction};
 use lance_table::io::commit::CommitError;
 use std::collections::BTreeSet;
@@ -370,7 +370,7 @@ impl LanceEngine {
     }
 
     /// Removes `write`'s intent and the attempt markers its gate wrote (no listing).
-    async fn remove_intent(&self, write: &IntentWrite) -> Result<(), lake_objects::ObjectsError> {
+    async fn remove_intent(&self, write: &IntentWrite) -> Result<(), lake_store::StoreError> {
         let markers: Vec<String> = match &write.gate.markers {
             Some(_) => write
                 .transaction_uuids()

@@ -22,8 +22,8 @@
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
 use lake_engine::UnreferencedFile;
-use lake_objects::keys::parse_journal_file;
-use lake_objects::layout::{journal_prefix, reference_log_prefix};
+use lake_store::keys::parse_journal_file;
+use lake_store::layout::{journal_prefix, reference_log_prefix};
 use std::collections::BTreeSet;
 
 /// A journal file old enough to be garbage, with its write's id.
@@ -49,7 +49,7 @@ impl LanceEngine {
         // Intents first, then the sidecars: a writer writes its head before it removes its
         // intent, so a log whose intent is gone at the first listing is named by a head the
         // second listing sees (the other order missed a head written between the two).
-        let (intents, _) = lake_objects::intents::list(self.store(), Some(table)).await?;
+        let (intents, _) = lake_store::intents::list(self.store(), Some(table)).await?;
         let mut named = self.named_write_ids(table).await?;
         named.extend(intents.into_iter().map(|i| i.write_id));
         old.retain(|f| !named.contains(&f.write_id));
@@ -70,10 +70,10 @@ impl LanceEngine {
                 let entries = match std::fs::read_dir(&folder) {
                     Ok(entries) => entries,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-                    Err(e) => return Err(lake_objects::ObjectsError::storage(&prefix, e).into()),
+                    Err(e) => return Err(lake_store::StoreError::storage(&prefix, e).into()),
                 };
                 for entry in entries {
-                    let entry = entry.map_err(|e| lake_objects::ObjectsError::storage(&prefix, e))?;
+                    let entry = entry.map_err(|e| lake_store::StoreError::storage(&prefix, e))?;
                     let Ok(name) = entry.file_name().into_string() else { continue };
                     let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
                     if !meta.is_file() {

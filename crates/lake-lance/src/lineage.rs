@@ -30,8 +30,8 @@ use crate::scan::reference_columns;
 use crate::sidecar::{self, JournalListing};
 use lake_common::{DecodeError, DeltaKind};
 use lake_engine::{check_chain_by, LineageProblem, LineageStamp, TableLineage};
-use lake_objects::layout::dataset_key;
-use lake_objects::registry;
+use lake_store::layout::dataset_key;
+use lake_store::registry;
 use lance::Dataset;
 use std::collections::BTreeMap;
 
@@ -153,7 +153,7 @@ impl LanceEngine {
         }
         // A branch's own folder holds Lance's folders and the journal; anything else (the dataset
         // of a nested branch `b/z`, its document lost or never written) is a branch GC cannot see.
-        if let (main, Some(branch)) = lake_objects::layout::split_lineage(table) {
+        if let (main, Some(branch)) = lake_store::layout::split_lineage(table) {
             let (folders, _) = self.store().list_dir(&base).await?;
             for folder in folders {
                 let name = folder.trim_end_matches('/').rsplit('/').next().unwrap_or(&folder);
@@ -175,7 +175,7 @@ impl LanceEngine {
         // On a local root, a link in the dataset's own folders (its data moved under
         // `objects/` and linked back, say) puts files the table needs where GC may delete them.
         if let Some(dir) = self.store().local_dir() {
-            for folder in [dir.join(lake_objects::layout::TABLES_PREFIX), dir.join(&base)] {
+            for folder in [dir.join(lake_store::layout::TABLES_PREFIX), dir.join(&base)] {
                 if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink()) {
                     problems.push(LineageProblem::ExternalBase {
                         table: table.into(),
@@ -198,9 +198,9 @@ impl LanceEngine {
         let mut bases: Vec<&str> = ds.manifest().base_paths.values().map(|b| b.path.as_str()).collect();
         bases.sort_unstable();
         // A registered branch's base is its table's own folder (Lance's shallow clone).
-        let own_table = lake_objects::layout::split_lineage(table)
+        let own_table = lake_store::layout::split_lineage(table)
             .1
-            .map(|_| self.dataset_uri(lake_objects::layout::split_lineage(table).0));
+            .map(|_| self.dataset_uri(lake_store::layout::split_lineage(table).0));
         for path in bases {
             if own_table.as_deref().is_some_and(|own| same_location(own, path)) {
                 continue;

@@ -39,7 +39,7 @@ fn spill_error(table: &str, e: SpilledReplayError) -> EngineError {
             }],
         },
         SpilledReplayError::Spill(e) => {
-            let transient = lake_objects::error::is_transient_error(&e.source);
+            let transient = lake_store::error::is_transient_error(&e.source);
             EngineError::Storage { path: e.path, source: Box::new(e.source), transient }
         }
     }

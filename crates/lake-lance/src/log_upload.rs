@@ -16,9 +16,9 @@ use arrow_array::RecordBatch;
 use lake_common::{
     LakeRootUri, LogRef, LogTotals, ObjectIdentity, ReferenceColumns, ReferenceLogEncoder, SortedLogEncoder,
 };
-use lake_objects::layout::reference_log_key;
-use lake_objects::store::LakeStore;
-use lake_objects::ObjectsError;
+use lake_store::layout::reference_log_key;
+use lake_store::store::LakeStore;
+use lake_store::StoreError;
 use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
 
 /// One log's multipart upload.
@@ -66,7 +66,7 @@ fn write_error(table: &str, version: u64, key: &str, e: impl std::fmt::Display) 
     LanceEngineError::SidecarWrite {
         table: table.into(),
         version,
-        source: ObjectsError::storage(key, format!("reference log: {e}")),
+        source: StoreError::storage(key, format!("reference log: {e}")),
     }
 }
 

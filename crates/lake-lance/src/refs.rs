@@ -16,8 +16,8 @@ use crate::verify_refs::{is_binding_problem, Referenced};
 use lake_common::{DeltaKind, LogHead, ObjectReferenceDelta, SidecarDocument};
 use lake_engine::spill::SortedRuns;
 use lake_engine::LineageProblem;
-use lake_objects::layout::sidecar_key;
-use lake_objects::registry;
+use lake_store::layout::sidecar_key;
+use lake_store::registry;
 use serde::Serialize;
 
 /// What [`LanceEngine::bind_refs`] did to one table.

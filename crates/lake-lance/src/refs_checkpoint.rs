@@ -24,8 +24,8 @@
 use crate::error::LanceEngineError;
 use crate::log_upload::{CountsWriter, WrittenCounts};
 use lake_common::LogHead;
-use lake_objects::layout::{dataset_key, reference_log_key, sidecar_key};
-use lake_objects::store::LakeStore;
+use lake_store::layout::{dataset_key, reference_log_key, sidecar_key};
+use lake_store::store::LakeStore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

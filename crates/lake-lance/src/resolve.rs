@@ -44,9 +44,9 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use lake_common::intent::{IntentOperation, IntentReferences, WriteIntent};
 use lake_common::{DeltaKind, LogHead, LogRef, ObjectReferenceDelta};
-use lake_objects::intents::{self, ListedIntent};
-use lake_objects::layout::{dataset_key, reference_log_key, sidecar_key, split_lineage};
-use lake_objects::registry;
+use lake_store::intents::{self, ListedIntent};
+use lake_store::layout::{dataset_key, reference_log_key, sidecar_key, split_lineage};
+use lake_store::registry;
 use lance_table::io::commit::ManifestNamingScheme;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -76,12 +76,21 @@ pub enum Fence {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Resolution {
     /// The commit landed as `version`, which is journaled now; the intent is removed.
-    Committed { version: u64 },
+    Committed {
+        /// The version the commit landed as (Lance's version number).
+        version: u64,
+    },
     /// The commit can no longer land: version `proof` appeared after the deadline and no
     /// version up to it is the write's. The intent and its write's log are removed.
-    Abandoned { proof: u64 },
+    Abandoned {
+        /// The version that proves it (Lance's version number): no version up to it is the write's.
+        proof: u64,
+    },
     /// Not decided; the intent stays and keeps its objects.
-    Pending { reason: String },
+    Pending {
+        /// Why it is not decided, one phrase.
+        reason: String,
+    },
 }
 
 /// One intent and what resolution found.

@@ -3,6 +3,10 @@
 //! Lance's cleanup lists only its own subtrees (`_versions`, `data`, `_deletions`, ...), so the
 //! journal survives version cleanup (a test proves it); sidecars of cleaned-up versions are what
 //! lets replay compute the counts of later versions.
+//!
+//! Size: about 625 lines, no unit tests; the writer and every reader of both entry formats (inline
+//! JSON, and a head naming reference logs streamed block by block, their length, SHA-256 and row
+//! count checked) and the journal's listing: one file, so that writer and readers agree.
 
 use crate::error::LanceEngineError;
 use crate::log_upload::upload_sorted;
@@ -10,8 +14,8 @@ use lake_common::{
     DecodeError, DeltaKind, EntryList, LogDecoder, LogHead, ObjectIdentity, ObjectReferenceDelta, SidecarDocument,
 };
 use lake_engine::LineageProblem;
-use lake_objects::layout::{journal_prefix, reference_log_key, sidecar_key};
-use lake_objects::store::{CreateOutcome, LakeStore};
+use lake_store::layout::{journal_prefix, reference_log_key, sidecar_key};
+use lake_store::store::{CreateOutcome, LakeStore};
 use std::collections::BTreeMap;
 
 /// Entries with at most this many identities (`added` and `removed` together) are written
@@ -597,7 +601,7 @@ pub async fn stream_listed(
         let bytes = store
             .get(&key)
             .await?
-            .ok_or_else(|| lake_objects::ObjectsError::storage(&key, "sidecar vanished while reading"))?;
+            .ok_or_else(|| lake_store::StoreError::storage(&key, "sidecar vanished while reading"))?;
         Ok::<_, LanceEngineError>((version, bytes))
     };
     let empty = |sink: &mut dyn EntrySink, v: u64| {

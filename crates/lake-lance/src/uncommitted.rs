@@ -19,9 +19,9 @@
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
 use lake_engine::LineageProblem;
-use lake_objects::layout::{dataset_key, validate_table_name, DATASET_SUFFIX};
-use lake_objects::registry;
-use lake_objects::store::LakeStore;
+use lake_store::layout::{dataset_key, validate_table_name, DATASET_SUFFIX};
+use lake_store::registry;
+use lake_store::store::LakeStore;
 use lance::dataset::transaction::{Operation, Transaction};
 
 /// Folder of the write intents: `_lake/intents/<table>/<write_id>.json` (one per write whose

@@ -34,8 +34,8 @@ use arrow_schema::Schema;
 use futures::TryStreamExt;
 use lake_common::intent::IntentOperation;
 use lake_common::{ObjectIdentity, ReferenceColumns, ReferenceCounts};
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::guard::PublicationGuard;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::guard::PublicationGuard;
 use lance::dataset::UpdateBuilder;
 use lance::Dataset;
 use std::sync::Arc;
@@ -314,7 +314,7 @@ fn unchecked_references(
         }
     }
     // The guard's own message says nothing was committed; here the version was.
-    if let Err(lake_objects::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), now) {
+    if let Err(lake_store::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), now) {
         reasons.push(format!(
             "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `lake refs verify`, and reference a fresh copy (`ManagedObjectWriter::copy_fresh`)"
         ));

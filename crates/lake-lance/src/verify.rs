@@ -6,7 +6,7 @@ use crate::error::LanceEngineError;
 use futures::StreamExt;
 use lake_common::ObjectIdentity;
 use lake_engine::Engine;
-use lake_objects::ObjectsError;
+use lake_store::StoreError;
 use object_store::ObjectStoreExt;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -64,13 +64,13 @@ pub async fn check_retained_objects(engine: &LanceEngine) -> Result<RetainedObje
                 report.missing.push(id.uri.clone());
                 continue;
             }
-            Err(e) => return Err(ObjectsError::storage(&id.uri, e).into()),
+            Err(e) => return Err(StoreError::storage(&id.uri, e).into()),
         };
         let mut stream = got.into_stream();
         let mut hasher = Sha256::new();
         let mut size = 0u64;
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| ObjectsError::storage(&id.uri, e))?;
+            let chunk = chunk.map_err(|e| StoreError::storage(&id.uri, e))?;
             size += chunk.len() as u64;
             hasher.update(&chunk);
         }

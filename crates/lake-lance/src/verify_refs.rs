@@ -36,7 +36,7 @@ use lake_common::ObjectIdentity;
 use lake_engine::spill::{read_exact_or_end, SortedRuns, SpillError, SpillRecord};
 use lake_engine::spilled_replay::RetainedCounts;
 use lake_engine::{LineageProblem, SpilledReplayError};
-use lake_objects::registry;
+use lake_store::registry;
 use serde::Serialize;
 use std::io::{Read, Write};
 

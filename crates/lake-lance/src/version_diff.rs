@@ -25,6 +25,10 @@
 //! entry is a `snapshot` of `v` instead: a full scan of its reference columns. Cost of a delta:
 //! the removed rows' references (by address) plus the new fragments' references, so a one-row
 //! update of a 500,000-row fragment reads one row of it and the one-row fragment the update wrote.
+//!
+//! Size: about 715 lines, 160 of them unit tests on real Lance datasets that check each fragment
+//! rule's entry against full scans and the rows it read; the rules share one reader of removed rows
+//! (`RemovedRowReader`: take by address or scan), so they stay together.
 
 use crate::error::LanceEngineError;
 use crate::journaling::JournalLog;
@@ -32,7 +36,7 @@ use crate::log_upload::RowLogWriter;
 use crate::scan::{count_references, count_scanned, reference_columns};
 use futures::TryStreamExt;
 use lake_common::{DeltaKind, LakeRootUri, LogHead, LogRef, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts};
-use lake_objects::store::LakeStore;
+use lake_store::store::LakeStore;
 use lance::dataset::{ProjectionRequest, TakeBuilder};
 use lance::deps::arrow_array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use lance::deps::datafusion::arrow::compute::filter_record_batch;

@@ -8,8 +8,9 @@
 //! `__module__` is `lake` so that they pickle by reference (`ProcessPoolExecutor`, Ray); every
 //! raised instance has `transient` set.
 
+use lake_gc::GcError;
 use lake_lance::LanceEngineError;
-use lake_objects::ObjectsError;
+use lake_store::StoreError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use std::error::Error as StdError;
@@ -50,6 +51,9 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     kind: Kind,
+    /// The error's stable name (`policy_floor`, `storage`, ...: the libraries' `kind()`), the
+    /// exception's `kind`; `None` for a failure the binding made itself.
+    name: Option<&'static str>,
     message: String,
     transient: bool,
     /// What a failed write committed, when the error says ([`Committed`]).
@@ -71,22 +75,34 @@ pub enum Committed {
 impl Failure {
     /// A permanent failure of class `kind`.
     pub fn new(kind: Kind, message: String) -> Self {
-        Self { kind, message, transient: false, committed: Committed::Nothing }
+        Self { kind, name: None, message, transient: false, committed: Committed::Nothing }
     }
 
     /// The failure of `error`, whose class its source chain decides ([`kind_of`]).
     pub fn of(error: &(dyn StdError + 'static), transient: bool) -> Self {
-        Self { kind: kind_of(error), message: error.to_string(), transient, committed: Committed::Nothing }
+        Self {
+            kind: kind_of(error),
+            name: name_of(error),
+            message: error.to_string(),
+            transient,
+            committed: Committed::Nothing,
+        }
     }
 
     /// The failure of a document the caller gave (a plan, a shard, a manifest): `InputError`,
     /// unless reading it failed in the store.
-    pub fn input(error: ObjectsError) -> Self {
+    pub fn input(error: GcError) -> Self {
         let failure = Failure::from(error);
         match failure.kind {
             Kind::Storage => failure,
             _ => Self { kind: Kind::Input, ..failure },
         }
+    }
+
+    /// A failure after `version` was committed (and journaled): `LakeError`, permanent, and the
+    /// note of an interrupted write says the version landed.
+    pub fn after_commit(version: u64, message: String) -> Self {
+        Self { committed: Committed::Version(version), ..Self::new(Kind::Lake, message) }
     }
 
     /// The task running a call ended without an answer (a panic in the library: a bug).
@@ -103,7 +119,7 @@ impl Failure {
     pub fn into_py(self, py: Python<'_>) -> PyErr {
         let raised = (|| -> PyResult<PyErr> {
             let class = py.import("lake._errors")?.getattr(self.kind.class_name())?;
-            let value = class.call1((self.message.as_str(), self.transient))?;
+            let value = class.call1((self.message.as_str(), self.transient, self.name))?;
             Ok(PyErr::from_value(value))
         })();
         raised.unwrap_or_else(|e| {
@@ -124,8 +140,14 @@ impl From<Failure> for PyErr {
     }
 }
 
-impl From<ObjectsError> for Failure {
-    fn from(e: ObjectsError) -> Self {
+impl From<GcError> for Failure {
+    fn from(e: GcError) -> Self {
+        Failure::of(&e, e.is_transient())
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
         Failure::of(&e, e.is_transient())
     }
 }
@@ -139,6 +161,28 @@ impl From<LanceEngineError> for Failure {
         };
         Failure { committed, ..Failure::of(&e, e.is_transient()) }
     }
+}
+
+/// The stable name of `error`: the `kind()` of the first of lake's error types in its source
+/// chain (itself first); `None` when there is none.
+pub fn name_of(error: &(dyn StdError + 'static)) -> Option<&'static str> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(e) = e.downcast_ref::<GcError>() {
+            return Some(e.kind());
+        }
+        if let Some(e) = e.downcast_ref::<StoreError>() {
+            return Some(e.kind());
+        }
+        if let Some(e) = e.downcast_ref::<LanceEngineError>() {
+            return Some(e.kind());
+        }
+        if let Some(e) = e.downcast_ref::<lake_engine::EngineError>() {
+            return Some(e.kind());
+        }
+        current = e.source();
+    }
+    None
 }
 
 /// The class of `error`: that of the first error in its source chain (itself first) whose type
@@ -156,8 +200,11 @@ pub fn kind_of(error: &(dyn StdError + 'static)) -> Kind {
 
 /// The class `e` decides by its type and variant, or `None` when its source decides.
 fn own_kind(e: &(dyn StdError + 'static)) -> Option<Kind> {
-    if let Some(e) = e.downcast_ref::<ObjectsError>() {
-        return objects_kind(e);
+    if let Some(e) = e.downcast_ref::<GcError>() {
+        return gc_kind(e);
+    }
+    if let Some(e) = e.downcast_ref::<StoreError>() {
+        return store_kind(e);
     }
     if let Some(e) = e.downcast_ref::<LanceEngineError>() {
         return engine_kind(e);
@@ -165,7 +212,7 @@ fn own_kind(e: &(dyn StdError + 'static)) -> Option<Kind> {
     if let Some(e) = e.downcast_ref::<lake_engine::EngineError>() {
         return core_engine_kind(e);
     }
-    if e.downcast_ref::<lake_objects::guard::GuardError>().is_some() {
+    if e.downcast_ref::<lake_store::guard::GuardError>().is_some() {
         return Some(Kind::Guard);
     }
     if e.downcast_ref::<lake_common::LocationError>().is_some() {
@@ -190,21 +237,31 @@ fn own_kind(e: &(dyn StdError + 'static)) -> Option<Kind> {
     None
 }
 
-fn objects_kind(e: &ObjectsError) -> Option<Kind> {
-    use ObjectsError as E;
+fn gc_kind(e: &GcError) -> Option<Kind> {
+    use GcError as E;
     Some(match e {
-        E::Policy(_) | E::Root { .. } => Kind::Policy,
-        // A path inside the lake (`Root`) or over a file of another kind (`Output`): a rule
-        // about what GC may write.
+        // `transparent`: its `source()` skips the store's error, so judge that one here.
+        E::Store(inner) => return store_kind(inner),
+        // A path over a file of another kind (`Output`): a rule about what GC may write.
         E::Output { .. } => Kind::Policy,
         E::PlanIncomplete { .. } | E::LineageIncomplete { .. } | E::JournalPending { .. } => Kind::Lineage,
-        E::Storage { .. } | E::Io { .. } | E::Registry { .. } => Kind::Storage,
-        E::TableName(_) => Kind::Input,
         // `transparent`: its `source()` skips the engine's error, so judge that one here.
         E::Engine(inner) => return core_engine_kind(inner),
-        E::NotALake { .. } | E::Corrupt { .. } | E::Checkpoint { .. } | E::Injected(_) | E::InventoryReport { .. } => {
-            Kind::Lake
-        }
+        E::Checkpoint { .. } | E::InventoryReport { .. } => Kind::Lake,
+    })
+}
+
+/// The store's kinds: a refusal, or a root GC may not use (a checkpoint inside the lake), is a
+/// policy error.
+fn store_kind(e: &StoreError) -> Option<Kind> {
+    use StoreError as E;
+    Some(match e {
+        E::Refused { .. } | E::Root { .. } => Kind::Policy,
+        E::Storage { .. } | E::Io { .. } | E::Registry { .. } => Kind::Storage,
+        E::TableName(_) => Kind::Input,
+        E::NotALake { .. } | E::Corrupt { .. } | E::Injected(_) => Kind::Lake,
+        // `transparent`: its `source()` skips the engine's error, so judge that one here.
+        E::Engine(inner) => return core_engine_kind(inner),
     })
 }
 
@@ -222,7 +279,7 @@ fn engine_kind(e: &LanceEngineError) -> Option<Kind> {
         E::JournalLog { .. } => Kind::Storage,
         E::NoSuchTable { .. } | E::ConcurrentCreate { .. } => Kind::Lake,
         // `transparent`: its `source()` skips the wrapped error, so judge that one here.
-        E::Objects(inner) => return objects_kind(inner),
+        E::Objects(inner) => return store_kind(inner),
         // What was wrapped decides (`NotCommitted`: why the commit failed; nothing landed).
         E::Lance { .. } | E::SidecarWrite { .. } | E::NotCommitted { .. } => return None,
     })

@@ -82,6 +82,41 @@ def test_the_safety_rules_are_exceptions(local_root, tmp_path):
         lake.open(str(tmp_path / "nothing"))
 
 
+def test_refusals_name_their_kind(local_root, tmp_path):
+    """Every refusal a Python caller can meet carries its stable `kind` (the names of
+    `lake --json`'s errors), so code acts on the kind, not the message. Two kinds cannot arise
+    from Python: `bound_to_min_age` (Python applies a plan with the plan's own min_age) and
+    `clock_skew` (the extension reads the real clocks; the CLI's tests cover both)."""
+    import json
+
+    lk = lake.init(local_root, min_age="1h")
+    locs, rows = episodes(lk, 2)
+    lk.table("t").append(rows)
+
+    def kind_of(call):
+        with pytest.raises(lake.PolicyError) as raised:
+            call()
+        assert raised.value.transient is False
+        return raised.value.kind
+
+    assert kind_of(lambda: lk.gc.plan(min_age="500ms", allow_below_policy=True)) == "horizon"
+    assert kind_of(lambda: lk.gc.plan(min_age="1s")) == "policy_floor"
+    plan = lk.gc.plan(min_age="1h")
+    other = lake.init(str(tmp_path / "other"), min_age="1h")
+    assert kind_of(lambda: other.gc.apply(plan, checkpoint=str(tmp_path / "a.ckpt"))) == "bound_to_root"
+    sharded = lk.gc.plan_sharded(min_age="1h", shards=2)
+    assert kind_of(lambda: lk.gc.apply(sharded.shards[0], checkpoint=str(tmp_path / "b.ckpt"))) == "bound_to_manifest"
+    spec = lk.gc._shard_spec("1h", 2, False)
+    assert kind_of(lambda: lk.gc._plan_shard(spec, 7, False)) == "shard_mismatch"
+    later = json.loads(spec)
+    later["cutoff"] = "2999-01-01T00:00:00.000Z"
+    assert kind_of(lambda: lk.gc._plan_shard(json.dumps(later), 0, False)) == "cutoff_too_late"
+    # Not a refusal: a failure of the binding's own checks has no library kind.
+    with pytest.raises(lake.PolicyError) as raised:
+        lk.gc.plan(min_age="soon")
+    assert raised.value.kind is None
+
+
 def test_update_upsert_and_other_producers(local_root):
     lk = lake.init(local_root, min_age="1h")
     t = lk.table("t")

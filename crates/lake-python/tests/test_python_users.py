@@ -317,6 +317,7 @@ def test_every_exception_pickles_with_its_attributes(local_root, tmp_path):
         lambda: lk.table("../x").uri,  # InputError
         lambda: lake.open(str(tmp_path / "nothing-here")),  # LakeError (no lake)
         lambda: lake.Plan.load(tmp_path / "missing.json"),  # StorageError
+        lambda: lk.gc.plan(min_age="1s"),  # PolicyError of kind `policy_floor`
     ]:
         with pytest.raises(lake.LakeError) as e:
             call()
@@ -326,6 +327,7 @@ def test_every_exception_pickles_with_its_attributes(local_root, tmp_path):
     for e in raised + made:
         back = pickle.loads(pickle.dumps(e))
         assert type(back) is type(e) and str(back) == str(e) and back.transient == e.transient, (e, back)
+        assert back.kind == e.kind, (e, back)
         assert getattr(back, "__notes__", None) == getattr(e, "__notes__", None)
         assert type(e).__module__ == "lake" and getattr(lake, type(e).__name__) is type(e)
     assert {type(e) for e in raised} == {lake.PolicyError, lake.InputError, lake.LakeError, lake.StorageError}

@@ -4,13 +4,13 @@ use crate::cli::DemoArgs;
 use crate::commands::gc::{run_gc, GcReport, GcRequest};
 use crate::commands::ingest;
 use crate::error::CliError;
+use lake_gc::apply::ApplyOptions;
 use lake_lance::ingest::ingest_dir_with;
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngine;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::writer::ManagedObjectWriter;
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::writer::ManagedObjectWriter;
+use lake_store::LakeStore;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -91,7 +91,7 @@ fn episode_of(f: &str) -> &str {
 ///
 /// # Errors
 /// Any step's error, or [`CliError::Exit`] when a check fails.
-pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
+pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let base = match &args.root {
         Some(r) => {
             std::fs::create_dir_all(r).map_err(io(r))?;
@@ -196,14 +196,14 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
             ..ApplyOptions::default()
         },
         list_page_size: 100,
-        list_streams: lake_objects::collector::DEFAULT_LIST_STREAMS,
+        list_streams: lake_gc::collector::DEFAULT_LIST_STREAMS,
         out: None,
         metrics: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),
-        memory_budget: lake_objects::spill::DEFAULT_MEMORY_BUDGET,
+        memory_budget: lake_engine::budget::DEFAULT_MEMORY_BUDGET,
     };
-    let collector = lake_objects::collector::GarbageCollector::open(store.clone(), &engine).await?;
+    let collector = lake_gc::collector::GarbageCollector::open(store.clone(), &engine).await?;
     let dry = run_gc(&collector, &dry_req).await?;
     println!(
         "9. gc dry run  cutoff {}: {} candidates, {} bytes, digest {}",
@@ -226,7 +226,7 @@ pub async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let checkpoint = base.join("gc-checkpoint.json");
     let apply_req = GcRequest {
         cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff).ok().map(|c| c.with_timezone(&chrono::Utc)),
-        checkpoint: Some(lake_objects::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
+        checkpoint: Some(lake_gc::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
         ..dry_req
     };
     let applied: GcReport = run_gc(&collector, &apply_req).await?;

@@ -1,20 +1,20 @@
 //! `lake gc`: dry run, apply, resume: flags in, [`GarbageCollector`] calls, exit codes out. The
 //! report's text, JSON and Prometheus forms are in [`super::gc_report`].
 
-pub use super::gc_report::{GcReport, JsonReport};
+pub(crate) use super::gc_report::{GcReport, JsonReport};
 
 use crate::cli::GcArgs;
 use crate::commands::gc_shards::{run_sharded, shard_request};
 use crate::commands::open_lake;
 use crate::error::{check_range, memory_budget_bytes, parse_duration, parse_duration_within, CliError};
 use chrono::{DateTime, Utc};
-use lake_objects::apply::ApplyOptions;
-use lake_objects::checkpoint::CheckpointLocation;
-use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
-use lake_objects::inventory::report::{ReportInventory, ReportOptions};
-use lake_objects::output::{DocumentKind, LakeRootUri, OutputPath};
-use lake_objects::plan::GcPlan;
-use lake_objects::spill::share;
+use lake_engine::budget::share;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
+use lake_gc::inventory::report::{ReportInventory, ReportOptions};
+use lake_gc::output::{DocumentKind, LakeRootUri, OutputPath};
+use lake_gc::plan::GcPlan;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ const INVENTORY_DURATION_MAX: Duration = Duration::from_secs(31_557_600);
 
 /// A validated GC request.
 #[derive(Debug, Clone)]
-pub struct GcRequest {
+pub(crate) struct GcRequest {
     /// The horizon.
     pub min_age: Duration,
     /// Accept a horizon below the lake's policy floor.
@@ -63,13 +63,16 @@ pub struct GcRequest {
 ///
 /// # Errors
 /// [`CliError::Usage`] naming the flag at fault.
-pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
+pub(crate) fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     let text = args.min_age.as_deref().ok_or_else(|| {
         CliError::Usage("--min-age is required: GC only considers objects older than it (for example --min-age 7d); nothing was deleted".into())
     })?;
     let min_age = parse_duration("--min-age", text)?;
     if min_age.as_secs() == 0 {
-        return Err(CliError::Usage(format!("--min-age {text} must be at least 1s: a zero horizon would race writers that are still publishing; nothing was deleted")));
+        return Err(CliError::Gc(lake_gc::GcError::refused(
+            lake_store::Refusal::Horizon,
+            format!("--min-age {text} must be at least 1s: a zero horizon would race writers that are still publishing; nothing was deleted"),
+        )));
     }
     if args.apply && args.checkpoint.is_none() && args.manifest.is_none() {
         return Err(CliError::Usage("--apply requires --checkpoint PATH, where the plan and the apply's progress are recorded so an interrupted apply can resume (or, for a sharded plan, --manifest FILE --checkpoint-dir CKDIR); nothing was deleted".into()));
@@ -168,7 +171,7 @@ pub fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
 ///
 /// # Errors
 /// Planning and apply errors, including the collector's policy refusals.
-pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result<GcReport, CliError> {
+pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result<GcReport, CliError> {
     let horizon = Horizon {
         min_age: req.min_age,
         allow_below_policy: req.allow_below_policy,
@@ -248,7 +251,7 @@ pub async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) -> Result
 ///
 /// # Errors
 /// As [`run_gc`]; [`CliError::Exit`] for exit codes 3 and 4 after printing the report.
-pub async fn run(args: &GcArgs) -> Result<(), CliError> {
+pub(crate) async fn run(args: &GcArgs) -> Result<(), CliError> {
     let mut req = request_from_args(args)?;
     // A saved plan (--plan) is applied as it is: no report is read for it.
     let report_options = match (&args.inventory, &args.plan) {
@@ -275,7 +278,7 @@ pub async fn run(args: &GcArgs) -> Result<(), CliError> {
     let bar = indicatif::ProgressBar::new_spinner().with_message("planning: reading lineage and listing objects");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let hook_bar = bar.clone();
-    req.apply.progress = Some(lake_objects::apply::ProgressHook(std::sync::Arc::new(move |done, total| {
+    req.apply.progress = Some(lake_gc::apply::ProgressHook(std::sync::Arc::new(move |done, total| {
         if hook_bar.length() != Some(total) {
             hook_bar.set_style(
                 indicatif::ProgressStyle::with_template("deleting {bar:40} {pos}/{len} candidates ({eta} left)")
@@ -324,7 +327,7 @@ async fn restore_tags(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<lake_lance::history::RestoreTag>, CliError> {
     let mut found = Vec::new();
-    for table in lake_objects::registry::tables(engine.store()).await? {
+    for table in lake_store::registry::tables(engine.store()).await? {
         if engine.table_exists(&table).await? {
             found.extend(engine.restore_tags(&table, now).await?);
         }

@@ -1,18 +1,18 @@
 //! The report of one `lake gc` run in its three forms: human-readable text, the `--json` object
 //! (its candidate array streamed from the plan's list), and Prometheus text metrics.
 
-use lake_objects::apply::ApplyReport;
-use lake_objects::clock::ClockReading;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::inventory::report::ReportSummary;
-use lake_objects::plan::GcPlan;
-use lake_objects::planner::{format_time, PlanStats};
+use lake_gc::apply::ApplyReport;
+use lake_gc::inventory::report::ReportSummary;
+use lake_gc::plan::GcPlan;
+use lake_gc::planner::{format_time, PlanStats};
+use lake_store::clock::ClockReading;
+use lake_store::descriptor::LakeDescriptor;
 use serde_json::{json, Value};
 use std::time::Duration;
 
 /// What a GC run did.
 #[derive(Debug, Clone)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     /// The plan made or resumed.
     pub plan: GcPlan,
     /// Planning counters (absent when resuming a recorded plan).
@@ -51,7 +51,7 @@ fn own_garbage(stats: &PlanStats) -> Value {
 /// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
 /// candidate array streamed from its list (a spilled list is read once, never loaded whole).
 /// Keys are in ascending order, as in every other `--json` object.
-pub struct JsonReport<'a>(pub &'a GcReport);
+pub(crate) struct JsonReport<'a>(pub &'a GcReport);
 
 impl serde::Serialize for JsonReport<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -80,7 +80,7 @@ impl serde::Serialize for JsonReport<'_> {
 impl GcReport {
     /// The `--json` object without its `candidates` array (see [`JsonReport`], which adds it
     /// streamed).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let p = &self.plan;
         let mut v = json!({
             "digest": p.digest(),
@@ -147,7 +147,7 @@ impl GcReport {
 
     /// The metrics summary in the Prometheus text exposition format (for a node exporter's
     /// textfile collector): one gauge per figure, labelled with the lake root.
-    pub fn to_prometheus(&self) -> String {
+    pub(crate) fn to_prometheus(&self) -> String {
         let root = self.plan.root.replace('\\', "\\\\").replace('"', "\\\"");
         let mut figures: Vec<(&str, &str, f64)> = vec![
             ("lake_gc_candidates", "Objects the plan would delete.", self.plan.candidates.len() as f64),
@@ -214,7 +214,7 @@ impl GcReport {
     }
 
     /// Human-readable lines.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let p = &self.plan;
         let mut out = String::new();
         let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
@@ -272,8 +272,8 @@ impl GcReport {
         match p.candidates.first(50) {
             Ok(first) => {
                 for c in first {
-                    let kind = match lake_objects::keys::garbage_kind(&c.uri) {
-                        Some(lake_objects::keys::GarbageKind::Object) | None => String::new(),
+                    let kind = match lake_store::keys::garbage_kind(&c.uri) {
+                        Some(lake_store::keys::GarbageKind::Object) | None => String::new(),
                         Some(kind) => format!("  ({})", kind.name().replace('_', " ")),
                     };
                     out += &format!("    {}  {} bytes  {}{kind}\n", c.uri, c.size, c.last_modified);
@@ -314,7 +314,7 @@ impl GcReport {
     }
 
     /// Exit code: 0 done; 3 dry run on incomplete lineage; 4 apply with work left.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match &self.apply {
             Some(a) if !a.checkpoint.complete => 4,
             Some(_) => 0,
@@ -354,7 +354,7 @@ pub(crate) fn header(
 
 /// The write intents a plan read (commits that may still land; their references are kept), for
 /// `--json`: count, oldest, tables, references kept, and each intent.
-pub(crate) fn intents_json(stats: &lake_objects::planner::PlanStats) -> Value {
+pub(crate) fn intents_json(stats: &lake_gc::planner::PlanStats) -> Value {
     let intents = &stats.write_intents;
     let mut tables: Vec<&str> = intents.iter().map(|i| i.table.as_str()).collect();
     tables.sort();
@@ -370,7 +370,7 @@ pub(crate) fn intents_json(stats: &lake_objects::planner::PlanStats) -> Value {
 }
 
 /// The same as lines of text.
-fn intents_text(stats: &lake_objects::planner::PlanStats, root: &str) -> String {
+fn intents_text(stats: &lake_gc::planner::PlanStats, root: &str) -> String {
     let v = intents_json(stats);
     let mut out = format!(
         "  write intents: {} (oldest {}) in table(s) {}: commits that may still land; their {} references are kept. `lake refs recover {root}` resolves those whose writer stopped\n",
@@ -388,9 +388,9 @@ fn intents_text(stats: &lake_objects::planner::PlanStats, root: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lake_objects::candidates::{CandidateList, CandidateWriter};
-    use lake_objects::descriptor::{GcPolicy, DESCRIPTOR_FORMAT_VERSION};
-    use lake_objects::plan::{Candidate, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+    use lake_gc::candidates::{CandidateList, CandidateWriter};
+    use lake_gc::plan::{Candidate, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+    use lake_store::descriptor::{GcPolicy, DESCRIPTOR_FORMAT_VERSION};
 
     fn report(candidates: CandidateList) -> GcReport {
         let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z").unwrap().with_timezone(&chrono::Utc);

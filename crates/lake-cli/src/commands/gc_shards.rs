@@ -4,21 +4,21 @@
 //! ([`GarbageCollector::plan_sharded`], [`GarbageCollector::apply_shard`],
 //! [`GarbageCollector::resume_shard`]); the report's forms are in [`super::gc_shards_report`].
 
-pub use super::gc_shards_report::{ShardOutcome, ShardedReport};
+pub(crate) use super::gc_shards_report::{ShardOutcome, ShardedReport};
 
 use crate::cli::GcArgs;
 use crate::commands::gc::GcRequest;
 use crate::error::CliError;
-use lake_objects::checkpoint::CheckpointLocation;
-use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings, PlannedShards};
-use lake_objects::output::OutputPath;
-use lake_objects::shards::{shard_checkpoint_name, ShardEntry, ShardManifest, MAX_SHARDS};
-use lake_objects::spill::share;
+use lake_engine::budget::share;
+use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings, PlannedShards};
+use lake_gc::output::OutputPath;
+use lake_gc::shards::{shard_checkpoint_name, ShardEntry, ShardManifest, MAX_SHARDS};
 use std::path::{Path, PathBuf};
 
 /// The sharded part of a `lake gc` request.
 #[derive(Debug, Clone)]
-pub enum ShardRequest {
+pub(crate) enum ShardRequest {
     /// A sharded dry run of this many shards, written to the folder when given.
     Plan { shards: usize, out: Option<OutputPath> },
     /// Apply the sharded plan whose manifest is `manifest`, each shard with its checkpoint in
@@ -30,7 +30,7 @@ pub enum ShardRequest {
 ///
 /// # Errors
 /// [`CliError::Usage`] for a shard count outside 1 to [`MAX_SHARDS`].
-pub fn shard_request(args: &GcArgs) -> Result<Option<ShardRequest>, CliError> {
+pub(crate) fn shard_request(args: &GcArgs) -> Result<Option<ShardRequest>, CliError> {
     if let Some(shards) = args.shards {
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(CliError::Usage(format!(
@@ -52,7 +52,7 @@ pub fn shard_request(args: &GcArgs) -> Result<Option<ShardRequest>, CliError> {
 ///
 /// # Errors
 /// Planning and apply errors, the collector's refusals, and local file errors.
-pub async fn run_sharded(
+pub(crate) async fn run_sharded(
     collector: &GarbageCollector<'_>,
     req: &GcRequest,
     sharded: &ShardRequest,
@@ -84,7 +84,7 @@ async fn plan(
         dir.prepare_folder(collector.store().root())?;
     }
     if let Some(metrics) = &req.metrics {
-        metrics.check(collector.store().root(), lake_objects::output::DocumentKind::Metrics)?;
+        metrics.check(collector.store().root(), lake_gc::output::DocumentKind::Metrics)?;
     }
     let settings = PlanSettings {
         inventory_page_size: req.list_page_size,
@@ -135,17 +135,20 @@ async fn apply(
     let folder = manifest_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let selected: Vec<u64> = match only {
         Some(i) if i >= manifest.count => {
-            return Err(CliError::Usage(format!(
-                "--shard {i}: the manifest has {} shards (0 to {})",
-                manifest.count,
-                manifest.count - 1
+            return Err(CliError::Gc(lake_gc::GcError::refused(
+                lake_store::Refusal::ShardMismatch,
+                format!(
+                    "--shard {i}: the manifest has {} shards (0 to {}); nothing was deleted",
+                    manifest.count,
+                    manifest.count - 1
+                ),
             )))
         }
         Some(i) => vec![i],
         None => (0..manifest.count).collect(),
     };
     if let Some(metrics) = &req.metrics {
-        metrics.check(collector.store().root(), lake_objects::output::DocumentKind::Metrics)?;
+        metrics.check(collector.store().root(), lake_gc::output::DocumentKind::Metrics)?;
     }
     // Before the first delete: every selected shard document against the manifest (its index,
     // digest, range and candidates), and every checkpoint outside the lake. An edited, swapped,

@@ -2,18 +2,18 @@
 //! shard counts; the candidates are in the shard plans), and Prometheus text metrics.
 
 use super::gc_report::header;
-use lake_objects::apply::ApplyReport;
-use lake_objects::clock::ClockReading;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::planner::{format_time, PlanStats};
-use lake_objects::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
+use lake_gc::apply::ApplyReport;
+use lake_gc::planner::{format_time, PlanStats};
+use lake_gc::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
+use lake_store::clock::ClockReading;
+use lake_store::descriptor::LakeDescriptor;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// One shard of a sharded run.
 #[derive(Debug, Clone)]
-pub struct ShardOutcome {
+pub(crate) struct ShardOutcome {
     /// The manifest's entry.
     pub entry: ShardEntry,
     /// Its plan's lineage problems (empty when its plan was not read).
@@ -28,7 +28,7 @@ pub struct ShardOutcome {
 
 /// What a sharded GC run did.
 #[derive(Debug, Clone)]
-pub struct ShardedReport {
+pub(crate) struct ShardedReport {
     /// The manifest made or applied.
     pub manifest: ShardManifest,
     /// Every shard of the manifest, in order.
@@ -51,7 +51,7 @@ pub struct ShardedReport {
 
 impl ShardedReport {
     /// The `--json` object.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let m = &self.manifest;
         let shards: Vec<Value> = self.shards.iter().map(shard_json).collect();
         let mut v = json!({
@@ -100,7 +100,7 @@ impl ShardedReport {
     }
 
     /// Human-readable lines.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let m = &self.manifest;
         let mode = if self.applying { "sharded apply" } else { "sharded dry run (nothing deleted)" };
         let mut out = header(mode, &m.root, m.min_age_seconds, &self.policy, &self.clock);
@@ -165,7 +165,7 @@ impl ShardedReport {
 
     /// The metrics in the Prometheus text format: totals labelled with the root, and per shard
     /// candidates labelled with the shard.
-    pub fn to_prometheus(&self) -> String {
+    pub(crate) fn to_prometheus(&self) -> String {
         let root = self.manifest.root.replace('\\', "\\\\").replace('"', "\\\"");
         let mut out = String::new();
         let mut gauge = |name: &str, help: &str, values: Vec<(String, f64)>| {
@@ -207,7 +207,7 @@ impl ShardedReport {
 
     /// Exit code: 0 done; 3 dry run with a shard on incomplete lineage; 4 an applied shard has
     /// work left.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if self.applying {
             let left = self.shards.iter().filter_map(|s| s.apply.as_ref()).any(|a| !a.checkpoint.complete);
             return if left { 4 } else { 0 };

@@ -9,7 +9,7 @@ use serde_json::json;
 ///
 /// # Errors
 /// Engine errors (a version that no longer exists, an incomplete journal).
-pub async fn restore(args: &RestoreArgs) -> Result<(), CliError> {
+pub(crate) async fn restore(args: &RestoreArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let o = engine.restore(&args.table.table, args.version).await?;
     if args.table.json {
@@ -29,7 +29,7 @@ pub async fn restore(args: &RestoreArgs) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Engine errors (an existing or unknown tag, a missing version).
-pub async fn tag(args: &TagArgs) -> Result<(), CliError> {
+pub(crate) async fn tag(args: &TagArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let table = &args.table.table;
     match (args.delete, args.version) {

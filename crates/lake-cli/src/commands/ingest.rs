@@ -24,7 +24,7 @@ impl UploadProgress for Spinner {
 }
 
 /// Ingest options for `dir` that draw the spinner (`lake ingest`, `lake upsert`, `lake demo`).
-pub fn options(dir: &Path, mode: IngestMode) -> IngestOptions {
+pub(crate) fn options(dir: &Path, mode: IngestMode) -> IngestOptions {
     let bar = indicatif::ProgressBar::new_spinner().with_message(format!("uploading {}", dir.display()));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} files, {bytes_per_sec}")
@@ -40,7 +40,7 @@ impl From<IngestError> for CliError {
         match e {
             IngestError::NotAFolder { .. } | IngestError::NoRegularFiles { .. } => CliError::Usage(e.to_string()),
             IngestError::Walk { path, source } => CliError::Io { path, source },
-            IngestError::Upload(e) => CliError::Objects(e),
+            IngestError::Upload(e) => CliError::Gc(e.into()),
             IngestError::Append(e) => CliError::Engine(e),
             IngestError::Stream(message) => CliError::Refused(message),
         }
@@ -51,7 +51,7 @@ impl From<IngestError> for CliError {
 ///
 /// # Errors
 /// As [`lake_lance::ingest::ingest_dir_with`].
-pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
+pub(crate) async fn run(args: &IngestArgs) -> Result<(), CliError> {
     let mode = if args.overwrite { IngestMode::Overwrite } else { IngestMode::Append };
     report(&args.table, &args.dir, options(&args.dir, mode)).await
 }
@@ -60,7 +60,7 @@ pub async fn run(args: &IngestArgs) -> Result<(), CliError> {
 ///
 /// # Errors
 /// As [`lake_lance::ingest::ingest_dir_with`] with an upsert.
-pub async fn upsert(args: &UpsertArgs) -> Result<(), CliError> {
+pub(crate) async fn upsert(args: &UpsertArgs) -> Result<(), CliError> {
     report(&args.table, &args.dir, options(&args.dir, IngestMode::Upsert { on: args.on.clone() })).await
 }
 

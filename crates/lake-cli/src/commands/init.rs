@@ -2,14 +2,14 @@
 
 use crate::cli::InitArgs;
 use crate::error::{parse_duration, CliError};
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::LakeStore;
 
 /// Creates the lake (idempotent when the same policy is already there).
 ///
 /// # Errors
 /// Usage errors for a bad or zero duration; storage errors.
-pub async fn run(args: &InitArgs) -> Result<(), CliError> {
+pub(crate) async fn run(args: &InitArgs) -> Result<(), CliError> {
     let min_age = parse_duration("--min-age", &args.min_age)?;
     if min_age.is_zero() {
         return Err(CliError::Usage("--min-age must be positive (for example 7d)".into()));

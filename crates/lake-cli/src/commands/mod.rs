@@ -1,27 +1,27 @@
 //! One module per command; each exposes a library-style function the demo and tests reuse.
 
-pub mod demo;
-pub mod gc;
-pub mod gc_report;
-pub mod gc_shards;
-pub mod gc_shards_report;
-pub mod history;
-pub mod ingest;
-pub mod init;
-pub mod operations;
-pub mod refs;
-pub mod tables;
+pub(crate) mod demo;
+pub(crate) mod gc;
+pub(crate) mod gc_report;
+pub(crate) mod gc_shards;
+pub(crate) mod gc_shards_report;
+pub(crate) mod history;
+pub(crate) mod ingest;
+pub(crate) mod init;
+pub(crate) mod operations;
+pub(crate) mod refs;
+pub(crate) mod tables;
 
 use crate::error::CliError;
 use lake_lance::LanceEngine;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::LakeStore;
 
 /// Opens an existing lake: its store (checked to hold a lake descriptor) and engine.
 ///
 /// # Errors
-/// [`CliError::Objects`] when ROOT cannot be opened or holds no lake.
-pub async fn open_lake(root: &str) -> Result<(LakeStore, LakeDescriptor, LanceEngine), CliError> {
+/// [`CliError::Gc`] when ROOT cannot be opened or holds no lake.
+pub(crate) async fn open_lake(root: &str) -> Result<(LakeStore, LakeDescriptor, LanceEngine), CliError> {
     let store = LakeStore::open(root)?;
     let descriptor = LakeDescriptor::load(&store).await?;
     let engine = LanceEngine::new(store.clone());
@@ -29,6 +29,6 @@ pub async fn open_lake(root: &str) -> Result<(LakeStore, LakeDescriptor, LanceEn
 }
 
 /// Prints `value` as one line of JSON.
-pub fn print_json(value: &serde_json::Value) {
+pub(crate) fn print_json(value: &serde_json::Value) {
     println!("{}", serde_json::to_string(value).unwrap_or_default());
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 /// # Errors
 /// Usage errors for a malformed --set; engine errors (an invalid expression or predicate, the
 /// guard's refusal, a conflicting concurrent write).
-pub async fn update(args: &UpdateArgs) -> Result<(), CliError> {
+pub(crate) async fn update(args: &UpdateArgs) -> Result<(), CliError> {
     let assignments = args
         .assignments
         .iter()
@@ -45,7 +45,7 @@ pub async fn update(args: &UpdateArgs) -> Result<(), CliError> {
 /// # Errors
 /// Usage errors for an unknown kind; engine errors (an unknown column or index name, a column
 /// type the kind does not support).
-pub async fn index(command: &IndexCommand) -> Result<(), CliError> {
+pub(crate) async fn index(command: &IndexCommand) -> Result<(), CliError> {
     match command {
         IndexCommand::Create(a) => {
             let kind: IndexKind = a.kind.parse().map_err(|e| CliError::Usage(format!("--kind: {e}")))?;
@@ -87,7 +87,7 @@ pub async fn index(command: &IndexCommand) -> Result<(), CliError> {
 ///
 /// # Errors
 /// As `lake ingest` for add-files; engine errors (an unknown column, a name in use).
-pub async fn columns(command: &ColumnsCommand) -> Result<(), CliError> {
+pub(crate) async fn columns(command: &ColumnsCommand) -> Result<(), CliError> {
     let (table, outcome, what) = match command {
         ColumnsCommand::AddFiles(a) => {
             let (_, _, engine) = open_lake(&a.table.root).await?;
@@ -126,7 +126,7 @@ pub async fn columns(command: &ColumnsCommand) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Engine errors (no such version or tag, a branch of that name, a tag still on the branch).
-pub async fn branch(command: &BranchCommand) -> Result<(), CliError> {
+pub(crate) async fn branch(command: &BranchCommand) -> Result<(), CliError> {
     match command {
         BranchCommand::Create(a) => {
             let (_, _, engine) = open_lake(&a.table.root).await?;

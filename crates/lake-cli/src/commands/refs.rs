@@ -9,7 +9,7 @@ use serde_json::json;
 ///
 /// # Errors
 /// Engine errors; [`CliError::Exit`] when verification finds differences.
-pub async fn run(command: &RefsCommand) -> Result<(), CliError> {
+pub(crate) async fn run(command: &RefsCommand) -> Result<(), CliError> {
     match command {
         RefsCommand::Verify(a) => verify(a).await,
         RefsCommand::Repair(a) => repair(a).await,
@@ -24,7 +24,7 @@ async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
     let engine = engine.with_memory_budget(args.memory_budget_mib.saturating_mul(1024 * 1024));
     let tables = match &args.table {
         Some(t) => vec![t.clone()],
-        None => lake_objects::registry::tables(&store).await?,
+        None => lake_store::registry::tables(&store).await?,
     };
     let mut bound = Vec::new();
     let mut refused = Vec::new();
@@ -66,7 +66,7 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
     use lake_lance::resolve::Resolution;
     let (_, _, engine) = open_lake(&args.root).await?;
     if let Some(table) = &args.table {
-        lake_objects::layout::validate_table_name(table)?;
+        lake_store::layout::validate_table_name(table)?;
     }
     let report = engine.recover_writes(args.table.as_deref()).await?;
     if args.json {

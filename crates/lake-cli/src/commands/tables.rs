@@ -9,7 +9,7 @@ use serde_json::json;
 ///
 /// # Errors
 /// Engine errors (an invalid predicate among them).
-pub async fn delete(args: &DeleteArgs) -> Result<(), CliError> {
+pub(crate) async fn delete(args: &DeleteArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let outcome = engine.delete(&args.table.table, &args.predicate).await?;
     match (outcome, args.table.json) {
@@ -32,7 +32,7 @@ pub async fn delete(args: &DeleteArgs) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Engine errors.
-pub async fn compact(args: &TableArgs) -> Result<(), CliError> {
+pub(crate) async fn compact(args: &TableArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.root).await?;
     let outcome = engine.compact(&args.table).await?;
     match (outcome, args.json) {
@@ -48,7 +48,7 @@ pub async fn compact(args: &TableArgs) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Usage errors for a bad duration; engine errors.
-pub async fn cleanup(args: &CleanupArgs) -> Result<(), CliError> {
+pub(crate) async fn cleanup(args: &CleanupArgs) -> Result<(), CliError> {
     let older_than = parse_duration("--older-than", &args.older_than)?;
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let o = engine.cleanup(&args.table.table, older_than).await?;
@@ -65,7 +65,7 @@ pub async fn cleanup(args: &CleanupArgs) -> Result<(), CliError> {
                 "removed the stale restore tag `{}` (a restore of version {} killed at {}); the version is no longer pinned",
                 t.name,
                 t.version,
-                lake_objects::planner::format_time(t.started)
+                lake_gc::planner::format_time(t.started)
             );
         }
         println!(
@@ -80,7 +80,7 @@ pub async fn cleanup(args: &CleanupArgs) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Engine errors.
-pub async fn versions(args: &VersionsArgs) -> Result<(), CliError> {
+pub(crate) async fn versions(args: &VersionsArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let versions = engine.versions(&args.table.table).await?;
     if args.table.json {
@@ -116,7 +116,7 @@ pub async fn versions(args: &VersionsArgs) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Engine errors.
-pub async fn config(args: &ConfigArgs) -> Result<(), CliError> {
+pub(crate) async fn config(args: &ConfigArgs) -> Result<(), CliError> {
     let (_, _, engine) = open_lake(&args.table.root).await?;
     let table = &args.table.table;
     if !args.unset.is_empty() {

@@ -5,8 +5,8 @@
 
 use crate::{json, ok, write_files};
 use lake_common::intent::{IntentOperation, IntentReferences, WriteIntent, INTENT_FORMAT_VERSION};
-use lake_objects::writer::ManagedObjectWriter;
-use lake_objects::LakeStore;
+use lake_store::writer::ManagedObjectWriter;
+use lake_store::LakeStore;
 use std::time::Duration;
 
 #[test]
@@ -34,7 +34,7 @@ fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
             restored_version: None,
             references: IntentReferences::Inline(vec![object.identity()]),
         };
-        (object, lake_objects::intents::write(&store, &intent).await.unwrap())
+        (object, lake_store::intents::write(&store, &intent).await.unwrap())
     });
     crate::advance_clock(Duration::from_millis(4200));
 

@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 
 thread_local! {
     /// How far this test moved the store's clock forward (test builds of `lake` read
-    /// `LAKE_UNCHECKED_CLOCK_SHIFT`; see `lake_objects::clock`). Each test runs on its own thread.
+    /// `LAKE_UNCHECKED_CLOCK_SHIFT`; see `lake_store::clock`). Each test runs on its own thread.
     static CLOCK_SHIFT: std::cell::Cell<std::time::Duration> = const { std::cell::Cell::new(std::time::Duration::ZERO) };
 }
 
@@ -47,10 +47,12 @@ pub fn lake(args: &[&str]) -> Output {
     lake_command().args(args).output().expect("run lake")
 }
 
+/// A command's standard output as text (lossy UTF-8).
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A command's standard error as text (lossy UTF-8).
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

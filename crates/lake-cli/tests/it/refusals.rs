@@ -161,3 +161,81 @@ fn a_saved_plan_is_applied_only_if_unedited() {
     assert!(prom.lines().any(|l| l.starts_with("lake_gc_deleted{root=\"file://") && l.ends_with(" 1")), "{prom}");
     assert!(prom.lines().any(|l| l.starts_with("lake_gc_complete{") && l.ends_with(" 1")), "{prom}");
 }
+
+/// `lake gc --json` names every refusal by its kind on standard error
+/// (`{"error": {"kind", "message", "transient"}}`), one command per kind of
+/// `lake_store::Refusal`, and deletes nothing.
+#[test]
+fn every_refusal_kind_is_named_in_the_json_error() {
+    let l = lake_with_orphan();
+    let root = l.root.as_str();
+    let dir = l._dir.path();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let before = object_files(std::path::Path::new(root));
+    let plan = path("plan.json");
+    ok(&["gc", root, "--min-age", "4s", "--out", &plan]);
+    let sharded = path("sharded");
+    ok(&["gc", root, "--min-age", "4s", "--shards", "2", "--out", &sharded]);
+    let other = path("other");
+    ok(&["init", &other, "--min-age", "4s"]);
+    let checkpoints = path("ck");
+    std::fs::create_dir(&checkpoints).unwrap();
+    let manifest = format!("{sharded}/manifest.json");
+    let shard0 = format!("{sharded}/shard-00000.json");
+    let ckpt = path("c.json");
+
+    let cases: Vec<(&str, Vec<&str>, Option<(&str, &str)>)> = vec![
+        ("horizon", vec!["gc", root, "--min-age", "500ms"], None),
+        ("policy_floor", vec!["gc", root, "--min-age", "1s"], None),
+        ("clock_skew", vec!["gc", root, "--min-age", "4s"], Some(("LAKE_UNCHECKED_HOST_CLOCK_AHEAD", "1h"))),
+        ("cutoff_too_late", vec!["gc", root, "--min-age", "4s", "--cutoff", "2999-01-01T00:00:00Z"], None),
+        (
+            "bound_to_min_age",
+            vec!["gc", root, "--min-age", "5s", "--apply", "--checkpoint", &ckpt, "--plan", &plan],
+            None,
+        ),
+        (
+            "bound_to_root",
+            vec!["gc", &other, "--min-age", "4s", "--apply", "--checkpoint", &ckpt, "--plan", &plan],
+            None,
+        ),
+        (
+            "bound_to_manifest",
+            vec!["gc", root, "--min-age", "4s", "--apply", "--checkpoint", &ckpt, "--plan", &shard0],
+            None,
+        ),
+        (
+            "shard_mismatch",
+            vec![
+                "gc",
+                root,
+                "--min-age",
+                "4s",
+                "--apply",
+                "--manifest",
+                &manifest,
+                "--checkpoint-dir",
+                &checkpoints,
+                "--shard",
+                "5",
+            ],
+            None,
+        ),
+    ];
+    for (kind, mut args, env) in cases {
+        args.push("--json");
+        let mut command = crate::lake_command();
+        command.args(&args);
+        if let Some((name, value)) = env {
+            command.env(name, value);
+        }
+        let o = command.output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{kind}: lake {args:?}: {}", stderr(&o));
+        let error = crate::json(stderr(&o).lines().last().unwrap_or_default());
+        assert_eq!(error["error"]["kind"], kind, "lake {args:?}: {error}");
+        assert!(error["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
+        assert_eq!(error["error"]["transient"], false, "{error}");
+    }
+    assert_eq!(object_files(std::path::Path::new(root)), before, "nothing deleted by any refusal");
+    assert!(!std::path::Path::new(&ckpt).exists());
+}

@@ -2,7 +2,7 @@
 //! apply killed mid-way (SIGKILL to the process) and resumed from its checkpoint.
 
 use crate::{json, lake, ok, stderr, write_files};
-use lake_objects::LakeStore;
+use lake_store::LakeStore;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -115,8 +115,8 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
 #[test]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 fn s3_gc_plans_from_an_inventory_report() {
-    use lake_objects::inventory::report::writer::{write_report, WriteOptions};
-    use lake_objects::inventory::report::ReportFormat;
+    use lake_gc::inventory::report::writer::{write_report, WriteOptions};
+    use lake_gc::inventory::report::ReportFormat;
     let bucket =
         std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET is not set: run through scripts/test.sh");
     let id = ulid::Ulid::new().to_string().to_lowercase();

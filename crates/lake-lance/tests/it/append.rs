@@ -5,7 +5,7 @@ use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema};
 use lake_common::{data_location_list_field, data_location_type, DataLocationBuilder};
 use lake_lance::LanceEngineError;
-use lake_objects::layout::sidecar_key;
+use lake_store::layout::sidecar_key;
 use std::sync::{Arc, Weak};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -32,7 +32,7 @@ async fn append_writes_object_reference_delta_with_counts() {
     // The journal equals a full scan of the version.
     assert_eq!(lake.engine.scan_version("t", 1).await.unwrap().to_entries(), delta.added);
     // The registry follows.
-    assert_eq!(lake_objects::registry::current(&lake.store, "t").await.unwrap().unwrap().version, 1);
+    assert_eq!(lake_store::registry::current(&lake.store, "t").await.unwrap().unwrap().version, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -85,7 +85,7 @@ async fn invalid_references_commit_nothing() {
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "no version was committed");
     assert!(lake.store.get(&sidecar_key("t", 2)).await.unwrap().is_none());
     // Only the committed version's reference log remains.
-    let logs = lake.store.list_all(&lake_objects::layout::reference_log_prefix("t")).await.unwrap();
+    let logs = lake.store.list_all(&lake_store::layout::reference_log_prefix("t")).await.unwrap();
     assert_eq!(logs.len(), 1, "the refused write's log was discarded: {logs:?}");
     // A column marked as DataLocation with another layout is refused before writing.
     let wrong = Arc::new(Schema::new(vec![Field::new(

@@ -7,12 +7,12 @@ use crate::gc_scenario::dry_run;
 use crate::support::{batch, copy_tree, new_lake, reader, schema, TestLake};
 use async_trait::async_trait;
 use chrono::Utc;
-use lake_objects::apply::{ApplyOptions, ApplyReport};
-use lake_objects::deleter::{DeleteOutcome, ObjectDeleter};
-use lake_objects::plan::GcPlan;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
-use lake_objects::ObjectsError;
+use lake_gc::apply::{ApplyOptions, ApplyReport};
+use lake_gc::deleter::{DeleteOutcome, ObjectDeleter};
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::GcError;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::future::Future;
@@ -52,14 +52,14 @@ async fn apply_with(
     deleter: &dyn ObjectDeleter,
     ckpt: &Path,
     plan: Option<&GcPlan>,
-) -> Result<ApplyReport, ObjectsError> {
+) -> Result<ApplyReport, GcError> {
     let options = ApplyOptions { page_size: 1, concurrency: 1, ..ApplyOptions::default() };
     apply(&lake.engine, deleter, &ckpt.into(), plan, &options).await
 }
 
-fn problems(err: ObjectsError) -> Vec<String> {
+fn problems(err: GcError) -> Vec<String> {
     match err {
-        ObjectsError::LineageIncomplete { problems } => problems.iter().map(|p| p.to_string()).collect(),
+        GcError::LineageIncomplete { problems } => problems.iter().map(|p| p.to_string()).collect(),
         other => panic!("expected a lineage refusal, got {other}"),
     }
 }
@@ -89,7 +89,7 @@ async fn a_dataset_restored_from_an_older_backup_stops_apply() {
     std::fs::remove_dir_all(root.join("tables/t.lance")).unwrap();
     copy_tree(backup.path(), &root.join("tables/t.lance"));
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let found = problems(apply_with(&lake, &deleter, &dir.path().join("c"), Some(&saved)).await.unwrap_err());
     assert!(found.iter().any(|p| p.contains("went backwards")), "{found:?}");
     assert!(found.iter().any(|p| p.contains("the registry pins version 3")), "{found:?}");
@@ -115,7 +115,7 @@ struct Flaky<'a> {
 
 #[async_trait]
 impl ObjectDeleter for Flaky<'_> {
-    async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, ObjectsError> {
+    async fn delete_batch(&self, keys: &[String]) -> Result<Vec<DeleteOutcome>, GcError> {
         let n = {
             let mut b = self.batches.lock().unwrap();
             *b += 1;
@@ -144,7 +144,7 @@ impl ObjectDeleter for Flaky<'_> {
 
 fn flaky<'a>(lake: &TestLake, fail_once: Option<&str>) -> Flaky<'a> {
     Flaky {
-        inner: lake_objects::deleter::for_store(&lake.store),
+        inner: lake_gc::deleter::for_store(&lake.store),
         fail_once: Mutex::new(fail_once.map(str::to_string)),
         batches: Mutex::new(0),
         hook: Mutex::new(None),
@@ -206,7 +206,7 @@ async fn a_version_journaled_during_apply_is_seen_before_the_next_group() {
 async fn a_lineage_that_did_not_only_move_forward_stops_apply() {
     let cases: [Breakage; 3] = [
         ("changed since the plan", |root| {
-            let key = root.join(lake_objects::layout::sidecar_key("t", 2));
+            let key = root.join(lake_store::layout::sidecar_key("t", 2));
             let bytes = std::fs::read(&key).unwrap();
             std::fs::remove_file(&key).unwrap();
             std::fs::write(&key, bytes).unwrap();
@@ -240,7 +240,7 @@ async fn a_lineage_that_did_not_only_move_forward_stops_apply() {
         assert_eq!(plan.candidates.keys().unwrap(), vec![orphan.key.clone()], "{needle}");
         break_it(&root);
         let dir = tempfile::tempdir().unwrap();
-        let deleter = lake_objects::deleter::for_store(&lake.store);
+        let deleter = lake_gc::deleter::for_store(&lake.store);
         let found = problems(apply_with(&lake, &deleter, &dir.path().join("c"), Some(&plan)).await.unwrap_err());
         assert!(found.iter().any(|p| p.contains(needle)), "{needle}: {found:?}");
         assert!(lake.store.head(&orphan.key).await.unwrap().is_some(), "{needle}: nothing deleted");

@@ -6,10 +6,10 @@ use crate::support::{batch, new_lake, reader, schema, unchecked_plan_now, TestLa
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::DataLocationBuilder;
-use lake_objects::apply::{ApplyOptions, ApplyReport};
-use lake_objects::plan::GcPlan;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
+use lake_gc::apply::{ApplyOptions, ApplyReport};
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_store::writer::ManagedObject;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +57,7 @@ async fn assert_refused_by_the_engine(lake: &TestLake, table: &str, rows: &[(&st
 
 async fn apply_plan(lake: &TestLake, plan: &GcPlan) -> Result<ApplyReport, String> {
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let options = ApplyOptions { page_size: 1, concurrency: 1, ..ApplyOptions::default() };
     apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(plan), &options)
         .await
@@ -327,7 +327,7 @@ async fn attack_resealed_sidecar() {
     let x = lake.upload("x.bin", b"precious x").await;
     lake.engine.append("t", reader(vec![batch(&[("e", Some(&x))])])).await.unwrap();
     let forged = lake_common::ObjectReferenceDelta::snapshot("t", 1, &lake_common::ReferenceCounts::new()).encode();
-    lake.store.put(&lake_objects::layout::sidecar_key("t", 1), forged).await.unwrap();
+    lake.store.put(&lake_store::layout::sidecar_key("t", 1), forged).await.unwrap();
     // A seal is an integrity check, not an authentication: a consistent forgery by someone who
     // can write the journal is not a decode error (docs/safety.md, "What seals do not do").
     // `lake refs verify` compares the journal with a scan of every retained version and finds it.
@@ -346,7 +346,7 @@ async fn attack_checkpoint_path_beside_a_live_object() {
     tokio::time::sleep(Duration::from_millis(15)).await;
     let plan = dry_run(&lake, Utc::now(), 10).await;
     let path = root(&lake).join(live.key.strip_suffix(".plan.json").unwrap());
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let applied = apply(&lake.engine, &deleter, &path.as_path().into(), Some(&plan), &ApplyOptions::default()).await;
     let bytes = std::fs::read(root(&lake).join(&live.key)).unwrap_or_default();
     assert!(
@@ -388,7 +388,7 @@ async fn attack_table_data_folder_linked_into_objects() {
 /// (nothing live here) and delete this lake's live objects: refused when opened.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_collector_with_the_engine_of_another_lake_is_refused() {
-    use lake_objects::collector::GarbageCollector;
+    use lake_gc::collector::GarbageCollector;
     let lake = new_lake().await;
     let other = new_lake().await;
     let a = lake.upload("a.bin", b"live in this lake").await;
@@ -396,7 +396,7 @@ async fn a_collector_with_the_engine_of_another_lake_is_refused() {
     let Err(err) = GarbageCollector::open(lake.store.clone(), &other.engine).await else {
         panic!("a collector with another lake's engine was opened");
     };
-    assert!(matches!(err, lake_objects::ObjectsError::Root { .. }), "{err}");
+    assert!(matches!(err, lake_gc::GcError::Store(lake_store::StoreError::Root { .. })), "{err}");
     assert!(err.to_string().contains("another lake"), "{err}");
     assert!(GarbageCollector::open(lake.store.clone(), &lake.engine).await.is_ok());
     assert!(lake.store.head(&a.key).await.unwrap().is_some());

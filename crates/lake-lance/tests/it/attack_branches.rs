@@ -5,11 +5,11 @@ use crate::gc_scenario::dry_run;
 use crate::support::{apply_fresh, batch, new_lake, reader, TestLake};
 use arrow_array::{RecordBatch, RecordBatchIterator};
 use chrono::{DateTime, Utc};
+use lake_gc::apply::ApplyOptions;
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff, PlanOptions};
 use lake_lance::branch::BranchSource;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::plan::GcPlan;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff, PlanOptions};
-use lake_objects::writer::ManagedObject;
+use lake_store::writer::ManagedObject;
 use lance::Dataset;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -29,7 +29,7 @@ async fn cutoff_now() -> DateTime<Utc> {
 /// A dry run that may fail (an engine error is a refusal too).
 async fn try_plan(lake: &TestLake, cutoff: DateTime<Utc>) -> Result<GcPlan, String> {
     let options = PlanOptions::new(lake.store.root(), Duration::from_secs(1), cutoff).page_size(10).memory_budget(3);
-    plan_with_unchecked_cutoff(&lake.engine, lake_objects::inventory::for_store(&lake.store).as_ref(), &options)
+    plan_with_unchecked_cutoff(&lake.engine, lake_gc::inventory::for_store(&lake.store).as_ref(), &options)
         .await
         .map(|(p, _)| p)
         .map_err(|e| e.to_string())
@@ -66,7 +66,7 @@ async fn assert_live_survive(lake: &TestLake, cutoff: DateTime<Utc>, live: &[&Ma
 }
 
 fn branch_dir(lake: &TestLake, lineage: &str) -> std::path::PathBuf {
-    lake.store.local_dir().unwrap().join(lake_objects::layout::dataset_key(lineage))
+    lake.store.local_dir().unwrap().join(lake_store::layout::dataset_key(lineage))
 }
 
 /// Table `t`: v1 references `a`. Branch `b` (engine) from v1.
@@ -190,25 +190,18 @@ async fn branch_appears_between_groups() {
     assert_eq!(candidates(&plan), BTreeSet::from([x1.key.clone(), x2.key.clone()]));
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("c");
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let opts = |max| ApplyOptions { page_size: 1, max_pages: max, concurrency: 1, ..ApplyOptions::default() };
-    lake_objects::unchecked::apply_unchecked(
-        &lake.engine,
-        &deleter,
-        &ckpt.as_path().into(),
-        Some(&plan),
-        &opts(Some(1)),
-    )
-    .await
-    .unwrap();
+    lake_gc::unchecked::apply_unchecked(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &opts(Some(1)))
+        .await
+        .unwrap();
     let first = lake.engine.create_branch("t", "late", &BranchSource::Version(2)).await.unwrap();
     eprintln!("branch from v2 starts at {}", first.version);
     let (gone, kept) = if lake.store.head(&x1.key).await.unwrap().is_none() { (&x1, &x2) } else { (&x2, &x1) };
     assert!(lake.store.head(&gone.key).await.unwrap().is_none());
     lake.engine.append("t@late", reader(vec![batch(&[("e9", Some(kept))])])).await.unwrap();
     let resumed =
-        lake_objects::unchecked::apply_unchecked(&lake.engine, &deleter, &ckpt.as_path().into(), None, &opts(None))
-            .await;
+        lake_gc::unchecked::apply_unchecked(&lake.engine, &deleter, &ckpt.as_path().into(), None, &opts(None)).await;
     // The new lineage is read from its first entry (a snapshot at version 2): the apply goes on
     // and revives the candidate the branch now references.
     let report = resumed.unwrap();
@@ -342,7 +335,7 @@ async fn foreign_shallow_clone_into_tree() {
     clone.append(iter(batch(&[("e9", Some(&x))])), None).await.unwrap();
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &x]).await, Some(true));
     // Registered by hand as t@c with a hand-made (truthful-looking) snapshot of version 1.
-    lake_objects::registry::advance(&lake.store, "t@c", 2).await.unwrap();
+    lake_store::registry::advance(&lake.store, "t@c", 2).await.unwrap();
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &x]).await, Some(true));
 }
 
@@ -353,7 +346,7 @@ async fn pin_without_branch_folder() {
     let (lake, a) = lake_with_branch().await;
     let y = lake.upload("y.bin", b"branch row").await;
     lake.engine.append("t@b", reader(vec![batch(&[("e2", Some(&y))])])).await.unwrap();
-    lake_objects::registry::advance(&lake.store, "t@ghost", 1).await.unwrap();
+    lake_store::registry::advance(&lake.store, "t@ghost", 1).await.unwrap();
     let cutoff = cutoff_now().await;
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &y]).await, Some(true));
     std::fs::remove_dir_all(lake.store.local_dir().unwrap().join("_lake/registry/t@ghost")).unwrap();

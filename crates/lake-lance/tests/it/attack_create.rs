@@ -19,7 +19,7 @@ use arrow_schema::SchemaRef;
 use chrono::Utc;
 use lake_lance::verify::check_retained_objects;
 use lake_lance::{LanceEngine, LanceEngineError};
-use lake_objects::writer::ManagedObject;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::Dataset;
 use std::collections::BTreeSet;

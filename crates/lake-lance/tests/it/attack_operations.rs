@@ -7,7 +7,7 @@ use crate::gc_scenario::dry_run;
 use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
 use chrono::Utc;
 use lake_lance::update::Assignment;
-use lake_objects::writer::ManagedObject;
+use lake_store::writer::ManagedObject;
 use lance::dataset::transaction::{Operation, RewriteGroup, Transaction};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::Dataset;

@@ -5,10 +5,10 @@ use crate::support::{new_lake, schema, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::DataLocationBuilder;
-use lake_objects::key_range::KeyRange;
-use lake_objects::plan::GcPlan;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
-use lake_objects::writer::ManagedObject;
+use lake_gc::key_range::KeyRange;
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ async fn append_as(lake: &TestLake, table: &str, uri: &str, object: &ManagedObje
 /// The plan of each of `ranges` at `cutoff` (what `GarbageCollector::plan_shard` computes for
 /// each shard of a spec with these ranges).
 async fn plan_each(lake: &TestLake, ranges: &[KeyRange], cutoff: chrono::DateTime<Utc>) -> Vec<GcPlan> {
-    let inventory = lake_objects::inventory::for_store(&lake.store);
+    let inventory = lake_gc::inventory::for_store(&lake.store);
     let mut plans = Vec::new();
     for range in ranges {
         let options = PlanOptions::new(lake.store.root(), Duration::from_secs(1), cutoff).range(range.clone());
@@ -62,7 +62,7 @@ async fn attack_link_at_a_shard_boundary() {
     let (folder, name) = x.key.rsplit_once('/').unwrap();
     // A boundary as split_by_time makes one, a minute before x was minted.
     let ms = Utc::now().timestamp_millis() as u64 - 60_000;
-    let link = lake_objects::keys::first_key_at(chrono::DateTime::from_timestamp_millis(ms as i64).unwrap());
+    let link = lake_store::keys::first_key_at(chrono::DateTime::from_timestamp_millis(ms as i64).unwrap());
     assert_eq!(link, format!("objects/{}", ulid::Ulid::from_parts(ms, 0)));
     std::os::unix::fs::symlink(root.join(folder), root.join(&link)).unwrap();
     append_as(&lake, "t", &format!("{link}/{name}"), &x).await;
@@ -105,7 +105,7 @@ async fn live_in(lake: &TestLake, range: &lake_engine::UriRange) -> std::collect
 #[tokio::test(flavor = "multi_thread")]
 async fn ranges_cut_at_block_edges_keep_every_live_key() {
     use lake_common::SidecarDocument;
-    use lake_objects::layout::sidecar_key;
+    use lake_store::layout::sidecar_key;
     let lake = new_lake().await;
     let first = lake.upload("first.bin", b"the engine's own row").await;
     lake.engine.append("t", crate::support::reader(vec![crate::support::batch(&[("e", Some(&first))])])).await.unwrap();

@@ -8,11 +8,11 @@ use crate::gc_scenario::dry_run;
 use crate::support::{apply_fresh, batch, copy_tree, new_lake, new_s3_lake, reader, schema, TestLake};
 use chrono::Utc;
 use lake_common::{ObjectReferenceDelta, SidecarDocument};
-use lake_objects::apply::ApplyOptions;
-use lake_objects::layout::sidecar_key;
-use lake_objects::plan::GcPlan;
-use lake_objects::writer::ManagedObject;
-use lake_objects::ObjectsError;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::plan::GcPlan;
+use lake_gc::GcError;
+use lake_store::layout::sidecar_key;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::path::Path;
@@ -49,9 +49,9 @@ fn replace_lance_files(table: &Path, from: &Path) {
 }
 
 /// The lineage problems of a refused apply, as sentences.
-fn refusal(err: ObjectsError) -> Vec<String> {
+fn refusal(err: GcError) -> Vec<String> {
     match err {
-        ObjectsError::LineageIncomplete { problems } => problems.iter().map(ToString::to_string).collect(),
+        GcError::LineageIncomplete { problems } => problems.iter().map(ToString::to_string).collect(),
         other => panic!("expected a lineage refusal, got {other}"),
     }
 }

@@ -5,23 +5,23 @@
 use crate::support::{batch, new_lake, reader};
 use chrono::Utc;
 use lake_engine::Engine;
+use lake_gc::plan::GcPlan;
+use lake_gc::planner::PlanStats;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_lance::LanceEngine;
-use lake_objects::keys::parse_managed_key;
-use lake_objects::plan::GcPlan;
-use lake_objects::planner::PlanStats;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
+use lake_store::keys::parse_managed_key;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 async fn plan_with(
     engine: &LanceEngine,
-    store: &lake_objects::LakeStore,
+    store: &lake_store::LakeStore,
     cutoff: chrono::DateTime<Utc>,
     budget: usize,
     page: usize,
 ) -> (GcPlan, PlanStats) {
     let options = PlanOptions::new(store.root(), Duration::from_secs(1), cutoff).page_size(page).memory_budget(budget);
-    plan(engine, lake_objects::inventory::for_store(store).as_ref(), &options).await.unwrap()
+    plan(engine, lake_gc::inventory::for_store(store).as_ref(), &options).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

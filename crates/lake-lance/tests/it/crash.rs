@@ -6,17 +6,18 @@ use crate::gc_scenario::dry_run;
 use crate::support::{batch, new_lake, reader, TestLake};
 use chrono::Utc;
 use lake_engine::Engine;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::unchecked::CutHalfWay;
+use lake_gc::GcError;
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngineError;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::failpoint;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::ObjectsError;
+use lake_store::failpoint;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 fn injected(e: &LanceEngineError) -> bool {
-    matches!(e, LanceEngineError::Objects(ObjectsError::Injected(_)))
+    matches!(e, LanceEngineError::Objects(lake_store::StoreError::Injected(_)))
 }
 
 /// Dry run; repair every version the run names as missing its sidecar; apply; then check.
@@ -40,7 +41,7 @@ async fn gc_after_crash(lake: &TestLake) -> BTreeSet<String> {
         assert!(plan.lineage_complete, "{:?}", plan.problems);
     }
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let report =
         apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
             .await
@@ -79,7 +80,10 @@ async fn crashes_during_an_append_never_lose_referenced_objects() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_apply_crashed_at_any_point_resumes_to_the_same_final_state() {
-    for point in ["apply.after_plan_persisted", "apply.mid_page", "apply.after_page", "apply.before_checkpoint_write"] {
+    // Each failure point, then a crash half-way through a delete request (some keys of the page
+    // deleted, no outcome recorded), with two requests in flight.
+    for point in ["apply.after_plan_persisted", "apply.after_page", "apply.before_checkpoint_write", CutHalfWay::POINT]
+    {
         let lake = new_lake().await;
         let live = lake.upload("live", b"live").await;
         lake.engine.append("t", reader(vec![batch(&[("e", Some(&live))])])).await.unwrap();
@@ -92,12 +96,19 @@ async fn an_apply_crashed_at_any_point_resumes_to_the_same_final_state() {
         assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<BTreeSet<_>>(), orphans);
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("c");
-        let deleter = lake_objects::deleter::for_store(&lake.store);
+        let deleter = lake_gc::deleter::for_store(&lake.store);
         let options =
             ApplyOptions { page_size: 2, max_pages: None, progress: None, concurrency: 2, ..ApplyOptions::default() };
-        let crashed =
-            failpoint::scope(point, apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &options)).await;
-        assert!(matches!(crashed, Err(ObjectsError::Injected(p)) if p == point), "{point}: {crashed:?}");
+        let crashed = if point == CutHalfWay::POINT {
+            let cut = CutHalfWay::new(&*deleter);
+            apply(&lake.engine, &cut, &ckpt.as_path().into(), Some(&plan), &options).await
+        } else {
+            failpoint::scope(point, apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &options)).await
+        };
+        assert!(
+            matches!(crashed, Err(GcError::Store(lake_store::StoreError::Injected(p))) if p == point),
+            "{point}: {crashed:?}"
+        );
         let resumed = apply(&lake.engine, &deleter, &ckpt.as_path().into(), None, &options).await.unwrap();
         assert!(resumed.checkpoint.complete, "{point}");
         assert_eq!(

@@ -3,7 +3,7 @@
 //! backends. (The clock probe it writes under `_lake/clock/` is removed before it returns.)
 
 use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
-use lake_objects::collector::{GarbageCollector, Horizon, PlanSettings};
+use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::time::Duration;

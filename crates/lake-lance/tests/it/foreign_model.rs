@@ -12,9 +12,9 @@ use crate::truth::referenced;
 use arrow_array::RecordBatchIterator;
 use arrow_schema::{Field, Schema};
 use chrono::Utc;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::collections::{BTreeSet, HashMap};
@@ -167,7 +167,7 @@ async fn foreign_writes_never_make_gc_delete_a_referenced_object() {
             assert!(wrong.is_empty(), "history {history} after {ops:?}: planned referenced objects {wrong:?}");
             if plan.lineage_complete && !planned.is_empty() {
                 let dir = tempfile::tempdir().unwrap();
-                let deleter = lake_objects::deleter::for_store(&lake.store);
+                let deleter = lake_gc::deleter::for_store(&lake.store);
                 let options = ApplyOptions::default();
                 if apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &options)
                     .await

@@ -13,15 +13,15 @@
 use crate::gc_scenario::dry_run;
 use crate::support::{apply_fresh, batch, new_lake, reader, TestLake};
 use chrono::Utc;
+use lake_gc::apply::ApplyOptions;
 use lake_lance::branch::BranchSource;
 use lake_lance::history::RESTORE_TAG_PREFIX;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::failpoint;
+use lake_store::failpoint;
 use lance::Dataset;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-fn candidates(plan: &lake_objects::plan::GcPlan) -> BTreeSet<String> {
+fn candidates(plan: &lake_gc::plan::GcPlan) -> BTreeSet<String> {
     plan.candidates.keys().unwrap().into_iter().collect()
 }
 
@@ -42,7 +42,7 @@ async fn tags_of(lake: &TestLake, table: &str) -> Vec<(u64, Vec<String>)> {
 }
 
 /// `t`: version 1 references `a`; version 2 deletes its row.
-async fn lake_with_old_version() -> (TestLake, lake_objects::writer::ManagedObject) {
+async fn lake_with_old_version() -> (TestLake, lake_store::writer::ManagedObject) {
     let lake = new_lake().await;
     let a = lake.upload("a.bin", b"only version 1 references a").await;
     lake.engine.append("t", reader(vec![batch(&[("old", Some(&a)), ("keep", None)])])).await.unwrap();
@@ -115,7 +115,7 @@ async fn stale_restore_tags_are_removed_by_cleanup_and_by_the_next_restore() {
 
 /// `t`: v1 [a], v2 [a, m], v3 [a] (m's row deleted). Branch `b` of v1, then its version 2 adds
 /// `y`. Tags: `onb` on `t@b` version 2, `onmain` on `t` version 1.
-async fn lake_with_branch_tags() -> (TestLake, [lake_objects::writer::ManagedObject; 3]) {
+async fn lake_with_branch_tags() -> (TestLake, [lake_store::writer::ManagedObject; 3]) {
     let lake = new_lake().await;
     let a = lake.upload("a.bin", b"main, every version").await;
     let m = lake.upload("m.bin", b"main version 2 only").await;

@@ -2,17 +2,17 @@
 
 use crate::support::{batch, new_lake, new_s3_lake, reader, TestLake};
 use chrono::Utc;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_lance::verify::check_retained_objects;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::plan::GcPlan;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-pub async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize) -> GcPlan {
+pub(crate) async fn dry_run(lake: &TestLake, cutoff: chrono::DateTime<Utc>, page: usize) -> GcPlan {
     let options = PlanOptions::new(lake.store.root(), Duration::from_secs(1), cutoff).page_size(page).memory_budget(3);
-    plan(&lake.engine, lake_objects::inventory::for_store(&lake.store).as_ref(), &options).await.unwrap().0
+    plan(&lake.engine, lake_gc::inventory::for_store(&lake.store).as_ref(), &options).await.unwrap().0
 }
 
 fn uris(plan: &GcPlan) -> BTreeSet<String> {
@@ -83,7 +83,7 @@ async fn scenario(lake: TestLake) {
 
     let before_keys: BTreeSet<String> = lake.all_object_keys().await.into_iter().collect();
     let engine = &lake.engine;
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("gc.ckpt");
     // Interrupted after its first page.
@@ -97,7 +97,7 @@ async fn scenario(lake: TestLake) {
     .await
     .unwrap();
     // (On S3 a resumed delete may be `absent`: LocalStack does not say whether the key existed.)
-    let removed = |c: &lake_objects::checkpoint::ApplyCheckpoint| c.deleted + c.absent;
+    let removed = |c: &lake_gc::checkpoint::ApplyCheckpoint| c.deleted + c.absent;
     assert_eq!((first.pages, removed(&first.checkpoint), first.checkpoint.complete), (1, 1, false));
     // Resumed from the checkpoint alone.
     let resumed = apply(
@@ -145,7 +145,7 @@ async fn apply_refuses_a_checkpoint_of_another_plan() {
     let plan2 = dry_run(&lake, cutoff - chrono::Duration::milliseconds(1), 10).await;
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("gc.ckpt");
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     apply(
         &lake.engine,
         &deleter,
@@ -175,7 +175,7 @@ async fn apply_revives_candidates_referenced_after_the_plan() {
     // refuse an object this old; apply must still not delete it).
     lake.engine.append("t", reader(vec![batch(&[("e", Some(&old))])])).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let report =
         apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan1), &ApplyOptions::default())
             .await

@@ -2,8 +2,8 @@
 
 use crate::support::{batch, new_lake_with_policy, reader};
 use lake_lance::{LanceEngine, LanceEngineError};
-use lake_objects::guard::{FixedWriterClock, GuardError};
-use lake_objects::keys::parse_managed_key;
+use lake_store::guard::{FixedWriterClock, GuardError};
+use lake_store::keys::parse_managed_key;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
     let mut lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(4)).await;
     let clock = Arc::new(FixedWriterClock::new(chrono::Utc::now()));
     lake.engine = LanceEngine::new(lake.store.clone()).with_writer_clock(clock.clone());
-    let at = |object: &lake_objects::writer::ManagedObject, age_ms: i64| {
+    let at = |object: &lake_store::writer::ManagedObject, age_ms: i64| {
         parse_managed_key(&object.key).unwrap().minted_at() + chrono::Duration::milliseconds(age_ms)
     };
     let fresh = lake.upload("fresh", b"fresh").await;
@@ -40,7 +40,7 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
     }
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was committed");
     assert!(
-        lake_objects::intents::list(&lake.store, None).await.unwrap().0.is_empty(),
+        lake_store::intents::list(&lake.store, None).await.unwrap().0.is_empty(),
         "a refused write leaves no intent"
     );
     // The same writer after a server-side copy to a fresh key succeeds.
@@ -56,7 +56,7 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
 /// A GC host whose clock is days ahead still plans by the store's clock: nothing young is deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
-    use lake_objects::clock::{gc_cutoff, ClockReading};
+    use lake_store::clock::{gc_cutoff, ClockReading};
     let dir = tempfile::tempdir().unwrap();
     let lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(1)).await;
     let old = lake.upload("old", b"old orphan").await;
@@ -73,8 +73,8 @@ async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
     let plan = crate::gc_scenario::dry_run(&lake, cutoff, 10).await;
     assert_eq!(plan.candidates.keys().unwrap().into_iter().collect::<Vec<_>>(), vec![old.key.clone()]);
     let ckpt = dir.path().join("c");
-    let deleter = lake_objects::deleter::for_store(&lake.store);
-    lake_objects::unchecked::apply_unchecked(
+    let deleter = lake_gc::deleter::for_store(&lake.store);
+    lake_gc::unchecked::apply_unchecked(
         &lake.engine,
         &deleter,
         &ckpt.as_path().into(),

@@ -5,9 +5,9 @@ use crate::gc_scenario::dry_run;
 use crate::support::{batch, new_lake, reader, schema, TestLake};
 use chrono::Utc;
 use lake_common::{DeltaKind, ObjectReferenceDelta};
-use lake_objects::apply::ApplyOptions;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_store::writer::ManagedObject;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -138,7 +138,7 @@ async fn a_second_lance_client_is_refused_until_repair() {
     let plan = dry_run(&lake, cutoff, 10).await;
     assert!(!plan.lineage_complete && plan.problems[0].contains("version 2"), "{:?}", plan.problems);
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     assert!(apply(
         &lake.engine,
         &deleter,

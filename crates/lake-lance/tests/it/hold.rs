@@ -30,7 +30,7 @@ struct Held {
 
 /// What happens to a manifest write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Written at once.
     #[default]
     Off,
@@ -50,7 +50,7 @@ struct State {
 
 /// Holds manifest writes while [`ManifestHold::hold`] is on (see the module documentation).
 #[derive(Default)]
-pub struct ManifestHold {
+pub(crate) struct ManifestHold {
     state: Mutex<State>,
     arrived: Notify,
 }
@@ -62,18 +62,18 @@ impl std::fmt::Debug for ManifestHold {
 }
 
 impl ManifestHold {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
     /// Sets the mode for manifest writes from now on (those held stay held).
-    pub fn set(&self, mode: Mode) {
+    pub(crate) fn set(&self, mode: Mode) {
         self.state.lock().unwrap().mode = mode;
     }
 
     /// Waits until at least `n` manifest writes are held (a generous bound guards against a
     /// test that never gets there: it fails instead of hanging).
-    pub async fn wait_held(&self, n: usize) {
+    pub(crate) async fn wait_held(&self, n: usize) {
         let waited = tokio::time::timeout(std::time::Duration::from_secs(120), async {
             loop {
                 let notified = self.arrived.notified();
@@ -88,21 +88,21 @@ impl ManifestHold {
     }
 
     /// Paths of the writes held now.
-    pub fn held(&self) -> Vec<String> {
+    pub(crate) fn held(&self) -> Vec<String> {
         self.state.lock().unwrap().held.iter().map(|h| h.path.clone()).collect()
     }
 
     /// Releases the `i`-th held write and waits until it completed: true when the store
     /// accepted it (the manifest landed), false when it was refused (a create-only write whose
     /// version another commit took meanwhile).
-    pub async fn release(&self, i: usize) -> bool {
+    pub(crate) async fn release(&self, i: usize) -> bool {
         let held = self.state.lock().unwrap().held.remove(i);
         let _ = held.release.send(());
         held.landed.await.unwrap_or(false)
     }
 
     /// Releases every held write, oldest first; returns whether each landed.
-    pub async fn release_all(&self) -> Vec<bool> {
+    pub(crate) async fn release_all(&self) -> Vec<bool> {
         let mut out = Vec::new();
         while !self.held().is_empty() {
             out.push(self.release(0).await);
@@ -113,7 +113,7 @@ impl ManifestHold {
 
 /// The wrapper given to the engine (`LanceEngine::with_object_store_wrapper`).
 #[derive(Debug, Clone)]
-pub struct HoldWrapper(pub Arc<ManifestHold>);
+pub(crate) struct HoldWrapper(pub Arc<ManifestHold>);
 
 impl WrappingObjectStore for HoldWrapper {
     fn wrap(&self, _store_prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {

@@ -33,7 +33,7 @@ struct Shared {
 }
 
 /// A running proxy; stops accepting when dropped.
-pub struct HoldProxy {
+pub(crate) struct HoldProxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
@@ -47,7 +47,7 @@ impl Drop for HoldProxy {
 
 impl HoldProxy {
     /// Listens on a free loopback port, forwarding to `upstream` (`http://host:port`).
-    pub async fn start(upstream: &str) -> Self {
+    pub(crate) async fn start(upstream: &str) -> Self {
         let target =
             upstream.strip_prefix("http://").expect("plain http:// only").split('/').next().unwrap().to_string();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -63,17 +63,17 @@ impl HoldProxy {
     }
 
     /// The proxy's URL (an `aws_endpoint` storage option).
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Holds manifest PUTs from now on, or not (those held stay held).
-    pub fn hold(&self, on: bool) {
+    pub(crate) fn hold(&self, on: bool) {
         self.shared.state.lock().unwrap().holding = on;
     }
 
     /// Waits until at least `n` PUTs are held (failing the test after 120 s instead of hanging).
-    pub async fn wait_held(&self, n: usize) {
+    pub(crate) async fn wait_held(&self, n: usize) {
         let waited = tokio::time::timeout(std::time::Duration::from_secs(120), async {
             loop {
                 let notified = self.shared.arrived.notified();
@@ -88,13 +88,13 @@ impl HoldProxy {
     }
 
     /// Paths of the PUTs held now.
-    pub fn held(&self) -> Vec<String> {
+    pub(crate) fn held(&self) -> Vec<String> {
         self.shared.state.lock().unwrap().held.iter().map(|h| h.path.clone()).collect()
     }
 
     /// Sends every held PUT to S3, oldest first, each once the one before it was answered;
     /// returns whether each was accepted (2xx: the manifest landed).
-    pub async fn release_all(&self) -> Vec<bool> {
+    pub(crate) async fn release_all(&self) -> Vec<bool> {
         let mut out = Vec::new();
         loop {
             let next = {

@@ -8,6 +8,10 @@
 //! no commit's preparation comes near; a resolver waits it out before fencing. Plans are made at
 //! a cutoff of "now", so every object a retained version or an intent does not protect is a
 //! candidate.
+//!
+//! Size: ten scenario tests, each a whole script (hold a write, GC, release, recover, check) of 30
+//! to 80 lines, and the hold helpers `operations_model.rs` reuses (`delayed_commit_step`); one file
+//! because they test one issue kind and share those helpers.
 
 use crate::hold::{HoldWrapper, ManifestHold, Mode};
 use crate::support::{apply_fresh, batch, keyed_locations, new_lake, reader, unchecked_plan_now, TestLake};
@@ -15,18 +19,18 @@ use crate::truth::{planned_objects, referenced};
 use lake_lance::resolve::Resolution;
 use lake_lance::update::Assignment;
 use lake_lance::{LanceEngine, LanceEngineError};
-use lake_objects::writer::ManagedObject;
+use lake_store::writer::ManagedObject;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The deadline the engine gives every commit in these tests: far longer than any commit takes
 /// to issue its manifest write, on any machine.
-pub const DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
 
 /// A local lake (policy floor 1 h: the guard never refuses here) whose engine holds manifest
 /// writes on demand and gives commits [`DEADLINE`].
-pub async fn held_lake() -> (TestLake, Arc<ManifestHold>) {
+pub(crate) async fn held_lake() -> (TestLake, Arc<ManifestHold>) {
     let mut lake = new_lake().await;
     let hold = ManifestHold::new();
     lake.engine = held_engine(&lake, &hold);
@@ -34,7 +38,7 @@ pub async fn held_lake() -> (TestLake, Arc<ManifestHold>) {
 }
 
 /// The engine of `lake` holding manifest writes through `hold`.
-pub fn held_engine(lake: &TestLake, hold: &Arc<ManifestHold>) -> LanceEngine {
+pub(crate) fn held_engine(lake: &TestLake, hold: &Arc<ManifestHold>) -> LanceEngine {
     LanceEngine::new(lake.store.clone())
         .with_memory_budget(2048)
         .with_object_store_wrapper(Arc::new(HoldWrapper(hold.clone())))
@@ -43,7 +47,7 @@ pub fn held_engine(lake: &TestLake, hold: &Arc<ManifestHold>) -> LanceEngine {
 
 /// A dry run at a cutoff of now, then an apply of it when it has candidates; returns the
 /// objects it planned.
-pub async fn gc_now(lake: &TestLake) -> BTreeSet<String> {
+pub(crate) async fn gc_now(lake: &TestLake) -> BTreeSet<String> {
     let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
     let planned = planned_objects(&plan);
     if plan.lineage_complete && !plan.candidates.is_empty() {
@@ -54,7 +58,7 @@ pub async fn gc_now(lake: &TestLake) -> BTreeSet<String> {
 
 /// Every object a retained version of `tables` references exists, and so does every object in
 /// `also` (named by a pending intent).
-pub async fn assert_nothing_referenced_is_missing(lake: &TestLake, tables: &[&str], also: &[&ManagedObject]) {
+pub(crate) async fn assert_nothing_referenced_is_missing(lake: &TestLake, tables: &[&str], also: &[&ManagedObject]) {
     let mut keys: BTreeSet<String> = also.iter().map(|o| o.key.clone()).collect();
     for t in tables {
         keys.extend(referenced(lake, t).await);
@@ -65,8 +69,8 @@ pub async fn assert_nothing_referenced_is_missing(lake: &TestLake, tables: &[&st
 }
 
 /// The lake's intents (keys).
-pub async fn intent_keys(lake: &TestLake) -> Vec<String> {
-    lake_objects::intents::list(&lake.store, None).await.unwrap().0.into_iter().map(|i| i.key).collect()
+pub(crate) async fn intent_keys(lake: &TestLake) -> Vec<String> {
+    lake_store::intents::list(&lake.store, None).await.unwrap().0.into_iter().map(|i| i.key).collect()
 }
 
 fn one(lake_key: &str, o: &ManagedObject) -> Box<dyn arrow_array::RecordBatchReader + Send> {
@@ -314,7 +318,7 @@ async fn a_create_held_past_its_deadline_is_pending_until_it_lands() {
     hold.set(Mode::Off);
     let report = lake.engine.recover_writes(None).await.unwrap();
     assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 1 });
-    assert_eq!(lake_objects::registry::tables(&lake.store).await.unwrap(), vec!["new".to_string()]);
+    assert_eq!(lake_store::registry::tables(&lake.store).await.unwrap(), vec!["new".to_string()]);
     let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
     assert!(plan.lineage_complete, "{:?}", plan.problems);
     assert!(!planned_objects(&plan).contains(&created.key));
@@ -365,7 +369,7 @@ async fn cleanup_keeps_the_versions_a_pending_intent_needs() {
     lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
     let killed = lake.upload("killed", b"killed after its commit").await;
     let crashed =
-        lake_objects::failpoint::scope("append.after_lance_commit", lake.engine.append("t", one("e1", &killed))).await;
+        lake_store::failpoint::scope("append.after_lance_commit", lake.engine.append("t", one("e1", &killed))).await;
     assert!(crashed.unwrap_err().to_string().contains("append.after_lance_commit"));
     assert_eq!(intent_keys(&lake).await.len(), 1, "the killed writer's intent stays");
     lake.engine.append("t", one("e2", &lake.upload("after", b"after").await)).await.unwrap();
@@ -391,7 +395,7 @@ async fn cleanup_keeps_the_versions_a_pending_intent_needs() {
 /// writer's fence takes its slot first: either is reported truthfully); 1, the writer's fence
 /// proves it abandoned; 2, the writer gives up (its fence held too) and the write lands after
 /// GC ran, then `lake refs recover` journals it. Returns a description of what happened.
-pub async fn delayed_commit_step(
+pub(crate) async fn delayed_commit_step(
     lake: &TestLake,
     hold: &ManifestHold,
     table: &str,
@@ -454,9 +458,9 @@ pub async fn delayed_commit_step(
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 async fn s3_an_ingest_held_past_its_deadline_is_protected_then_recovered() {
     use crate::hold_proxy::HoldProxy;
-    use lake_objects::descriptor::LakeDescriptor;
-    use lake_objects::writer::ManagedObjectWriter;
-    use lake_objects::LakeStore;
+    use lake_store::descriptor::LakeDescriptor;
+    use lake_store::writer::ManagedObjectWriter;
+    use lake_store::LakeStore;
     let bucket = std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET: run through scripts/test.sh");
     let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
     let proxy = HoldProxy::start(&endpoint).await;

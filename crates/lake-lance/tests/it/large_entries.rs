@@ -10,9 +10,9 @@ use chrono::Utc;
 use lake_common::{DeltaKind, SidecarDocument};
 use lake_lance::sidecar::INLINE_MAX_IDENTITIES;
 use lake_lance::LanceEngine;
-use lake_objects::keys::mint_key;
-use lake_objects::layout::{reference_log_key, sidecar_key};
-use lake_objects::writer::ManagedObject;
+use lake_store::keys::mint_key;
+use lake_store::layout::{reference_log_key, sidecar_key};
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::time::Duration;
@@ -254,7 +254,7 @@ async fn recovery_keeps_the_log_a_killed_upserts_entry_names() {
     lake.engine.append("t", reader(vec![batch(&named(&v1))])).await.unwrap();
     let v2: Vec<(String, &ManagedObject)> = new.iter().enumerate().map(|(i, o)| (format!("e{i}"), o)).collect();
     let on = vec!["episode".to_string()];
-    let killed = lake_objects::failpoint::scope(
+    let killed = lake_store::failpoint::scope(
         "append.after_sidecar",
         lake.engine.upsert("t", &on, reader(vec![batch(&named(&v2))])),
     )

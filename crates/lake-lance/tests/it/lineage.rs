@@ -4,10 +4,10 @@ use crate::gc_scenario::dry_run;
 use crate::support::{batch, new_lake, reader, schema};
 use chrono::Utc;
 use lake_engine::{Engine, LineageProblem};
-use lake_objects::apply::ApplyOptions;
-use lake_objects::layout::{dataset_key, reference_log_key, sidecar_key};
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::ObjectsError;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::GcError;
+use lake_store::layout::{dataset_key, reference_log_key, sidecar_key};
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::time::Duration;
@@ -39,12 +39,12 @@ async fn a_version_written_around_the_engine_blocks_apply() {
 
     let before = lake.all_object_keys().await;
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let err =
         apply(&lake.engine, &deleter, &dir.path().join("c").as_path().into(), Some(&plan), &ApplyOptions::default())
             .await
             .unwrap_err();
-    assert!(matches!(err, ObjectsError::PlanIncomplete { .. }), "{err}");
+    assert!(matches!(err, GcError::PlanIncomplete { .. }), "{err}");
     assert!(!dir.path().join("c").exists(), "no checkpoint for a refused plan");
     assert_eq!(lake.all_object_keys().await, before, "nothing deleted");
     assert!(lake.store.head(&old_orphan.key).await.unwrap().is_some());
@@ -85,7 +85,7 @@ async fn a_damaged_or_missing_reference_log_blocks_gc() {
     let dir = lake.store.local_dir().unwrap();
     let log2 = dir.join(reference_log_key("t", &h2.log.write_id));
     let original = std::fs::read(&log2).unwrap();
-    let problem_of_version_2 = |plan: &lake_objects::plan::GcPlan| {
+    let problem_of_version_2 = |plan: &lake_gc::plan::GcPlan| {
         assert!(!plan.lineage_complete);
         plan.problems.iter().find(|p| p.contains("version 2")).cloned().unwrap_or_default()
     };

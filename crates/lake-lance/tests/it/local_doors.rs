@@ -9,17 +9,17 @@ use crate::support::{apply_fresh, batch, new_lake, reader, schema, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::DataLocationBuilder;
-use lake_objects::apply::{ApplyOptions, ApplyReport};
-use lake_objects::layout::{reference_log_key, sidecar_key};
-use lake_objects::plan::GcPlan;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
+use lake_gc::apply::{ApplyOptions, ApplyReport};
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_store::layout::{reference_log_key, sidecar_key};
+use lake_store::writer::ManagedObject;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// A ULID minted `ago` before now, as a key segment.
-pub fn minted_ago(ago: Duration) -> ulid::Ulid {
+pub(crate) fn minted_ago(ago: Duration) -> ulid::Ulid {
     let ms = (Utc::now() - chrono::Duration::from_std(ago).unwrap()).timestamp_millis() as u64;
     ulid::Ulid::from_parts(ms, rand_bits())
 }
@@ -51,7 +51,7 @@ async fn plan_and_apply(lake: &TestLake) -> (GcPlan, ApplyReport) {
     assert!(plan.lineage_complete, "{:?}", plan.problems);
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("gc.ckpt");
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let options = ApplyOptions { page_size: 2, ..ApplyOptions::default() };
     let report = apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &options).await.unwrap();
     assert!(report.checkpoint.complete, "{:?}", report.checkpoint);
@@ -324,7 +324,7 @@ async fn a_journal_edited_in_place_is_refused() {
         let plan = dry_run(&lake, Utc::now(), 10).await;
         assert!(lake.store.head(&a.key).await.unwrap().is_some());
         let dir = tempfile::tempdir().unwrap();
-        let deleter = lake_objects::deleter::for_store(&lake.store);
+        let deleter = lake_gc::deleter::for_store(&lake.store);
         let refused = apply(
             &lake.engine,
             &deleter,

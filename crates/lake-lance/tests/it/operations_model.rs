@@ -18,11 +18,11 @@ use crate::intents::{delayed_commit_step, held_engine};
 use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
 use crate::truth::{planned_objects, referenced};
 use chrono::Utc;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::unchecked::apply_unchecked as apply;
 use lake_lance::index::IndexKind;
 use lake_lance::update::Assignment;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
+use lake_store::writer::ManagedObject;
 use lance::index::DatasetIndexExt;
 use lance::Dataset;
 use std::collections::BTreeSet;
@@ -209,7 +209,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
             assert_eq!(planned, orphans, "history {history} after {ops:?}: the plan is not the true orphan set");
             if !planned.is_empty() && next(2) == 0 {
                 let dir = tempfile::tempdir().unwrap();
-                let deleter = lake_objects::deleter::for_store(&lake.store);
+                let deleter = lake_gc::deleter::for_store(&lake.store);
                 let ckpt = dir.path().join("c");
                 apply(&lake.engine, &deleter, &ckpt.as_path().into(), Some(&plan), &ApplyOptions::default())
                     .await

@@ -4,7 +4,7 @@ use crate::gc_scenario::dry_run;
 use crate::support::{batch, new_lake, reader};
 use chrono::Utc;
 use lake_lance::refs_checkpoint::checkpoint_key;
-use lake_objects::layout::sidecar_key;
+use lake_store::layout::sidecar_key;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -43,7 +43,7 @@ async fn replay_starts_at_a_valid_checkpoint_and_never_trusts_a_bad_one() {
     assert!(from_checkpoint.lineage_complete, "{:?}", from_checkpoint.problems);
     // The same objects (the logs of the removed heads are now named by nothing: garbage); the
     // basis differs, as it binds the journal files, three of which are gone.
-    let objects = |p: &lake_objects::plan::GcPlan| -> Vec<String> {
+    let objects = |p: &lake_gc::plan::GcPlan| -> Vec<String> {
         p.candidates.keys().unwrap().into_iter().filter(|k| k.starts_with("objects/")).collect()
     };
     assert_eq!(objects(&from_checkpoint), objects(&reference));

@@ -9,14 +9,14 @@ use crate::support::{batch, new_s3_lake, reader, schema, TestLake};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator, StringArray};
 use chrono::Utc;
 use lake_common::{DataLocationBuilder, SidecarDocument};
-use lake_objects::apply::{ApplyOptions, ApplyReport};
-use lake_objects::checkpoint::CheckpointLocation;
-use lake_objects::deleter::DeleteOutcome;
-use lake_objects::layout::{reference_log_key, reference_log_prefix, sidecar_key};
-use lake_objects::plan::GcPlan;
-use lake_objects::s3_requests::RawListPage;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
+use lake_gc::apply::{ApplyOptions, ApplyReport};
+use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::deleter::DeleteOutcome;
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_store::layout::{reference_log_key, reference_log_prefix, sidecar_key};
+use lake_store::s3_requests::RawListPage;
+use lake_store::writer::ManagedObject;
 use object_store::aws::{AmazonS3, AwsAuthorizer};
 use object_store::client::{ClientOptions, HttpConnector, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::ObjectStoreExt;
@@ -120,9 +120,9 @@ fn keys_of(plan: &GcPlan) -> BTreeSet<String> {
 }
 
 /// Applies `plan` to completion with a fresh local checkpoint.
-async fn apply_plan(lake: &TestLake, plan: &GcPlan) -> Result<ApplyReport, lake_objects::ObjectsError> {
+async fn apply_plan(lake: &TestLake, plan: &GcPlan) -> Result<ApplyReport, lake_gc::GcError> {
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let options = ApplyOptions { page_size: 1, concurrency: 2, ..ApplyOptions::default() };
     apply(&lake.engine, &deleter, &dir.path().join("gc.ckpt").as_path().into(), Some(plan), &options).await
 }
@@ -208,7 +208,7 @@ async fn s3_folder_markers_are_foreign_at_every_page_size() {
 /// DeleteObjects `<Deleted>`, existing or not: each apply accounts for every candidate once
 /// (`deleted` on its first request for the key, `absent` where a request may repeat an earlier
 /// one). On Amazon S3, which honours conditional deletes, the counts are exact: one `deleted`
-/// per key in all (lake-objects conformance `s3_conditional_deletes_count_each_removal_once`).
+/// per key in all (lake-gc conformance `s3_conditional_deletes_count_each_removal_once`).
 /// Every candidate is gone afterwards, nothing else. The deleter itself reports a key that never
 /// existed as absent, and refuses folder markers and keys outside the grammar (skipped, left in
 /// place).
@@ -233,7 +233,7 @@ async fn s3_concurrent_applies_account_for_every_candidate_once() {
     // The deleter alone: a key that never existed, folder markers, a key outside the grammar.
     let twin = format!("{}/", live.key);
     put_raw(&lake, &twin, b"").await;
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let never = format!("objects/{}/never.bin", minted_ago(Duration::from_secs(3600)));
     let outcomes =
         deleter.delete_batch(&[never.clone(), marker.clone(), twin.clone(), "_lake/lake.json".into()]).await.unwrap();
@@ -453,11 +453,11 @@ async fn s3_folder_markers_beside_reference_logs_are_never_planned() {
         put_raw(&lake, m, b"").await;
     }
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), Duration::from_secs(1), Utc::now())
+    let options = lake_gc::unchecked::PlanOptions::new(lake.store.root(), Duration::from_secs(1), Utc::now())
         .page_size(2)
         .memory_budget(3);
-    let inventory = lake_objects::inventory::for_store(&lake.store);
-    let planned = lake_objects::unchecked::plan_with_unchecked_cutoff(&lake.engine, inventory.as_ref(), &options).await;
+    let inventory = lake_gc::inventory::for_store(&lake.store);
+    let planned = lake_gc::unchecked::plan_with_unchecked_cutoff(&lake.engine, inventory.as_ref(), &options).await;
     let plan = match planned {
         Ok((plan, _)) => plan,
         Err(e) => panic!("a folder marker beside a reference log must not stop planning: {e}"),

@@ -6,6 +6,10 @@
 //!
 //! Each test names what the code before the change did (unmarked columns skipped, branches and
 //! base paths ignored) and the assertion that catches it.
+//!
+//! Size: twelve tests, each a second client's change (a merge, an overwrite, a branch, a base path,
+//! a shallow clone, a nested or blob column) followed through repair, verify and GC; one file
+//! because they share the helpers that drive Lance directly and check that nothing live is planned.
 
 use crate::gc_scenario::dry_run;
 use crate::support::{batch, iter, locations, new_lake, python_like_values, reader, TestLake};
@@ -15,13 +19,13 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use chrono::{DateTime, Utc};
 use lake_common::{data_location_field, data_location_type, LocationError};
 use lake_engine::{Engine, LineageProblem};
+use lake_gc::apply::ApplyOptions;
+use lake_gc::plan::GcPlan;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::GcError;
 use lake_lance::LanceEngineError;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::plan::GcPlan;
-use lake_objects::registry;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::writer::ManagedObject;
-use lake_objects::ObjectsError;
+use lake_store::registry;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::table::format::BasePath;
 use lance::Dataset;
@@ -65,7 +69,7 @@ async fn assert_nothing_live_is_planned(
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let applied = apply(
         &lake.engine,
         &deleter,
@@ -81,7 +85,7 @@ async fn assert_nothing_live_is_planned(
         assert!(lake.store.head(&orphan.key).await.unwrap().is_none(), "the control orphan was deleted");
     } else {
         let err = applied.unwrap_err();
-        assert!(matches!(err, ObjectsError::PlanIncomplete { .. }), "{err}");
+        assert!(matches!(err, GcError::PlanIncomplete { .. }), "{err}");
         assert!(lake.store.head(&orphan.key).await.unwrap().is_some(), "nothing deleted");
     }
     for object in live {
@@ -272,7 +276,7 @@ async fn an_overwrite_with_python_like_types_is_refused_by_repair_verify_and_gc(
         "{err}"
     );
     assert!(err.to_string().contains("`file`"), "the error names the column: {err}");
-    assert!(lake.store.get(&lake_objects::layout::sidecar_key("t", v)).await.unwrap().is_none(), "nothing journaled");
+    assert!(lake.store.get(&lake_store::layout::sidecar_key("t", v)).await.unwrap().is_none(), "nothing journaled");
 
     let report = lake.engine.verify_refs(&[]).await.unwrap();
     assert!(!report.is_ok());
@@ -361,7 +365,7 @@ async fn a_branch_folder_without_its_document_makes_lineage_incomplete() {
     let mut ds = second_client(&lake, "t").await;
     let mut branch = ds.create_branch("zombie", 1, None).await.unwrap();
     branch.append(iter(batch(&[("e3", Some(&b))])), None).await.unwrap();
-    let dataset = lake.store.local_dir().unwrap().join(lake_objects::layout::dataset_key("t"));
+    let dataset = lake.store.local_dir().unwrap().join(lake_store::layout::dataset_key("t"));
     std::fs::remove_file(dataset.join("_refs/branches/zombie.json")).unwrap();
     assert!(ds.list_branches().await.unwrap().is_empty(), "the premise: Lance no longer lists the branch");
 
@@ -376,7 +380,7 @@ async fn a_branch_folder_without_its_document_makes_lineage_incomplete() {
     assert_nothing_live_is_planned(&lake, cutoff, &[&a], &orphan, true).await;
     let orphan = lake.upload("orphan2.bin", b"another orphan").await;
     let cutoff = cutoff_now().await;
-    let key = format!("{}/tree/ghost/leftover.bin", lake_objects::layout::dataset_key("t"));
+    let key = format!("{}/tree/ghost/leftover.bin", lake_store::layout::dataset_key("t"));
     lake.store.put(&key, b"left behind".to_vec()).await.unwrap();
     assert_eq!(
         lineage_problems(&lake, "t").await,
@@ -405,7 +409,7 @@ async fn a_branch_created_between_plan_and_apply_stops_apply() {
         .contains(&LineageProblem::Branch { table: "t".into(), branch: "dev".into() }));
 
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
+    let deleter = lake_gc::deleter::for_store(&lake.store);
     let applied = apply(
         &lake.engine,
         &deleter,
@@ -466,10 +470,7 @@ async fn an_added_base_path_is_a_problem_and_repair_refuses_its_versions() {
             matches!(err, LanceEngineError::InvalidInput(ref m) if m.contains("outside its dataset folder")),
             "{err}"
         );
-        assert!(
-            lake.store.get(&lake_objects::layout::sidecar_key("t", v)).await.unwrap().is_none(),
-            "nothing journaled"
-        );
+        assert!(lake.store.get(&lake_store::layout::sidecar_key("t", v)).await.unwrap().is_none(), "nothing journaled");
     }
     assert_nothing_live_is_planned(&lake, cutoff, &[&a, &b], &orphan, false).await;
 }

@@ -8,8 +8,8 @@
 use crate::support::{batch, iter, new_lake, TestLake};
 use chrono::Utc;
 use lake_engine::{Engine, RetainedRoots, TableLocation, UriRange};
-use lake_objects::layout::reference_log_key;
-use lake_objects::writer::ManagedObject;
+use lake_store::layout::reference_log_key;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
 use std::collections::BTreeSet;
@@ -83,7 +83,7 @@ async fn a_range_reads_only_the_blocks_of_its_keys() {
     assert_eq!(union, all);
 
     // A block edited in place: the ranges that read it see the version's entry as a problem.
-    let head = lake.store.get(&lake_objects::layout::sidecar_key("t", 2)).await.unwrap().unwrap();
+    let head = lake.store.get(&lake_store::layout::sidecar_key("t", 2)).await.unwrap().unwrap();
     let lake_common::SidecarDocument::Log(head) = lake_common::SidecarDocument::decode(&head, "t", 2).unwrap() else {
         panic!("a head")
     };

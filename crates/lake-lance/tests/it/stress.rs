@@ -4,14 +4,14 @@
 //! `LAKE_STRESS_SECONDS=600 scripts/test.sh stress`.
 
 use crate::support::{batch, new_lake_with_policy, reader, TestLake};
+use lake_gc::apply::ApplyOptions;
+use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::inventory;
+use lake_gc::unchecked::apply_unchecked as apply;
+use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngineError;
-use lake_objects::apply::ApplyOptions;
-use lake_objects::checkpoint::CheckpointLocation;
-use lake_objects::clock::{gc_cutoff, read_store_clock};
-use lake_objects::inventory;
-use lake_objects::unchecked::apply_unchecked as apply;
-use lake_objects::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
+use lake_store::clock::{gc_cutoff, read_store_clock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
     let ckpt = CheckpointLocation::Local(dir.join(format!("gc-{round}.ckpt")));
     match apply(
         &lake.engine,
-        &lake_objects::deleter::for_store(&lake.store),
+        &lake_gc::deleter::for_store(&lake.store),
         &ckpt,
         Some(&p),
         &ApplyOptions { page_size: 10, max_pages: None, progress: None, concurrency: 4, ..ApplyOptions::default() },
@@ -91,9 +91,7 @@ async fn gc_round(lake: &TestLake, dir: &std::path::Path, round: u64, deleted: &
             deleted.fetch_add(r.checkpoint.deleted + r.checkpoint.absent, Ordering::Relaxed);
         }
         // A writer between its commit and its journal entry, met before or during the apply.
-        Err(
-            lake_objects::ObjectsError::LineageIncomplete { .. } | lake_objects::ObjectsError::JournalPending { .. },
-        ) => {}
+        Err(lake_gc::GcError::LineageIncomplete { .. } | lake_gc::GcError::JournalPending { .. }) => {}
         Err(e) => panic!("apply: {e}"),
     }
 }

@@ -6,13 +6,13 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use lake_common::{data_location_field, DataLocationBuilder};
 use lake_lance::LanceEngine;
-use lake_objects::descriptor::LakeDescriptor;
-use lake_objects::writer::{ManagedObject, ManagedObjectWriter};
-use lake_objects::LakeStore;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::writer::{ManagedObject, ManagedObjectWriter};
+use lake_store::LakeStore;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub struct TestLake {
+pub(crate) struct TestLake {
     pub _dir: Option<tempfile::TempDir>,
     pub store: LakeStore,
     pub engine: LanceEngine,
@@ -20,7 +20,7 @@ pub struct TestLake {
 }
 
 /// A new lake in a temporary folder.
-pub async fn new_lake() -> TestLake {
+pub(crate) async fn new_lake() -> TestLake {
     let dir = tempfile::tempdir().unwrap();
     let mut lake = new_lake_at(dir.path().join("lake").to_str().unwrap()).await;
     lake._dir = Some(dir);
@@ -29,12 +29,12 @@ pub async fn new_lake() -> TestLake {
 
 /// A new lake at `root` with a policy floor of 1 hour (tests plan with explicit cutoffs; the long
 /// floor keeps the publication guard out of tests that re-reference objects over seconds).
-pub async fn new_lake_at(root: &str) -> TestLake {
+pub(crate) async fn new_lake_at(root: &str) -> TestLake {
     new_lake_with_policy(root, Duration::from_secs(3600)).await
 }
 
 /// A new lake at `root` with policy floor `min_age`.
-pub async fn new_lake_with_policy(root: &str, min_age: Duration) -> TestLake {
+pub(crate) async fn new_lake_with_policy(root: &str, min_age: Duration) -> TestLake {
     let store = LakeStore::open(root).unwrap();
     LakeDescriptor::create(&store, min_age).await.unwrap();
     TestLake {
@@ -47,7 +47,7 @@ pub async fn new_lake_with_policy(root: &str, min_age: Duration) -> TestLake {
 }
 
 /// A new lake under the LocalStack bucket that `scripts/localstack.sh` created.
-pub async fn new_s3_lake(name: &str) -> TestLake {
+pub(crate) async fn new_s3_lake(name: &str) -> TestLake {
     let bucket = std::env::var("LAKE_TEST_S3_BUCKET")
         .expect("LAKE_TEST_S3_BUCKET is not set: run S3 tests through scripts/test.sh (it starts LocalStack)");
     let root = format!("s3://{bucket}/{name}-{}", ulid::Ulid::new().to_string().to_lowercase());
@@ -55,12 +55,12 @@ pub async fn new_s3_lake(name: &str) -> TestLake {
 }
 
 impl TestLake {
-    pub async fn upload(&self, name: &str, content: &[u8]) -> ManagedObject {
+    pub(crate) async fn upload(&self, name: &str, content: &[u8]) -> ManagedObject {
         self.writer.upload(name, content).await.unwrap()
     }
 
     /// Keys of every object under `objects/` and elsewhere outside `_lake/` and `tables/`.
-    pub async fn all_object_keys(&self) -> Vec<String> {
+    pub(crate) async fn all_object_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self
             .store
             .list_all("")
@@ -75,12 +75,12 @@ impl TestLake {
     }
 }
 
-pub fn schema() -> SchemaRef {
+pub(crate) fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new("episode", DataType::Utf8, false), data_location_field("file", true)]))
 }
 
 /// One batch: rows of (episode, object) with an optional object (None = null reference).
-pub fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
+pub(crate) fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
     let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|(e, _)| *e)));
     let mut files = DataLocationBuilder::new();
     for (_, o) in rows {
@@ -92,19 +92,19 @@ pub fn batch(rows: &[(&str, Option<&ManagedObject>)]) -> RecordBatch {
     RecordBatch::try_new(schema(), vec![episodes, Arc::new(files.finish())]).unwrap()
 }
 
-pub fn reader(batches: Vec<RecordBatch>) -> Box<dyn RecordBatchReader + Send> {
+pub(crate) fn reader(batches: Vec<RecordBatch>) -> Box<dyn RecordBatchReader + Send> {
     Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema()))
 }
 
 /// Applies `plan` with `options` and a checkpoint in a fresh temporary folder.
-pub async fn apply_fresh(
+pub(crate) async fn apply_fresh(
     lake: &TestLake,
-    plan: &lake_objects::plan::GcPlan,
-    options: &lake_objects::apply::ApplyOptions,
-) -> Result<lake_objects::apply::ApplyReport, lake_objects::ObjectsError> {
+    plan: &lake_gc::plan::GcPlan,
+    options: &lake_gc::apply::ApplyOptions,
+) -> Result<lake_gc::apply::ApplyReport, lake_gc::GcError> {
     let dir = tempfile::tempdir().unwrap();
-    let deleter = lake_objects::deleter::for_store(&lake.store);
-    lake_objects::unchecked::apply_unchecked(
+    let deleter = lake_gc::deleter::for_store(&lake.store);
+    lake_gc::unchecked::apply_unchecked(
         &lake.engine,
         &deleter,
         &dir.path().join("c").as_path().into(),
@@ -115,7 +115,7 @@ pub async fn apply_fresh(
 }
 
 /// Copies the folder tree `from` into `to` (a backup, or its restore).
-pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     for e in walkdir::WalkDir::new(from) {
         let e = e.unwrap();
         let target = to.join(e.path().strip_prefix(from).unwrap());
@@ -129,7 +129,10 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 
 /// `(episode, <column>)` rows: a key and a nullable DataLocation column named `column` (for
 /// `add_columns`); `None` is a null.
-pub fn keyed_locations(column: &str, rows: &[(&str, Option<&ManagedObject>)]) -> Box<dyn RecordBatchReader + Send> {
+pub(crate) fn keyed_locations(
+    column: &str,
+    rows: &[(&str, Option<&ManagedObject>)],
+) -> Box<dyn RecordBatchReader + Send> {
     let mut files = DataLocationBuilder::new();
     for (_, o) in rows {
         match o {
@@ -147,25 +150,25 @@ pub fn keyed_locations(column: &str, rows: &[(&str, Option<&ManagedObject>)]) ->
 }
 
 /// A dry run of `lake` at a cutoff of now minus `min_age`, without the policy and clock checks
-/// (`lake_objects::unchecked`), listing 10 keys a page with a 3-byte memory budget (every list
+/// (`lake_gc::unchecked`), listing 10 keys a page with a 3-byte memory budget (every list
 /// spills).
-pub async fn unchecked_plan_now(
+pub(crate) async fn unchecked_plan_now(
     lake: &TestLake,
     min_age: Duration,
-) -> Result<(lake_objects::plan::GcPlan, lake_objects::planner::PlanStats), lake_objects::ObjectsError> {
-    let options = lake_objects::unchecked::PlanOptions::new(lake.store.root(), min_age, chrono::Utc::now())
+) -> Result<(lake_gc::plan::GcPlan, lake_gc::planner::PlanStats), lake_gc::GcError> {
+    let options = lake_gc::unchecked::PlanOptions::new(lake.store.root(), min_age, chrono::Utc::now())
         .page_size(10)
         .memory_budget(3);
-    lake_objects::unchecked::plan_with_unchecked_cutoff(
+    lake_gc::unchecked::plan_with_unchecked_cutoff(
         &lake.engine,
-        lake_objects::inventory::for_store(&lake.store).as_ref(),
+        lake_gc::inventory::for_store(&lake.store).as_ref(),
         &options,
     )
     .await
 }
 
 /// One batch as a reader (for plain Lance's `Dataset::write` and `merge`).
-pub fn iter(
+pub(crate) fn iter(
     batch: RecordBatch,
 ) -> RecordBatchIterator<std::vec::IntoIter<Result<RecordBatch, arrow_schema::ArrowError>>> {
     let schema = batch.schema();
@@ -173,7 +176,7 @@ pub fn iter(
 }
 
 /// DataLocation values (the exact layout) for `objects`, `None` a null.
-pub fn locations(objects: &[Option<&ManagedObject>]) -> StructArray {
+pub(crate) fn locations(objects: &[Option<&ManagedObject>]) -> StructArray {
     let mut b = DataLocationBuilder::new();
     for o in objects {
         match o {
@@ -186,7 +189,7 @@ pub fn locations(objects: &[Option<&ManagedObject>]) -> StructArray {
 
 /// The struct a round trip through Python objects gives (`to_pylist()` then `from_pylist`) for
 /// `objects`: `uri: string, sha256: binary, size: int64`, every child nullable, no marker.
-pub fn python_like_values(objects: &[&ManagedObject]) -> (Fields, ArrayRef) {
+pub(crate) fn python_like_values(objects: &[&ManagedObject]) -> (Fields, ArrayRef) {
     let fields = Fields::from(vec![
         Field::new("uri", DataType::Utf8, true),
         Field::new("sha256", DataType::Binary, true),

@@ -5,12 +5,12 @@
 use crate::support::TestLake;
 use arrow_array::{Array, StringArray, StructArray};
 use futures::TryStreamExt;
-use lake_objects::plan::GcPlan;
+use lake_gc::plan::GcPlan;
 use lance::Dataset;
 use std::collections::BTreeSet;
 
 /// Keys in every struct column with a `uri` child of `ds` at its version.
-pub async fn scanned_keys(ds: &Dataset) -> BTreeSet<String> {
+pub(crate) async fn scanned_keys(ds: &Dataset) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     let mut stream = ds.scan().try_into_stream().await.unwrap();
     while let Some(b) = stream.try_next().await.unwrap() {
@@ -31,7 +31,7 @@ pub async fn scanned_keys(ds: &Dataset) -> BTreeSet<String> {
 
 /// Every key a retained version of table `table`, or of one of its branches, references (none
 /// when the table cannot be opened).
-pub async fn referenced(lake: &TestLake, table: &str) -> BTreeSet<String> {
+pub(crate) async fn referenced(lake: &TestLake, table: &str) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     let Ok(ds) = Dataset::open(&lake.engine.dataset_uri(table)).await else { return keys };
     let mut lines = vec![ds.clone()];
@@ -52,6 +52,6 @@ pub async fn referenced(lake: &TestLake, table: &str) -> BTreeSet<String> {
 }
 
 /// The managed objects (`objects/<ULID>/<name>`) `plan` proposes: not its folders or journal files.
-pub fn planned_objects(plan: &GcPlan) -> BTreeSet<String> {
+pub(crate) fn planned_objects(plan: &GcPlan) -> BTreeSet<String> {
     plan.candidates.keys().unwrap().into_iter().filter(|k| k.starts_with("objects/") && !k.ends_with('/')).collect()
 }

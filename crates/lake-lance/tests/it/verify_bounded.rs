@@ -8,8 +8,8 @@ use crate::support::{batch, new_lake, reader, schema, TestLake};
 use lake_common::{ObjectReferenceDelta, ReferenceCounts};
 use lake_lance::refs::{CountMismatch, VerifyReport};
 use lake_lance::LanceEngine;
-use lake_objects::layout::sidecar_key;
-use lake_objects::writer::ManagedObject;
+use lake_store::layout::sidecar_key;
+use lake_store::writer::ManagedObject;
 
 /// The reports of an in-memory and a spilling verification, checked equal (but for how many
 /// runs spilled) and returned (in-memory first).

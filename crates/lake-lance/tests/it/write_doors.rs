@@ -13,6 +13,10 @@
 //!   SQL expression, are refused before anything is written.
 //!
 //! Each test names what the code before the change did.
+//!
+//! Size: fifteen tests over three issue kinds (three bodies run on a local root and on S3), and the
+//! `Unreadable` column shapes every write is tried against; one file because they share the table
+//! fixture and the refused-before-commit assertions.
 
 use crate::gc_scenario::dry_run;
 use crate::support::{
@@ -27,7 +31,7 @@ use lake_engine::{Engine, LineageProblem};
 use lake_lance::index::IndexKind;
 use lake_lance::update::Assignment;
 use lake_lance::LanceEngineError;
-use lake_objects::writer::ManagedObject;
+use lake_store::writer::ManagedObject;
 use lance::dataset::{InsertBuilder, WriteMode, WriteParams};
 use lance::Dataset;
 use std::collections::BTreeSet;
@@ -141,7 +145,7 @@ async fn lake_problems(lake: &TestLake) -> Vec<LineageProblem> {
 }
 
 /// A dry run now (every upload so far older than the cutoff).
-async fn plan_now(lake: &TestLake) -> lake_objects::plan::GcPlan {
+async fn plan_now(lake: &TestLake) -> lake_gc::plan::GcPlan {
     tokio::time::sleep(Duration::from_millis(20)).await;
     dry_run(lake, Utc::now(), 10).await
 }

@@ -17,18 +17,27 @@ class LakeError(Exception):
     """Any error of lake. `transient` is True when retrying the same call can help (throttling,
     timeouts, dropped connections, a lost race); False for refusals and bad input, which fail
     the same way until something changes. Nothing was deleted by a call that raised, and a write
-    that raised committed nothing unless its message says otherwise."""
+    that raised committed nothing unless its message says otherwise.
+
+    `kind` names the error for code that acts on it, stable across releases (the same names as
+    `lake --json`'s `{"error": {"kind"}}`): a refusal's rule (`horizon`, `policy_floor`,
+    `clock_skew`, `cutoff_too_late`, `bound_to_root`, `bound_to_min_age`, `bound_to_manifest`,
+    `shard_mismatch`), or what failed (`storage`, `lineage_incomplete`, `plan_incomplete`,
+    `journal_pending`, `guard`, `table_name`, `corrupt`, ...); `None` when lake's libraries did
+    not name it (a Python-side check)."""
 
     transient: bool = False
+    kind: "str | None" = None
 
-    def __init__(self, message: str = "", transient: bool = False) -> None:
+    def __init__(self, message: str = "", transient: bool = False, kind: "str | None" = None) -> None:
         super().__init__(message)
         self.transient = bool(transient)
+        self.kind = kind
 
     def __reduce__(self) -> Any:
         # (class, constructor arguments, state): the message and every attribute survive a
         # round trip through pickle.
-        return (type(self), (str(self), self.transient), dict(self.__dict__))
+        return (type(self), (str(self), self.transient, self.kind), dict(self.__dict__))
 
 
 class GuardError(LakeError):

@@ -1,0 +1,626 @@
+//! The planner: which managed objects are orphans older than the cutoff.
+//!
+//! 1. The cutoff is fixed first (by the caller, from the store's clock), then the write intents
+//!    are read (their references are live: commits that may still land), then lineage: an
+//!    object that becomes referenced after lineage was read was either named by an intent read
+//!    here or published after the cutoff and is younger than it (the writer-side guard), so it
+//!    cannot be a candidate (`docs/safety.md`, "Commits that land late").
+//! 2. Lineage of every registered table; any problem makes the plan incomplete, with no
+//!    candidates (apply refuses it; the dry run names every problem).
+//! 3. The live set: the union over tables of the live identities of each table's snapshot
+//!    ([`Engine::snapshot`], a stream read from the one read of its journal),
+//!    keeping the keys of references inside the lake root, as sorted runs that spill to local
+//!    disk past `memory_budget` bytes ([`crate::spill`]) and are merged in key order. Each table
+//!    is replayed right after its lineage is read (until a problem is found).
+//! 4. The sweep: inventory pages in key order; a key is a candidate only if it is an object
+//!    matching the managed grammar (or an empty managed folder, `objects/<ULID>/`, on a local
+//!    root), its ULID time and its `last_modified` are both before the cutoff, and it is not
+//!    live. Foreign entries (symbolic links, devices, S3 folder markers) are never candidates;
+//!    they are counted and named in the plan, and a live reference that goes through a symbolic
+//!    link met by the sweep makes the plan incomplete (it may name a listed object by another
+//!    path). Listing stops at the first key minted at or after the cutoff. Candidates
+//!    arrive in key order and go to a [`CandidateWriter`], which moves them to a temporary file
+//!    past `memory_budget` bytes: during the sweep, the live keys' merge and the candidates
+//!    each hold at most `memory_budget`.
+//!
+//! 5. GC's own garbage in the journals ([`Engine::unreferenced_journal_files`]): reference logs
+//!    (and staged uploads of them) that no journal entry names, minted and last written before
+//!    the cutoff, are candidates too, after the objects.
+//! 6. GC's own garbage elsewhere, under the same age rule (minted and last written before the
+//!    cutoff; nothing can reference it): uploads of managed objects that never finished (a local
+//!    staging file `objects/<ULID>/<name>#<n>` the sweep lists, or an S3 multipart upload), and
+//!    store-clock probes a killed or failed run left under `_lake/clock/`
+//!    ([`ObjectInventory::own_garbage`], merged into the sweep in key order). A staging file
+//!    goes before its folder: the folder it empties goes with it.
+//!
+//! A plan may cover one range of keys ([`PlanOptions::range`], a shard of a sharded plan,
+//! [`crate::shards`]): the sweep lists from the range's start and stops past its end, foreign
+//! entries and symbolic links are the range's own, and journal garbage (`tables/...` keys, after
+//! every `objects/` key) is kept only in the range that holds it. Lineage and the live set are
+//! read whole, as for an unsharded plan. `plan_ranges` plans several contiguous ranges from
+//! one read of the lineage and one listing; each of its plans is the plan of its range alone.
+//!
+//! Steps 2-3 and the listing of step 4 run concurrently (the listing fills a bounded channel of
+//! [`prefetch_pages`] pages, an eighth of the memory budget): when the listing happens does not
+//! matter to safety, because only objects older than the cutoff can be candidates and they existed
+//! before it was fixed. On S3, where both the journal phase and the listing wait on requests, a
+//! plan then costs about the longer of the two instead of their sum.
+//!
+//! Size: about 620 lines, 50 of them this documentation; `plan_ranges` is one function of about 250
+//! lines running steps 1-6 over one listing, its range bookkeeping (`RangeSweep`, `Aliases`) beside
+//! it. Kept whole because the order of the steps is the safety argument.
+
+use crate::candidates::{CandidateList, CandidateWriter};
+use crate::error::GcError;
+use crate::inventory::Foreign;
+use crate::inventory::InventoryEntry;
+use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
+use crate::key_range::KeyRange;
+use crate::live_keys::{push_intent_keys, push_live_keys};
+use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+use crate::spill::SortedRuns;
+use chrono::{DateTime, SecondsFormat, Utc};
+use lake_engine::{Engine, LineageBasis};
+use lake_store::keys::{first_key_at, garbage_kind, minted_at, GarbageKind};
+use lake_store::layout::OBJECTS_PREFIX;
+use lake_store::Refusal;
+use std::time::Duration;
+
+/// Fewest inventory pages listed ahead of the sweep while the live set is read.
+pub const MIN_PREFETCH_PAGES: usize = 4;
+/// Most inventory pages listed ahead of the sweep (about 8 MiB at 1000 keys a page).
+pub const MAX_PREFETCH_PAGES: usize = 64;
+
+/// How many inventory pages of `page_size` entries the listing may hold ahead of the sweep: an
+/// eighth of `memory_budget` bytes, between [`MIN_PREFETCH_PAGES`] and [`MAX_PREFETCH_PAGES`].
+/// With `lake gc`'s default budget (256 MiB, half of it here) and 1000 keys a page, 64 pages:
+/// 64,000 keys listed while the journal is read.
+pub fn prefetch_pages(memory_budget: usize, page_size: usize) -> usize {
+    (memory_budget / 8 / page_size.max(1).saturating_mul(crate::inventory::parallel::ENTRY_BYTES))
+        .clamp(MIN_PREFETCH_PAGES, MAX_PREFETCH_PAGES)
+}
+
+/// What to plan (inside the crate: callers go through [`crate::collector::GarbageCollector`]).
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// The normalised lake root (recorded in the plan).
+    pub root: String,
+    /// The horizon (`--min-age`).
+    pub min_age: Duration,
+    /// Objects at or after this instant are young. Truncated to milliseconds.
+    pub cutoff: DateTime<Utc>,
+    /// Inventory page size (objects per listing request).
+    pub inventory_page_size: usize,
+    /// Bytes of live keys held in memory before they spill to a sorted run on local disk
+    /// (about 24 bytes plus the key's length each).
+    pub memory_budget: usize,
+    /// The keys planned: every key by default; a shard's range otherwise. The sweep lists from
+    /// `range.after` and stops at the first key past `range.until` (as well as at the first
+    /// young key), and journal garbage is kept only when its key lies in the range.
+    pub range: KeyRange,
+}
+
+impl PlanOptions {
+    /// A plan of the lake at `root` with horizon `min_age` and cutoff `cutoff`, listing and
+    /// holding memory as [`crate::collector::PlanSettings::default`] does (1000 keys a page,
+    /// half the default memory budget).
+    pub fn new(root: &lake_common::uri::LakeRootUri, min_age: Duration, cutoff: DateTime<Utc>) -> Self {
+        let settings = crate::collector::PlanSettings::default();
+        Self {
+            root: root.to_string(),
+            min_age,
+            cutoff,
+            inventory_page_size: settings.inventory_page_size,
+            memory_budget: settings.memory_budget,
+            range: KeyRange::all(),
+        }
+    }
+
+    /// The same options with `settings`' page size and memory budget.
+    pub fn with_settings(self, settings: &crate::collector::PlanSettings) -> Self {
+        Self { inventory_page_size: settings.inventory_page_size, memory_budget: settings.memory_budget, ..self }
+    }
+
+    /// The same options listing `keys` objects per request (1 to 1000 on S3).
+    pub fn page_size(self, keys: usize) -> Self {
+        Self { inventory_page_size: keys, ..self }
+    }
+
+    /// The same options holding `bytes` of live keys before they spill.
+    pub fn memory_budget(self, bytes: usize) -> Self {
+        Self { memory_budget: bytes, ..self }
+    }
+
+    /// The same options planning only the keys in `range` (a shard's).
+    pub fn range(self, range: KeyRange) -> Self {
+        Self { range, ..self }
+    }
+}
+
+/// Counters of one planning run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanStats {
+    /// Tables read.
+    pub tables: u64,
+    /// Live references (identities) read from the journal.
+    pub live_references: u64,
+    /// Inventory entries listed.
+    pub objects_listed: u64,
+    /// Inventory pages requested.
+    pub inventory_pages: u64,
+    /// Listed keys outside the managed grammar (never candidates).
+    pub unmanaged_keys: u64,
+    /// Listed entries that are no objects (symbolic links, devices, S3 folder markers).
+    pub foreign_entries: u64,
+    /// Empty managed folders listed (candidates when old).
+    pub empty_folders: u64,
+    /// Journal files no journal entry names, old enough to collect (reference logs of writes
+    /// that never committed, and staged uploads of them).
+    pub journal_garbage: u64,
+    /// Uploads of managed objects that never finished, old enough to collect (local staging
+    /// files, S3 multipart uploads).
+    pub staged_uploads: u64,
+    /// Store-clock probes left behind by killed or failed runs, old enough to collect.
+    pub clock_probes: u64,
+    /// Managed keys skipped as live.
+    pub live_objects: u64,
+    /// Managed keys skipped as younger than the cutoff.
+    pub young_objects: u64,
+    /// Sorted runs of live keys spilled to disk (0: the live set fit the memory budget).
+    pub spilled_runs: u64,
+    /// Write intents read (commits that may still land; their references are live), sorted by
+    /// key. A pending one is resolved by the next write to its table or by `lake refs recover`.
+    pub write_intents: Vec<lake_engine::IntentInfo>,
+    /// References the write intents name (kept live).
+    pub intent_references: u64,
+}
+
+/// RFC 3339 UTC with milliseconds, the plan's time format.
+pub fn format_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Makes a plan of the keys in `options.range`. See the module documentation for the rules.
+///
+/// # Errors
+/// [`GcError::Engine`] or [`StoreError::Storage`](lake_store::StoreError::Storage) when the journal or the listing
+/// cannot be read; nothing is planned from a partial read.
+pub(crate) async fn plan(
+    engine: &dyn Engine,
+    inventory: &dyn ObjectInventory,
+    options: &PlanOptions,
+) -> Result<(GcPlan, PlanStats), GcError> {
+    let (plans, stats) = plan_ranges(engine, inventory, options, std::slice::from_ref(&options.range)).await?;
+    let plan =
+        plans.into_iter().next().ok_or_else(|| GcError::refused(Refusal::ShardMismatch, "no key range to plan"))?;
+    Ok((plan, stats))
+}
+
+/// One plan per range of `ranges`, from one read of the lineage and live set and one listing
+/// from the first range's `after` to the last range's `until` (`options.range` is not used).
+/// Each plan is the plan of its range alone ([`plan`] with `options.range` set to it): its
+/// candidates, foreign entries and symbolic-link problems are those of its keys. Its
+/// candidates are held in memory up to `options.memory_budget / ranges.len()` bytes each (the
+/// budget is shared; past it a list spills, which changes neither its bytes nor its digest).
+///
+/// # Errors
+/// [`StoreError::Refused`](lake_store::StoreError::Refused) when `ranges` is empty or not contiguous (each range's `until` the
+/// next one's `after`); otherwise as [`plan`].
+pub(crate) async fn plan_ranges(
+    engine: &dyn Engine,
+    inventory: &dyn ObjectInventory,
+    options: &PlanOptions,
+    ranges: &[KeyRange],
+) -> Result<(Vec<GcPlan>, PlanStats), GcError> {
+    if ranges.is_empty() || ranges.windows(2).any(|w| w[0].until.is_none() || w[0].until != w[1].after) {
+        return Err(GcError::refused(
+            Refusal::ShardMismatch,
+            "key ranges to plan must be contiguous (each range ends where the next begins); nothing was planned",
+        ));
+    }
+    let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
+    let mut stats = PlanStats::default();
+    // The listing runs concurrently with reading lineage and the live set: a producer fills a
+    // channel of at most `prefetch_pages` pages (bounded memory) while the journal is read; the sweep
+    // then consumes them in key order. Listing before or during the lineage read is as safe as
+    // after it: only objects older than the cutoff can be candidates, and those existed before
+    // the cutoff was fixed. Dropping the receiver (a young key, the end of the last range, or
+    // incomplete lineage) stops it.
+    let page_size = options.inventory_page_size.max(1);
+    let prefetch = prefetch_pages(options.memory_budget, page_size);
+    let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, GcError>>(prefetch);
+    let start_after = ranges[0].after.clone();
+    let producer = async move {
+        let mut sender = sender;
+        // The stream ends after its last page or its first error.
+        let mut pages = inventory.list_from(start_after, page_size);
+        while let Some(page) = futures::StreamExt::next(&mut pages).await {
+            if futures::SinkExt::send(&mut sender, page).await.is_err() {
+                break;
+            }
+        }
+    };
+    let started = std::time::Instant::now();
+    let consumer = async {
+        let mut sweeps: Vec<RangeSweep> =
+            ranges.iter().map(|_| RangeSweep::new(options.memory_budget / ranges.len())).collect();
+        // The write intents, after the cutoff and before any lineage: the references of a
+        // commit that may still land are live.
+        let mut live_runs = SortedRuns::new(options.memory_budget);
+        let intents = push_intent_keys(engine, &mut live_runs).await?;
+        stats.intent_references = intents.intents.iter().map(|i| i.references).sum();
+        stats.write_intents = intents.intents;
+        let table_set = engine.tables().await?;
+        let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
+        problems.extend(intents.problems);
+        let mut basis = Vec::new();
+        // Table by table: lineage, then (while every table so far is complete) its live keys, as
+        // sorted runs spilled past the memory budget and merged in key order later. Replaying
+        // right after reading lineage lets the engine reuse what it just read. Once any problem
+        // is found the plan is incomplete: the remaining tables' lineage is still read, to name
+        // every problem, but not replayed. A table whose journal turns out incomplete while it
+        // is replayed (a version committed since its lineage was read, its sidecar not yet
+        // written) makes the plan incomplete, like any problem.
+        // Only the references these ranges concern are read from large journal entries (the
+        // blocks of a log outside them are skipped): a shard reads about its part of the journal.
+        let uris = lake_engine::UriRange {
+            after: ranges.first().and_then(|r| r.after.clone()),
+            until: ranges.last().and_then(|r| r.until.as_deref().map(live_until)),
+        };
+        for location in &table_set.tables {
+            let snapshot = engine.snapshot_in(location, &uris).await?;
+            let lineage = snapshot.lineage();
+            stats.tables += 1;
+            basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));
+            problems.extend(lineage.problems.iter().map(|p| p.to_string()));
+            if !problems.is_empty() {
+                continue;
+            }
+            let (read, found) = push_live_keys(snapshot, &mut live_runs)?;
+            stats.live_references += read;
+            problems.extend(found);
+        }
+        // GC's own garbage in the journals: found while the journal is fresh in mind, planned
+        // after the objects (`tables/...` keys sort after `objects/...`).
+        let mut garbage = Vec::new();
+        if problems.is_empty() {
+            for location in &table_set.tables {
+                garbage.extend(engine.unreferenced_journal_files(location, cutoff.timestamp_millis()).await?);
+            }
+            garbage.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        // GC's own garbage outside the listing (clock probes, S3 multipart uploads of objects).
+        let mut own = if problems.is_empty() {
+            inventory.own_garbage(cutoff).await?.into_iter().collect()
+        } else {
+            std::collections::VecDeque::new()
+        };
+        let journal_read = started.elapsed();
+        basis.sort();
+        problems.sort();
+        problems.dedup();
+        let lineage_complete = problems.is_empty();
+        let mut aliases = Aliases::new(ranges);
+        if lineage_complete {
+            stats.spilled_runs = live_runs.runs() as u64;
+            let mut live = live_runs.finish()?;
+            let mut live_next = live.next_key()?;
+            let stop_at = first_key_at(cutoff);
+            'listing: while let Some(page) = futures::StreamExt::next(&mut receiver).await {
+                let page = page?;
+                stats.inventory_pages += 1;
+                for link in page.links {
+                    aliases.link(link);
+                }
+                for entry in page.entries {
+                    stats.objects_listed += 1;
+                    if entry.key >= stop_at
+                        && entry.key.strip_prefix(OBJECTS_PREFIX).is_some_and(|k| k.starts_with('/'))
+                        && minted_at(&entry.key).is_some()
+                    {
+                        // Time-ordered keys: everything from here on was minted after the cutoff.
+                        stats.young_objects += 1;
+                        break 'listing;
+                    }
+                    // GC's own garbage that sorts before this entry.
+                    while own.front().is_some_and(|o| o.key < entry.key) {
+                        if let Some(o) = own.pop_front() {
+                            own_candidate(o, ranges, &mut sweeps, &mut stats, cutoff)?;
+                        }
+                    }
+                    // The range of the entry; past the last range, the listing is done.
+                    let Some(at) = range_of(ranges, &entry.key) else {
+                        if ranges.last().is_some_and(|r| r.is_past(&entry.key)) {
+                            break 'listing;
+                        }
+                        continue;
+                    };
+                    let sweep = &mut sweeps[at];
+                    // Live keys before this entry name objects that are not listed: through a
+                    // symbolic link, they could name one that is.
+                    while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
+                        aliases.check(live_next.as_deref());
+                        live_next = live.next_key()?;
+                    }
+                    match entry.kind {
+                        EntryKind::Foreign(what) => {
+                            stats.foreign_entries += 1;
+                            sweep.foreign(&entry.key, what.as_str());
+                            if what == Foreign::SymbolicLink {
+                                aliases.link(entry.key);
+                            }
+                            continue;
+                        }
+                        EntryKind::EmptyFolder => stats.empty_folders += 1,
+                        EntryKind::Object | EntryKind::Staged => {}
+                    }
+                    // Each kind of listed entry has its one grammar (a key of the S3 listing
+                    // that looks like a staging file is an object outside the grammar).
+                    let grammar = match entry.kind {
+                        EntryKind::Staged => Some(GarbageKind::StagedUpload),
+                        EntryKind::EmptyFolder => Some(GarbageKind::EmptyFolder),
+                        _ => Some(GarbageKind::Object),
+                    };
+                    let minted = minted_at(&entry.key).filter(|_| garbage_kind(&entry.key) == grammar);
+                    let Some(minted) = minted else {
+                        stats.unmanaged_keys += 1;
+                        continue;
+                    };
+                    if minted >= cutoff || entry.last_modified >= cutoff {
+                        stats.young_objects += 1;
+                        continue;
+                    }
+                    // Merge join: both sides ascend by key.
+                    if live_next.as_deref() == Some(entry.key.as_str()) {
+                        stats.live_objects += 1;
+                        continue;
+                    }
+                    if entry.kind == EntryKind::Staged {
+                        stats.staged_uploads += 1;
+                    }
+                    sweep.candidates.push(Candidate {
+                        uri: entry.key,
+                        size: entry.size,
+                        last_modified: format_time(entry.last_modified),
+                    })?;
+                }
+            }
+            // The rest of GC's own garbage sorts after every listed entry (each is minted before
+            // the cutoff, so before the first young key).
+            while let Some(o) = own.pop_front() {
+                own_candidate(o, ranges, &mut sweeps, &mut stats, cutoff)?;
+            }
+            // The live keys after the last listed entry (young, or past the end of the prefix
+            // or of the ranges) name no listed object: with a link met anywhere, each is checked
+            // against it.
+            if aliases.any() {
+                while live_next.is_some() {
+                    aliases.check(live_next.as_deref());
+                    live_next = live.next_key()?;
+                }
+            }
+        }
+        drop(receiver);
+        tracing::debug!(
+            journal_s = journal_read.as_secs_f64(),
+            sweep_s = (started.elapsed() - journal_read).as_secs_f64(),
+            objects_listed = stats.objects_listed,
+            live_references = stats.live_references,
+            ranges = ranges.len(),
+            "planned: lineage and live set read, then the sweep"
+        );
+        if lineage_complete {
+            for file in garbage {
+                // `tables/...` keys sort after every listed `objects/...` key of their range.
+                let Some(at) = range_of(ranges, &file.key) else { continue };
+                stats.journal_garbage += 1;
+                let last_modified = DateTime::<Utc>::from_timestamp_millis(file.last_modified_ms).unwrap_or(cutoff);
+                sweeps[at].candidates.push(Candidate {
+                    uri: file.key,
+                    size: file.size,
+                    last_modified: format_time(last_modified),
+                })?;
+            }
+        }
+        let mut outcomes = Vec::with_capacity(sweeps.len());
+        for (sweep, alias_problems) in sweeps.into_iter().zip(aliases.finish()) {
+            outcomes.push(sweep.finish(&problems, lineage_complete, alias_problems)?);
+        }
+        Ok::<_, GcError>((outcomes, basis, stats))
+    };
+    let ((), consumed) = futures::join!(producer, consumer);
+    let (outcomes, basis, stats) = consumed?;
+    let plans = outcomes
+        .into_iter()
+        .map(|o| GcPlan {
+            format_version: PLAN_FORMAT_VERSION,
+            stage: STAGE_ORPHAN_OBJECTS.to_string(),
+            root: options.root.clone(),
+            min_age_seconds: options.min_age.as_secs(),
+            cutoff: format_time(cutoff),
+            basis: basis.clone(),
+            lineage_complete: o.lineage_complete,
+            problems: o.problems,
+            foreign_count: o.foreign_count,
+            foreign: o.foreign,
+            shard: None,
+            candidates: o.candidates,
+        })
+        .collect();
+    Ok((plans, stats))
+}
+
+/// Plans an entry of [`ObjectInventory::own_garbage`] (a clock probe, or an S3 multipart upload
+/// of a managed object) in the range that holds it, when it is one of those kinds, minted and
+/// last written before `cutoff`. Nothing can reference such a key (a reference with `#` is
+/// refused, and `_lake/` is no managed prefix), so no live set is consulted.
+fn own_candidate(
+    entry: InventoryEntry,
+    ranges: &[KeyRange],
+    sweeps: &mut [RangeSweep],
+    stats: &mut PlanStats,
+    cutoff: DateTime<Utc>,
+) -> Result<(), GcError> {
+    let kind = garbage_kind(&entry.key);
+    let old = minted_at(&entry.key).is_some_and(|m| m < cutoff) && entry.last_modified < cutoff;
+    let Some(at) = range_of(ranges, &entry.key) else { return Ok(()) };
+    match kind {
+        Some(GarbageKind::ClockProbe) if old => stats.clock_probes += 1,
+        Some(GarbageKind::StagedUpload) if old => stats.staged_uploads += 1,
+        _ => return Ok(()),
+    }
+    sweeps[at].candidates.push(Candidate {
+        uri: entry.key,
+        size: entry.size,
+        last_modified: format_time(entry.last_modified),
+    })
+}
+
+/// The last live key a plan of the ranges ending at `until` reads (inclusive): `until`, or past
+/// it every managed key of the folder `objects/<ULID>` that `until` lies in or ends at. A
+/// symbolic link met in a range may be such a folder (a shard boundary of
+/// [`KeyRange::split_by_time`] is `objects/<ULID>` exactly), and the live keys that go
+/// through it sort after it, so they may lie past the range; the range's sweep must still see
+/// them to name the problem (`Aliases::check`). A managed key is `objects/<26 chars>/<name>`:
+/// the keys of a folder `f` are all below `f` followed by `0` (`/` sorts just before `0`), and
+/// a folder below `until`'s own has all its keys below `until`. Reading more live keys than a
+/// range holds is always safe (they only keep objects). Test:
+/// `attack_streamed::attack_link_at_a_shard_boundary`.
+fn live_until(until: &str) -> String {
+    let folder = OBJECTS_PREFIX.len() + 1 + 26;
+    match until.get(..folder) {
+        Some(f) if until.starts_with(OBJECTS_PREFIX) && until.as_bytes().get(OBJECTS_PREFIX.len()) == Some(&b'/') => {
+            format!("{f}0")
+        }
+        _ => until.to_string(),
+    }
+}
+
+/// The index of the range of `ranges` (ascending, contiguous) that holds `key`.
+fn range_of(ranges: &[KeyRange], key: &str) -> Option<usize> {
+    let at = ranges.partition_point(|r| r.is_past(key));
+    ranges.get(at).filter(|r| r.contains(key)).map(|_| at)
+}
+
+/// What the sweep found in one range.
+struct RangeSweep {
+    candidates: CandidateWriter,
+    foreign_count: u64,
+    foreign: Vec<String>,
+}
+
+/// One range's part of a plan.
+struct RangeOutcome {
+    candidates: CandidateList,
+    lineage_complete: bool,
+    problems: Vec<String>,
+    foreign_count: u64,
+    foreign: Vec<String>,
+}
+
+impl RangeSweep {
+    fn new(memory_budget: usize) -> Self {
+        Self { candidates: CandidateWriter::new(memory_budget), foreign_count: 0, foreign: Vec::new() }
+    }
+
+    fn foreign(&mut self, key: &str, what: &str) {
+        self.foreign_count += 1;
+        if self.foreign.len() < FOREIGN_LISTED {
+            self.foreign.push(format!("{key}: {what}"));
+        }
+    }
+
+    /// The range's part: with lineage `problems` (shared by every range) or symbolic-link
+    /// problems of its own, no candidates.
+    fn finish(
+        self,
+        problems: &[String],
+        lineage_complete: bool,
+        alias_problems: Vec<String>,
+    ) -> Result<RangeOutcome, GcError> {
+        let mut problems = problems.to_vec();
+        let (candidates, lineage_complete) = if alias_problems.is_empty() {
+            (self.candidates.finish()?, lineage_complete)
+        } else {
+            // A live reference that may name a listed object through a link: plan nothing.
+            problems.extend(alias_problems);
+            problems.sort();
+            (CandidateWriter::new(0).finish()?, false)
+        };
+        Ok(RangeOutcome {
+            candidates,
+            lineage_complete,
+            problems,
+            foreign_count: self.foreign_count,
+            foreign: self.foreign,
+        })
+    }
+}
+
+/// Symbolic links met by the sweep (each in the range that holds its key), and live references
+/// that may go through one.
+struct Aliases<'r> {
+    ranges: &'r [KeyRange],
+    /// Symbolic links met so far, with the index of their range (a live key below one may name
+    /// a listed object).
+    links: std::collections::BTreeMap<String, usize>,
+    /// Per range, the live references found going through one of its links.
+    problems: Vec<Vec<String>>,
+}
+
+impl<'r> Aliases<'r> {
+    fn new(ranges: &'r [KeyRange]) -> Self {
+        Self { ranges, links: Default::default(), problems: vec![Vec::new(); ranges.len()] }
+    }
+
+    /// Records the symbolic link `key`, when it lies in a range.
+    fn link(&mut self, key: String) {
+        if let Some(at) = range_of(self.ranges, &key) {
+            self.links.insert(key, at);
+        }
+    }
+
+    /// True when a link was met.
+    fn any(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    /// Names a problem when the live key `live`, which no listed object matched, goes through
+    /// a symbolic link met before it: one for each range holding such a link (its first).
+    fn check(&mut self, live: Option<&str>) {
+        let Some(live) = live else { return };
+        if self.links.is_empty() {
+            return;
+        }
+        let prefixes = live.match_indices('/').map(|(i, _)| &live[..i]).chain([live]);
+        let mut named: Vec<usize> = Vec::new();
+        for prefix in prefixes {
+            let Some(&at) = self.links.get(prefix) else { continue };
+            if named.contains(&at) {
+                continue;
+            }
+            named.push(at);
+            self.problems[at].push(format!(
+                "live reference `{live}` goes through the symbolic link `{prefix}`: GC cannot tell which object it names; replace the link by the object, or write the reference as the object's own key"
+            ));
+        }
+    }
+
+    /// Per range, its problems.
+    fn finish(self) -> Vec<Vec<String>> {
+        self.problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefetch_is_an_eighth_of_the_budget_within_bounds() {
+        assert_eq!(prefetch_pages(0, 1000), MIN_PREFETCH_PAGES);
+        assert_eq!(prefetch_pages(8 * 10 * 1000 * 128, 1000), 10);
+        assert_eq!(prefetch_pages(128 << 20, 1000), MAX_PREFETCH_PAGES);
+        assert_eq!(prefetch_pages(usize::MAX, 0), MAX_PREFETCH_PAGES);
+    }
+}

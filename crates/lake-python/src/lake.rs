@@ -1,0 +1,105 @@
+//! The opened lake (`NativeLake`): its store per process, `init` and `open`, and what describes it
+//! (root, table dataset URIs, storage options for Lance). The operations are in [`crate::objects`],
+//! [`crate::tables`] and [`crate::gc`].
+
+use crate::errors::Failure;
+use crate::runtime::{parse_duration, run};
+use lake_lance::LanceEngine;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::layout::validate_table_name;
+use lake_store::LakeStore;
+use pyo3::prelude::*;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// An opened lake: its root and storage options, and its store as opened by this process.
+#[pyclass(module = "lake._lake", frozen)]
+pub struct NativeLake {
+    root: String,
+    options: HashMap<String, String>,
+    /// The process that opened `store`, and the store.
+    opened: Mutex<(u32, LakeStore)>,
+}
+
+impl NativeLake {
+    fn new(root: &str, options: HashMap<String, String>, store: LakeStore) -> Self {
+        Self { root: root.to_string(), options, opened: Mutex::new((std::process::id(), store)) }
+    }
+
+    /// The lake's store. In a process forked from the one that opened it, the store is opened
+    /// again: its HTTP connections belong to the parent's runtime (see [`crate::runtime::runtime`]).
+    pub fn store(&self) -> Result<LakeStore, Failure> {
+        let pid = std::process::id();
+        let mut opened = self.opened.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if opened.0 != pid {
+            *opened = (pid, open_store(&self.root, &self.options)?);
+        }
+        Ok(opened.1.clone())
+    }
+
+    pub fn engine(&self) -> Result<LanceEngine, Failure> {
+        Ok(LanceEngine::new(self.store()?))
+    }
+
+    /// The collector of this lake, with its engine.
+    pub fn gc_parts(&self) -> Result<(LakeStore, LanceEngine), Failure> {
+        let store = self.store()?;
+        Ok((store.clone(), LanceEngine::new(store)))
+    }
+}
+
+/// The store of `root`, with S3 `storage_options` over the `AWS_*` environment.
+fn open_store(root: &str, storage_options: &HashMap<String, String>) -> Result<LakeStore, Failure> {
+    Ok(LakeStore::open_with_options(root, storage_options)?)
+}
+
+/// Creates a lake at `root` with GC policy floor `min_age` (humantime), or opens it when it
+/// exists with the same floor.
+#[pyfunction]
+#[pyo3(signature = (root, min_age, storage_options=None))]
+pub fn init(
+    py: Python<'_>,
+    root: &str,
+    min_age: &str,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<NativeLake> {
+    let min_age = parse_duration("min_age", min_age)?;
+    let options = storage_options.unwrap_or_default();
+    let store = open_store(root, &options)?;
+    let opened = store.clone();
+    run(py, async move { Ok(LakeDescriptor::create(&opened, min_age).await.map(|_| ())?) })?;
+    Ok(NativeLake::new(root, options, store))
+}
+
+/// Opens the lake at `root`.
+#[pyfunction]
+#[pyo3(signature = (root, storage_options=None))]
+pub fn open(py: Python<'_>, root: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<NativeLake> {
+    let options = storage_options.unwrap_or_default();
+    let store = open_store(root, &options)?;
+    let opened = store.clone();
+    run(py, async move { Ok(LakeDescriptor::load(&opened).await.map(|_| ())?) })?;
+    Ok(NativeLake::new(root, options, store))
+}
+
+#[pymethods]
+impl NativeLake {
+    /// The lake's root as lake spells it.
+    #[getter]
+    fn root(&self) -> PyResult<String> {
+        Ok(self.store()?.root().to_string())
+    }
+
+    /// The dataset URI of a table (for `lance.dataset`); `InputError` for an invalid table name
+    /// (`../x` would name a folder outside the lake's tables).
+    fn dataset_uri(&self, table: String) -> PyResult<String> {
+        validate_table_name(&table).map_err(Failure::from)?;
+        Ok(self.engine()?.dataset_uri(&table))
+    }
+
+    /// The lake's storage options for Lance: its resolved S3 settings (the `AWS_*` environment
+    /// read when the lake was opened, overlaid by its storage options); empty for a local root.
+    fn storage_options(&self) -> PyResult<HashMap<String, String>> {
+        Ok(self.store()?.storage_options().clone())
+    }
+}

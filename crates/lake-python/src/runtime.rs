@@ -1,0 +1,117 @@
+//! The process's Tokio runtime and the two ways a Python call runs a future on it: [`run`] (a
+//! read, or a GC step: Ctrl-C drops it at an await point) and [`run_write`] (a call that may
+//! commit a table version: Ctrl-C stops its input, never the commit).
+
+use crate::errors::{Committed, Failure, Kind};
+use pyo3::prelude::*;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The process's Tokio runtime (Lance needs one), built by the process that uses it.
+///
+/// A process forked from one that used lake (`multiprocessing`'s default start method on
+/// Linux) inherits the runtime's memory but none of its worker threads: a task spawned on it
+/// would never run. The runtime is therefore owned by a process id; a call from another process
+/// builds a fresh one, and the inherited one is leaked (dropping it would wait for threads that
+/// do not exist in this process). Lance's own CPU runtime resets itself in a forked child
+/// (`pthread_atfork`, lance-core `utils::tokio`).
+pub fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
+    static RUNTIME: Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut current = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((owner, rt)) = *current {
+        if owner == pid {
+            return Ok(rt);
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(Kind::Lake, format!("cannot start the I/O runtime: {e}")))?;
+    let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
+    *current = Some((pid, rt));
+    Ok(rt)
+}
+
+/// Runs `future` on the runtime with the GIL released, checking for signals (Ctrl-C) every
+/// 100 ms; a signal drops the future at its next await point and raises in Python.
+pub fn run<T: Send + 'static>(
+    py: Python<'_>,
+    future: impl Future<Output = Result<T, Failure>> + Send + 'static,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut handle = rt.spawn(future);
+    loop {
+        let done = py
+            .detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut handle).await.ok() }));
+        match done {
+            Some(Ok(result)) => return result.map_err(|f| f.into_py(py)),
+            Some(Err(e)) => return Err(Failure::task_failed(&e).into_py(py)),
+            None => {
+                if let Err(interrupted) = py.check_signals() {
+                    handle.abort();
+                    return Err(interrupted);
+                }
+            }
+        }
+    }
+}
+
+/// Runs a write (a call that may commit a table version) on the runtime with the GIL released.
+/// Ctrl-C never drops it mid-way: dropped between its Lance commit and its journal entry, a
+/// write would leave a version GC refuses until `lake refs repair`. A signal instead sets
+/// `stop`, which ends the write's input stream (when it has one) so that Lance commits nothing
+/// if it has not read it all, waits for the write to end, and raises the interrupt with a note
+/// saying whether the write committed.
+pub fn run_write<T: Send + 'static>(
+    py: Python<'_>,
+    future: impl Future<Output = Result<T, Failure>> + Send + 'static,
+    stop: Option<Arc<AtomicBool>>,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut handle = rt.spawn(future);
+    let mut interrupted: Option<PyErr> = None;
+    loop {
+        let done = py
+            .detach(|| rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), &mut handle).await.ok() }));
+        let result = match done {
+            Some(Ok(result)) => result,
+            Some(Err(e)) => Err(Failure::task_failed(&e)),
+            None => {
+                if interrupted.is_none() {
+                    if let Err(signal) = py.check_signals() {
+                        if let Some(stop) = &stop {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        interrupted = Some(signal);
+                    }
+                }
+                continue;
+            }
+        };
+        let Some(signal) = interrupted else { return result.map_err(|f| f.into_py(py)) };
+        // Whether anything was committed is what the write's own error states.
+        let note = match &result {
+            Ok(_) => {
+                "lake: the write had committed (and was journaled) when the interrupt arrived; see Table.versions()"
+                    .to_string()
+            }
+            Err(f) => match f.committed() {
+                Committed::Nothing => "lake: the write was stopped; nothing was committed".to_string(),
+                Committed::Version(v) => format!("lake: the write was stopped after it committed version {v}: {f}"),
+                Committed::Unknown => format!("lake: the write was stopped; its commit's outcome is unknown: {f}"),
+            },
+        };
+        let _ = signal.value(py).call_method1("add_note", (note,));
+        return Err(signal);
+    }
+}
+
+/// `text` as a duration (humantime: `7d`, `12h`, `90s`); `PolicyError` naming `what` otherwise.
+pub fn parse_duration(what: &str, text: &str) -> Result<Duration, Failure> {
+    humantime::parse_duration(text).map_err(|e| {
+        Failure::new(Kind::Policy, format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
+    })
+}

@@ -1,0 +1,131 @@
+//! Tables: the writes that commit a version and journal it (append, overwrite, upsert, delete,
+//! update, compact, restore, tag, cleanup), each run by [`run_write`] so that Ctrl-C never
+//! separates a commit from its journal entry; the versions; and `refs verify`.
+
+use crate::arrow_ffi::ArrowStream;
+use crate::errors::Failure;
+use crate::json;
+use crate::lake::NativeLake;
+use crate::marking::MarkingReader;
+use crate::runtime::{parse_duration, run, run_write};
+use arrow_array::RecordBatchReader;
+use lake_lance::update::Assignment;
+use pyo3::prelude::*;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// A batch source from any Arrow stream producer, its plain DataLocation columns marked
+/// ([`crate::marking`]).
+fn source(data: ArrowStream, stop: &Arc<AtomicBool>) -> Box<dyn RecordBatchReader + Send> {
+    Box::new(MarkingReader::new(Box::new(data.0), stop.clone()))
+}
+
+/// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
+/// The version has landed: a failure to encode the report says so (never inviting a retry that
+/// would write the rows twice).
+fn commit_json(o: &lake_lance::CommitOutcome) -> Result<String, Failure> {
+    json(o).map_err(|f| {
+        Failure::after_commit(o.version, format!("version {} was committed and journaled, but {f}", o.version))
+    })
+}
+
+#[pymethods]
+impl NativeLake {
+    /// Appends (or, with `overwrite`, replaces the content with) the rows of an Arrow stream.
+    /// Returns the commit as JSON.
+    fn write(&self, py: Python<'_>, table: String, data: ArrowStream, overwrite: bool) -> PyResult<String> {
+        let engine = self.engine()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = source(data, &stop);
+        let write = async move {
+            let out =
+                if overwrite { engine.overwrite(&table, batches).await } else { engine.append(&table, batches).await };
+            commit_json(&out?)
+        };
+        run_write(py, write, Some(stop))
+    }
+
+    /// Upserts the rows of an Arrow stream keyed on `on`.
+    fn merge_insert(&self, py: Python<'_>, table: String, data: ArrowStream, on: Vec<String>) -> PyResult<String> {
+        let engine = self.engine()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = source(data, &stop);
+        let write = async move { commit_json(&engine.upsert(&table, &on, batches).await?) };
+        run_write(py, write, Some(stop))
+    }
+
+    /// Deletes the rows matching `predicate`; `None` when none matched.
+    fn delete(&self, py: Python<'_>, table: String, predicate: String) -> PyResult<Option<String>> {
+        let engine = self.engine()?;
+        run_write(
+            py,
+            async move { engine.delete(&table, &predicate).await?.map(|o| commit_json(&o)).transpose() },
+            None,
+        )
+    }
+
+    /// Sets `assignments` (`COLUMN=EXPRESSION`) on the rows matching `predicate`.
+    fn update(
+        &self,
+        py: Python<'_>,
+        table: String,
+        assignments: Vec<String>,
+        predicate: Option<String>,
+    ) -> PyResult<Option<String>> {
+        let parsed = assignments
+            .iter()
+            .map(|a| a.parse::<Assignment>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Failure::from)?;
+        let engine = self.engine()?;
+        run_write(
+            py,
+            async move { engine.update(&table, &parsed, predicate.as_deref()).await?.map(|o| commit_json(&o)).transpose() },
+            None,
+        )
+    }
+
+    /// Compacts the table's fragments; `None` when there was nothing to compact.
+    fn compact(&self, py: Python<'_>, table: String) -> PyResult<Option<String>> {
+        let engine = self.engine()?;
+        run_write(py, async move { engine.compact(&table).await?.map(|o| commit_json(&o)).transpose() }, None)
+    }
+
+    /// Removes versions older than `older_than` (humantime); `(versions, bytes)` removed.
+    fn cleanup(&self, py: Python<'_>, table: String, older_than: String) -> PyResult<(u64, u64)> {
+        let older = parse_duration("older_than", &older_than)?;
+        let engine = self.engine()?;
+        run_write(
+            py,
+            async move {
+                let o = engine.cleanup(&table, older).await?;
+                Ok((o.old_versions, o.bytes_removed))
+            },
+            None,
+        )
+    }
+
+    /// Tags `version`.
+    fn tag(&self, py: Python<'_>, table: String, name: String, version: u64) -> PyResult<()> {
+        let engine = self.engine()?;
+        run_write(py, async move { Ok(engine.create_tag(&table, version, &name).await?) }, None)
+    }
+
+    /// Restores `version` as a new latest version.
+    fn restore(&self, py: Python<'_>, table: String, version: u64) -> PyResult<String> {
+        let engine = self.engine()?;
+        run_write(py, async move { commit_json(&engine.restore(&table, version).await?) }, None)
+    }
+
+    /// The versions of a table as JSON (`[{version, timestamp, tags, journaled}]`).
+    fn versions(&self, py: Python<'_>, table: String) -> PyResult<String> {
+        let engine = self.engine()?;
+        run(py, async move { json(&engine.versions(&table).await?) })
+    }
+
+    /// Compares the journal with full scans of every retained version; the report as JSON.
+    fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
+        let engine = self.engine()?;
+        run(py, async move { json(&engine.verify_refs(&[]).await?) })
+    }
+}
