@@ -60,19 +60,23 @@ pub enum EngineError {
         source: BoxError,
         /// Whether retrying can help (the implementation's classification of `source`).
         transient: bool,
+        /// The implementation's stable name of `source` (its `kind()`), which
+        /// [`EngineError::kind`] gives.
+        kind: &'static str,
     },
 }
 
 impl EngineError {
     /// The error's kind, a stable snake_case name (`storage`, `table`, `lineage`,
-    /// `invalid_input`, `backend`) for callers that act on it.
+    /// `invalid_input`, or the implementation's own for [`EngineError::Backend`]) for callers
+    /// that act on it.
     pub fn kind(&self) -> &'static str {
         match self {
             EngineError::Storage { .. } => "storage",
             EngineError::Table { .. } => "table",
             EngineError::Lineage { .. } => "lineage",
             EngineError::InvalidInput(_) => "invalid_input",
-            EngineError::Backend { .. } => "backend",
+            EngineError::Backend { kind, .. } => kind,
         }
     }
 
@@ -87,9 +91,13 @@ impl EngineError {
     }
 
     /// An [`EngineError::Backend`] keeping `source` whole, with the implementation's verdict on
-    /// whether retrying can help.
-    pub fn backend(source: impl std::error::Error + Send + Sync + 'static, transient: bool) -> Self {
-        EngineError::Backend { source: Box::new(source), transient }
+    /// whether retrying can help and its name for the error (`kind`).
+    pub fn backend(
+        source: impl std::error::Error + Send + Sync + 'static,
+        transient: bool,
+        kind: &'static str,
+    ) -> Self {
+        EngineError::Backend { source: Box::new(source), transient, kind }
     }
 }
 
@@ -115,11 +123,12 @@ mod tests {
         let e = EngineError::Storage { path: "k".into(), source: Box::new(denied), transient: false };
         assert!(!e.is_transient());
 
-        let e = EngineError::backend(Inner, false);
+        let e = EngineError::backend(Inner, false, "inner");
         assert!(!e.is_transient());
+        assert_eq!(e.kind(), "inner", "the implementation names its error");
         assert_eq!(e.to_string(), "backend said no");
         assert!(e.source().is_some_and(|s| s.is::<Inner>()), "the backend's error is the source");
-        assert!(EngineError::backend(Inner, true).is_transient());
+        assert!(EngineError::backend(Inner, true, "inner").is_transient());
     }
 
     #[test]

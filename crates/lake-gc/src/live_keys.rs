@@ -70,7 +70,10 @@ pub(crate) async fn push_intent_keys(engine: &dyn Engine, runs: &mut SortedRuns)
         if is_external_identity(&identity.uri) {
             return Ok(());
         }
-        runs.push(identity.uri).map_err(|e| EngineError::backend(e, false))
+        runs.push(identity.uri).map_err(|e| {
+            let kind = e.kind();
+            EngineError::backend(e, false, kind)
+        })
     };
     Ok(engine.write_intents(&mut push).await?)
 }

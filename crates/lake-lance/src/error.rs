@@ -301,7 +301,10 @@ impl From<LanceEngineError> for EngineError {
                 EngineError::Table { table, message: format!("no dataset at {uri}") }
             }
             LanceEngineError::InvalidInput(message) => EngineError::InvalidInput(message),
-            other => EngineError::Backend { source: Box::new(other), transient },
+            other => {
+                let kind = other.kind();
+                EngineError::Backend { source: Box::new(other), transient, kind }
+            }
         }
     }
 }
@@ -454,6 +457,7 @@ mod tests {
         let e: EngineError = LanceEngineError::SidecarConflict { table: "t".into(), version: 2 }.into();
         assert!(!e.is_transient());
         assert_eq!(e.to_string(), LanceEngineError::SidecarConflict { table: "t".into(), version: 2 }.to_string());
+        assert_eq!(e.kind(), "sidecar_conflict", "the kind crosses the engine trait");
         let e: EngineError = LanceEngineError::ConcurrentCreate { table: "t".into() }.into();
         assert!(e.is_transient());
 

@@ -21,7 +21,7 @@ use pyo3::types::PyCapsule;
 const STREAM_CAPSULE: &std::ffi::CStr = c"arrow_array_stream";
 
 /// An Arrow stream taken from a Python producer: any object with `__arrow_c_stream__`.
-pub struct ArrowStream(pub ArrowArrayStreamReader);
+pub(crate) struct ArrowStream(pub ArrowArrayStreamReader);
 
 impl FromPyObject<'_, '_> for ArrowStream {
     type Error = PyErr;
@@ -58,7 +58,7 @@ impl FromPyObject<'_, '_> for ArrowStream {
 /// `array` as a pyarrow array, through pyarrow's `Array._import_from_c` (which moves the two C
 /// structs out; what it leaves behind is released when they drop here). Field metadata does not
 /// travel: the caller marks the array's type on the Python side.
-pub fn to_pyarrow<'py>(py: Python<'py>, array: &dyn Array) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_pyarrow<'py>(py: Python<'py>, array: &dyn Array) -> PyResult<Bound<'py, PyAny>> {
     let data = array.to_data();
     let mut ffi_array = FFI_ArrowArray::new(&data);
     let mut ffi_schema = FFI_ArrowSchema::try_from(data.data_type())

@@ -165,37 +165,29 @@ impl From<LanceEngineError> for Failure {
 
 /// The stable name of `error`: the `kind()` of the first of lake's error types in its source
 /// chain (itself first); `None` when there is none.
-pub fn name_of(error: &(dyn StdError + 'static)) -> Option<&'static str> {
-    let mut current = Some(error);
-    while let Some(e) = current {
+pub(crate) fn name_of(error: &(dyn StdError + 'static)) -> Option<&'static str> {
+    chain(error).find_map(|e| {
         if let Some(e) = e.downcast_ref::<GcError>() {
-            return Some(e.kind());
+            Some(e.kind())
+        } else if let Some(e) = e.downcast_ref::<StoreError>() {
+            Some(e.kind())
+        } else if let Some(e) = e.downcast_ref::<LanceEngineError>() {
+            Some(e.kind())
+        } else {
+            e.downcast_ref::<lake_engine::EngineError>().map(|e| e.kind())
         }
-        if let Some(e) = e.downcast_ref::<StoreError>() {
-            return Some(e.kind());
-        }
-        if let Some(e) = e.downcast_ref::<LanceEngineError>() {
-            return Some(e.kind());
-        }
-        if let Some(e) = e.downcast_ref::<lake_engine::EngineError>() {
-            return Some(e.kind());
-        }
-        current = e.source();
-    }
-    None
+    })
+}
+
+/// `error` and its sources, outermost first.
+fn chain<'a>(error: &'a (dyn StdError + 'static)) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(error), |&e| e.source())
 }
 
 /// The class of `error`: that of the first error in its source chain (itself first) whose type
 /// decides ([`own_kind`]); `LakeError` when none does.
-pub fn kind_of(error: &(dyn StdError + 'static)) -> Kind {
-    let mut current = Some(error);
-    while let Some(e) = current {
-        if let Some(kind) = own_kind(e) {
-            return kind;
-        }
-        current = e.source();
-    }
-    Kind::Lake
+pub(crate) fn kind_of(error: &(dyn StdError + 'static)) -> Kind {
+    chain(error).find_map(own_kind).unwrap_or(Kind::Lake)
 }
 
 /// The class `e` decides by its type and variant, or `None` when its source decides.

@@ -205,7 +205,7 @@ fn sharded_documents(plan: &ShardedPlan) -> Result<(String, Vec<String>), Failur
 /// file when `force`), atomically.
 #[pyfunction]
 #[pyo3(signature = (path, document, force=false))]
-pub fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
+pub(crate) fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
     let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(Failure::input)?;
     Ok(plan.save(&lake_gc::output::OutputPath::new(path).force(force)).map_err(Failure::from)?)
 }
@@ -215,7 +215,12 @@ pub fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyR
 /// into an empty folder or over another sharded plan (anything when `force`).
 #[pyfunction]
 #[pyo3(signature = (dir, manifest, shards, force=false))]
-pub fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<String>, force: bool) -> PyResult<()> {
+pub(crate) fn sharded_save(
+    dir: std::path::PathBuf,
+    manifest: String,
+    shards: Vec<String>,
+    force: bool,
+) -> PyResult<()> {
     let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(Failure::input)?;
     let plans = shards
         .iter()
@@ -230,13 +235,13 @@ pub fn sharded_save(dir: std::path::PathBuf, manifest: String, shards: Vec<Strin
 /// Reads the sharded plan saved in the folder `dir`: the manifest and shard documents, each
 /// checked against its digest.
 #[pyfunction]
-pub fn sharded_load(dir: std::path::PathBuf) -> PyResult<(String, Vec<String>)> {
+pub(crate) fn sharded_load(dir: std::path::PathBuf) -> PyResult<(String, Vec<String>)> {
     Ok(sharded_documents(&ShardedPlan::load(&dir).map_err(Failure::from)?)?)
 }
 
 /// Checks a plan document (what `Plan.save` or `lake gc --out` wrote): its digest, and the
 /// document as text. `InputError` for a document that is not a sealed plan.
 #[pyfunction]
-pub fn plan_digest(document: String, shown: String) -> PyResult<String> {
+pub(crate) fn plan_digest(document: String, shown: String) -> PyResult<String> {
     Ok(GcPlan::from_document(document.as_bytes(), &shown).map_err(Failure::input)?.digest())
 }

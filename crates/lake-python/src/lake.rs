@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 /// An opened lake: its root and storage options, and its store as opened by this process.
 #[pyclass(module = "lake._lake", frozen)]
-pub struct NativeLake {
+pub(crate) struct NativeLake {
     root: String,
     options: HashMap<String, String>,
     /// The process that opened `store`, and the store.
@@ -28,7 +28,7 @@ impl NativeLake {
 
     /// The lake's store. In a process forked from the one that opened it, the store is opened
     /// again: its HTTP connections belong to the parent's runtime (see [`crate::runtime::runtime`]).
-    pub fn store(&self) -> Result<LakeStore, Failure> {
+    pub(crate) fn store(&self) -> Result<LakeStore, Failure> {
         let pid = std::process::id();
         let mut opened = self.opened.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if opened.0 != pid {
@@ -37,12 +37,12 @@ impl NativeLake {
         Ok(opened.1.clone())
     }
 
-    pub fn engine(&self) -> Result<LanceEngine, Failure> {
+    pub(crate) fn engine(&self) -> Result<LanceEngine, Failure> {
         Ok(LanceEngine::new(self.store()?))
     }
 
     /// The collector of this lake, with its engine.
-    pub fn gc_parts(&self) -> Result<(LakeStore, LanceEngine), Failure> {
+    pub(crate) fn gc_parts(&self) -> Result<(LakeStore, LanceEngine), Failure> {
         let store = self.store()?;
         Ok((store.clone(), LanceEngine::new(store)))
     }
@@ -57,7 +57,7 @@ fn open_store(root: &str, storage_options: &HashMap<String, String>) -> Result<L
 /// exists with the same floor.
 #[pyfunction]
 #[pyo3(signature = (root, min_age, storage_options=None))]
-pub fn init(
+pub(crate) fn init(
     py: Python<'_>,
     root: &str,
     min_age: &str,
@@ -74,7 +74,11 @@ pub fn init(
 /// Opens the lake at `root`.
 #[pyfunction]
 #[pyo3(signature = (root, storage_options=None))]
-pub fn open(py: Python<'_>, root: &str, storage_options: Option<HashMap<String, String>>) -> PyResult<NativeLake> {
+pub(crate) fn open(
+    py: Python<'_>,
+    root: &str,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<NativeLake> {
     let options = storage_options.unwrap_or_default();
     let store = open_store(root, &options)?;
     let opened = store.clone();

@@ -39,7 +39,7 @@ enum Rewrite {
 }
 
 /// Whether `dt` is a DataLocation of an equivalent layout (see the module documentation).
-pub fn is_equivalent_layout(dt: &DataType) -> bool {
+pub(crate) fn is_equivalent_layout(dt: &DataType) -> bool {
     let DataType::Struct(children) = dt else { return false };
     let names: Vec<&str> = children.iter().map(|c| c.name().as_str()).collect();
     names == ["uri", "sha256", "size"]
@@ -60,7 +60,7 @@ fn rewrite_of(field: &Field) -> Rewrite {
 }
 
 /// An Arrow stream whose plain DataLocation columns are marked (see the module documentation).
-pub struct MarkingReader {
+pub(crate) struct MarkingReader {
     inner: Box<dyn RecordBatchReader + Send>,
     schema: SchemaRef,
     rewrites: Vec<Rewrite>,
@@ -70,7 +70,7 @@ pub struct MarkingReader {
 impl MarkingReader {
     /// Wraps `inner`; its schema decides which columns are rewritten. Once `stop` is set, the
     /// next batch is an error.
-    pub fn new(inner: Box<dyn RecordBatchReader + Send>, stop: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(inner: Box<dyn RecordBatchReader + Send>, stop: Arc<AtomicBool>) -> Self {
         let given = inner.schema();
         let rewrites: Vec<Rewrite> = given.fields().iter().map(|f| rewrite_of(f)).collect();
         let fields: Vec<FieldRef> = given

@@ -56,7 +56,7 @@ impl NativeLake {
 
 /// A pyarrow array of the DataLocation type (marked) from `(uri, sha256, size)` tuples.
 #[pyfunction]
-pub fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> PyResult<Py<PyAny>> {
+pub(crate) fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> PyResult<Py<PyAny>> {
     let mut builder = DataLocationBuilder::new();
     for (uri, sha, size) in items {
         let sha: [u8; 32] = sha

@@ -19,7 +19,7 @@ const CHUNK: usize = 1024 * 1024;
 const IN_FLIGHT: usize = 2;
 
 /// The chunks of a Python file object, read by a blocking task.
-pub struct PyFileReader {
+pub(crate) struct PyFileReader {
     chunks: mpsc::Receiver<io::Result<Vec<u8>>>,
     current: Vec<u8>,
     offset: usize,
@@ -28,7 +28,7 @@ pub struct PyFileReader {
 impl PyFileReader {
     /// Starts reading `file` (an object with `read(n)` returning bytes) on `runtime`'s
     /// blocking threads.
-    pub fn start(runtime: &tokio::runtime::Runtime, file: Py<PyAny>) -> Self {
+    pub(crate) fn start(runtime: &tokio::runtime::Runtime, file: Py<PyAny>) -> Self {
         let (tx, rx) = mpsc::channel(IN_FLIGHT);
         runtime.spawn_blocking(move || loop {
             let chunk = Python::attach(|py| -> PyResult<Vec<u8>> {

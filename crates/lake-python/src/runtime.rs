@@ -17,7 +17,7 @@ use std::time::Duration;
 /// builds a fresh one, and the inherited one is leaked (dropping it would wait for threads that
 /// do not exist in this process). Lance's own CPU runtime resets itself in a forked child
 /// (`pthread_atfork`, lance-core `utils::tokio`).
-pub fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
     static RUNTIME: Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = Mutex::new(None);
     let pid = std::process::id();
     let mut current = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -37,7 +37,7 @@ pub fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
 
 /// Runs `future` on the runtime with the GIL released, checking for signals (Ctrl-C) every
 /// 100 ms; a signal drops the future at its next await point and raises in Python.
-pub fn run<T: Send + 'static>(
+pub(crate) fn run<T: Send + 'static>(
     py: Python<'_>,
     future: impl Future<Output = Result<T, Failure>> + Send + 'static,
 ) -> PyResult<T> {
@@ -65,7 +65,7 @@ pub fn run<T: Send + 'static>(
 /// `stop`, which ends the write's input stream (when it has one) so that Lance commits nothing
 /// if it has not read it all, waits for the write to end, and raises the interrupt with a note
 /// saying whether the write committed.
-pub fn run_write<T: Send + 'static>(
+pub(crate) fn run_write<T: Send + 'static>(
     py: Python<'_>,
     future: impl Future<Output = Result<T, Failure>> + Send + 'static,
     stop: Option<Arc<AtomicBool>>,
@@ -110,7 +110,7 @@ pub fn run_write<T: Send + 'static>(
 }
 
 /// `text` as a duration (humantime: `7d`, `12h`, `90s`); `PolicyError` naming `what` otherwise.
-pub fn parse_duration(what: &str, text: &str) -> Result<Duration, Failure> {
+pub(crate) fn parse_duration(what: &str, text: &str) -> Result<Duration, Failure> {
     humantime::parse_duration(text).map_err(|e| {
         Failure::new(Kind::Policy, format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
     })

@@ -102,7 +102,8 @@ pub enum StoreError {
     },
 }
 
-/// A spill folder (the temporary folder of an external sort) that failed is a local file error.
+/// A spill folder (the temporary folder of an external sort, which the engine's bounded scans
+/// use) that failed is a local file error.
 impl From<lake_engine::spill::SpillError> for StoreError {
     fn from(e: lake_engine::spill::SpillError) -> Self {
         StoreError::Io { path: e.path, source: e.source }
