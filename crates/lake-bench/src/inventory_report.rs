@@ -48,7 +48,7 @@ pub(crate) async fn plan_once(
     };
     let (made, _) = plan(&engine, listing.as_ref(), &options).await.map_err(|e| e.to_string())?;
     let took = started.elapsed();
-    Ok((took, made.digest(), made.candidates.len()))
+    Ok((took, made.digest().map_err(|e| e.to_string())?, made.candidates.len()))
 }
 
 /// One plan in a child process talking to S3 at `endpoint`; its wall time, digest and count.

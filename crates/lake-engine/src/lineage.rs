@@ -203,6 +203,36 @@ pub enum LineageProblem {
     },
 }
 
+impl LineageProblem {
+    /// The problem's kind: a stable snake_case name of its variant (`missing_sidecar`,
+    /// `branch`, ...), for callers that act on a kind rather than parse the message.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::MissingSidecar { .. } => "missing_sidecar",
+            Self::UndecodableSidecar { .. } => "undecodable_sidecar",
+            Self::ParentGap { .. } => "parent_gap",
+            Self::VersionMismatch { .. } => "version_mismatch",
+            Self::Inconsistent { .. } => "inconsistent",
+            Self::UnregisteredDataset { .. } => "unregistered_dataset",
+            Self::UncommittedDataset { .. } => "uncommitted_dataset",
+            Self::RegistryAhead { .. } => "registry_ahead",
+            Self::JournalBeyondLatest { .. } => "journal_beyond_latest",
+            Self::WentBackwards { .. } => "went_backwards",
+            Self::VersionReappeared { .. } => "version_reappeared",
+            Self::JournalRewritten { .. } => "journal_rewritten",
+            Self::TableVanished { .. } => "table_vanished",
+            Self::Branch { .. } => "branch",
+            Self::ExternalBase { .. } => "external_base",
+            Self::Detached { .. } => "detached",
+            Self::UnreadableColumns { .. } => "unreadable_columns",
+            Self::UnboundEntry { .. } => "unbound_entry",
+            Self::EntryOfAnotherVersion { .. } => "entry_of_another_version",
+            Self::ManifestChanged { .. } => "manifest_changed",
+            Self::TableSetting { .. } => "table_setting",
+        }
+    }
+}
+
 impl fmt::Display for LineageProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -251,16 +251,25 @@ pub fn read_exact_or_end(input: &mut impl Read, buf: &mut [u8]) -> std::io::Resu
 }
 
 /// Strings spill as a little-endian u32 length and their bytes.
+/// Writes `text` as a [`String`] record writes it (its length as 4 bytes little-endian, then
+/// its UTF-8 bytes), for records that hold a string in another type.
+///
+/// # Errors
+/// The writer's errors, and [`std::io::ErrorKind::InvalidInput`] past 4 GiB.
+pub fn write_str(text: &str, out: &mut impl Write) -> std::io::Result<()> {
+    let len = u32::try_from(text.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "string longer than 4 GiB"))?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(text.as_bytes())
+}
+
 impl SpillRecord for String {
     fn memory_bytes(&self) -> usize {
         self.capacity()
     }
 
     fn write_to(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let len = u32::try_from(self.len())
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "string longer than 4 GiB"))?;
-        out.write_all(&len.to_le_bytes())?;
-        out.write_all(self.as_bytes())
+        write_str(self, out)
     }
 
     fn read_from(input: &mut impl Read) -> std::io::Result<Option<Self>> {

@@ -91,8 +91,8 @@ impl Default for ApplyOptions {
 pub struct ReplacedApply {
     /// The digest of the plan the checkpoint recorded.
     pub plan_digest: String,
-    /// That plan's cutoff (RFC 3339 UTC).
-    pub cutoff: String,
+    /// That plan's cutoff.
+    pub cutoff: crate::plan_time::PlanTime,
 }
 
 /// What one apply run did, plus the checkpoint's totals.
@@ -141,7 +141,7 @@ pub(crate) async fn apply_loaded(
     let mut replaced = None;
     let loaded = match (loaded, plan) {
         (Some(loaded), Some(p)) => {
-            let digest = p.digest();
+            let digest = p.digest()?;
             if loaded.checkpoint.plan_digest == digest {
                 Some(loaded)
             } else if loaded.checkpoint.complete {
@@ -191,7 +191,7 @@ pub(crate) async fn apply_loaded(
             // The plan first (once, streamed), then the checkpoint bound to it: a crash between
             // the two leaves no checkpoint, and the next run writes both again.
             ApplyCheckpoint::persist_plan(p, checkpoint_path).await?;
-            let cp = ApplyCheckpoint::new(p);
+            let cp = ApplyCheckpoint::new(p)?;
             cp.save(checkpoint_path).await?;
             failpoint::hit("apply.after_plan_persisted")?;
             (cp, p.clone())
@@ -269,26 +269,26 @@ pub(crate) async fn apply_loaded(
                 };
                 // A plan document carries its own digest, which anyone can recompute: the library
                 // still deletes only collectable keys minted before the plan's cutoff.
-                if lake_store::keys::minted_at(&candidate.uri).is_none_or(|t| t >= lineage.cutoff()) {
+                if candidate.key.minted_at().is_none_or(|t| t >= lineage.cutoff()) {
                     return Err(GcError::Checkpoint {
                         path: shown,
                         message: format!(
                             "its plan names `{}`, which is not a managed object minted before the plan's cutoff {}; GC never deletes it. Nothing more was deleted; make a new plan",
-                            candidate.uri, plan.cutoff
+                            candidate.key, plan.cutoff
                         ),
                     });
                 }
                 // A shard deletes only keys of its range (shards applied at once never meet).
-                if let Some(shard) = plan.shard.as_ref().filter(|s| !s.range.contains(&candidate.uri)) {
+                if let Some(shard) = plan.shard.as_ref().filter(|s| !s.range.contains(candidate.key.as_str())) {
                     return Err(GcError::Checkpoint {
                         path: shown,
                         message: format!(
                             "its plan is shard {} covering {} but names `{}`, outside it; nothing more was deleted; make a new plan",
-                            shard.index, shard.range, candidate.uri
+                            shard.index, shard.range, candidate.key
                         ),
                     });
                 }
-                batch.push(candidate.uri);
+                batch.push(candidate.key.into_string());
                 index += 1;
             }
             let batch = keep_unrevived(batch, &lineage, &mut live, &mut revived, &mut cp)?;
@@ -399,7 +399,7 @@ fn record(cp: &mut ApplyCheckpoint, key: &str, outcome: DeleteOutcome, failed: &
         DeleteOutcome::Absent => cp.absent += 1,
         DeleteOutcome::Skipped(reason) => {
             tracing::warn!(key, %reason, "left alone; not retried");
-            cp.skipped.push(format!("{key}: {reason}"));
+            cp.skipped.push(crate::checkpoint::SkippedKey { key: key.into(), reason });
         }
         DeleteOutcome::Failed(message) => {
             tracing::warn!(key, %message, "delete failed; it stays pending for the next run");

@@ -9,7 +9,8 @@
 
 use crate::error::GcError;
 use crate::plan::Candidate;
-use lake_engine::spill::{read_exact_or_end, SpillRecord};
+use crate::plan_time::PlanTime;
+use lake_engine::spill::{read_exact_or_end, write_str, SpillRecord};
 use lake_store::StoreError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -18,26 +19,27 @@ use std::sync::Arc;
 
 impl SpillRecord for Candidate {
     fn memory_bytes(&self) -> usize {
-        self.uri.capacity() + self.last_modified.capacity()
+        self.key.as_str().len()
     }
 
     fn write_to(&self, out: &mut impl Write) -> std::io::Result<()> {
-        self.uri.write_to(out)?;
+        write_str(self.key.as_str(), out)?;
         out.write_all(&self.size.to_le_bytes())?;
-        self.last_modified.write_to(out)
+        out.write_all(&self.last_modified.timestamp_millis().to_le_bytes())
     }
 
     fn read_from(input: &mut impl Read) -> std::io::Result<Option<Self>> {
-        let Some(uri) = String::read_from(input)? else {
+        let Some(key) = String::read_from(input)? else {
             return Ok(None);
         };
-        let mut size = [0u8; 8];
+        let (mut size, mut time) = ([0u8; 8], [0u8; 8]);
         let truncated = || std::io::Error::new(std::io::ErrorKind::InvalidData, "truncated candidate record");
-        if !read_exact_or_end(input, &mut size)? {
+        if !read_exact_or_end(input, &mut size)? || !read_exact_or_end(input, &mut time)? {
             return Err(truncated());
         }
-        let last_modified = String::read_from(input)?.ok_or_else(truncated)?;
-        Ok(Some(Candidate { uri, size: u64::from_le_bytes(size), last_modified }))
+        let last_modified = PlanTime::from_timestamp_millis(i64::from_le_bytes(time))
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "a candidate's time out of range"))?;
+        Ok(Some(Candidate { key: key.into(), size: u64::from_le_bytes(size), last_modified }))
     }
 }
 
@@ -152,7 +154,7 @@ impl CandidateList {
     /// # Errors
     /// [`StoreError::Io`](lake_store::StoreError::Io) when a spilled list cannot be read.
     pub fn keys(&self) -> Result<Vec<String>, GcError> {
-        Ok(self.to_vec()?.into_iter().map(|c| c.uri).collect())
+        Ok(self.to_vec()?.into_iter().map(|c| c.key.into_string()).collect())
     }
 
     /// A cursor over the candidates from index `skip` (0-based) on: one sequential pass, holding
@@ -316,15 +318,15 @@ impl CandidateWriter {
     /// inventory broke its order; nothing is planned from it); [`StoreError::Io`](lake_store::StoreError::Io) when the
     /// temporary file cannot be written.
     pub fn push(&mut self, candidate: Candidate) -> Result<(), GcError> {
-        if self.len > 0 && self.last.as_str() >= candidate.uri.as_str() {
+        if self.len > 0 && self.last.as_str() >= candidate.key.as_str() {
             return Err(GcError::from(StoreError::Corrupt {
-                path: candidate.uri,
+                path: candidate.key.into_string(),
                 what: "inventory listing",
                 message: "keys did not come in strictly ascending order; nothing was planned".into(),
             }));
         }
         self.last.clear();
-        self.last.push_str(&candidate.uri);
+        self.last.push_str(candidate.key.as_str());
         self.len += 1;
         self.bytes += candidate.size;
         if let Some((file, w)) = self.file.as_mut() {
@@ -369,7 +371,11 @@ mod tests {
     use super::*;
 
     fn c(i: usize) -> Candidate {
-        Candidate { uri: format!("objects/{i:05}/x"), size: i as u64, last_modified: "2026-01-01T00:00:00.000Z".into() }
+        Candidate {
+            key: format!("objects/{i:05}/x").into(),
+            size: i as u64,
+            last_modified: "2026-01-01T00:00:00.000Z".parse().unwrap(),
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 use crate::error::GcError;
 use crate::output::write_atomically;
 use crate::plan::GcPlan;
+use lake_store::keys::ObjectKey;
 use lake_store::store::LakeStore;
 use lake_store::StoreError;
 use serde::{Deserialize, Serialize};
@@ -265,14 +266,46 @@ pub struct ApplyCheckpoint {
     /// store reports a missing key as deleted).
     pub absent: u64,
     /// Keys left alone and not retried (no longer a regular file, a folder no longer empty),
-    /// with the reason: `key: reason`.
-    pub skipped: Vec<String>,
+    /// each with the reason.
+    pub skipped: Vec<SkippedKey>,
     /// Keys whose delete failed; retried first on the next run.
     pub failed: Vec<String>,
     /// Candidates dropped because a version newer than the plan's basis references them.
     pub revived: Vec<String>,
     /// True when every candidate was deleted, found gone, skipped or revived.
     pub complete: bool,
+}
+
+/// A key apply left alone and does not retry, and why. Its wire form in a checkpoint is one
+/// string, `key: reason` (as earlier builds wrote it: a collectable key has no `: `).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedKey {
+    /// The key, relative to the lake root.
+    pub key: ObjectKey,
+    /// Why it was left alone (the deleter's sentence).
+    pub reason: String,
+}
+
+impl std::fmt::Display for SkippedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.reason)
+    }
+}
+
+impl Serialize for SkippedKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SkippedKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.split_once(": ") {
+            Some((key, reason)) => Ok(Self { key: key.into(), reason: reason.to_string() }),
+            None => Err(serde::de::Error::custom(format!("skipped entry `{text}` is not `key: reason`"))),
+        }
+    }
 }
 
 /// A checkpoint read back, with the plan it applies.
@@ -286,10 +319,13 @@ pub struct LoadedCheckpoint {
 
 impl ApplyCheckpoint {
     /// A fresh checkpoint for `plan`.
-    pub fn new(plan: &GcPlan) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// As [`GcPlan::digest`].
+    pub fn new(plan: &GcPlan) -> Result<Self, GcError> {
+        Ok(Self {
             format_version: CHECKPOINT_FORMAT_VERSION,
-            plan_digest: plan.digest(),
+            plan_digest: plan.digest()?,
             candidates: plan.candidates.len() as u64,
             next_index: 0,
             deleted: 0,
@@ -299,7 +335,7 @@ impl ApplyCheckpoint {
             failed: Vec::new(),
             revived: Vec::new(),
             complete: false,
-        }
+        })
     }
 
     /// Loads the checkpoint at `location` and its plan; `None` when there is no checkpoint.
@@ -394,5 +430,24 @@ impl ApplyCheckpoint {
             }
         }
         at.write_streamed(|out| plan.write_document(out)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SkippedKey;
+
+    /// A skipped key's wire form is the one string earlier builds wrote, read back whole; a
+    /// string without `: ` is refused.
+    #[test]
+    fn skipped_keys_keep_their_wire_form() {
+        let skipped = SkippedKey {
+            key: "objects/01J00000000000000000000000/a.bin".into(),
+            reason: "not a regular file: a symbolic link".into(),
+        };
+        let text = serde_json::to_string(&skipped).unwrap();
+        assert_eq!(text, "\"objects/01J00000000000000000000000/a.bin: not a regular file: a symbolic link\"");
+        assert_eq!(serde_json::from_str::<SkippedKey>(&text).unwrap(), skipped);
+        assert!(serde_json::from_str::<SkippedKey>("\"objects/01J00000000000000000000000/a.bin\"").is_err());
     }
 }

@@ -71,7 +71,8 @@ use crate::error::GcError;
 use crate::inventory::parallel::{buffered_pages, ParallelInventory};
 use crate::inventory::ObjectInventory;
 use crate::key_range::KeyRange;
-use crate::plan::{GcPlan, PlanShard};
+use crate::plan::{GcPlan, PlanProblem, PlanShard};
+use crate::plan_time::PlanTime;
 use crate::planner::{format_time, plan, plan_ranges, PlanOptions, PlanStats};
 use crate::shards::{check_count, ShardManifest, ShardSpec, ShardedPlan};
 use chrono::{DateTime, Utc};
@@ -426,7 +427,8 @@ impl<'e> GarbageCollector<'e> {
     async fn shard_spec(&self, horizon: &Horizon, shards: usize) -> Result<(ShardSpec, ClockReading), GcError> {
         check_count(shards)?;
         let (cutoff, clock) = self.cutoff(horizon).await?;
-        let cutoff = DateTime::<Utc>::from_timestamp_millis(cutoff.timestamp_millis()).unwrap_or(cutoff);
+        let recorded = PlanTime::from_datetime(cutoff);
+        let cutoff = recorded.datetime();
         let ranges = match self.first_minted(cutoff).await? {
             Some(from) => KeyRange::split_by_time(from, cutoff, shards),
             None => vec![KeyRange::all()],
@@ -434,7 +436,7 @@ impl<'e> GarbageCollector<'e> {
         let spec = ShardSpec {
             root: self.store.root().to_string(),
             min_age_seconds: horizon.min_age.as_secs(),
-            cutoff: format_time(cutoff),
+            cutoff: recorded,
             ranges,
         };
         Ok((spec, clock))
@@ -489,7 +491,7 @@ impl<'e> GarbageCollector<'e> {
             )
         })?;
         self.check_lake_and_horizon(&spec.root, spec.min_age_seconds, horizon, "the shard spec")?;
-        let earlier = Horizon { earlier_cutoff: Some(spec.cutoff_time()?), ..horizon.clone() };
+        let earlier = Horizon { earlier_cutoff: Some(spec.cutoff_time()), ..horizon.clone() };
         let (cutoff, clock) = self.cutoff(&earlier).await?;
         let options =
             PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings).range(range.clone());
@@ -513,7 +515,7 @@ impl<'e> GarbageCollector<'e> {
         shards: usize,
     ) -> Result<PlannedShards, GcError> {
         let (spec, clock) = self.shard_spec(horizon, shards).await?;
-        let options = PlanOptions::new(self.store.root(), horizon.min_age, spec.cutoff_time()?).with_settings(settings);
+        let options = PlanOptions::new(self.store.root(), horizon.min_age, spec.cutoff_time()).with_settings(settings);
         let (mut plans, stats) = plan_ranges(self.engine, self.inventory.as_ref(), &options, &spec.ranges).await?;
         let count = plans.len() as u64;
         for (index, (plan, range)) in plans.iter_mut().zip(&spec.ranges).enumerate() {
@@ -601,15 +603,7 @@ impl<'e> GarbageCollector<'e> {
 
     async fn check_plan(&self, plan: &GcPlan, horizon: &Horizon, what: &str) -> Result<(), GcError> {
         self.check_lake_and_horizon(&plan.root, plan.min_age_seconds, horizon, what)?;
-        let planned = DateTime::parse_from_rfc3339(&plan.cutoff)
-            .map_err(|e| {
-                GcError::from(StoreError::Corrupt {
-                    path: what.to_string(),
-                    what: "plan",
-                    message: format!("an unreadable cutoff `{}`: {e}", plan.cutoff),
-                })
-            })?
-            .with_timezone(&Utc);
+        let planned = plan.cutoff.datetime();
         let (now, _) = self.cutoff(&Horizon { earlier_cutoff: None, ..horizon.clone() }).await?;
         if planned > now {
             return Err(GcError::refused(Refusal::CutoffTooLate, format!(
@@ -637,11 +631,11 @@ fn refuse_shard(plan: &GcPlan, what: &str) -> Result<(), GcError> {
 /// Refuses a manifest with a shard planned on incomplete lineage: a symbolic link one shard's
 /// listing met may alias an object another shard would delete.
 fn check_manifest_complete(manifest: &ShardManifest) -> Result<(), GcError> {
-    let incomplete: Vec<String> = manifest
+    let incomplete: Vec<PlanProblem> = manifest
         .shards
         .iter()
         .filter(|e| !e.lineage_complete)
-        .map(|e| format!("shard {} of {} was planned on incomplete lineage (its plan names the problems); no shard of manifest {} is applied", e.index, manifest.count, manifest.digest()))
+        .map(|e| PlanProblem::new(PlanProblem::INCOMPLETE_SHARD, format!("shard {} of {} was planned on incomplete lineage (its plan names the problems); no shard of manifest {} is applied", e.index, manifest.count, manifest.digest())))
         .collect();
     if incomplete.is_empty() {
         Ok(())

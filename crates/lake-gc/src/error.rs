@@ -39,10 +39,10 @@ pub enum GcError {
         problems: Vec<LineageProblem>,
     },
     /// The plan was made on incomplete lineage: apply refuses it.
-    #[error("the plan was made on incomplete lineage and cannot be applied; nothing was deleted. Fix these, then plan again:\n  - {}", problems.join("\n  - "))]
+    #[error("the plan was made on incomplete lineage and cannot be applied; nothing was deleted. Fix these, then plan again:\n  - {}", problems.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("\n  - "))]
     PlanIncomplete {
-        /// The problems, one sentence each, as the plan (or shard manifest) records them.
-        problems: Vec<String>,
+        /// The problems, as the plan (or shard manifest) records them.
+        problems: Vec<crate::plan::PlanProblem>,
     },
     /// The checkpoint belongs to another plan or another format.
     #[error("checkpoint `{path}`: {message}")]
@@ -237,7 +237,7 @@ mod tests {
         let permanent = [
             GcError::refused(Refusal::PolicyFloor, "below the floor"),
             GcError::LineageIncomplete { problems: Vec::new() },
-            GcError::PlanIncomplete { problems: vec!["p".into()] },
+            GcError::PlanIncomplete { problems: vec![crate::plan::PlanProblem::new("p", "p")] },
             GcError::Checkpoint { path: "c".into(), message: "m".into() },
             GcError::Output { path: "o".into(), message: "m".into() },
             GcError::Engine(EngineError::Lineage { table: "t".into(), problems: Vec::new() }),

@@ -43,6 +43,7 @@ mod mount_table;
 mod no_follow;
 pub mod output;
 pub mod plan;
+pub mod plan_time;
 pub mod planner;
 mod revalidation;
 pub mod shards;

@@ -9,6 +9,7 @@
 //! say), which GC cannot follow to tell which object it reaches.
 
 use crate::error::GcError;
+use crate::plan::PlanProblem;
 use crate::spill::{MergedKeys, SortedRuns};
 use lake_common::is_external_identity;
 use lake_engine::{Engine, EngineError, RetainedRoots, TableSnapshot, WriteIntents};
@@ -23,14 +24,14 @@ use lake_store::keys::parse_managed_key;
 pub(crate) fn push_live_keys(
     snapshot: Box<dyn TableSnapshot>,
     runs: &mut SortedRuns,
-) -> Result<(u64, Vec<String>), GcError> {
+) -> Result<(u64, Vec<PlanProblem>), GcError> {
     let table = snapshot.lineage().table.clone();
     let roots = RetainedRoots::new(snapshot.lineage().retained.clone());
     let (mut read, mut problems) = (0u64, Vec::new());
     let mut stream = match snapshot.live(&roots) {
         Ok(stream) => stream,
         Err(EngineError::Lineage { problems: found, .. }) => {
-            return Ok((0, found.iter().map(|p| p.to_string()).collect()));
+            return Ok((0, found.iter().map(PlanProblem::from).collect()));
         }
         Err(e) => return Err(e.into()),
     };
@@ -39,7 +40,7 @@ pub(crate) fn push_live_keys(
             Ok(Some(identity)) => identity,
             Ok(None) => return Ok((read, problems)),
             Err(EngineError::Lineage { problems: found, .. }) => {
-                problems.extend(found.iter().map(|p| p.to_string()));
+                problems.extend(found.iter().map(PlanProblem::from));
                 return Ok((read, problems));
             }
             Err(e) => return Err(e.into()),
@@ -49,10 +50,10 @@ pub(crate) fn push_live_keys(
             continue;
         }
         if parse_managed_key(&identity.uri).is_none() && problems.len() < 100 {
-            problems.push(format!(
+            problems.push(PlanProblem::new(PlanProblem::UNMANAGED_REFERENCE, format!(
                 "table `{table}` references {:?}, inside the lake root but not a managed object key (objects/<ULID>/<name>): GC cannot tell which object it names (a route through a link, a mistyped key?). Remove the reference: `lake delete ROOT --table {table} --where \"<column>.uri = '...'\"` (or `lake update ... --set` the object's own key), then remove the versions that still hold it (`lake cleanup ROOT --table {table} --older-than DUR`, after deleting any tag on them)",
                 identity.uri
-            ));
+            )));
         }
         runs.push(identity.uri)?;
     }
@@ -89,7 +90,8 @@ pub(crate) async fn live_now(engine: &dyn Engine, budget: usize) -> Result<LiveK
     let intents = push_intent_keys(engine, &mut runs).await?;
     let tables = engine.tables().await?;
     let mut problems: Vec<lake_engine::LineageProblem> = tables.problems.clone();
-    let mut messages = intents.problems;
+    let mut messages: Vec<PlanProblem> =
+        intents.problems.into_iter().map(|m| PlanProblem::new(PlanProblem::WRITE_INTENT, m)).collect();
     for location in &tables.tables {
         let snapshot = engine.snapshot(location).await?;
         if !snapshot.lineage().problems.is_empty() {

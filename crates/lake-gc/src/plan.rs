@@ -5,12 +5,20 @@
 //! encoding is compact JSON with a fixed field order. The digest is the SHA-256 of those bytes;
 //! a plan document on disk (`--out FILE`) is `{"digest": ..., "plan": {...}}`, and reading it
 //! back recomputes the digest, so an edited plan is refused.
+//!
+//! In memory a plan is typed: its cutoff and candidates' times are [`PlanTime`]s, a candidate's
+//! key an [`ObjectKey`], a problem a [`PlanProblem`] with a stable kind. The document is their
+//! JSON (serde's, field names as earlier builds wrote them: a candidate's key is `uri`): read in
+//! one place ([`GcPlan::read_document_and_digest`], where every time is parsed, once, in its one
+//! spelling) and hashed by one function that returns its errors ([`GcPlan::digest`]).
 
 use crate::candidates::CandidateList;
 use crate::error::GcError;
 use crate::key_range::KeyRange;
 use crate::output::{DocumentKind, OutputPath};
-use lake_engine::LineageBasis;
+use crate::plan_time::PlanTime;
+use lake_engine::{LineageBasis, LineageProblem};
+use lake_store::keys::ObjectKey;
 use lake_store::StoreError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -71,12 +79,53 @@ impl BasisEntry {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Candidate {
-    /// Key relative to the lake root.
-    pub uri: String,
+    /// Key relative to the lake root (the document's field is `uri`, as earlier builds wrote).
+    #[serde(rename = "uri")]
+    pub key: ObjectKey,
     /// Size in bytes.
     pub size: u64,
-    /// The store's `last_modified`, RFC 3339 UTC with milliseconds.
-    pub last_modified: String,
+    /// The store's `last_modified` (UTC, milliseconds).
+    pub last_modified: PlanTime,
+}
+
+/// Why a plan is incomplete: a stable `kind` beside a sentence naming what is wrong and what to
+/// do. Kinds: every [`LineageProblem::kind`], and [`PlanProblem::UNMANAGED_REFERENCE`],
+/// [`PlanProblem::WRITE_INTENT`], [`PlanProblem::LINKED_REFERENCE`], [`PlanProblem::INCOMPLETE_SHARD`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanProblem {
+    /// A stable snake_case name of the problem's kind.
+    pub kind: String,
+    /// One sentence: what is wrong, and what to do.
+    pub message: String,
+}
+
+impl PlanProblem {
+    /// A table references a key inside the lake root that is not a managed object key.
+    pub const UNMANAGED_REFERENCE: &'static str = "unmanaged_reference";
+    /// A write intent (or the reference log it names) cannot be read or does not match its seal.
+    pub const WRITE_INTENT: &'static str = "write_intent";
+    /// A shard of a sharded plan was planned on incomplete lineage.
+    pub const INCOMPLETE_SHARD: &'static str = "incomplete_shard";
+    /// A live reference goes through a symbolic link under `objects/`.
+    pub const LINKED_REFERENCE: &'static str = "linked_reference";
+
+    /// A problem of kind `kind` saying `message`.
+    pub fn new(kind: &str, message: impl Into<String>) -> Self {
+        Self { kind: kind.to_string(), message: message.into() }
+    }
+}
+
+impl From<&LineageProblem> for PlanProblem {
+    fn from(problem: &LineageProblem) -> Self {
+        Self::new(problem.kind(), problem.to_string())
+    }
+}
+
+impl std::fmt::Display for PlanProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// The shard a plan is of a sharded plan: its candidates are the keys of `range` only, and the
@@ -104,15 +153,15 @@ pub struct GcPlan {
     pub root: String,
     /// The horizon: `--min-age` in seconds.
     pub min_age_seconds: u64,
-    /// Objects younger than this (RFC 3339 UTC, milliseconds) are never candidates.
-    pub cutoff: String,
+    /// Objects younger than this are never candidates.
+    pub cutoff: PlanTime,
     /// Latest version of every table when lineage was read, sorted by table.
     pub basis: Vec<BasisEntry>,
     /// False when any table's journal is incomplete: such a plan has no candidates and apply
     /// refuses it.
     pub lineage_complete: bool,
-    /// Lineage problems, one sentence each, sorted.
-    pub problems: Vec<String>,
+    /// Lineage problems, sorted (by kind, then message).
+    pub problems: Vec<PlanProblem>,
     /// Entries under `objects/` that are no objects and were neither followed nor planned
     /// (symbolic links, named pipes, sockets, device nodes, S3 folder markers).
     pub foreign_count: u64,
@@ -159,22 +208,24 @@ impl std::io::Write for HashWriter {
 impl GcPlan {
     /// The canonical bytes the digest is computed over (all in memory: for tests and small
     /// plans; [`GcPlan::digest`] streams them).
-    pub fn canonical_bytes(&self) -> Vec<u8> {
-        // Plain strings, integers and booleans: serialisation fails only if a spilled candidate
-        // list cannot be read, and then no bytes are returned.
-        serde_json::to_vec(self).unwrap_or_default()
+    ///
+    /// # Errors
+    /// As [`GcPlan::digest`].
+    pub fn canonical_bytes(&self) -> Result<Vec<u8>, GcError> {
+        serde_json::to_vec(self).map_err(unreadable_list)
     }
 
     /// SHA-256 of [`GcPlan::canonical_bytes`], 64 lowercase hex characters, computed as the
-    /// bytes are produced (a spilled candidate list is streamed, never held). An unreadable
-    /// spilled list hashes what was read, so the plan cannot match any recorded digest.
-    pub fn digest(&self) -> String {
+    /// bytes are produced (a spilled candidate list is streamed, never held).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`](lake_store::StoreError::Io) when a spilled candidate list cannot be
+    /// read (the only way serialising a plan fails: every other field is a string, an integer
+    /// or a boolean).
+    pub fn digest(&self) -> Result<String, GcError> {
         let mut hasher = HashWriter(Sha256::new());
-        if let Err(e) = serde_json::to_writer(&mut hasher, self) {
-            tracing::error!("cannot serialise the plan for its digest: {e}");
-            hasher.0.update(b"\0unreadable plan");
-        }
-        hex::encode(hasher.0.finalize())
+        serde_json::to_writer(&mut hasher, self).map_err(unreadable_list)?;
+        Ok(hex::encode(hasher.0.finalize()))
     }
 
     /// Total bytes of the candidates.
@@ -188,7 +239,8 @@ impl GcPlan {
     /// # Errors
     /// The writer's errors, and a spilled candidate list that cannot be read.
     pub fn write_document(&self, out: impl std::io::Write) -> Result<(), std::io::Error> {
-        let doc = PlanDocumentRef { digest: self.digest(), plan: self };
+        let digest = self.digest().map_err(std::io::Error::other)?;
+        let doc = PlanDocumentRef { digest, plan: self };
         serde_json::to_writer_pretty(out, &doc).map_err(std::io::Error::other)
     }
 
@@ -206,14 +258,16 @@ impl GcPlan {
         out.write(&root, DocumentKind::Plan, |w| self.write_document(w))
     }
 
-    /// The plan document as bytes (see [`GcPlan::write_document`]); empty when a spilled
-    /// candidate list cannot be read.
-    pub fn to_document(&self) -> Vec<u8> {
+    /// The plan document as bytes (see [`GcPlan::write_document`]).
+    ///
+    /// # Errors
+    /// As [`GcPlan::digest`].
+    pub fn to_document(&self) -> Result<Vec<u8>, GcError> {
         let mut out = Vec::new();
-        match self.write_document(&mut out) {
-            Ok(()) => out,
-            Err(_) => Vec::new(),
-        }
+        self.write_document(&mut out).map_err(|source| {
+            GcError::from(StoreError::Io { path: "the plan's spilled candidate list".to_string(), source })
+        })?;
+        Ok(out)
     }
 
     /// Reads a plan document and checks its digest and format.
@@ -246,7 +300,7 @@ impl GcPlan {
             |m: String| GcError::from(StoreError::Corrupt { path: path.to_string(), what: "GC plan", message: m });
         let doc: PlanDocument = serde_json::from_reader(reader).map_err(|e| corrupt(e.to_string()))?;
         doc.plan.check_format().map_err(corrupt)?;
-        let actual = doc.plan.digest();
+        let actual = doc.plan.digest()?;
         if actual != doc.digest {
             return Err(corrupt(format!(
                 "digest mismatch: the document says {} but its plan hashes to {actual}; the plan was edited. Make a new one with a dry run",
@@ -266,21 +320,19 @@ impl GcPlan {
     /// # Errors
     /// A sentence naming the first candidate at fault (or an unreadable cutoff or list).
     pub fn check_candidates(&self, from: u64) -> Result<(), String> {
-        let cutoff = chrono::DateTime::parse_from_rfc3339(&self.cutoff)
-            .map_err(|e| format!("its plan's cutoff `{}` cannot be read: {e}", self.cutoff))?
-            .with_timezone(&chrono::Utc);
+        let cutoff = self.cutoff.datetime();
         let mut cursor = self.candidates.cursor(from).map_err(|e| e.to_string())?;
         while let Some(candidate) = cursor.next_candidate().map_err(|e| e.to_string())? {
-            if lake_store::keys::minted_at(&candidate.uri).is_none_or(|t| t >= cutoff) {
+            if candidate.key.minted_at().is_none_or(|t| t >= cutoff) {
                 return Err(format!(
                     "its plan names `{}`, which is not a managed object minted before the plan's cutoff {}; GC never deletes it",
-                    candidate.uri, self.cutoff
+                    candidate.key, self.cutoff
                 ));
             }
-            if let Some(shard) = self.shard.as_ref().filter(|s| !s.range.contains(&candidate.uri)) {
+            if let Some(shard) = self.shard.as_ref().filter(|s| !s.range.contains(candidate.key.as_str())) {
                 return Err(format!(
                     "its plan is shard {} of {} covering {} but names `{}`, outside that range",
-                    shard.index, shard.count, shard.range, candidate.uri
+                    shard.index, shard.count, shard.range, candidate.key
                 ));
             }
         }
@@ -303,4 +355,12 @@ impl GcPlan {
         }
         Ok(())
     }
+}
+
+/// A plan that cannot be serialised: its spilled candidate list cannot be read.
+fn unreadable_list(e: serde_json::Error) -> GcError {
+    GcError::from(StoreError::Io {
+        path: "the plan's spilled candidate list".to_string(),
+        source: std::io::Error::other(e),
+    })
 }

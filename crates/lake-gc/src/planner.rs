@@ -57,9 +57,12 @@ use crate::inventory::InventoryEntry;
 use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
 use crate::key_range::KeyRange;
 use crate::live_keys::{push_intent_keys, push_live_keys};
-use crate::plan::{BasisEntry, Candidate, GcPlan, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+use crate::plan::{
+    BasisEntry, Candidate, GcPlan, PlanProblem, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS,
+};
+use crate::plan_time::PlanTime;
 use crate::spill::SortedRuns;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use lake_engine::{Engine, LineageBasis};
 use lake_store::keys::{first_key_at, garbage_kind, minted_at, GarbageKind};
 use lake_store::layout::OBJECTS_PREFIX;
@@ -175,9 +178,9 @@ pub struct PlanStats {
     pub intent_references: u64,
 }
 
-/// RFC 3339 UTC with milliseconds, the plan's time format.
+/// RFC 3339 UTC with milliseconds, the plan's time format ([`PlanTime`]'s spelling).
 pub fn format_time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+    PlanTime::from_datetime(t).to_string()
 }
 
 /// Makes a plan of the keys in `options.range`. See the module documentation for the rules.
@@ -251,8 +254,8 @@ pub(crate) async fn plan_ranges(
         stats.intent_references = intents.intents.iter().map(|i| i.references).sum();
         stats.write_intents = intents.intents;
         let table_set = engine.tables().await?;
-        let mut problems: Vec<String> = table_set.problems.iter().map(|p| p.to_string()).collect();
-        problems.extend(intents.problems);
+        let mut problems: Vec<PlanProblem> = table_set.problems.iter().map(PlanProblem::from).collect();
+        problems.extend(intents.problems.into_iter().map(|m| PlanProblem::new(PlanProblem::WRITE_INTENT, m)));
         let mut basis = Vec::new();
         // Table by table: lineage, then (while every table so far is complete) its live keys, as
         // sorted runs spilled past the memory budget and merged in key order later. Replaying
@@ -272,7 +275,7 @@ pub(crate) async fn plan_ranges(
             let lineage = snapshot.lineage();
             stats.tables += 1;
             basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));
-            problems.extend(lineage.problems.iter().map(|p| p.to_string()));
+            problems.extend(lineage.problems.iter().map(PlanProblem::from));
             if !problems.is_empty() {
                 continue;
             }
@@ -379,9 +382,9 @@ pub(crate) async fn plan_ranges(
                         stats.staged_uploads += 1;
                     }
                     sweep.candidates.push(Candidate {
-                        uri: entry.key,
+                        key: entry.key.into(),
                         size: entry.size,
-                        last_modified: format_time(entry.last_modified),
+                        last_modified: entry.last_modified.into(),
                     })?;
                 }
             }
@@ -416,9 +419,9 @@ pub(crate) async fn plan_ranges(
                 stats.journal_garbage += 1;
                 let last_modified = DateTime::<Utc>::from_timestamp_millis(file.last_modified_ms).unwrap_or(cutoff);
                 sweeps[at].candidates.push(Candidate {
-                    uri: file.key,
+                    key: file.key.into(),
                     size: file.size,
-                    last_modified: format_time(last_modified),
+                    last_modified: last_modified.into(),
                 })?;
             }
         }
@@ -437,7 +440,7 @@ pub(crate) async fn plan_ranges(
             stage: STAGE_ORPHAN_OBJECTS.to_string(),
             root: options.root.clone(),
             min_age_seconds: options.min_age.as_secs(),
-            cutoff: format_time(cutoff),
+            cutoff: PlanTime::from_datetime(cutoff),
             basis: basis.clone(),
             lineage_complete: o.lineage_complete,
             problems: o.problems,
@@ -470,9 +473,9 @@ fn own_candidate(
         _ => return Ok(()),
     }
     sweeps[at].candidates.push(Candidate {
-        uri: entry.key,
+        key: entry.key.into(),
         size: entry.size,
-        last_modified: format_time(entry.last_modified),
+        last_modified: entry.last_modified.into(),
     })
 }
 
@@ -513,7 +516,7 @@ struct RangeSweep {
 struct RangeOutcome {
     candidates: CandidateList,
     lineage_complete: bool,
-    problems: Vec<String>,
+    problems: Vec<PlanProblem>,
     foreign_count: u64,
     foreign: Vec<String>,
 }
@@ -534,9 +537,9 @@ impl RangeSweep {
     /// problems of its own, no candidates.
     fn finish(
         self,
-        problems: &[String],
+        problems: &[PlanProblem],
         lineage_complete: bool,
-        alias_problems: Vec<String>,
+        alias_problems: Vec<PlanProblem>,
     ) -> Result<RangeOutcome, GcError> {
         let mut problems = problems.to_vec();
         let (candidates, lineage_complete) = if alias_problems.is_empty() {
@@ -565,7 +568,7 @@ struct Aliases<'r> {
     /// a listed object).
     links: std::collections::BTreeMap<String, usize>,
     /// Per range, the live references found going through one of its links.
-    problems: Vec<Vec<String>>,
+    problems: Vec<Vec<PlanProblem>>,
 }
 
 impl<'r> Aliases<'r> {
@@ -600,14 +603,14 @@ impl<'r> Aliases<'r> {
                 continue;
             }
             named.push(at);
-            self.problems[at].push(format!(
+            self.problems[at].push(PlanProblem::new(PlanProblem::LINKED_REFERENCE, format!(
                 "live reference `{live}` goes through the symbolic link `{prefix}`: GC cannot tell which object it names; replace the link by the object, or write the reference as the object's own key"
-            ));
+            )));
         }
     }
 
     /// Per range, its problems.
-    fn finish(self) -> Vec<Vec<String>> {
+    fn finish(self) -> Vec<Vec<PlanProblem>> {
         self.problems
     }
 }

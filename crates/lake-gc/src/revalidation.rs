@@ -20,7 +20,6 @@ use chrono::{DateTime, Utc};
 use lake_common::is_external_identity;
 use lake_engine::{Engine, EngineError, LineageBasis, LineageProblem, LineageStamp, TableLocation};
 use lake_store::keys::parse_managed_key;
-use lake_store::StoreError;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One table as last checked.
@@ -49,15 +48,7 @@ impl<'a> Revalidation<'a> {
     /// # Errors
     /// [`GcError::LineageIncomplete`] naming every problem; engine and storage errors.
     pub(crate) async fn start(engine: &'a dyn Engine, plan: &GcPlan) -> Result<Self, GcError> {
-        let cutoff = DateTime::parse_from_rfc3339(&plan.cutoff)
-            .map_err(|e| {
-                GcError::from(StoreError::Corrupt {
-                    path: "the plan".into(),
-                    what: "GC plan",
-                    message: format!("cutoff `{}`: {e}", plan.cutoff),
-                })
-            })?
-            .with_timezone(&Utc);
+        let cutoff = plan.cutoff.datetime();
         let tables = plan.basis.iter().map(|b| (b.table.clone(), Checked { basis: b.basis(), stamp: None })).collect();
         let mut revalidation = Self { engine, cutoff, tables, added: BTreeSet::new(), garbage: BTreeMap::new() };
         revalidation.refresh().await?;

@@ -32,6 +32,7 @@ use crate::error::GcError;
 use crate::key_range::KeyRange;
 use crate::output::{document_root, DocumentKind, OutputPath};
 use crate::plan::{GcPlan, PlanShard};
+use crate::plan_time::PlanTime;
 use lake_store::Refusal;
 use lake_store::StoreError;
 use serde::{Deserialize, Serialize};
@@ -75,9 +76,9 @@ pub struct ShardSpec {
     pub root: String,
     /// The horizon, `min_age` in seconds.
     pub min_age_seconds: u64,
-    /// The cutoff, RFC 3339 UTC with milliseconds (as plans record it): fixed once, from the
-    /// store's clock, before any shard reads lineage.
-    pub cutoff: String,
+    /// The cutoff (as plans record it): fixed once, from the store's clock, before any shard
+    /// reads lineage.
+    pub cutoff: PlanTime,
     /// The shards' key ranges, in order (see [`KeyRange::check_partition`]).
     pub ranges: Vec<KeyRange>,
 }
@@ -88,8 +89,8 @@ impl ShardSpec {
         self.ranges.len()
     }
 
-    /// Checks the ranges (1 to [`MAX_SHARDS`], a partition of the key space) and the cutoff's
-    /// syntax.
+    /// Checks the ranges (1 to [`MAX_SHARDS`], a partition of the key space); the cutoff's
+    /// spelling was checked where the spec was read ([`PlanTime`]).
     ///
     /// # Errors
     /// [`StoreError::Refused`](lake_store::StoreError::Refused) naming what is wrong.
@@ -100,30 +101,12 @@ impl ShardSpec {
                 Refusal::ShardMismatch,
                 format!("the shard spec's ranges are not usable: {m}; nothing was planned"),
             )
-        })?;
-        self.cutoff_time().map(|_| ())
+        })
     }
 
     /// The cutoff as a time.
-    ///
-    /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) for a cutoff not written as plans write it (RFC 3339 UTC with
-    /// milliseconds, `2026-01-31T12:00:00.000Z`): every shard records it, and their manifest
-    /// compares them as text.
-    pub fn cutoff_time(&self) -> Result<chrono::DateTime<chrono::Utc>, GcError> {
-        let refuse = |m: String| {
-            GcError::refused(Refusal::ShardMismatch, format!(
-                "the shard spec's cutoff `{}` {m}; write it as plans do (RFC 3339 UTC with milliseconds, e.g. 2026-01-31T12:00:00.000Z)",
-                self.cutoff
-            ))
-        };
-        let time = chrono::DateTime::parse_from_rfc3339(&self.cutoff)
-            .map_err(|e| refuse(format!("is not RFC 3339 ({e})")))?
-            .with_timezone(&chrono::Utc);
-        if crate::planner::format_time(time) != self.cutoff {
-            return Err(refuse("is not in the plans' form".into()));
-        }
-        Ok(time)
+    pub fn cutoff_time(&self) -> chrono::DateTime<chrono::Utc> {
+        self.cutoff.datetime()
     }
 }
 
@@ -165,7 +148,7 @@ impl ShardEntry {
         Ok(Self {
             index: shard.index,
             range: shard.range.clone(),
-            digest: plan.digest(),
+            digest: plan.digest()?,
             candidates: plan.candidates.len() as u64,
             bytes: plan.candidate_bytes(),
             lineage_complete: plan.lineage_complete,
@@ -174,16 +157,17 @@ impl ShardEntry {
 }
 
 fn shard_of(plan: &GcPlan) -> Result<&PlanShard, GcError> {
-    plan.shard.as_ref().ok_or_else(|| {
-        GcError::refused(
+    match plan.shard.as_ref() {
+        Some(shard) => Ok(shard),
+        None => Err(GcError::refused(
             Refusal::BoundToManifest,
             format!(
                 "the plan of cutoff {} (digest {}) is a whole plan, not a shard of a sharded plan",
                 plan.cutoff,
-                plan.digest()
+                plan.digest()?
             ),
-        )
-    })
+        )),
+    }
 }
 
 /// The manifest of a sharded plan (see the module documentation).
@@ -196,8 +180,8 @@ pub struct ShardManifest {
     pub root: String,
     /// The horizon, seconds.
     pub min_age_seconds: u64,
-    /// The cutoff every shard was planned at (RFC 3339 UTC, milliseconds).
-    pub cutoff: String,
+    /// The cutoff every shard was planned at.
+    pub cutoff: PlanTime,
     /// How many shards (`shards.len()`).
     pub count: u64,
     /// The shards, shard `i` at index `i`.
@@ -257,7 +241,7 @@ impl ShardManifest {
             }
         }
         let entries = plans.iter().map(ShardEntry::of).collect::<Result<Vec<_>, _>>()?;
-        Self::build(first.root.clone(), first.min_age_seconds, first.cutoff.clone(), entries)
+        Self::build(first.root.clone(), first.min_age_seconds, first.cutoff, entries)
     }
 
     /// The manifest of the shards of `spec` from their entries (in any order), as workers
@@ -286,13 +270,13 @@ impl ShardManifest {
                 format!("the spec has {} shards but {} entries were given", spec.ranges.len(), entries.len()),
             ));
         }
-        Self::build(spec.root.clone(), spec.min_age_seconds, spec.cutoff.clone(), entries)
+        Self::build(spec.root.clone(), spec.min_age_seconds, spec.cutoff, entries)
     }
 
     fn build(
         root: String,
         min_age_seconds: u64,
-        cutoff: String,
+        cutoff: PlanTime,
         mut entries: Vec<ShardEntry>,
     ) -> Result<Self, GcError> {
         entries.sort_by_key(|e| e.index);
@@ -332,7 +316,6 @@ impl ShardManifest {
         {
             return Err(format!("shard {}'s digest `{}` is not a SHA-256", e.index, e.digest));
         }
-        chrono::DateTime::parse_from_rfc3339(&self.cutoff).map_err(|e| format!("its cutoff `{}`: {e}", self.cutoff))?;
         Ok(())
     }
 
@@ -427,7 +410,7 @@ impl ShardManifest {
     /// of another manifest), or a manifest whose own structure is not usable (as
     /// [`ShardManifest::from_document`] checks it).
     pub fn check_shard(&self, plan: &GcPlan) -> Result<(), GcError> {
-        self.check_bound(plan, &plan.digest())
+        self.check_bound(plan, &plan.digest()?)
     }
 
     /// [`ShardManifest::check_shard`] with the plan's digest already computed (by the reader of

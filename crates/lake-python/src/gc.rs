@@ -24,7 +24,7 @@ impl NativeLake {
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
             let planned = gc.plan(&horizon, &PlanSettings::default()).await?;
-            Ok((text(planned.plan.to_document())?, planned.plan.digest()))
+            Ok((text(planned.plan.to_document()?)?, planned.plan.digest()?))
         })
     }
 
@@ -43,9 +43,7 @@ impl NativeLake {
         page_size: usize,
         max_pages: Option<u64>,
     ) -> PyResult<String> {
-        let options = apply_options(page_size, max_pages)?;
-        let (store, engine) = self.gc_parts()?;
-        let location = CheckpointLocation::parse_for(&checkpoint, &store).map_err(Failure::from)?;
+        let Apply { options, store, engine, location } = self.apply_parts(&checkpoint, page_size, max_pages)?;
         let plan = match plan {
             Some(document) => Some(GcPlan::from_document(document.as_bytes(), "the plan").map_err(Failure::input)?),
             None => None,
@@ -104,7 +102,7 @@ impl NativeLake {
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
             let planned = gc.plan_shard(&horizon, &PlanSettings::default(), &spec, index).await?;
-            text(planned.plan.to_document())
+            text(planned.plan.to_document()?)
         })
     }
 
@@ -157,11 +155,9 @@ impl NativeLake {
         page_size: usize,
         max_pages: Option<u64>,
     ) -> PyResult<String> {
-        let options = apply_options(page_size, max_pages)?;
+        let Apply { options, store, engine, location } = self.apply_parts(&checkpoint, page_size, max_pages)?;
         let manifest = ShardManifest::from_document(manifest.as_bytes(), "the manifest").map_err(Failure::input)?;
         let plan = GcPlan::from_document(shard.as_bytes(), "the shard plan").map_err(Failure::input)?;
-        let (store, engine) = self.gc_parts()?;
-        let location = CheckpointLocation::parse_for(&checkpoint, &store).map_err(Failure::from)?;
         let horizon = horizon(Duration::from_secs(manifest.min_age_seconds), allow_below_policy);
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
@@ -171,6 +167,25 @@ impl NativeLake {
             };
             json(&report.checkpoint)
         })
+    }
+}
+
+/// What an apply call works with.
+struct Apply {
+    options: ApplyOptions,
+    store: lake_store::LakeStore,
+    engine: lake_lance::LanceEngine,
+    location: CheckpointLocation,
+}
+
+impl NativeLake {
+    /// The options (see [`apply_options`]), the lake's store and engine, and the checkpoint
+    /// `checkpoint` (a path, or an `s3://` URL opened with this lake's S3 settings).
+    fn apply_parts(&self, checkpoint: &str, page_size: usize, max_pages: Option<u64>) -> Result<Apply, Failure> {
+        let options = apply_options(page_size, max_pages)?;
+        let (store, engine) = self.gc_parts()?;
+        let location = CheckpointLocation::parse_for(checkpoint, &store)?;
+        Ok(Apply { options, store, engine, location })
     }
 }
 
@@ -196,7 +211,7 @@ fn text(bytes: Vec<u8>) -> Result<String, Failure> {
 
 /// The manifest document and the shards' plan documents of `plan`.
 fn sharded_documents(plan: &ShardedPlan) -> Result<(String, Vec<String>), Failure> {
-    let shards = plan.plans.iter().map(|p| text(p.to_document())).collect::<Result<Vec<_>, _>>()?;
+    let shards = plan.plans.iter().map(|p| text(p.to_document()?)).collect::<Result<Vec<_>, _>>()?;
     Ok((text(plan.manifest.to_document())?, shards))
 }
 
@@ -243,5 +258,6 @@ pub(crate) fn sharded_load(dir: std::path::PathBuf) -> PyResult<(String, Vec<Str
 /// document as text. `InputError` for a document that is not a sealed plan.
 #[pyfunction]
 pub(crate) fn plan_digest(document: String, shown: String) -> PyResult<String> {
-    Ok(GcPlan::from_document(document.as_bytes(), &shown).map_err(Failure::input)?.digest())
+    let plan = GcPlan::from_document(document.as_bytes(), &shown).map_err(Failure::input)?;
+    Ok(plan.digest().map_err(Failure::from)?)
 }

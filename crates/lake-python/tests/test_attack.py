@@ -75,7 +75,8 @@ def test_a_failed_first_write_does_not_block_gc(local_root):
     with open(os.path.join(stray, "part.lance"), "wb") as f:
         f.write(b"?")
     plan = lk.gc.plan(min_age="1s")
-    assert not plan.lineage_complete and "bad.lance" in plan.problems[0]
+    assert not plan.lineage_complete, plan.problems
+    assert plan.problems[0].kind == "uncommitted_dataset" and "bad.lance" in plan.problems[0].message
 
 
 DELETER = """

@@ -13,6 +13,64 @@ use crate::layout::OBJECTS_PREFIX;
 use chrono::{DateTime, Utc};
 use ulid::Ulid;
 
+/// A key relative to the lake root, as a store lists it (`objects/<ULID>/<name>`,
+/// `tables/<t>.lance/...`): what a GC plan names. Any listed key is one; [`ObjectKey::is_collectable`]
+/// says whether GC may ever delete it. Serialised as its text.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct ObjectKey(String);
+
+impl ObjectKey {
+    /// The key `key` (relative to the lake root, no leading `/`).
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key's text, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// See [`is_collectable`].
+    pub fn is_collectable(&self) -> bool {
+        is_collectable(&self.0)
+    }
+
+    /// See [`minted_at`]: `None` for a key that is not collectable.
+    pub fn minted_at(&self) -> Option<DateTime<Utc>> {
+        minted_at(&self.0)
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for ObjectKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for ObjectKey {
+    fn from(key: String) -> Self {
+        Self(key)
+    }
+}
+
+impl From<&str> for ObjectKey {
+    fn from(key: &str) -> Self {
+        Self(key.to_string())
+    }
+}
+
 /// A parsed managed key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedKey {

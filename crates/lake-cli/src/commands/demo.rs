@@ -210,11 +210,11 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
         dry.plan.cutoff,
         dry.plan.candidates.len(),
         dry.plan.candidate_bytes(),
-        &dry.plan.digest()[..16]
+        &dry.digest[..16]
     );
     let expected: BTreeSet<String> =
         doomed.iter().map(|(id, _)| id.uri.clone()).chain([abandoned.key.clone()]).collect();
-    let planned: BTreeSet<String> = dry.plan.candidates.to_vec()?.into_iter().map(|c| c.uri).collect();
+    let planned: BTreeSet<String> = dry.plan.candidates.to_vec()?.into_iter().map(|c| c.key.into_string()).collect();
     let mut failures = Vec::new();
     if planned != expected {
         failures.push(format!(
@@ -225,13 +225,13 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
     }
     let checkpoint = base.join("gc-checkpoint.json");
     let apply_req = GcRequest {
-        cutoff: chrono::DateTime::parse_from_rfc3339(&dry.plan.cutoff).ok().map(|c| c.with_timezone(&chrono::Utc)),
+        cutoff: Some(dry.plan.cutoff.datetime()),
         checkpoint: Some(lake_gc::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
         ..dry_req
     };
     let applied: GcReport = run_gc(&collector, &apply_req).await?;
     let a = applied.apply.as_ref().map(|a| a.checkpoint.clone());
-    if applied.plan.digest() != dry.plan.digest() {
+    if applied.digest != dry.digest {
         failures.push("the apply's plan differs from the dry run's at the same cutoff".into());
     }
     if let Some(c) = &a {

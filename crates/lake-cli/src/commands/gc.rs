@@ -4,6 +4,7 @@
 pub(crate) use super::gc_report::{GcReport, JsonReport};
 
 use crate::cli::GcArgs;
+use crate::commands::gc_run::RunFacts;
 use crate::commands::gc_shards::{run_sharded, shard_request};
 use crate::commands::open_lake;
 use crate::error::{check_range, memory_budget_bytes, parse_duration, parse_duration_within, CliError};
@@ -179,17 +180,16 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
         earlier_cutoff: req.cutoff,
     };
     let policy = collector.policy().clone();
-    let report = |plan, stats, clock, apply, resumed, plan_seconds, apply_seconds| GcReport {
-        inventory: None,
-        restore_tags: Vec::new(),
-        plan,
-        stats,
-        clock,
-        policy: policy.clone(),
-        apply,
-        resumed,
-        plan_seconds,
-        apply_seconds,
+    let report = |plan: GcPlan, stats, clock, apply, resumed, plan_seconds, apply_seconds| {
+        Ok::<_, CliError>(GcReport {
+            digest: plan.digest()?,
+            inventory: None,
+            restore_tags: Vec::new(),
+            plan,
+            run: RunFacts { stats, clock, policy: policy.clone(), plan_seconds, apply_seconds },
+            apply,
+            resumed,
+        })
     };
     // Every file this run writes is checked before anything is planned or deleted: none may
     // lie inside the lake, or replace a file of another kind.
@@ -214,7 +214,7 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
         let started = std::time::Instant::now();
         let done = collector.apply(&saved, &horizon, path, &req.apply).await?;
         let resumed = done.resumed;
-        return Ok(report(saved, None, clock, Some(done), resumed, 0.0, started.elapsed().as_secs_f64()));
+        return report(saved, None, clock, Some(done), resumed, 0.0, started.elapsed().as_secs_f64());
     }
     if let Some(path) = &req.checkpoint {
         // An unfinished apply at PATH is resumed (no new plan: finish it first); a finished one
@@ -222,7 +222,7 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
         let started = std::time::Instant::now();
         if let Some(done) = collector.resume_unfinished(&horizon, path, &req.apply).await? {
             let seconds = started.elapsed().as_secs_f64();
-            return Ok(report(done.plan.clone(), None, clock, Some(done), true, 0.0, seconds));
+            return report(done.plan.clone(), None, clock, Some(done), true, 0.0, seconds);
         }
     }
     let settings = PlanSettings {
@@ -244,7 +244,7 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
         None => None,
     };
     let apply_seconds = if apply_report.is_some() { applying.elapsed().as_secs_f64() } else { 0.0 };
-    Ok(report(gc_plan, Some(stats), clock, apply_report, false, plan_seconds, apply_seconds))
+    report(gc_plan, Some(stats), clock, apply_report, false, plan_seconds, apply_seconds)
 }
 
 /// Runs `lake gc`.
@@ -306,7 +306,7 @@ pub(crate) async fn run(args: &GcArgs) -> Result<(), CliError> {
     bar.finish_and_clear();
     let mut report = report?;
     report.inventory = inventory.map(|i| i.summary());
-    report.restore_tags = restore_tags(&engine, report.clock.store_now).await?;
+    report.restore_tags = restore_tags(&engine, report.run.clock.store_now).await?;
     finish(
         args,
         metrics,

@@ -1,51 +1,32 @@
 //! The report of one `lake gc` run in its three forms: human-readable text, the `--json` object
 //! (its candidate array streamed from the plan's list), and Prometheus text metrics.
 
+use super::gc_run::{apply_counts_text, apply_json, intents_json, RunFacts};
 use lake_gc::apply::ApplyReport;
 use lake_gc::inventory::report::ReportSummary;
 use lake_gc::plan::GcPlan;
-use lake_gc::planner::{format_time, PlanStats};
-use lake_store::clock::ClockReading;
-use lake_store::descriptor::LakeDescriptor;
+use lake_gc::planner::format_time;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// What a GC run did.
 #[derive(Debug, Clone)]
 pub(crate) struct GcReport {
     /// The plan made or resumed.
     pub plan: GcPlan,
-    /// Planning counters (absent when resuming a recorded plan).
-    pub stats: Option<PlanStats>,
-    /// The clock reading the cutoff came from.
-    pub clock: ClockReading,
-    /// The lake's policy floor.
-    pub policy: LakeDescriptor,
+    /// The plan's digest ([`GcPlan::digest`], computed once).
+    pub digest: String,
+    /// The clock, policy, planning counters and wall times.
+    pub run: RunFacts,
     /// Apply outcome, when applying.
     pub apply: Option<ApplyReport>,
     /// True when the plan came from an existing checkpoint.
     pub resumed: bool,
-    /// Wall time of planning, seconds (0 when resuming or applying a saved plan).
-    pub plan_seconds: f64,
-    /// Wall time of the apply, seconds (0 for a dry run).
-    pub apply_seconds: f64,
     /// The S3 Inventory report planned from (`--inventory`), and how much of the listing it
     /// gave.
     pub inventory: Option<ReportSummary>,
     /// Restore tags of the lake's tables (`lake-restore-*`): each pins its version (and the
     /// objects it references) until its restore ends, or, stale, until `lake cleanup`.
     pub restore_tags: Vec<lake_lance::history::RestoreTag>,
-}
-
-/// The report's counts of GC's own garbage among the candidates, by kind (from the planning
-/// counters: absent when resuming or applying a saved plan).
-fn own_garbage(stats: &PlanStats) -> Value {
-    json!({
-        "empty_folders": stats.empty_folders,
-        "staged_uploads": stats.staged_uploads,
-        "clock_probes": stats.clock_probes,
-        "reference_logs": stats.journal_garbage,
-    })
 }
 
 /// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
@@ -82,65 +63,22 @@ impl GcReport {
     /// streamed).
     pub(crate) fn to_json(&self) -> Value {
         let p = &self.plan;
-        let mut v = json!({
-            "digest": p.digest(),
-            "root": p.root,
-            "cutoff": p.cutoff,
-            "min_age_seconds": p.min_age_seconds,
-            "policy_min_age_seconds": self.policy.gc.min_age_seconds,
-            "store_now": format_time(self.clock.store_now),
-            "clock_skew_ms": self.clock.skew_ms(),
-            "lineage_complete": p.lineage_complete,
-            "problems": p.problems,
-            "foreign_count": p.foreign_count,
-            "foreign": p.foreign,
-            "basis": p.basis,
-            "candidate_count": p.candidates.len(),
-            "candidate_bytes": p.candidate_bytes(),
-            "resumed": self.resumed,
-            "plan_seconds": self.plan_seconds,
-            "apply_seconds": self.apply_seconds,
-        });
-        if let Some(s) = &self.stats {
-            v["metrics"] = json!({
-                "tables": s.tables,
-                "live_references": s.live_references,
-                "objects_listed": s.objects_listed,
-                "inventory_pages": s.inventory_pages,
-                "unmanaged_keys": s.unmanaged_keys,
-                "foreign_entries": s.foreign_entries,
-                "empty_folders": s.empty_folders,
-                "journal_garbage": s.journal_garbage,
-                "staged_uploads": s.staged_uploads,
-                "clock_probes": s.clock_probes,
-                "live_objects": s.live_objects,
-                "young_objects": s.young_objects,
-                "spilled_runs": s.spilled_runs,
-            });
-        }
-        if let Some(s) = &self.stats {
-            v["own_garbage"] = own_garbage(s);
-            v["write_intents"] = intents_json(s);
-        }
+        let mut v = self.run.json(&p.root, p.cutoff, p.min_age_seconds);
+        v["digest"] = json!(self.digest);
+        v["lineage_complete"] = json!(p.lineage_complete);
+        v["problems"] = json!(p.problems);
+        v["foreign_count"] = json!(p.foreign_count);
+        v["foreign"] = json!(p.foreign);
+        v["basis"] = json!(p.basis);
+        v["candidate_count"] = json!(p.candidates.len());
+        v["candidate_bytes"] = json!(p.candidate_bytes());
+        v["resumed"] = json!(self.resumed);
         v["restore_tags"] = serde_json::to_value(&self.restore_tags).unwrap_or(Value::Null);
         if let Some(i) = &self.inventory {
             v["inventory"] = serde_json::to_value(i).unwrap_or(Value::Null);
         }
-        if let Some(a) = &self.apply {
-            let c = &a.checkpoint;
-            v["deleted"] = json!(c.deleted);
-            v["already_gone"] = json!(c.already_gone);
-            v["absent"] = json!(c.absent);
-            v["skipped"] = json!(c.skipped.len());
-            v["skipped_keys"] = json!(c.skipped);
-            v["failed"] = json!(c.failed.len());
-            v["failed_keys"] = json!(c.failed);
-            v["revived"] = json!(c.revived.len());
-            v["revived_keys"] = json!(c.revived);
-            v["complete"] = json!(c.complete);
-            v["delete_pages"] = json!(a.pages);
-            v["already_complete"] = json!(a.was_complete);
-            v["replaced"] = replaced_json(a);
+        if let (Some(a), Value::Object(map)) = (&self.apply, &mut v) {
+            map.extend(apply_json(a));
         }
         v
     }
@@ -165,12 +103,12 @@ impl GcReport {
             (
                 "lake_gc_clock_skew_seconds",
                 "Local clock minus the store's clock.",
-                self.clock.skew_ms() as f64 / 1000.0,
+                self.run.clock.skew_ms() as f64 / 1000.0,
             ),
-            ("lake_gc_plan_seconds", "Wall time of planning.", self.plan_seconds),
-            ("lake_gc_apply_seconds", "Wall time of the apply.", self.apply_seconds),
+            ("lake_gc_plan_seconds", "Wall time of planning.", self.run.plan_seconds),
+            ("lake_gc_apply_seconds", "Wall time of the apply.", self.run.apply_seconds),
         ];
-        if let Some(s) = &self.stats {
+        if let Some(s) = &self.run.stats {
             figures.push((
                 "lake_gc_objects_listed",
                 "Objects listed under the managed prefix.",
@@ -218,9 +156,9 @@ impl GcReport {
         let p = &self.plan;
         let mut out = String::new();
         let mode = if self.apply.is_some() { "apply" } else { "dry run (nothing deleted)" };
-        out += &header(mode, &p.root, p.min_age_seconds, &self.policy, &self.clock);
+        out += &self.run.header(mode, &p.root, p.min_age_seconds);
         out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
-        out += &format!("  plan digest: {}\n", p.digest());
+        out += &format!("  plan digest: {}\n", self.digest);
         if let Some(i) = &self.inventory {
             out += &format!(
                 "  inventory:   report {} (created {}): {} entries from the report, {} listed live after {} ({} requests)\n",
@@ -230,7 +168,7 @@ impl GcReport {
         for b in &p.basis {
             out += &format!("  table `{}` at version {}\n", b.table, b.version);
         }
-        if let Some(s) = self.stats.as_ref().filter(|s| !s.write_intents.is_empty()) {
+        if let Some(s) = self.run.stats.as_ref().filter(|s| !s.write_intents.is_empty()) {
             out += &intents_text(s, &p.root);
         }
         if !p.lineage_complete {
@@ -261,8 +199,11 @@ impl GcReport {
             };
         }
         out += &format!("  candidates:  {} objects, {} bytes\n", p.candidates.len(), p.candidate_bytes());
-        if let Some(s) =
-            self.stats.as_ref().filter(|s| s.empty_folders + s.staged_uploads + s.clock_probes + s.journal_garbage > 0)
+        if let Some(s) = self
+            .run
+            .stats
+            .as_ref()
+            .filter(|s| s.empty_folders + s.staged_uploads + s.clock_probes + s.journal_garbage > 0)
         {
             out += &format!(
                 "  own garbage: {} empty folders, {} staged uploads, {} clock probes, {} reference logs (left by killed or failed runs; among the candidates)\n",
@@ -272,11 +213,11 @@ impl GcReport {
         match p.candidates.first(50) {
             Ok(first) => {
                 for c in first {
-                    let kind = match lake_store::keys::garbage_kind(&c.uri) {
+                    let kind = match lake_store::keys::garbage_kind(c.key.as_str()) {
                         Some(lake_store::keys::GarbageKind::Object) | None => String::new(),
                         Some(kind) => format!("  ({})", kind.name().replace('_', " ")),
                     };
-                    out += &format!("    {}  {} bytes  {}{kind}\n", c.uri, c.size, c.last_modified);
+                    out += &format!("    {}  {} bytes  {}{kind}\n", c.key, c.size, c.last_modified);
                 }
             }
             Err(e) => out += &format!("    (cannot read the candidate list: {e})\n"),
@@ -295,16 +236,7 @@ impl GcReport {
                     r.plan_digest, r.cutoff
                 );
             }
-            out += &format!(
-                "  deleted {}, already gone {}, gone (store does not say which run removed them) {}, revived {}, skipped {}, failed {} ({} delete requests this run)\n",
-                c.deleted,
-                c.already_gone,
-                c.absent,
-                c.revived.len(),
-                c.skipped.len(),
-                c.failed.len(),
-                a.pages
-            );
+            out += &format!("  {} ({} delete requests this run)\n", apply_counts_text(c), a.pages);
             for s in c.skipped.iter().take(20) {
                 out += &format!("    skipped {s}\n");
             }
@@ -322,51 +254,6 @@ impl GcReport {
             None => 0,
         }
     }
-}
-
-/// `replaced` of a `--json` report: the finished apply of another plan this run's plan replaced
-/// at the checkpoint (`{"plan_digest", "cutoff"}`), or null.
-pub(crate) fn replaced_json(a: &ApplyReport) -> Value {
-    match &a.replaced {
-        Some(r) => json!({"plan_digest": r.plan_digest, "cutoff": r.cutoff}),
-        None => Value::Null,
-    }
-}
-
-/// The first lines of a run's text: what ran, the lake, the horizon and the store's clock.
-pub(crate) fn header(
-    mode: &str,
-    root: &str,
-    min_age_seconds: u64,
-    policy: &LakeDescriptor,
-    clock: &ClockReading,
-) -> String {
-    let mut out = format!("lake gc {mode}\n");
-    out += &format!("  root:        {root}\n");
-    out += &format!(
-        "  policy:      min_age {} (lake floor {})\n",
-        humantime::format_duration(Duration::from_secs(min_age_seconds)),
-        humantime::format_duration(policy.min_age())
-    );
-    out += &format!("  store clock: {} (local clock {:+} ms)\n", format_time(clock.store_now), clock.skew_ms());
-    out
-}
-
-/// The write intents a plan read (commits that may still land; their references are kept), for
-/// `--json`: count, oldest, tables, references kept, and each intent.
-pub(crate) fn intents_json(stats: &lake_gc::planner::PlanStats) -> Value {
-    let intents = &stats.write_intents;
-    let mut tables: Vec<&str> = intents.iter().map(|i| i.table.as_str()).collect();
-    tables.sort();
-    tables.dedup();
-    let oldest = intents.iter().map(|i| i.last_modified_ms).min().and_then(chrono::DateTime::from_timestamp_millis);
-    json!({
-        "count": intents.len(),
-        "oldest": oldest.map(format_time),
-        "tables": tables,
-        "references": stats.intent_references,
-        "intents": intents,
-    })
 }
 
 /// The same as lines of text.
@@ -390,36 +277,41 @@ mod tests {
     use super::*;
     use lake_gc::candidates::{CandidateList, CandidateWriter};
     use lake_gc::plan::{Candidate, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
-    use lake_store::descriptor::{GcPolicy, DESCRIPTOR_FORMAT_VERSION};
+    use lake_store::clock::ClockReading;
+    use lake_store::descriptor::{GcPolicy, LakeDescriptor, DESCRIPTOR_FORMAT_VERSION};
 
     fn report(candidates: CandidateList) -> GcReport {
         let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z").unwrap().with_timezone(&chrono::Utc);
+        let plan = GcPlan {
+            format_version: PLAN_FORMAT_VERSION,
+            stage: STAGE_ORPHAN_OBJECTS.into(),
+            root: "file:///lake".into(),
+            min_age_seconds: 4,
+            cutoff: now.into(),
+            basis: Vec::new(),
+            lineage_complete: true,
+            problems: Vec::new(),
+            foreign_count: 0,
+            foreign: Vec::new(),
+            shard: None,
+            candidates,
+        };
         GcReport {
-            plan: GcPlan {
-                format_version: PLAN_FORMAT_VERSION,
-                stage: STAGE_ORPHAN_OBJECTS.into(),
-                root: "file:///lake".into(),
-                min_age_seconds: 4,
-                cutoff: format_time(now),
-                basis: Vec::new(),
-                lineage_complete: true,
-                problems: Vec::new(),
-                foreign_count: 0,
-                foreign: Vec::new(),
-                shard: None,
-                candidates,
-            },
-            stats: None,
-            clock: ClockReading { store_now: now, local_now: now },
-            policy: LakeDescriptor {
-                format_version: DESCRIPTOR_FORMAT_VERSION,
-                created_at: format_time(now),
-                gc: GcPolicy { min_age_seconds: 4 },
+            digest: plan.digest().unwrap(),
+            plan,
+            run: RunFacts {
+                stats: None,
+                clock: ClockReading { store_now: now, local_now: now },
+                policy: LakeDescriptor {
+                    format_version: DESCRIPTOR_FORMAT_VERSION,
+                    created_at: format_time(now),
+                    gc: GcPolicy { min_age_seconds: 4 },
+                },
+                plan_seconds: 0.0,
+                apply_seconds: 0.0,
             },
             apply: None,
             resumed: false,
-            plan_seconds: 0.0,
-            apply_seconds: 0.0,
             inventory: None,
             restore_tags: Vec::new(),
         }
@@ -432,9 +324,9 @@ mod tests {
     fn a_spilled_candidate_list_streams_into_the_same_json() {
         let candidates: Vec<Candidate> = (0..50)
             .map(|i| Candidate {
-                uri: format!("objects/01J0000000000000000000{i:04}/c.bin"),
+                key: format!("objects/01J0000000000000000000{i:04}/c.bin").into(),
                 size: i,
-                last_modified: "2026-01-01T00:00:00.000Z".into(),
+                last_modified: "2026-01-01T00:00:00.000Z".parse().unwrap(),
             })
             .collect();
         let mut writer = CandidateWriter::new(0);

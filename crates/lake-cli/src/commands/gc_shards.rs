@@ -8,6 +8,7 @@ pub(crate) use super::gc_shards_report::{ShardOutcome, ShardedReport};
 
 use crate::cli::GcArgs;
 use crate::commands::gc::GcRequest;
+use crate::commands::gc_run::RunFacts;
 use crate::error::CliError;
 use lake_engine::budget::share;
 use lake_gc::checkpoint::CheckpointLocation;
@@ -113,13 +114,15 @@ async fn plan(
     Ok(ShardedReport {
         manifest: plan.manifest,
         shards: outcomes,
-        stats: Some(stats),
-        clock,
-        policy: collector.policy().clone(),
+        run: RunFacts {
+            stats: Some(stats),
+            clock,
+            policy: collector.policy().clone(),
+            plan_seconds,
+            apply_seconds: 0.0,
+        },
         written: out.map(|o| o.path().to_path_buf()),
         applying: false,
-        plan_seconds,
-        apply_seconds: 0.0,
     })
 }
 
@@ -186,13 +189,15 @@ async fn apply(
     Ok(ShardedReport {
         manifest,
         shards: outcomes,
-        stats: None,
-        clock,
-        policy: collector.policy().clone(),
+        run: RunFacts {
+            stats: None,
+            clock,
+            policy: collector.policy().clone(),
+            plan_seconds: 0.0,
+            apply_seconds: started.elapsed().as_secs_f64(),
+        },
         written: None,
         applying: true,
-        plan_seconds: 0.0,
-        apply_seconds: started.elapsed().as_secs_f64(),
     })
 }
 

@@ -1,12 +1,10 @@
 //! The report of a sharded `lake gc` run in its three forms: text, the `--json` object (per
 //! shard counts; the candidates are in the shard plans), and Prometheus text metrics.
 
-use super::gc_report::header;
+use super::gc_run::{apply_counts_text, apply_json, RunFacts};
 use lake_gc::apply::ApplyReport;
-use lake_gc::planner::{format_time, PlanStats};
+use lake_gc::plan::PlanProblem;
 use lake_gc::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
-use lake_store::clock::ClockReading;
-use lake_store::descriptor::LakeDescriptor;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,7 +15,7 @@ pub(crate) struct ShardOutcome {
     /// The manifest's entry.
     pub entry: ShardEntry,
     /// Its plan's lineage problems (empty when its plan was not read).
-    pub problems: Vec<String>,
+    pub problems: Vec<PlanProblem>,
     /// Foreign entries its listing met (0 when its plan was not read).
     pub foreign_count: u64,
     /// Its apply in this run, when applied.
@@ -33,20 +31,13 @@ pub(crate) struct ShardedReport {
     pub manifest: ShardManifest,
     /// Every shard of the manifest, in order.
     pub shards: Vec<ShardOutcome>,
-    /// Planning counters (a dry run).
-    pub stats: Option<PlanStats>,
-    /// The store's clock reading.
-    pub clock: ClockReading,
-    /// The lake's policy floor.
-    pub policy: LakeDescriptor,
+    /// The clock, policy, planning counters (a dry run) and wall times (of planning, of the
+    /// applies).
+    pub run: RunFacts,
     /// The folder the sharded plan was written to (`--out DIR`).
     pub written: Option<PathBuf>,
     /// True for an apply (`--manifest`).
     pub applying: bool,
-    /// Wall time of planning, seconds.
-    pub plan_seconds: f64,
-    /// Wall time of the applies, seconds.
-    pub apply_seconds: f64,
 }
 
 impl ShardedReport {
@@ -54,39 +45,16 @@ impl ShardedReport {
     pub(crate) fn to_json(&self) -> Value {
         let m = &self.manifest;
         let shards: Vec<Value> = self.shards.iter().map(shard_json).collect();
-        let mut v = json!({
-            "sharded": true,
-            "manifest_digest": m.digest(),
-            "root": m.root,
-            "cutoff": m.cutoff,
-            "min_age_seconds": m.min_age_seconds,
-            "policy_min_age_seconds": self.policy.gc.min_age_seconds,
-            "store_now": format_time(self.clock.store_now),
-            "clock_skew_ms": self.clock.skew_ms(),
-            "shard_count": m.count,
-            "lineage_complete": m.lineage_complete(),
-            "candidate_count": m.candidates(),
-            "candidate_bytes": m.candidate_bytes(),
-            "plan_seconds": self.plan_seconds,
-            "apply_seconds": self.apply_seconds,
-            "shards": shards,
-        });
+        let mut v = self.run.json(&m.root, m.cutoff, m.min_age_seconds);
+        v["sharded"] = json!(true);
+        v["manifest_digest"] = json!(m.digest());
+        v["shard_count"] = json!(m.count);
+        v["lineage_complete"] = json!(m.lineage_complete());
+        v["candidate_count"] = json!(m.candidates());
+        v["candidate_bytes"] = json!(m.candidate_bytes());
+        v["shards"] = json!(shards);
         if let Some(dir) = &self.written {
             v["manifest"] = json!(dir.join(MANIFEST_FILE).display().to_string());
-        }
-        if let Some(s) = &self.stats {
-            v["metrics"] = json!({
-                "tables": s.tables,
-                "live_references": s.live_references,
-                "objects_listed": s.objects_listed,
-                "inventory_pages": s.inventory_pages,
-                "unmanaged_keys": s.unmanaged_keys,
-                "foreign_entries": s.foreign_entries,
-                "journal_garbage": s.journal_garbage,
-                "live_objects": s.live_objects,
-                "young_objects": s.young_objects,
-                "spilled_runs": s.spilled_runs,
-            });
         }
         if self.applying {
             let applied = || self.shards.iter().filter_map(|s| s.apply.as_ref()).map(|a| &a.checkpoint);
@@ -103,7 +71,7 @@ impl ShardedReport {
     pub(crate) fn to_text(&self) -> String {
         let m = &self.manifest;
         let mode = if self.applying { "sharded apply" } else { "sharded dry run (nothing deleted)" };
-        let mut out = header(mode, &m.root, m.min_age_seconds, &self.policy, &self.clock);
+        let mut out = self.run.header(mode, &m.root, m.min_age_seconds);
         out += &format!("  cutoff:      {} (one for every shard)\n", m.cutoff);
         out += &format!("  manifest:    {} ({} shards)\n", m.digest(), m.count);
         out += &format!("  candidates:  {} objects, {} bytes\n", m.candidates(), m.candidate_bytes());
@@ -135,13 +103,8 @@ impl ShardedReport {
                     "applied"
                 };
                 out += &format!(
-                    "    {how}: deleted {}, already gone {}, gone (store does not say which run) {}, revived {}, skipped {}, failed {}; {}\n",
-                    c.deleted,
-                    c.already_gone,
-                    c.absent,
-                    c.revived.len(),
-                    c.skipped.len(),
-                    c.failed.len(),
+                    "    {how}: {}; {}\n",
+                    apply_counts_text(c),
                     if c.complete { "complete" } else { "NOT complete: run the same command again to resume" }
                 );
             }
@@ -200,8 +163,8 @@ impl ShardedReport {
                 applied(&|a| f64::from(u8::from(a.checkpoint.complete))),
             );
         }
-        gauge("lake_gc_plan_seconds", "Wall time of planning.", vec![(String::new(), self.plan_seconds)]);
-        gauge("lake_gc_apply_seconds", "Wall time of the applies.", vec![(String::new(), self.apply_seconds)]);
+        gauge("lake_gc_plan_seconds", "Wall time of planning.", vec![(String::new(), self.run.plan_seconds)]);
+        gauge("lake_gc_apply_seconds", "Wall time of the applies.", vec![(String::new(), self.run.apply_seconds)]);
         out
     }
 
@@ -232,20 +195,9 @@ fn shard_json(s: &ShardOutcome) -> Value {
         "problems": s.problems,
         "foreign_count": s.foreign_count,
     });
-    if let Some(a) = &s.apply {
-        let c = &a.checkpoint;
-        v["deleted"] = json!(c.deleted);
-        v["already_gone"] = json!(c.already_gone);
-        v["absent"] = json!(c.absent);
-        v["skipped"] = json!(c.skipped.len());
-        v["failed"] = json!(c.failed.len());
-        v["revived"] = json!(c.revived.len());
-        v["revived_keys"] = json!(c.revived);
-        v["complete"] = json!(c.complete);
-        v["resumed"] = json!(s.resumed);
-        v["delete_pages"] = json!(a.pages);
-        v["already_complete"] = json!(a.was_complete);
-        v["replaced"] = super::gc_report::replaced_json(a);
+    if let (Some(a), Value::Object(map)) = (&s.apply, &mut v) {
+        map.extend(apply_json(a));
+        map.insert("resumed".into(), json!(s.resumed));
     }
     v
 }

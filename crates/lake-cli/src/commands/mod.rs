@@ -3,6 +3,7 @@
 pub(crate) mod demo;
 pub(crate) mod gc;
 pub(crate) mod gc_report;
+pub(crate) mod gc_run;
 pub(crate) mod gc_shards;
 pub(crate) mod gc_shards_report;
 pub(crate) mod history;

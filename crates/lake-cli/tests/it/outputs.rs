@@ -316,7 +316,7 @@ fn a_sharded_apply_checks_every_shard_before_the_first_delete() {
     let stolen = json(std::str::from_utf8(&originals[2]).unwrap())["plan"]["candidates"][0].clone();
     doc["plan"]["candidates"].as_array_mut().unwrap().push(stolen);
     let forged: GcPlan = serde_json::from_value(doc["plan"].clone()).unwrap();
-    std::fs::write(shard(0), forged.to_document()).unwrap();
+    std::fs::write(shard(0), forged.to_document().unwrap()).unwrap();
     let mut m: serde_json::Value = serde_json::from_slice(&original_manifest).unwrap();
     let entry = lake_gc::shards::ShardEntry::of(&forged).unwrap();
     m["manifest"]["shards"][0] = serde_json::to_value(&entry).unwrap();

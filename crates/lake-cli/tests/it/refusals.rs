@@ -97,7 +97,9 @@ fn apply_on_incomplete_lineage_is_refused() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["lineage_complete"], false);
     assert_eq!(v["candidate_count"], 0);
-    assert!(v["problems"][0].as_str().unwrap().contains("version 2"), "{v}");
+    // Each problem has a stable kind beside its sentence.
+    assert_eq!(v["problems"][0]["kind"], "missing_sidecar", "{v}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("version 2"), "{v}");
     let ckpt = l._dir.path().join("c.json");
     refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", ckpt.to_str().unwrap()], "incomplete lineage");
     assert_eq!(object_files(std::path::Path::new(root)), before);

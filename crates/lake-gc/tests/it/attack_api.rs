@@ -224,7 +224,7 @@ fn forged(mut plan: GcPlan, candidates: Vec<Candidate>) -> GcPlan {
 }
 
 fn candidate(key: &str) -> Candidate {
-    Candidate { uri: key.into(), size: 5, last_modified: "2000-01-01T00:00:00.000Z".into() }
+    Candidate { key: key.into(), size: 5, last_modified: "2000-01-01T00:00:00.000Z".parse().unwrap() }
 }
 
 #[tokio::test]

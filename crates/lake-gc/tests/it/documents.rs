@@ -11,7 +11,7 @@ fn sample() -> GcPlan {
         stage: STAGE_ORPHAN_OBJECTS.into(),
         root: "file:///lake".into(),
         min_age_seconds: 604800,
-        cutoff: "2026-01-01T00:00:00.000Z".into(),
+        cutoff: "2026-01-01T00:00:00.000Z".parse().unwrap(),
         basis: vec![BasisEntry::new(
             "t",
             lake_engine::LineageBasis {
@@ -27,9 +27,9 @@ fn sample() -> GcPlan {
         problems: vec![],
         shard: None,
         candidates: CandidateList::from_sorted(vec![Candidate {
-            uri: "objects/01J00000000000000000000000/a".into(),
+            key: "objects/01J00000000000000000000000/a".into(),
             size: 3,
-            last_modified: "2025-12-01T00:00:00.000Z".into(),
+            last_modified: "2025-12-01T00:00:00.000Z".parse().unwrap(),
         }]),
     }
 }
@@ -37,7 +37,7 @@ fn sample() -> GcPlan {
 #[test]
 fn plan_documents_round_trip_and_refuse_edits() {
     let p = sample();
-    let doc = p.to_document();
+    let doc = p.to_document().unwrap();
     assert_eq!(GcPlan::from_document(&doc, "p.json").unwrap(), p);
     let edited = String::from_utf8(doc.clone()).unwrap().replace("\"size\": 3", "\"size\": 4");
     assert!(edited.contains("\"size\": 4"));
@@ -63,7 +63,7 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
     let loc = CheckpointLocation::from(path.as_path());
     assert!(ApplyCheckpoint::load(&loc).await.unwrap().is_none());
     let plan = sample();
-    let cp = ApplyCheckpoint::new(&plan);
+    let cp = ApplyCheckpoint::new(&plan).unwrap();
 
     // A checkpoint whose plan document is missing is refused, naming the document.
     cp.save(&loc).await.unwrap();
@@ -74,11 +74,11 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
     let loaded = ApplyCheckpoint::load(&loc).await.unwrap().unwrap();
     assert_eq!((&loaded.checkpoint, &loaded.plan), (&cp, &plan));
     // The plan document is the `--out` document; the checkpoint holds no candidate.
-    assert_eq!(std::fs::read(&plan_path).unwrap(), plan.to_document());
+    assert_eq!(std::fs::read(&plan_path).unwrap(), plan.to_document().unwrap());
     assert!(!std::fs::read_to_string(&path).unwrap().contains("objects/"));
 
     // A plan document edited in place no longer matches its own digest.
-    let mut v: serde_json::Value = serde_json::from_slice(&plan.to_document()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&plan.to_document().unwrap()).unwrap();
     v["plan"]["candidates"][0]["uri"] = "objects/01J00000000000000000000000/live".into();
     std::fs::write(&plan_path, serde_json::to_vec(&v).unwrap()).unwrap();
     let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
@@ -87,7 +87,7 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
     // Another valid plan put in its place does not match the checkpoint's digest.
     let mut other = sample();
     other.min_age_seconds += 1;
-    std::fs::write(&plan_path, other.to_document()).unwrap();
+    std::fs::write(&plan_path, other.to_document().unwrap()).unwrap();
     let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
     assert!(err.contains("bound to") && err.contains("edited"), "{err}");
     ApplyCheckpoint::persist_plan(&plan, &loc).await.unwrap();
@@ -118,7 +118,7 @@ async fn checkpoints_and_plans_of_earlier_builds_are_refused() {
     for format in [1, 2] {
         let old = serde_json::json!({
             "format_version": format,
-            "plan_digest": plan.digest(),
+            "plan_digest": plan.digest().unwrap(),
             "plan": plan,
             "next_index": 1,
             "deleted": 1,

@@ -206,6 +206,10 @@ pub(crate) async fn check_plans_from_parallel_listings_are_identical(store: &Lak
         let expected = 120 + 24 + usize::from(store.local_dir().is_some());
         assert_eq!(one.candidates.len(), expected);
         assert_eq!(eight.candidates.keys().unwrap(), one.candidates.keys().unwrap(), "pages of {size}");
-        assert_eq!((eight.digest(), eight.foreign_count), (one.digest(), one.foreign_count), "pages of {size}");
+        assert_eq!(
+            (eight.digest().unwrap(), eight.foreign_count),
+            (one.digest().unwrap(), one.foreign_count),
+            "pages of {size}"
+        );
     }
 }

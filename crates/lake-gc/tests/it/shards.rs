@@ -178,7 +178,10 @@ async fn shards_equal_the_unsharded_plan(l: &Lake) {
         let boundaries = boundary_keys(l, &spec).await;
         let whole = gc.plan(&horizon(), &settings()).await.unwrap().plan;
         assert!(whole.lineage_complete && whole.shard.is_none(), "{:?}", whole.problems);
-        assert!(!String::from_utf8(whole.to_document()).unwrap().contains("\"shard\""), "unsharded plans unchanged");
+        assert!(
+            !String::from_utf8(whole.to_document().unwrap()).unwrap().contains("\"shard\""),
+            "unsharded plans unchanged"
+        );
         edges += boundaries.len();
         assert_eq!(whole.candidates.len(), 26 + edges + 1, "orphans, keys at boundaries, the reference log");
         // One process, a memory budget so small that every shard's list spills.
@@ -205,8 +208,8 @@ async fn shards_equal_the_unsharded_plan(l: &Lake) {
         let mut alone = Vec::new();
         for (i, (plan, entry)) in plans.iter().zip(&manifest.shards).enumerate() {
             let planned = gc.plan_shard(&horizon(), &settings(), &spec, i).await.unwrap().plan;
-            assert_eq!(planned.canonical_bytes(), plan.canonical_bytes(), "shard {i} of {n}");
-            assert_eq!(planned.digest(), entry.digest);
+            assert_eq!(planned.canonical_bytes().unwrap(), plan.canonical_bytes().unwrap(), "shard {i} of {n}");
+            assert_eq!(planned.digest().unwrap(), entry.digest);
             alone.push(planned);
         }
         alone.reverse();
@@ -325,14 +328,14 @@ async fn edited_manifests_and_shards_and_shards_of_another_manifest_are_refused(
     std::fs::write(&shard_path, serde_json::to_vec(&doc).unwrap()).unwrap();
     corrupt(m.load_shard(&dir, 2).unwrap_err(), "digest mismatch");
     let plan: GcPlan = serde_json::from_value(doc["plan"].clone()).unwrap();
-    std::fs::write(&shard_path, plan.to_document()).unwrap();
+    std::fs::write(&shard_path, plan.to_document().unwrap()).unwrap();
     refused(m.load_shard(&dir, 2).unwrap_err(), Refusal::BoundToManifest);
     std::fs::write(&shard_path, &original).unwrap();
 
     // A shard of another manifest (another cutoff), in the folder or passed to apply.
     let earlier = Horizon { earlier_cutoff: Some(l.now - chrono::Duration::hours(1)), ..horizon() };
     let other = gc.plan_sharded(&earlier, &settings(), 3).await.unwrap().plan;
-    std::fs::write(dir.join(shard_file_name(1)), other.plans[1].to_document()).unwrap();
+    std::fs::write(dir.join(shard_file_name(1)), other.plans[1].to_document().unwrap()).unwrap();
     refused(m.load_shard(&dir, 1).unwrap_err(), Refusal::BoundToManifest);
     let before = keys(&l).await;
     let other_shard =
@@ -368,7 +371,7 @@ async fn edited_manifests_and_shards_and_shards_of_another_manifest_are_refused(
         }
         other => panic!("expected the forged shard refused, got {other:?}"),
     }
-    assert!(l.store.head(&stolen.uri).await.unwrap().is_some());
+    assert!(l.store.head(stolen.key.as_str()).await.unwrap().is_some());
     assert_eq!(keys(&l).await, before, "nothing deleted by any refusal");
     assert!(
         ShardManifest::assemble(&[sharded.plans[0].clone(), other.plans[1].clone(), sharded.plans[2].clone()]).is_err()
@@ -386,10 +389,8 @@ async fn a_shard_spec_is_checked_like_a_cutoff() {
         gc.plan_shard(&Horizon::new(Duration::from_secs(7200)), &s, &spec, 0).await.unwrap_err(),
         Refusal::BoundToMinAge,
     );
-    let later = ShardSpec { cutoff: "2999-01-01T00:00:00.000Z".into(), ..spec.clone() };
+    let later = ShardSpec { cutoff: "2999-01-01T00:00:00.000Z".parse().unwrap(), ..spec.clone() };
     refused(gc.plan_shard(&horizon(), &s, &later, 0).await.unwrap_err(), Refusal::CutoffTooLate);
-    let loose = ShardSpec { cutoff: spec.cutoff.replace(".", ",").replace('Z', "+00:00"), ..spec.clone() };
-    refused(gc.plan_shard(&horizon(), &s, &loose, 0).await.unwrap_err(), Refusal::ShardMismatch);
     let gap = ShardSpec { ranges: vec![spec.ranges[0].clone(), spec.ranges[2].clone()], ..spec.clone() };
     refused(gc.plan_shard(&horizon(), &s, &gap, 0).await.unwrap_err(), Refusal::ShardMismatch);
     let other = ShardSpec { root: "file:///elsewhere".into(), ..spec.clone() };
@@ -399,6 +400,12 @@ async fn a_shard_spec_is_checked_like_a_cutoff() {
     // A spec round-trips through JSON (what a coordinator hands its workers).
     let json = serde_json::to_string(&spec).unwrap();
     assert_eq!(serde_json::from_str::<ShardSpec>(&json).unwrap(), spec);
+    // A cutoff spelled otherwise than plans spell it (another offset, a comma) is not read: every
+    // shard records the spec's cutoff, and their plans must hash alike.
+    let cutoff = spec.cutoff.to_string();
+    let loose = json.replace(&cutoff, &cutoff.replace('.', ",").replace('Z', "+00:00"));
+    let err = serde_json::from_str::<ShardSpec>(&loose).unwrap_err().to_string();
+    assert!(err.contains("is not a time as GC records it"), "{err}");
     // An empty lake: one shard of every key.
     let empty = lake(None).await;
     std::fs::remove_dir_all(empty.store.local_dir().unwrap().join("objects")).unwrap();
@@ -417,15 +424,15 @@ async fn a_shard_apply_revalidates_like_a_whole_plan() {
     let candidates = shard.candidates.to_vec().unwrap();
     assert!(candidates.len() >= 3, "{candidates:?}");
     let revived = &candidates[1];
-    l.tables.memory.append("t", &[ObjectIdentity::new(revived.uri.clone(), [0; 32], revived.size)]);
+    l.tables.memory.append("t", &[ObjectIdentity::new(revived.key.to_string(), [0; 32], revived.size)]);
     let done = gc
         .apply_shard(&sharded.manifest, shard, &horizon(), &ckpt(&l, "s1.ckpt"), &ApplyOptions::default())
         .await
         .unwrap();
     assert!(done.checkpoint.complete);
-    assert_eq!(done.checkpoint.revived, vec![revived.uri.clone()]);
+    assert_eq!(done.checkpoint.revived, vec![revived.key.to_string()]);
     assert_eq!(done.checkpoint.deleted, candidates.len() as u64 - 1);
-    assert!(l.store.head(&revived.uri).await.unwrap().is_some(), "the revived candidate survives");
+    assert!(l.store.head(revived.key.as_str()).await.unwrap().is_some(), "the revived candidate survives");
 }
 
 /// A shard's apply stopped after one page (a worker killed mid-shard) resumes from its
@@ -477,7 +484,11 @@ async fn a_link_met_by_one_shard_stops_every_shard() {
     l.tables.memory.append("t", &[ObjectIdentity::new(format!("{link}/o1.bin"), [0; 32], 2)]);
     let gc = collector(&l).await;
     let whole = gc.plan(&horizon(), &settings()).await.unwrap().plan;
-    assert!(!whole.lineage_complete && whole.problems[0].contains("symbolic link"), "{:?}", whole.problems);
+    assert!(
+        !whole.lineage_complete && whole.problems[0].kind == lake_gc::plan::PlanProblem::LINKED_REFERENCE,
+        "{:?}",
+        whole.problems
+    );
     let sharded = gc.plan_sharded(&horizon(), &settings(), 3).await.unwrap().plan;
     let complete: Vec<bool> = sharded.manifest.shards.iter().map(|e| e.lineage_complete).collect();
     assert_eq!(complete, vec![false, true, true], "only the shard that met the link");
@@ -486,7 +497,7 @@ async fn a_link_met_by_one_shard_stops_every_shard() {
     let spec = gc.shard_ranges(&horizon(), 3).await.unwrap();
     for i in 0..3 {
         let alone = gc.plan_shard(&horizon(), &settings(), &spec, i).await.unwrap().plan;
-        assert_eq!(alone.canonical_bytes(), sharded.plans[i].canonical_bytes(), "shard {i}");
+        assert_eq!(alone.canonical_bytes().unwrap(), sharded.plans[i].canonical_bytes().unwrap(), "shard {i}");
     }
     let refused = gc
         .apply_shard(&sharded.manifest, &sharded.plans[2], &horizon(), &ckpt(&l, "c"), &ApplyOptions::default())

@@ -84,7 +84,7 @@ async fn a_dataset_restored_from_an_older_backup_stops_apply() {
     tokio::time::sleep(Duration::from_millis(15)).await;
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert_eq!(plan.candidates.keys().unwrap(), vec![a.key.clone()]);
-    let saved = GcPlan::from_document(&plan.to_document(), "plan.json").unwrap();
+    let saved = GcPlan::from_document(&plan.to_document().unwrap(), "plan.json").unwrap();
     // Restored: version 1 only, which references `a`.
     std::fs::remove_dir_all(root.join("tables/t.lance")).unwrap();
     copy_tree(backup.path(), &root.join("tables/t.lance"));

@@ -299,14 +299,14 @@ async fn attack_edited_plan_with_a_recomputed_digest_names_a_live_object() {
     tokio::time::sleep(Duration::from_millis(15)).await;
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert_eq!(plan.candidates.keys().unwrap(), vec![orphan.key.clone()]);
-    let mut doc: serde_json::Value = serde_json::from_slice(&plan.to_document()).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_slice(&plan.to_document().unwrap()).unwrap();
     let candidates = doc["plan"]["candidates"].as_array_mut().unwrap();
     let mut extra = candidates[0].clone();
     extra["uri"] = serde_json::Value::String(live.key.clone());
     candidates.push(extra);
     candidates.sort_by(|a, b| a["uri"].as_str().cmp(&b["uri"].as_str()));
     let edited: GcPlan = serde_json::from_value(doc["plan"].clone()).unwrap();
-    doc["digest"] = serde_json::Value::String(edited.digest());
+    doc["digest"] = serde_json::Value::String(edited.digest().unwrap());
     let bytes = serde_json::to_vec_pretty(&doc).unwrap();
     let accepted = GcPlan::from_document(&bytes, "edited.json");
     let Ok(edited) = accepted else { return };

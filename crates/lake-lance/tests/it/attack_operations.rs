@@ -46,7 +46,7 @@ async fn gc_outcome(lake: &TestLake, table: &str) -> (bool, Vec<String>, Vec<Str
     let candidates: BTreeSet<String> = plan.candidates.keys().unwrap().into_iter().collect();
     let live = live_keys(lake, table).await;
     let planned_live: Vec<String> = candidates.intersection(&live).cloned().collect();
-    (plan.lineage_complete, planned_live, plan.problems)
+    (plan.lineage_complete, planned_live, plan.problems.into_iter().map(|p| p.message).collect())
 }
 
 /// The safe outcome: no live object planned; and either GC refuses or the journal is exact.

@@ -78,7 +78,7 @@ async fn attack_link_at_a_shard_boundary() {
         let shards = plan_each(&lake, &ranges, cutoff).await;
         assert_no_shard_deletes(&shards, &x.key, &format!("two shards split at {boundary}"));
         assert!(!shards[0].lineage_complete, "the shard that meets the link names it: {:?}", shards[0].problems);
-        assert!(shards[0].problems.iter().any(|p| p.contains(&link)), "{:?}", shards[0].problems);
+        assert!(shards[0].problems.iter().any(|p| p.message.contains(&link)), "{:?}", shards[0].problems);
     }
     assert!(lake.store.head(&x.key).await.unwrap().is_some());
 }

@@ -85,7 +85,11 @@ fn graft_newest_manifest(table: &Path, other: &Path, version: u64) {
 async fn swapped_versions_are_named(lake: &TestLake, fresh: &GcPlan, before: &GcPlan) {
     for version in [1, 2] {
         let needle = format!("table `t` version {version}: its journal entry was written for Lance transaction");
-        assert!(fresh.problems.iter().any(|p| p.contains(&needle)), "{:?}", fresh.problems);
+        assert!(
+            fresh.problems.iter().any(|p| p.kind == "entry_of_another_version" && p.message.contains(&needle)),
+            "{:?}",
+            fresh.problems
+        );
     }
     let found = refusal(apply_fresh(lake, before, &ApplyOptions::default()).await.unwrap_err());
     assert!(found.iter().any(|p| p.contains("its Lance manifest is another file now")), "{found:?}");
@@ -158,10 +162,10 @@ async fn one_manifest_swapped_for_another_tables_is_named_also_under_a_checkpoin
     graft_newest_manifest(&t_dir, &other, 3);
 
     let fresh = dry_run(&lake, Utc::now(), 10).await;
-    let named: Vec<&String> =
-        fresh.problems.iter().filter(|p| p.contains("its journal entry was written for")).collect();
+    let named: Vec<&lake_gc::plan::PlanProblem> =
+        fresh.problems.iter().filter(|p| p.kind == "entry_of_another_version").collect();
     assert_eq!(named.len(), 1, "{:?}", fresh.problems);
-    assert!(named[0].contains("table `t` version 3"), "{named:?}");
+    assert!(named[0].message.contains("table `t` version 3"), "{named:?}");
     assert!(fresh.candidates.is_empty());
 
     // A reference checkpoint standing in for the swapped version's entry carries its binding:
@@ -177,7 +181,10 @@ async fn one_manifest_swapped_for_another_tables_is_named_also_under_a_checkpoin
     graft_newest_manifest(&lake.store.local_dir().unwrap().join("tables/t.lance"), &other, 2);
     let fresh = dry_run(&lake, Utc::now(), 10).await;
     assert!(
-        fresh.problems.iter().any(|p| p.contains("table `t` version 2: its journal entry was written for")),
+        fresh
+            .problems
+            .iter()
+            .any(|p| p.kind == "entry_of_another_version" && p.message.contains("table `t` version 2:")),
         "{:?}",
         fresh.problems
     );
@@ -282,9 +289,11 @@ async fn a_lake_of_an_earlier_build_is_refused_until_refs_bind_checks_and_binds_
     assert!(!old.lineage_complete && old.candidates.is_empty());
     for version in 1..=3 {
         assert!(
-            old.problems.iter().any(|p| p.contains(&format!(
-                "table `t` version {version}: its journal entry was written by an earlier lake build"
-            )) && p.contains("lake refs bind ROOT --table t")),
+            old.problems.iter().any(|p| p.kind == "unbound_entry"
+                && p.message.contains(&format!(
+                    "table `t` version {version}: its journal entry was written by an earlier lake build"
+                ))
+                && p.message.contains("lake refs bind ROOT --table t")),
             "{:?}",
             old.problems
         );

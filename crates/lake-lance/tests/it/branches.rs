@@ -16,7 +16,7 @@ use std::time::Duration;
 async fn planned(lake: &TestLake) -> (bool, BTreeSet<String>, Vec<String>) {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let plan = dry_run(lake, Utc::now(), 10).await;
-    (plan.lineage_complete, planned_objects(&plan), plan.problems)
+    (plan.lineage_complete, planned_objects(&plan), plan.problems.into_iter().map(|p| p.message).collect())
 }
 
 async fn problems(lake: &TestLake) -> Vec<LineageProblem> {

@@ -215,21 +215,33 @@ async fn auto_cleanup_turned_on_by_another_client_is_named_until_unset() {
     assert!(!versions_of(&lake, "t").await.contains(&1), "the other client's own commit ran Lance's cleanup");
     let plan = dry_run(&lake, cutoff_now().await, 10).await;
     assert!(!plan.lineage_complete && plan.candidates.is_empty());
-    let problem = plan.problems.iter().find(|p| p.contains("lance.auto_cleanup.interval=1")).expect("named");
-    assert!(problem.contains("lance.auto_cleanup.older_than=0s"), "{problem}");
+    let problem = plan
+        .problems
+        .iter()
+        .find(|p| p.kind == "table_setting" && p.message.contains("lance.auto_cleanup.interval=1"))
+        .expect("named");
+    assert!(problem.message.contains("lance.auto_cleanup.older_than=0s"), "{problem}");
     assert!(
-        problem.contains(
+        problem.message.contains(
             "lake config ROOT --table t --unset lance.auto_cleanup.interval --unset lance.auto_cleanup.older_than"
         ),
         "{problem}"
     );
-    assert!(problem.contains("delete_config_keys"), "{problem}");
+    assert!(problem.message.contains("delete_config_keys"), "{problem}");
     // The client commits again: Lance removes version 2, and version 3 loses its proof.
     foreign_config(&lake, "t", &[("other.key", "x")]).await;
     assert_eq!(versions_of(&lake, "t").await, vec![3, 4]);
     let plan = dry_run(&lake, cutoff_now().await, 10).await;
-    assert!(plan.problems.iter().any(|p| p.contains("version 3 has no reference sidecar")), "{:?}", plan.problems);
-    assert!(plan.problems.iter().any(|p| p.contains("lance.auto_cleanup.interval=1")), "{:?}", plan.problems);
+    assert!(
+        plan.problems.iter().any(|p| p.kind == "missing_sidecar" && p.message.contains("version 3")),
+        "{:?}",
+        plan.problems
+    );
+    assert!(
+        plan.problems.iter().any(|p| p.kind == "table_setting" && p.message.contains("lance.auto_cleanup.interval=1")),
+        "{:?}",
+        plan.problems
+    );
     let unset = lake
         .engine
         .unset_config("t", &["lance.auto_cleanup.interval", "lance.auto_cleanup.older_than"])
@@ -241,7 +253,11 @@ async fn auto_cleanup_turned_on_by_another_client_is_named_until_unset() {
     assert!(lake_lance::sidecar::read(&lake.store, "t", 4).await.unwrap().is_some(), "version 4 written down");
     let plan = dry_run(&lake, cutoff_now().await, 10).await;
     assert_eq!(plan.problems.len(), 1, "{:?}", plan.problems);
-    assert!(plan.problems[0].contains("version 3 has no reference sidecar"), "{:?}", plan.problems);
+    assert!(
+        plan.problems[0].kind == "missing_sidecar" && plan.problems[0].message.contains("version 3"),
+        "{:?}",
+        plan.problems
+    );
     lake.engine.repair_refs("t", 3).await.unwrap();
     let plan = dry_run(&lake, cutoff_now().await, 10).await;
     assert!(plan.lineage_complete, "{:?}", plan.problems);
@@ -269,7 +285,8 @@ async fn unsetting_auto_cleanup_writes_implied_entries_down_first() {
     let plan = dry_run(&lake, cutoff_now().await, 10).await;
     assert_eq!(plan.problems.len(), 1, "{:?}", plan.problems);
     assert!(
-        plan.problems[0].contains("table `t` version 3 sets `lance.auto_cleanup.interval=1000`"),
+        plan.problems[0].kind == "table_setting"
+            && plan.problems[0].message.contains("table `t` version 3 sets `lance.auto_cleanup.interval=1000`"),
         "{:?}",
         plan.problems
     );
@@ -288,10 +305,13 @@ async fn auto_cleanup_keeping_n_versions_on_a_branch_is_the_branchs_problem() {
         .await;
     let plan = dry_run(&lake, cutoff_now().await, 10).await;
     assert!(!plan.lineage_complete);
-    let named: Vec<&String> = plan.problems.iter().filter(|p| p.contains("lance.auto_cleanup")).collect();
+    let named: Vec<&lake_gc::plan::PlanProblem> = plan.problems.iter().filter(|p| p.kind == "table_setting").collect();
     assert_eq!(named.len(), 1, "{:?}", plan.problems);
-    assert!(named[0].contains("table `t@b`") && named[0].contains("lance.auto_cleanup.retain_versions=1"), "{named:?}");
-    assert!(named[0].contains("--table t@b --unset lance.auto_cleanup.interval"), "{named:?}");
+    assert!(
+        named[0].message.contains("table `t@b`") && named[0].message.contains("lance.auto_cleanup.retain_versions=1"),
+        "{named:?}"
+    );
+    assert!(named[0].message.contains("--table t@b --unset lance.auto_cleanup.interval"), "{named:?}");
     lake.engine
         .unset_config("t@b", &["lance.auto_cleanup.interval", "lance.auto_cleanup.retain_versions"])
         .await

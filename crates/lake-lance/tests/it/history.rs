@@ -136,7 +136,7 @@ async fn a_second_lance_client_is_refused_until_repair() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     let cutoff = Utc::now();
     let plan = dry_run(&lake, cutoff, 10).await;
-    assert!(!plan.lineage_complete && plan.problems[0].contains("version 2"), "{:?}", plan.problems);
+    assert!(!plan.lineage_complete && plan.problems[0].message.contains("version 2"), "{:?}", plan.problems);
     let dir = tempfile::tempdir().unwrap();
     let deleter = lake_gc::deleter::for_store(&lake.store);
     assert!(apply(

@@ -548,7 +548,7 @@ async fn an_edited_or_stray_intent_makes_the_plan_incomplete() {
     let incomplete = || async move {
         let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
         assert!(!plan.lineage_complete && plan.candidates.is_empty(), "{:?}", plan.problems);
-        plan.problems.join("\n")
+        plan.problems.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("\n")
     };
     let edited = String::from_utf8(good.to_vec()).unwrap().replacen("\"read_version\":1", "\"read_version\":0", 1);
     lake.store.put(&key, edited.into_bytes()).await.unwrap();

@@ -29,7 +29,7 @@ async fn a_version_written_around_the_engine_blocks_apply() {
     assert!(!plan.lineage_complete);
     assert!(plan.candidates.is_empty(), "no candidates on incomplete lineage");
     assert!(
-        plan.problems.iter().any(|p| p.contains("version 2") && p.contains("no reference sidecar")),
+        plan.problems.iter().any(|p| p.kind == "missing_sidecar" && p.message.contains("version 2")),
         "{:?}",
         plan.problems
     );
@@ -62,7 +62,11 @@ async fn an_undecodable_sidecar_is_named_and_blocks_gc() {
     std::fs::write(lake.store.local_dir().unwrap().join(&key), bytes).unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(!plan.lineage_complete);
-    assert!(plan.problems.iter().any(|p| p.contains("version 2: sidecar cannot be decoded")), "{:?}", plan.problems);
+    assert!(
+        plan.problems.iter().any(|p| p.kind == "undecodable_sidecar" && p.message.contains("version 2")),
+        "{:?}",
+        plan.problems
+    );
 }
 
 /// The reference log of a streamed write (format 2) fails closed like a sidecar: truncated,
@@ -87,7 +91,7 @@ async fn a_damaged_or_missing_reference_log_blocks_gc() {
     let original = std::fs::read(&log2).unwrap();
     let problem_of_version_2 = |plan: &lake_gc::plan::GcPlan| {
         assert!(!plan.lineage_complete);
-        plan.problems.iter().find(|p| p.contains("version 2")).cloned().unwrap_or_default()
+        plan.problems.iter().find(|p| p.message.contains("version 2")).map(|p| p.message.clone()).unwrap_or_default()
     };
 
     std::fs::write(&log2, &original[..original.len() - 3]).unwrap();
@@ -159,7 +163,11 @@ async fn the_empty_folders_of_a_failed_first_write_are_no_dataset() {
     assert!(plan.lineage_complete, "empty folders are no dataset: {:?}", plan.problems);
     std::fs::write(folder.join("stray"), b"?").unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
-    assert!(plan.problems.iter().any(|p| p.contains("tables/bad.lance")), "{:?}", plan.problems);
+    assert!(
+        plan.problems.iter().any(|p| p.kind == "uncommitted_dataset" && p.message.contains("tables/bad.lance")),
+        "{:?}",
+        plan.problems
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -170,5 +178,5 @@ async fn an_unregistered_dataset_is_a_problem() {
     Dataset::write(rows, lake.engine.dataset_uri("rogue").as_str(), None).await.unwrap();
     let plan = dry_run(&lake, Utc::now(), 10).await;
     assert!(!plan.lineage_complete);
-    assert!(plan.problems.iter().any(|p| p.contains("tables/rogue.lance")), "{:?}", plan.problems);
+    assert!(plan.problems.iter().any(|p| p.message.contains("tables/rogue.lance")), "{:?}", plan.problems);
 }

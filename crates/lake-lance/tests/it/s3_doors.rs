@@ -185,7 +185,7 @@ async fn s3_folder_markers_are_foreign_at_every_page_size() {
         assert_eq!(keys_of(&plan), want, "page size {page}");
         assert_eq!(plan.foreign_count, markers.len() as u64, "page size {page}: {:?}", plan.foreign);
         assert_eq!(plan.foreign, foreign, "page size {page}");
-        digests.push((page, plan.digest()));
+        digests.push((page, plan.digest().unwrap()));
     }
     assert!(digests.iter().all(|(_, d)| *d == digests[0].1), "one plan at every page size: {digests:?}");
     let plan = dry_run(&lake, cutoff, 2).await;
@@ -423,7 +423,7 @@ async fn s3_a_reference_log_edited_in_place_is_refused() {
     let plan = dry_run(&lake, Utc::now(), 2).await;
     assert!(!plan.lineage_complete && plan.candidates.is_empty(), "{:?}", keys_of(&plan));
     assert!(
-        plan.problems.iter().any(|p| p.contains(&digest) && p.contains("does not match the SHA-256")),
+        plan.problems.iter().any(|p| p.message.contains(&digest) && p.message.contains("does not match the SHA-256")),
         "a problem naming the log's digest {digest}: {:?}",
         plan.problems
     );

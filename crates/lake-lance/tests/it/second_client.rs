@@ -349,7 +349,11 @@ async fn a_branch_with_its_own_rows_makes_lineage_incomplete() {
     let problems = lineage_problems(&lake, "t").await;
     assert_eq!(problems, vec![LineageProblem::Branch { table: "t".into(), branch: "dev".into() }]);
     let plan = assert_nothing_live_is_planned(&lake, cutoff, &[&a, &b], &orphan, false).await;
-    assert!(plan.problems.iter().any(|p| p.contains("branch `dev`")), "{:?}", plan.problems);
+    assert!(
+        plan.problems.iter().any(|p| p.kind == "branch" && p.message.contains("branch `dev`")),
+        "{:?}",
+        plan.problems
+    );
     let report = lake.engine.verify_refs(&[]).await.unwrap();
     assert!(report.problems.iter().any(|p| p.contains("branch `dev`")), "{:?}", report.problems);
 }

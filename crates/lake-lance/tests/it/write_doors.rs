@@ -673,9 +673,16 @@ async fn a_bad_reference_written_by_an_earlier_build_has_a_command_as_the_way_ou
     lake.engine.repair_refs("t", ds.version().version).await.unwrap();
     let plan = plan_now(&lake).await;
     assert!(!plan.lineage_complete);
-    let problem = plan.problems.iter().find(|p| p.contains(&format!("{bad:?}"))).expect("the problem names the value");
-    assert!(problem.contains("table `t`") && problem.contains("lake delete ROOT --table t"), "{problem}");
-    assert!(problem.contains("lake cleanup ROOT --table t"), "{problem}");
+    let problem = plan
+        .problems
+        .iter()
+        .find(|p| p.kind == "unmanaged_reference" && p.message.contains(&format!("{bad:?}")))
+        .expect("the problem names the value");
+    assert!(
+        problem.message.contains("table `t`") && problem.message.contains("lake delete ROOT --table t"),
+        "{problem}"
+    );
+    assert!(problem.message.contains("lake cleanup ROOT --table t"), "{problem}");
 
     let predicate = format!("file.uri = '{bad}'");
     let out = lake.engine.delete("t", &predicate).await.unwrap().unwrap();

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, NamedTuple, Optional, Union
 
 import pyarrow as pa
 
@@ -41,6 +41,7 @@ __all__ = [
     "Table",
     "Gc",
     "Plan",
+    "PlanProblem",
     "ShardedPlan",
     "Refs",
     "LakeError",
@@ -491,6 +492,19 @@ def _stream(data: Any) -> Any:
     raise TypeError(f"expected an Arrow stream producer (a pyarrow Table or RecordBatchReader, a polars DataFrame), not {type(data).__name__}")
 
 
+class PlanProblem(NamedTuple):
+    """Why a plan is incomplete: `kind`, a stable snake_case name (a lineage problem's, such as
+    `missing_sidecar` or `branch`, or `unmanaged_reference`, `write_intent`,
+    `linked_reference`, `incomplete_shard`), and `message`, one sentence naming what is wrong
+    and what to do. `str()` gives the message."""
+
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class Plan:
     """A GC plan (a dry run's result): nothing is deleted until `Gc.apply`."""
 
@@ -511,9 +525,11 @@ class Plan:
         return self._parsed["lineage_complete"]
 
     @property
-    def problems(self) -> list:
-        """What keeps the lineage incomplete, one sentence each."""
-        return self._parsed["problems"]
+    def problems(self) -> list[PlanProblem]:
+        """What keeps the lineage incomplete: each a `PlanProblem` with a stable `kind`
+        (`missing_sidecar`, `unregistered_dataset`, `branch`, ...) and a `message` saying
+        what to do."""
+        return [PlanProblem(p["kind"], p["message"]) for p in self._parsed["problems"]]
 
     @property
     def candidates(self) -> pa.Table:

@@ -1,0 +1,261 @@
+//! The verified object reader on both backends: one conformance suite, run on a local-folder
+//! root and on LocalStack S3. Objects are uploaded by the managed writer, then overwritten in
+//! place (`LakeStore::put`) to corrupt, truncate or lengthen them.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use lake_common::ObjectIdentity;
+use lake_store::writer::ManagedObjectWriter;
+use lake_store::{LakeStore, ObjectReader, StoreError, VerifiedStream};
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// `n` bytes that differ from offset to offset.
+fn content(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8 ^ seed).collect()
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Uploads `bytes` with the managed writer; the reference a row would hold.
+async fn upload(store: &LakeStore, name: &str, bytes: &[u8]) -> ObjectIdentity {
+    let object = ManagedObjectWriter::new(store.clone()).upload(name, bytes).await.expect("upload");
+    assert_eq!((object.size, object.sha256), (bytes.len() as u64, sha256(bytes)));
+    object.identity()
+}
+
+/// Every item of `stream`: the bytes handed out before the first error, and that error.
+async fn drain(mut stream: VerifiedStream) -> (Vec<u8>, Option<StoreError>) {
+    let mut bytes = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(e) => {
+                assert!(stream.next().await.is_none(), "the stream ends after its error");
+                return (bytes, Some(e));
+            }
+        }
+    }
+    (bytes, None)
+}
+
+/// Checks `e` is the mismatch of `reference` against the `actual` bytes the store holds:
+/// `whole` when the reader read them all (then the digest is reported).
+fn assert_mismatch(e: &StoreError, reference: &ObjectIdentity, actual: &[u8], whole: bool) {
+    match e {
+        StoreError::ObjectMismatch { key, expected_size, actual_size, expected_sha256, actual_sha256 } => {
+            assert_eq!(key, &reference.uri);
+            assert_eq!((*expected_size, expected_sha256), (reference.size, &reference.sha256));
+            if whole {
+                assert_eq!(*actual_size, actual.len() as u64);
+                assert_eq!(*actual_sha256, Some(sha256(actual)));
+            } else {
+                assert!(*actual_size > reference.size || *actual_size == actual.len() as u64, "{e}");
+            }
+        }
+        other => panic!("expected an object mismatch, got {other:?}"),
+    }
+    assert_eq!(e.kind(), "object_mismatch");
+    assert!(!e.is_transient());
+    assert!(e.to_string().contains(&reference.uri), "{e}");
+}
+
+fn assert_missing(e: &StoreError, key: &str) {
+    assert!(matches!(e, StoreError::ObjectMissing { key: k } if k == key), "{e:?}");
+    assert_eq!(e.kind(), "object_missing");
+    assert!(!e.is_transient());
+    assert!(e.to_string().contains(key), "{e}");
+}
+
+fn assert_unreachable(e: &StoreError, uri: &str) {
+    assert!(matches!(e, StoreError::ObjectUnreachable { uri: u, .. } if u == uri), "{e:?}");
+    assert_eq!(e.kind(), "object_unreachable");
+    assert!(!e.is_transient());
+}
+
+/// The reader's contract on `store` (a fresh, empty root).
+async fn conformance(store: LakeStore) {
+    let reader = ObjectReader::new(store.clone());
+    round_trips(&store, &reader).await;
+    mismatches(&store, &reader).await;
+    ranges(&store, &reader).await;
+    missing(&reader).await;
+    unreachable(&store, &reader).await;
+    concurrency_bound(&store).await;
+}
+
+/// The bytes put come back, whole or streamed, by key or by any URI spelling of the key.
+async fn round_trips(store: &LakeStore, reader: &ObjectReader) {
+    for (name, bytes) in
+        [("empty.bin", Vec::new()), ("small.txt", b"hello, lake".to_vec()), ("big.bin", content((3 << 20) + 17, 7))]
+    {
+        let reference = upload(store, name, &bytes).await;
+        let read = reader.read_verified(&reference).await.expect("verified read");
+        assert_eq!(read.len(), bytes.len(), "{name}");
+        assert!(read == bytes, "{name}: the bytes put come back");
+        let stream = reader.open_verified(&reference).await.expect("open");
+        assert_eq!((stream.key(), stream.expected_size()), (reference.uri.as_str(), reference.size));
+        let (streamed, error) = drain(stream).await;
+        assert!(error.is_none(), "{name}: {error:?}");
+        assert!(streamed == bytes, "{name}: the stream hands out the bytes put");
+        assert_eq!(reader.size(&reference.uri).await.expect("size"), bytes.len() as u64);
+
+        // The absolute URI of the key names the same object.
+        let uri = store.root().join(&reference.uri);
+        assert_eq!(reader.key_of(&uri).expect("in the root"), Some(reference.uri.clone()));
+        let by_uri = ObjectIdentity::new(uri, reference.sha256, reference.size);
+        assert!(reader.read_verified(&by_uri).await.expect("read by URI") == bytes);
+    }
+}
+
+/// An object changed in place after its reference was written: corrupted (one byte flipped),
+/// truncated, lengthened. Verified reads and drained streams fail with the mismatch.
+async fn mismatches(store: &LakeStore, reader: &ObjectReader) {
+    let bytes = content(256 << 10, 3);
+    let mut corrupted = bytes.clone();
+    corrupted[bytes.len() / 2] ^= 0x01;
+    let truncated = bytes[..bytes.len() - 1].to_vec();
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(b"more");
+    for (what, replacement) in [("corrupted", corrupted), ("truncated", truncated), ("longer", longer)] {
+        let reference = upload(store, &format!("{what}.bin"), &bytes).await;
+        store.put(&reference.uri, replacement.clone()).await.expect("overwrite in place");
+
+        let e = reader.read_verified(&reference).await.expect_err(what);
+        assert_mismatch(&e, &reference, &replacement, what == "corrupted");
+
+        let (handed_out, e) = drain(reader.open_verified(&reference).await.expect("open")).await;
+        let e = e.unwrap_or_else(|| panic!("{what}: the stream must end with the mismatch, not EOF"));
+        assert_mismatch(&e, &reference, &replacement, what == "corrupted");
+        assert!(handed_out.len() as u64 <= reference.size, "{what}: never more bytes than the reference's size");
+        if what == "corrupted" {
+            // Same size: the bytes flow, and the end is the error.
+            assert!(handed_out == replacement, "{what}");
+        } else {
+            // The store reports another size: no byte is handed out.
+            assert!(handed_out.is_empty(), "{what}: {} bytes handed out", handed_out.len());
+        }
+    }
+
+    // A reference whose digest is wrong (the store's object is intact): the same error.
+    let reference = upload(store, "digest.bin", b"abc").await;
+    let wrong = ObjectIdentity::new(reference.uri.clone(), [0; 32], reference.size);
+    let e = reader.read_verified(&wrong).await.expect_err("wrong digest");
+    assert_mismatch(&e, &wrong, b"abc", true);
+}
+
+/// Ranged reads return the bytes asked for and are not verified.
+async fn ranges(store: &LakeStore, reader: &ObjectReader) {
+    let bytes = content(100_000, 11);
+    let reference = upload(store, "ranged.bin", &bytes).await;
+    let key = reference.uri.as_str();
+    for range in [0..1, 0..10, 4_096..70_000, 99_999..100_000, 0..100_000] {
+        let got = reader.read_range(key, range.clone()).await.expect("ranged read");
+        assert!(got == bytes[range.start as usize..range.end as usize], "{range:?}");
+    }
+    // An end past the object's end is cut at the end; an empty range reads nothing.
+    let tail = reader.read_range(key, 99_990..200_000).await.expect("past the end");
+    assert!(tail == bytes[99_990..], "{} bytes", tail.len());
+    assert_eq!(reader.read_range(key, 5..5).await.expect("empty"), Bytes::new());
+    // A start at or past the end, or after the range's end, is refused.
+    for range in [100_000..100_010, 200_000..200_001] {
+        let e = reader.read_range(key, range.clone()).await.expect_err("start past the end");
+        assert!(matches!(e, StoreError::Storage { .. }), "{range:?}: {e:?}");
+    }
+    #[allow(clippy::reversed_empty_ranges)]
+    let backwards = 10..5;
+    assert!(matches!(reader.read_range(key, backwards).await, Err(StoreError::Storage { .. })));
+
+    // Unverified: a corrupted object's bytes come back as the store holds them.
+    let mut corrupted = bytes.clone();
+    corrupted[50] ^= 0xff;
+    store.put(key, corrupted.clone()).await.expect("overwrite");
+    assert!(reader.read_range(key, 0..100).await.expect("ranged read") == corrupted[..100]);
+    assert!(reader.read_verified(&reference).await.is_err());
+}
+
+/// A missing object is `ObjectMissing`, naming its key, for every kind of read.
+async fn missing(reader: &ObjectReader) {
+    let (key, _) = lake_store::keys::mint_key("never-written.bin");
+    let reference = ObjectIdentity::new(key.clone(), [0; 32], 3);
+    assert_missing(&reader.read_verified(&reference).await.expect_err("missing"), &key);
+    assert_missing(&reader.open_verified(&reference).await.expect_err("missing"), &key);
+    assert_missing(&reader.read_range(&key, 0..3).await.expect_err("missing"), &key);
+    assert_missing(&reader.size(&key).await.expect_err("missing"), &key);
+}
+
+/// References the store cannot reach are refused by name; on S3, a URI in the root's bucket
+/// outside its prefix is read with the lake's settings.
+async fn unreachable(store: &LakeStore, reader: &ObjectReader) {
+    let other_bucket =
+        format!("s3://lake-no-such-bucket-{}/objects/x.bin", ulid::Ulid::new().to_string().to_lowercase());
+    for uri in [other_bucket.as_str(), "https://example.com/objects/x.bin", "../escape.bin", "/abs/path.bin"] {
+        let reference = ObjectIdentity::new(uri, [0; 32], 1);
+        assert_unreachable(&reader.read_verified(&reference).await.expect_err(uri), uri);
+        assert_unreachable(&reader.read_range(uri, 0..1).await.expect_err(uri), uri);
+        assert_unreachable(&reader.size(uri).await.expect_err(uri), uri);
+        assert_unreachable(&reader.key_of(uri).expect_err(uri), uri);
+    }
+    match store.root().scheme() {
+        "s3" => {
+            let outside = format!("{}-outside/x.bin", store.prefix());
+            let bytes = b"outside the root".to_vec();
+            store.object_store().put(&Path::from(outside.as_str()), bytes.clone().into()).await.expect("put");
+            let uri = format!("s3://{}/{outside}", store.root().authority());
+            assert_eq!(reader.key_of(&uri).expect("reachable"), None, "external, not a key");
+            let reference = ObjectIdentity::new(uri.clone(), sha256(&bytes), bytes.len() as u64);
+            assert!(reader.read_verified(&reference).await.expect("same bucket") == bytes);
+            assert!(reader.read_range(&uri, 0..7).await.expect("same bucket") == bytes[..7]);
+            let gone = format!("s3://{}/{}-outside/gone.bin", store.root().authority(), store.prefix());
+            assert_missing(&reader.size(&gone).await.expect_err("missing"), &gone);
+            store.object_store().delete(&Path::from(outside.as_str())).await.expect("clean up");
+        }
+        _ => {
+            // A file outside the local root's folder.
+            let elsewhere = tempfile::TempDir::new().expect("temp dir");
+            std::fs::write(elsewhere.path().join("x.bin"), b"x").expect("write");
+            let uri = url::Url::from_file_path(elsewhere.path().join("x.bin")).expect("file URL").to_string();
+            let reference = ObjectIdentity::new(uri.clone(), sha256(b"x"), 1);
+            assert_unreachable(&reader.read_verified(&reference).await.expect_err("outside the root"), &uri);
+        }
+    }
+}
+
+/// At most `concurrency` requests in flight across a reader and its clones; an open stream holds
+/// its permit until it ends or is dropped.
+async fn concurrency_bound(store: &LakeStore) {
+    let reader = ObjectReader::with_concurrency(store.clone(), 2);
+    assert_eq!(reader.concurrency(), 2);
+    let clone = reader.clone();
+    let reference = upload(store, "bounded.bin", &content(1_000, 5)).await;
+    let first = reader.open_verified(&reference).await.expect("first");
+    let second = clone.open_verified(&reference).await.expect("second");
+    let blocked = tokio::time::timeout(Duration::from_millis(300), clone.size(&reference.uri)).await;
+    assert!(blocked.is_err(), "a third request waits while two streams are open");
+    drop(first);
+    let size = tokio::time::timeout(Duration::from_secs(30), clone.size(&reference.uri)).await;
+    assert_eq!(size.expect("a permit was released").expect("size"), 1_000);
+    // A stream drained to its end releases its permit too.
+    let (bytes, error) = drain(second).await;
+    assert!(error.is_none() && bytes.len() == 1_000);
+    let (a, b) = tokio::join!(reader.read_verified(&reference), clone.read_verified(&reference));
+    assert!(a.is_ok() && b.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_folder_conforms() {
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let store = LakeStore::open(dir.path().to_str().expect("UTF-8 path")).expect("open");
+    conformance(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs LocalStack S3: run scripts/test.sh"]
+async fn s3_conforms() {
+    let store = LakeStore::open(&crate::s3_root("reader")).expect("open");
+    conformance(store).await;
+}
