@@ -53,7 +53,8 @@ impl CliError {
     }
 
     /// The error's kind, a stable snake_case name (docs/gc.md, "Errors as JSON"): a refusal's
-    /// kind ([`lake_store::Refusal`]) or the library error's ([`GcError::kind`],
+    /// kind ([`lake_store::Refusal`]) or the library error's ([`GcError::kind`]: the store's
+    /// kinds, `object_missing`, `object_mismatch` and `object_unreachable` among them,
     /// [`LanceEngineError::kind`], [`lake_engine::EngineError::kind`]); `usage` for bad flags,
     /// `refused` for the CLI's own refusals of input, `io` for a local file, `exit` for a result
     /// that calls for a non-zero exit.
@@ -176,6 +177,32 @@ mod tests {
         assert!(!CliError::Exit { code: 3, message: "incomplete".into() }.is_transient());
         let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "missing");
         assert!(!CliError::Io { path: "p".into(), source: missing }.is_transient());
+    }
+
+    /// The verified reads' errors (`lake cat`, `lake get`) keep the store's kinds, whichever
+    /// library error carries them.
+    #[test]
+    fn object_errors_keep_their_kinds() {
+        use lake_store::StoreError;
+        let mismatch = || StoreError::ObjectMismatch {
+            key: "objects/k/a".into(),
+            expected_size: 1,
+            actual_size: 2,
+            expected_sha256: [0; 32],
+            actual_sha256: None,
+        };
+        let unreachable = || StoreError::ObjectUnreachable { uri: "https://h/x".into(), reason: "outside".into() };
+        for (error, kind) in [
+            (CliError::from(StoreError::ObjectMissing { key: "objects/k/a".into() }), "object_missing"),
+            (CliError::from(mismatch()), "object_mismatch"),
+            (CliError::from(unreachable()), "object_unreachable"),
+            (CliError::Engine(LanceEngineError::Objects(mismatch())), "object_mismatch"),
+            (CliError::Engine(LanceEngineError::Objects(unreachable())), "object_unreachable"),
+        ] {
+            assert_eq!(error.kind(), kind, "{error}");
+            assert_eq!(error.to_json()["error"]["kind"], kind);
+            assert!(!error.is_transient() && error.exit_code() == 1, "{error}");
+        }
     }
 
     #[test]

@@ -44,6 +44,8 @@ fn main() -> ExitCode {
             Command::Cleanup(a) => commands::tables::cleanup(a).await,
             Command::Versions(a) => commands::tables::versions(a).await,
             Command::Config(a) => commands::tables::config(a).await,
+            Command::Cat(a) => commands::objects::cat(a).await,
+            Command::Get(a) => commands::objects::get(a).await,
             Command::Gc(a) => commands::gc::run(a).await,
             Command::Demo(a) => commands::demo::run(a).await,
         }

@@ -49,6 +49,25 @@ pub(crate) fn out(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Writes raw `bytes` to standard output (`lake cat`) unless an earlier write failed; records a
+/// failure as [`out`] does. Returns whether standard output still takes bytes: `false` once a
+/// write failed (a reader that went away, a full disk), so the caller stops reading what it
+/// would write.
+pub(crate) fn out_bytes(bytes: &[u8]) -> bool {
+    let Ok(mut failure) = STDOUT_FAILURE.lock() else { return false };
+    if failure.is_some() {
+        return false;
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => true,
+        Err(e) => {
+            *failure = Some(e);
+            false
+        }
+    }
+}
+
 /// Writes `args` to standard error; a failure is ignored.
 pub(crate) fn err(args: std::fmt::Arguments<'_>) {
     let mut stderr = std::io::stderr().lock();

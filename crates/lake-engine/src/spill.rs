@@ -250,7 +250,6 @@ pub fn read_exact_or_end(input: &mut impl Read, buf: &mut [u8]) -> std::io::Resu
     Ok(true)
 }
 
-/// Strings spill as a little-endian u32 length and their bytes.
 /// Writes `text` as a [`String`] record writes it (its length as 4 bytes little-endian, then
 /// its UTF-8 bytes), for records that hold a string in another type.
 ///
@@ -263,6 +262,7 @@ pub fn write_str(text: &str, out: &mut impl Write) -> std::io::Result<()> {
     out.write_all(text.as_bytes())
 }
 
+/// Strings spill as a little-endian u32 length and their bytes ([`write_str`]).
 impl SpillRecord for String {
     fn memory_bytes(&self) -> usize {
         self.capacity()

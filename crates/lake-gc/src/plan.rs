@@ -318,7 +318,7 @@ impl GcPlan {
     /// deleted. Streams the list (a spilled list is read once, never loaded).
     ///
     /// # Errors
-    /// A sentence naming the first candidate at fault (or an unreadable cutoff or list).
+    /// A sentence naming the first candidate at fault (or an unreadable spilled list).
     pub fn check_candidates(&self, from: u64) -> Result<(), String> {
         let cutoff = self.cutoff.datetime();
         let mut cursor = self.candidates.cursor(from).map_err(|e| e.to_string())?;

@@ -12,6 +12,11 @@ use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
+/// The first instant RFC 3339 spells, 0000-01-01T00:00:00.000Z, in ms since the Unix epoch.
+const FIRST_MS: i64 = -62_167_219_200_000;
+/// The last, 9999-12-31T23:59:59.999Z.
+const LAST_MS: i64 = 253_402_300_799_999;
+
 /// A UTC instant in whole milliseconds (ordered; `Display` and serde give the wire spelling,
 /// `FromStr` and serde accept only it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,9 +35,14 @@ pub struct PlanTimeError {
 
 impl PlanTime {
     /// `t` to the millisecond, earlier sub-millisecond digits dropped (as the wire spelling
-    /// drops them: a recorded cutoff is never later than the instant it came from).
+    /// drops them: a recorded cutoff is never later than the instant it came from; a leap
+    /// second's instant, `23:59:60.x`, is recorded as `23:59:59.999`), within the years 0000 to
+    /// 9999 that RFC 3339 spells (an earlier time, a file's modification time set before year 0,
+    /// is recorded as the first instant of year 0000, a later one as the last of 9999: only a
+    /// candidate's `last_modified` can be out of range, and apply judges a key's age by its ULID).
     pub fn from_datetime(t: DateTime<Utc>) -> Self {
-        Self(DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t))
+        let ms = t.timestamp() * 1000 + i64::from(t.timestamp_subsec_millis().min(999));
+        Self(DateTime::from_timestamp_millis(ms.clamp(FIRST_MS, LAST_MS)).unwrap_or(t))
     }
 
     /// The instant.
@@ -116,6 +126,24 @@ mod tests {
         assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-01-02T03:04:05.678Z\"");
         assert_eq!(serde_json::from_str::<PlanTime>("\"2026-01-02T03:04:05.678Z\"").unwrap(), t);
         assert!(serde_json::from_str::<PlanTime>("\"2026-01-02T03:04:05Z\"").is_err());
+    }
+
+    #[test]
+    fn instants_out_of_rfc_3339_are_clamped_and_leap_seconds_recorded_no_later() {
+        let before_year_0 = DateTime::from_timestamp(-62_200_000_000, 0).unwrap();
+        let t = PlanTime::from_datetime(before_year_0);
+        assert_eq!(t.to_string(), "0000-01-01T00:00:00.000Z");
+        assert_eq!(t.to_string().parse::<PlanTime>().unwrap(), t);
+        let after_9999 = DateTime::from_timestamp(253_402_300_800 + 86_400, 0).unwrap();
+        assert_eq!(PlanTime::from_datetime(after_9999).to_string(), "9999-12-31T23:59:59.999Z");
+        let leap = chrono::NaiveDate::from_ymd_opt(2026, 12, 31)
+            .unwrap()
+            .and_hms_milli_opt(23, 59, 59, 1500)
+            .unwrap()
+            .and_utc();
+        let t = PlanTime::from_datetime(leap);
+        assert_eq!(t.to_string(), "2026-12-31T23:59:59.999Z");
+        assert!(t.datetime() <= leap);
     }
 
     #[test]

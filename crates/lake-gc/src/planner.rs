@@ -221,7 +221,7 @@ pub(crate) async fn plan_ranges(
             "key ranges to plan must be contiguous (each range ends where the next begins); nothing was planned",
         ));
     }
-    let cutoff = DateTime::<Utc>::from_timestamp_millis(options.cutoff.timestamp_millis()).unwrap_or(options.cutoff);
+    let cutoff = PlanTime::from_datetime(options.cutoff).datetime();
     let mut stats = PlanStats::default();
     // The listing runs concurrently with reading lineage and the live set: a producer fills a
     // channel of at most `prefetch_pages` pages (bounded memory) while the journal is read; the sweep

@@ -23,6 +23,8 @@
 //! - `log_upload`: sorted and row reference logs streamed to the store in parts (large entries).
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
 //! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
+//! - [`rows`]: reading rows back ([`LanceEngine::read_rows`], [`LanceEngine::read_rows_stream`]:
+//!   row offsets, a predicate or every row of the latest version, with chosen columns).
 //! - [`resolve`]: resolution of write intents (committed, abandoned, pending), fences, and
 //!   `lake refs recover`.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
@@ -59,6 +61,7 @@ mod log_upload;
 pub mod refs;
 pub mod refs_checkpoint;
 pub mod resolve;
+pub mod rows;
 pub mod scan;
 pub mod settings;
 pub mod sidecar;
@@ -72,3 +75,4 @@ mod version_diff;
 
 pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
 pub use error::LanceEngineError;
+pub use rows::RowSelection;

@@ -32,6 +32,10 @@ pub enum Kind {
     Storage,
     /// `InputError` (also a `ValueError`): a value the caller gave is unusable.
     Input,
+    /// `ObjectMissingError`: an object a reference names does not exist.
+    ObjectMissing,
+    /// `ObjectMismatchError`: an object's bytes differ from its reference's size or SHA-256.
+    ObjectMismatch,
 }
 
 impl Kind {
@@ -43,6 +47,8 @@ impl Kind {
             Kind::Lineage => "LineageError",
             Kind::Storage => "StorageError",
             Kind::Input => "InputError",
+            Kind::ObjectMissing => "ObjectMissingError",
+            Kind::ObjectMismatch => "ObjectMismatchError",
         }
     }
 }
@@ -250,8 +256,10 @@ fn store_kind(e: &StoreError) -> Option<Kind> {
     Some(match e {
         E::Refused { .. } | E::Root { .. } => Kind::Policy,
         E::Storage { .. } | E::Io { .. } | E::Registry { .. } => Kind::Storage,
-        E::TableName(_) => Kind::Input,
+        E::TableName(_) | E::ObjectUnreachable { .. } => Kind::Input,
         E::NotALake { .. } | E::Corrupt { .. } | E::Injected(_) => Kind::Lake,
+        E::ObjectMissing { .. } => Kind::ObjectMissing,
+        E::ObjectMismatch { .. } => Kind::ObjectMismatch,
         // `transparent`: its `source()` skips the engine's error, so judge that one here.
         E::Engine(inner) => return core_engine_kind(inner),
     })

@@ -7,7 +7,7 @@ use crate::runtime::{parse_duration, run};
 use lake_lance::LanceEngine;
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::layout::validate_table_name;
-use lake_store::LakeStore;
+use lake_store::{LakeStore, ObjectReader};
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,24 +17,38 @@ use std::sync::Mutex;
 pub(crate) struct NativeLake {
     root: String,
     options: HashMap<String, String>,
-    /// The process that opened `store`, and the store.
-    opened: Mutex<(u32, LakeStore)>,
+    /// The process that opened `store`, the store, and its object reader.
+    opened: Mutex<(u32, LakeStore, ObjectReader)>,
 }
 
 impl NativeLake {
     fn new(root: &str, options: HashMap<String, String>, store: LakeStore) -> Self {
-        Self { root: root.to_string(), options, opened: Mutex::new((std::process::id(), store)) }
+        let reader = ObjectReader::new(store.clone());
+        Self { root: root.to_string(), options, opened: Mutex::new((std::process::id(), store, reader)) }
     }
 
-    /// The lake's store. In a process forked from the one that opened it, the store is opened
-    /// again: its HTTP connections belong to the parent's runtime (see [`crate::runtime::runtime`]).
-    pub(crate) fn store(&self) -> Result<LakeStore, Failure> {
+    /// The lake's store and object reader (one per process: its bound on reads in flight holds
+    /// across calls and threads). In a process forked from the one that opened it, the store is
+    /// opened again: its HTTP connections belong to the parent's runtime (see
+    /// [`crate::runtime::runtime`]).
+    fn opened(&self) -> Result<(LakeStore, ObjectReader), Failure> {
         let pid = std::process::id();
         let mut opened = self.opened.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if opened.0 != pid {
-            *opened = (pid, open_store(&self.root, &self.options)?);
+            let store = open_store(&self.root, &self.options)?;
+            *opened = (pid, store.clone(), ObjectReader::new(store));
         }
-        Ok(opened.1.clone())
+        Ok((opened.1.clone(), opened.2.clone()))
+    }
+
+    /// The lake's store (see [`NativeLake::opened`]).
+    pub(crate) fn store(&self) -> Result<LakeStore, Failure> {
+        Ok(self.opened()?.0)
+    }
+
+    /// The lake's object reader (see [`NativeLake::opened`]).
+    pub(crate) fn reader(&self) -> Result<ObjectReader, Failure> {
+        Ok(self.opened()?.1)
     }
 
     pub(crate) fn engine(&self) -> Result<LanceEngine, Failure> {

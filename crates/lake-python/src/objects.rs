@@ -1,5 +1,7 @@
-//! Objects: uploads of managed objects (`Objects.put` of bytes, a file or a file object) and the
-//! DataLocation array that references them (`lake.locations`).
+//! Objects: uploads of managed objects (`Objects.put` of bytes, a file or a file object), reads
+//! of the objects references name (verified whole reads, unverified ranges and sizes, for
+//! `Objects.read` and `Objects.open`), and the DataLocation array that references them
+//! (`lake.locations`).
 
 use crate::arrow_ffi;
 use crate::errors::{Failure, Kind};
@@ -9,6 +11,7 @@ use crate::runtime::{run, runtime};
 use lake_common::DataLocationBuilder;
 use lake_store::writer::{ManagedObject, ManagedObjectWriter};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 /// A managed object as the Python layer takes it: `(uri, sha256, size)`.
 fn location_tuple(o: &ManagedObject) -> (String, Vec<u8>, u64) {
@@ -54,16 +57,60 @@ impl NativeLake {
     }
 }
 
+/// The identity of a reference as Python gives it: `uri`, `sha256` (32 bytes), `size` (bytes).
+fn identity(uri: String, sha256: &[u8], size: u64) -> Result<lake_common::ObjectIdentity, Failure> {
+    let sha: [u8; 32] = sha256
+        .try_into()
+        .map_err(|_| Failure::new(Kind::Input, format!("the sha256 of `{uri}` has {} bytes, not 32", sha256.len())))?;
+    Ok(lake_common::ObjectIdentity::new(uri, sha, size))
+}
+
+#[pymethods]
+impl NativeLake {
+    /// The whole object a reference names, verified against its size and SHA-256 as it streams
+    /// (`ObjectMismatchError` instead of the bytes when they differ; `ObjectMissingError` when
+    /// there is no object).
+    fn object_read<'py>(
+        &self,
+        py: Python<'py>,
+        uri: String,
+        sha256: Vec<u8>,
+        size: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let reference = identity(uri, &sha256, size)?;
+        let reader = self.reader()?;
+        let bytes = run(py, async move { Ok(reader.read_verified(&reference).await?) })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Bytes `start..end` of the object `uri` names (a key or a URI the lake's store reaches),
+    /// NOT verified; fewer when the object ends first.
+    fn object_read_range<'py>(
+        &self,
+        py: Python<'py>,
+        uri: String,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let reader = self.reader()?;
+        let bytes = run(py, async move { Ok(reader.read_range(&uri, start..end).await?) })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The size in bytes the store reports for the object `uri` names (a HEAD).
+    fn object_size(&self, py: Python<'_>, uri: String) -> PyResult<u64> {
+        let reader = self.reader()?;
+        run(py, async move { Ok(reader.size(&uri).await?) })
+    }
+}
+
 /// A pyarrow array of the DataLocation type (marked) from `(uri, sha256, size)` tuples.
 #[pyfunction]
 pub(crate) fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> PyResult<Py<PyAny>> {
     let mut builder = DataLocationBuilder::new();
     for (uri, sha, size) in items {
-        let sha: [u8; 32] = sha
-            .as_slice()
-            .try_into()
-            .map_err(|_| Failure::new(Kind::Input, format!("the sha256 of `{uri}` has {} bytes, not 32", sha.len())))?;
-        builder.append(&uri, sha, size);
+        let reference = identity(uri, &sha, size)?;
+        builder.append(&reference.uri, reference.sha256, reference.size);
     }
     let array = builder.finish();
     Ok(arrow_ffi::to_pyarrow(py, &array)?.unbind())

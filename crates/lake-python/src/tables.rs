@@ -3,13 +3,14 @@
 //! separates a commit from its journal entry; the versions; and `refs verify`.
 
 use crate::arrow_ffi::ArrowStream;
-use crate::errors::Failure;
+use crate::errors::{Failure, Kind};
 use crate::json;
 use crate::lake::NativeLake;
 use crate::marking::MarkingReader;
 use crate::runtime::{parse_duration, run, run_write};
-use arrow_array::RecordBatchReader;
+use arrow_array::{RecordBatchReader, StructArray};
 use lake_lance::update::Assignment;
+use lake_lance::RowSelection;
 use pyo3::prelude::*;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -27,6 +28,41 @@ fn commit_json(o: &lake_lance::CommitOutcome) -> Result<String, Failure> {
     json(o).map_err(|f| {
         Failure::after_commit(o.version, format!("version {} was committed and journaled, but {f}", o.version))
     })
+}
+
+#[pymethods]
+impl NativeLake {
+    /// The rows of `table`'s latest version chosen by `indices` (row offsets, in the order
+    /// given) or `filter` (a Lance SQL predicate), every row when neither is given, with
+    /// `columns` (all when `None`): pyarrow struct arrays, one per batch, at least one (empty
+    /// when no row matched, so that the schema is known).
+    #[pyo3(signature = (table, indices=None, filter=None, columns=None))]
+    fn table_rows<'py>(
+        &self,
+        py: Python<'py>,
+        table: String,
+        indices: Option<Vec<u64>>,
+        filter: Option<String>,
+        columns: Option<Vec<String>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let selection = match (indices, filter) {
+            (Some(_), Some(_)) => {
+                return Err(Failure::new(Kind::Input, "give indices or a filter, not both".into()).into())
+            }
+            (Some(indices), None) => RowSelection::Indices(indices),
+            (None, Some(filter)) => RowSelection::Filter(filter),
+            (None, None) => RowSelection::All,
+        };
+        let engine = self.engine()?;
+        let batches = run(py, async move {
+            let mut batches = engine.read_rows(&table, &selection, columns.as_deref()).await?;
+            if batches.is_empty() {
+                batches = engine.read_rows(&table, &RowSelection::Indices(Vec::new()), columns.as_deref()).await?;
+            }
+            Ok(batches)
+        })?;
+        batches.into_iter().map(|b| crate::arrow_ffi::to_pyarrow(py, &StructArray::from(b))).collect()
+    }
 }
 
 #[pymethods]
@@ -127,5 +163,17 @@ impl NativeLake {
     fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
         let engine = self.engine()?;
         run(py, async move { json(&engine.verify_refs(&[]).await?) })
+    }
+
+    /// Resolves the write intents of `table` (every table when `None`) as `lake refs recover`
+    /// does: a commit that landed is journaled, one that never will is abandoned, fencing where
+    /// a deadline must be waited for. Returns the report as JSON.
+    #[pyo3(signature = (table=None))]
+    fn refs_recover(&self, py: Python<'_>, table: Option<String>) -> PyResult<String> {
+        if let Some(table) = &table {
+            lake_store::layout::validate_table_name(table).map_err(Failure::from)?;
+        }
+        let engine = self.engine()?;
+        run_write(py, async move { json(&engine.recover_writes(table.as_deref()).await?) }, None)
     }
 }

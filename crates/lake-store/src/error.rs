@@ -25,7 +25,9 @@ pub use lake_engine::error::BoxError;
 ///   writers every time it tried; the race passes once they are done.
 /// - [`StoreError::Engine`]: as [`EngineError::is_transient`].
 /// - Everything else is permanent: refusals, corrupt documents, policy and bad names fail the
-///   same way until someone changes the lake or the request.
+///   same way until someone changes the lake or the request; so do missing, mismatched and
+///   unreachable objects ([`StoreError::ObjectMissing`], [`StoreError::ObjectMismatch`],
+///   [`StoreError::ObjectUnreachable`]): the store answered, and its answer is final.
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// A storage request failed. `source` is the store's error (an `object_store::Error`, an I/O
@@ -92,6 +94,47 @@ pub enum StoreError {
     /// `lake_engine`'s visitor).
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// An object a reference names does not exist: deleted (by GC, or outside lake), or never
+    /// written. Read by [`crate::reader::ObjectReader`].
+    #[error("object `{key}` does not exist (it was deleted, or never written)")]
+    ObjectMissing {
+        /// The key relative to the lake root, or the external URI, that was read.
+        key: String,
+    },
+    /// An object's bytes differ from what its reference records: its size in bytes or its
+    /// SHA-256 (an object rewritten, truncated or corrupted outside lake). Read by
+    /// [`crate::reader::ObjectReader`]'s verified reads.
+    #[error(
+        "object `{key}` does not match its reference: expected {expected_size} bytes with SHA-256 {}, found {}",
+        hex::encode(.expected_sha256),
+        found_bytes(*.actual_size, .actual_sha256.as_ref())
+    )]
+    ObjectMismatch {
+        /// The key relative to the lake root, or the external URI, that was read.
+        key: String,
+        /// The size in bytes the reference records.
+        expected_size: u64,
+        /// The size in bytes found: the size the store reports, the bytes received when the
+        /// object ended, or (when more bytes arrived than expected, and reading stopped there)
+        /// the bytes received so far, a lower bound.
+        actual_size: u64,
+        /// The SHA-256 the reference records.
+        expected_sha256: [u8; 32],
+        /// The SHA-256 of the bytes found, when the whole object was read; `None` when reading
+        /// stopped as soon as the size was known to differ.
+        actual_sha256: Option<[u8; 32]>,
+    },
+    /// A reference names an object the lake's store cannot read: outside the lake root and out
+    /// of the store's reach (another bucket, another host, a local path outside the root
+    /// folder), or not a valid reference at all. Reads use the lake's own store and settings,
+    /// never other credentials.
+    #[error("cannot read `{uri}`: {reason}")]
+    ObjectUnreachable {
+        /// The reference's `uri` as given.
+        uri: String,
+        /// Why the store cannot read it.
+        reason: String,
+    },
     /// A local file could not be read or written.
     #[error("{path}: {source}")]
     Io {
@@ -100,6 +143,14 @@ pub enum StoreError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+/// How [`StoreError::ObjectMismatch`] shows what was found.
+fn found_bytes(size: u64, sha256: Option<&[u8; 32]>) -> String {
+    match sha256 {
+        Some(sha) => format!("{size} bytes with SHA-256 {}", hex::encode(sha)),
+        None => format!("{size} bytes"),
+    }
 }
 
 /// A spill folder (the temporary folder of an external sort, which the engine's bounded scans
@@ -119,7 +170,8 @@ impl StoreError {
     /// The error's kind, a stable snake_case name for callers that act on it (`lake --json`'s
     /// `kind`, the Python exception's `kind`): the refusal's name for
     /// [`StoreError::Refused`] ([`Refusal::as_str`]), else the variant's (`storage`, `root`,
-    /// `not_a_lake`, `corrupt`, `table_name`, `registry`, `injected`, `io`; the engine's kind for
+    /// `not_a_lake`, `corrupt`, `table_name`, `registry`, `injected`, `object_missing`,
+    /// `object_mismatch`, `object_unreachable`, `io`; the engine's kind for
     /// [`StoreError::Engine`]).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -132,6 +184,9 @@ impl StoreError {
             StoreError::Registry { .. } => "registry",
             StoreError::Injected(_) => "injected",
             StoreError::Engine(e) => e.kind(),
+            StoreError::ObjectMissing { .. } => "object_missing",
+            StoreError::ObjectMismatch { .. } => "object_mismatch",
+            StoreError::ObjectUnreachable { .. } => "object_unreachable",
             StoreError::Io { .. } => "io",
         }
     }
@@ -154,7 +209,10 @@ impl StoreError {
             | StoreError::Corrupt { .. }
             | StoreError::Refused { .. }
             | StoreError::TableName(_)
-            | StoreError::Injected(_) => false,
+            | StoreError::Injected(_)
+            | StoreError::ObjectMissing { .. }
+            | StoreError::ObjectMismatch { .. }
+            | StoreError::ObjectUnreachable { .. } => false,
         }
     }
 }
@@ -390,6 +448,15 @@ mod tests {
             StoreError::refused(Refusal::PolicyFloor, "below the floor"),
             StoreError::TableName("a b".into()),
             StoreError::Injected("x"),
+            StoreError::ObjectMissing { key: "objects/k".into() },
+            StoreError::ObjectMismatch {
+                key: "objects/k".into(),
+                expected_size: 1,
+                actual_size: 2,
+                expected_sha256: [0; 32],
+                actual_sha256: None,
+            },
+            StoreError::ObjectUnreachable { uri: "s3://other/k".into(), reason: "another bucket".into() },
         ];
         for e in permanent {
             assert!(!e.is_transient(), "{e}");
@@ -397,6 +464,32 @@ mod tests {
         // Nested: a StoreError boxed as another error's source decides for it.
         let nested = StoreError::storage("k", StoreError::Registry { table: "t".into(), message: "lost".into() });
         assert!(nested.is_transient());
+    }
+
+    #[test]
+    fn object_errors_have_stable_kinds_and_name_the_object() {
+        let missing = StoreError::ObjectMissing { key: "objects/k/a".into() };
+        assert_eq!(missing.kind(), "object_missing");
+        assert!(missing.to_string().contains("objects/k/a"));
+        let mismatch = StoreError::ObjectMismatch {
+            key: "objects/k/a".into(),
+            expected_size: 3,
+            actual_size: 4,
+            expected_sha256: [0xab; 32],
+            actual_sha256: Some([0xcd; 32]),
+        };
+        assert_eq!(mismatch.kind(), "object_mismatch");
+        assert_eq!(
+            mismatch.to_string(),
+            format!(
+                "object `objects/k/a` does not match its reference: expected 3 bytes with SHA-256 {}, found 4 bytes with SHA-256 {}",
+                "ab".repeat(32),
+                "cd".repeat(32)
+            )
+        );
+        let unreachable = StoreError::ObjectUnreachable { uri: "s3://other/k".into(), reason: "another bucket".into() };
+        assert_eq!(unreachable.kind(), "object_unreachable");
+        assert_eq!(unreachable.to_string(), "cannot read `s3://other/k`: another bucket");
     }
 
     /// A one-request-per-connection HTTP server answering every request with `response`

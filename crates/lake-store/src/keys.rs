@@ -31,6 +31,11 @@ impl ObjectKey {
         &self.0
     }
 
+    /// Bytes the key's text holds on the heap (its allocation, for memory budgets).
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
     /// The key's text, owned.
     pub fn into_string(self) -> String {
         self.0

@@ -12,7 +12,9 @@
 //! - [`registry`]: the table registry, advanced by compare-and-swap on create-only documents.
 //! - [`intents`]: write intents, the records of commits that may still land (GC keeps their
 //!   references).
-//! - [`writer`]: the managed object writer (streaming upload, SHA-256 while writing).
+//! - [`writer`]: the managed object writer (streaming upload, SHA-256 while writing);
+//!   [`reader`]: the verified object reader (whole objects and streams checked against their
+//!   reference's size and SHA-256; unverified ranged reads).
 //! - [`guard`]: the writer-side publication guard (refuse references to objects GC may delete).
 //! - [`clock`]: "now" read from the store's clock.
 //! - [`failpoint`]: failure injection points for crash tests (test builds only).
@@ -27,6 +29,7 @@ pub mod guard;
 pub mod intents;
 pub mod keys;
 pub mod layout;
+pub mod reader;
 pub mod refusal;
 pub mod registry;
 pub mod s3_requests;
@@ -34,5 +37,6 @@ pub mod store;
 pub mod writer;
 
 pub use error::StoreError;
+pub use reader::{ObjectReader, VerifiedStream};
 pub use refusal::Refusal;
 pub use store::LakeStore;

@@ -9,6 +9,7 @@ pub(crate) mod gc_shards_report;
 pub(crate) mod history;
 pub(crate) mod ingest;
 pub(crate) mod init;
+pub(crate) mod objects;
 pub(crate) mod operations;
 pub(crate) mod refs;
 pub(crate) mod tables;

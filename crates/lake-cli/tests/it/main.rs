@@ -3,6 +3,7 @@
 mod garbage;
 mod ingest;
 mod intents;
+mod objects;
 mod outputs;
 mod refusals;
 mod s3;

@@ -34,6 +34,33 @@ fn sample() -> GcPlan {
     }
 }
 
+/// The canonical bytes of `sample()` as builds before typed plans (2cee1bc and earlier, format
+/// 3) wrote them, field by field: typing the plan in memory changed no byte of a plan without
+/// problems, so its digest, and every plan document and checkpoint written by those builds, still
+/// hold.
+const SAMPLE_CANONICAL: &str = concat!(
+    r#"{"format_version":3,"stage":"orphan_objects","root":"file:///lake","min_age_seconds":604800,"#,
+    r#""cutoff":"2026-01-01T00:00:00.000Z","basis":[{"table":"t","version":4,"retained":[3,4],"#,
+    r#""journal_sha256":"0000000000000000000000000000000000000000000000000000000000000000","#,
+    r#""manifests":{"3":"10:a","4":"12:b"}}],"lineage_complete":true,"problems":[],"foreign_count":0,"#,
+    r#""foreign":[],"candidates":[{"uri":"objects/01J00000000000000000000000/a","size":3,"#,
+    r#""last_modified":"2025-12-01T00:00:00.000Z"}]}"#
+);
+
+#[test]
+fn a_plan_without_problems_has_the_bytes_of_earlier_builds() {
+    let p = sample();
+    assert_eq!(String::from_utf8(p.canonical_bytes().unwrap()).unwrap(), SAMPLE_CANONICAL);
+    use sha2::Digest;
+    assert_eq!(p.digest().unwrap(), hex::encode(sha2::Sha256::digest(SAMPLE_CANONICAL.as_bytes())));
+    // A document an earlier build wrote (its digest over those bytes) reads back as `sample()`.
+    let doc = format!(
+        r#"{{"digest":"{}","plan":{SAMPLE_CANONICAL}}}"#,
+        hex::encode(sha2::Sha256::digest(SAMPLE_CANONICAL.as_bytes()))
+    );
+    assert_eq!(GcPlan::from_document(doc.as_bytes(), "old.json").unwrap(), p);
+}
+
 #[test]
 fn plan_documents_round_trip_and_refuse_edits() {
     let p = sample();

@@ -30,6 +30,7 @@ mod operations_model;
 
 mod readme_example;
 mod replay_checkpoint;
+mod rows;
 mod s3_doors;
 mod second_client;
 mod shard_reads;

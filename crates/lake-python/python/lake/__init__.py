@@ -20,6 +20,8 @@ builds its own I/O runtime and reopens each lake's store on its first call.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 from typing import Any, Iterable, NamedTuple, Optional, Union
@@ -27,7 +29,17 @@ from typing import Any, Iterable, NamedTuple, Optional, Union
 import pyarrow as pa
 
 from . import _lake
-from ._errors import GuardError, InputError, LakeError, LineageError, PolicyError, StorageError
+from . import _errors
+from ._errors import (
+    GuardError,
+    InputError,
+    LakeError,
+    LineageError,
+    ObjectMismatchError,
+    ObjectMissingError,
+    PolicyError,
+    StorageError,
+)
 
 __all__ = [
     "init",
@@ -38,18 +50,14 @@ __all__ = [
     "Location",
     "Lake",
     "Objects",
+    "ObjectFile",
     "Table",
     "Gc",
     "Plan",
     "PlanProblem",
     "ShardedPlan",
     "Refs",
-    "LakeError",
-    "GuardError",
-    "PolicyError",
-    "LineageError",
-    "StorageError",
-    "InputError",
+    *_errors.__all__,
 ]
 
 class Location(dict):
@@ -330,6 +338,168 @@ class Objects:
             return dict(zip(paths, results))
         return results
 
+    def read(self, location: Any) -> bytes:
+        """The whole object `location` names, verified: its bytes are checked against the
+        location's size and SHA-256 as they stream, and `ObjectMismatchError` is raised instead
+        of returning bytes that differ (an object rewritten, truncated or corrupted outside
+        lake). `location` is a `Location`, a dict with `uri`, `sha256` (32 bytes or 64 hex
+        characters) and `size`, or a DataLocation scalar; its `uri` a key under the lake root or
+        a URI the lake's store reaches (read with the lake's own settings). Raises
+        `ObjectMissingError` when there is no object, `InputError` for a location lake cannot
+        read, `StorageError` when the store fails."""
+        uri, sha, size = _reference(location)
+        return self._native.object_read(uri, sha, size)
+
+    def open(self, location: Any, buffer_size: int = 1 << 20) -> "ObjectFile":
+        """The object `location` names (as for `read`) as a binary file object: `read`,
+        `readinto`, `seek`, `tell`, and a context manager. Bytes come in ranged reads of at
+        least `buffer_size` bytes (1 to 256 MiB; one GET each on S3). Read from the start to
+        the end without seeking, the object is verified (`ObjectMismatchError` at its end if its
+        SHA-256 differs); after a seek, reads are not verified (`ObjectFile.verified` says which).
+        Its size is checked when it is opened: a size other than the location's raises
+        `ObjectMismatchError` at once."""
+        uri, sha, size = _reference(location)
+        buffer_size = _count("buffer_size", buffer_size, 1, 256 << 20)
+        opened = ObjectFile(self._native, uri, sha, size, buffer_size)
+        opened._check_size()
+        return opened
+
+
+
+class ObjectFile(io.RawIOBase):
+    """An object opened for reading (`Objects.open`): a binary, seekable file object over
+    ranged reads of the store. `verified` is True once it was read from the start to its end
+    without a seek and its SHA-256 matched its reference (a mismatch raises
+    `ObjectMismatchError` from the read that reached the end); False until then, and for good
+    after a seek away from where the verified bytes end."""
+
+    def __init__(self, native: Any, uri: str, sha256: bytes, size: int, buffer_size: int) -> None:
+        super().__init__()
+        self._native = native
+        self.uri = uri
+        self.size = size
+        self._sha256 = sha256
+        self._buffer_size = buffer_size
+        self._pos = 0
+        self._buffer = b""
+        self._buffer_at = 0
+        self._hash: Any = hashlib.sha256()
+        self._hashed = 0
+        self._size_checked = False
+        self.verified = False
+
+    def _check_size(self) -> None:
+        """Compares the size the store reports (one HEAD) with the reference's, once: ranged
+        reads up to the reference's size would not see an object that grew."""
+        if self._size_checked:
+            return
+        found = self._native.object_size(self.uri)
+        if found != self.size:
+            raise ObjectMismatchError(
+                f"object `{self.uri}` does not match its reference: expected {self.size} bytes, the store holds {found} bytes",
+                False,
+                "object_mismatch",
+            )
+        self._size_checked = True
+        if self.size == 0:
+            self._verify(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence ({whence})")
+        target = base + offset
+        if target < 0:
+            raise ValueError(f"negative seek position {target}")
+        self._pos = target
+        return target
+
+    def readinto(self, b: Any) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        self._check_size()
+        view = memoryview(b).cast("B")
+        want = min(len(view), max(0, self.size - self._pos))
+        if want == 0:
+            return 0
+        start = self._pos - self._buffer_at
+        if not (0 <= start < len(self._buffer)):
+            end = min(self.size, self._pos + max(want, self._buffer_size))
+            self._buffer = self._native.object_read_range(self.uri, self._pos, end)
+            self._buffer_at, start = self._pos, 0
+            if len(self._buffer) < end - self._pos:
+                raise ObjectMismatchError(
+                    f"object `{self.uri}` does not match its reference: it ended at byte {self._pos + len(self._buffer)} of {self.size}",
+                    False,
+                    "object_mismatch",
+                )
+        chunk = self._buffer[start : start + want]
+        view[: len(chunk)] = chunk
+        self._verify(chunk)
+        self._pos += len(chunk)
+        return len(chunk)
+
+    def _verify(self, chunk: bytes) -> None:
+        """Hashes `chunk` when it continues the bytes hashed so far; checks the digest at the end."""
+        if self._hash is None or self._pos != self._hashed:
+            self._hash = None
+            return
+        self._hash.update(chunk)
+        self._hashed += len(chunk)
+        if self._hashed == self.size:
+            digest, self._hash = self._hash.digest(), None
+            if digest != self._sha256:
+                raise ObjectMismatchError(
+                    f"object `{self.uri}` does not match its reference: expected SHA-256 {self._sha256.hex()}, found {digest.hex()} ({self.size} bytes)",
+                    False,
+                    "object_mismatch",
+                )
+            self.verified = True
+
+    def readall(self) -> bytes:
+        parts = []
+        while True:
+            part = self.read(max(self._buffer_size, 1))
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
+
+    def __repr__(self) -> str:
+        return f"lake.ObjectFile({self.uri!r}, size={self.size}, position={self._pos})"
+
+
+def _reference(location: Any) -> tuple:
+    """`(uri, sha256 bytes, size)` of a Location, a dict with those keys, or a DataLocation scalar."""
+    if isinstance(location, pa.Scalar):
+        location = location.as_py()
+    if not isinstance(location, dict):
+        raise TypeError(f"a location is a lake.Location, a dict or a DataLocation scalar, not {type(location).__name__}")
+    missing = [k for k in ("uri", "sha256", "size") if location.get(k) is None]
+    if missing:
+        raise InputError(f"the location has no {', '.join(missing)}: {location!r}")
+    uri, sha, size = location["uri"], location["sha256"], location["size"]
+    if isinstance(sha, str):
+        try:
+            sha = bytes.fromhex(sha)
+        except ValueError as e:
+            raise InputError(f"the sha256 of `{uri}` is not hex: {sha!r}") from e
+    if not isinstance(uri, str) or not isinstance(sha, (bytes, bytearray)) or len(sha) != 32:
+        raise InputError(f"the location of `{uri}` needs a string uri and a 32-byte sha256")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise InputError(f"the size of `{uri}` is not a byte count: {size!r}")
+    return uri, bytes(sha), size
+
 
 def _file_name(f: Any) -> str:
     """The key name of a file object: the base name of its `name`, or `object`."""
@@ -467,6 +637,53 @@ class Table:
         options = self._native.storage_options()
         return lance.dataset(self.uri, storage_options=options or None)
 
+    def take_objects(
+        self,
+        column: str,
+        indices: Optional[Iterable[int]] = None,
+        filter: Optional[str] = None,  # noqa: A002 (pylance's name)
+        columns: Optional[Iterable[str]] = None,
+        buffer_size: int = 1 << 20,
+    ) -> tuple:
+        """The rows chosen by `indices` (row offsets in the latest version, in the order given)
+        or by `filter` (a Lance SQL predicate; every row when neither is given), with the objects
+        their reference column `column` names, as pylance's `take_blobs` gives a blob column's:
+        `(rows, objects)`, `rows` a pyarrow Table (the columns `columns`, all by default, and
+        `column`), `objects[i]` row i's object as an `ObjectFile` (`None` for a null reference;
+        for a list column, a list of them). Objects are opened when first read (ranged reads of
+        `buffer_size` bytes) and verified when read from start to end, as `Objects.open`'s.
+        Raises `InputError` for an index out of range, an unknown column, both `indices` and
+        `filter`, or a `column` that holds no references."""
+        if indices is not None and filter is not None:
+            raise InputError("take_objects takes indices or a filter, not both")
+        picked = None if indices is None else [_count("index", i, 0, 2**63 - 1) for i in indices]
+        wanted = None if columns is None else list(dict.fromkeys([*(_text("column", c) for c in columns), column]))
+        buffer_size = _count("buffer_size", buffer_size, 1, 256 << 20)
+        arrays = self._native.table_rows(self.name, picked, filter, wanted)
+        rows = pa.Table.from_batches([pa.RecordBatch.from_struct_array(a) for a in arrays])
+        if column not in rows.column_names:
+            raise InputError(f"table `{self.name}` has no column `{column}`")
+        field = rows.schema.field(column).type
+        storage = field.storage_type if isinstance(field, pa.ExtensionType) else field
+        is_list = pa.types.is_list(storage) or pa.types.is_large_list(storage)
+        inner = storage.value_type if is_list else storage
+        inner = inner.storage_type if isinstance(inner, pa.ExtensionType) else inner
+        if not is_location_layout(inner):
+            raise InputError(f"column `{column}` of table `{self.name}` holds no DataLocation references ({field})")
+
+        def opened(value: Any) -> Optional[ObjectFile]:
+            if value is None:
+                return None
+            uri, sha, size = _reference(value)
+            return ObjectFile(self._native, uri, sha, size, buffer_size)
+
+        values = rows.column(column).to_pylist()
+        if is_list:
+            objects = [None if v is None else [opened(x) for x in v] for v in values]
+        else:
+            objects = [opened(v) for v in values]
+        return rows, objects
+
 
 def _flag(value: Any, name: str = "allow_below_policy") -> bool:
     if not isinstance(value, bool):
@@ -503,6 +720,10 @@ class PlanProblem(NamedTuple):
 
     def __str__(self) -> str:
         return self.message
+
+    def __contains__(self, text: object) -> bool:
+        """`"bad.lance" in problem` searches the message (as when problems were strings)."""
+        return isinstance(text, str) and text in self.message
 
 
 class Plan:
@@ -773,4 +994,17 @@ class Refs:
         report = json.loads(self._native.refs_verify())
         counts = ("mismatch_count", "missing_object_count", "size_mismatch_count")
         report["ok"] = not report.get("problems") and not any(report.get(k) for k in counts)
+        return report
+
+    def recover(self, table: Optional[str] = None) -> dict:
+        """Resolve the write intents left by writers that stopped (killed, or a commit whose
+        outcome was not known), as `lake refs recover` does, for `table` or every table: a
+        commit that landed is journaled (GC can plan again without `lake refs repair`), one that
+        can never land is abandoned (its uploads become ordinary orphans), and one still
+        undecided stays pending, its objects kept. Waits, fencing, up to the intents' deadlines
+        (5 min at most by default). Returns `{"intents": [{"key", "table", "operation",
+        "written", "resolution": {"state": "committed" (with "version") | "abandoned" (with
+        "proof") | "pending" (with "reason")}}], "stray_markers_removed": int, "pending": int}`."""
+        report = json.loads(self._native.refs_recover(None if table is None else _text("table", table)))
+        report["pending"] = sum(1 for i in report["intents"] if i["resolution"]["state"] == "pending")
         return report

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LakeError", "GuardError", "PolicyError", "LineageError", "StorageError", "InputError"]
+__all__ = [
+    "LakeError",
+    "GuardError",
+    "PolicyError",
+    "LineageError",
+    "StorageError",
+    "InputError",
+    "ObjectMissingError",
+    "ObjectMismatchError",
+]
 
 
 class LakeError(Exception):
@@ -67,6 +76,18 @@ class InputError(LakeError, ValueError):
     is also a `ValueError`. Wrong types raise `TypeError`, as Python's conventions want."""
 
 
-for _cls in (LakeError, GuardError, PolicyError, LineageError, StorageError, InputError):
+class ObjectMissingError(LakeError):
+    """An object a reference names does not exist (deleted, or never written): `kind` is
+    `object_missing`, and the message names the key or URI."""
+
+
+class ObjectMismatchError(LakeError):
+    """An object's bytes differ from what its reference records, its size in bytes or its
+    SHA-256 (rewritten, truncated or corrupted outside lake): `kind` is `object_mismatch`, and the
+    message names the object, the expected size and digest, and what was found. A verified read
+    raises it instead of returning the bytes."""
+
+
+for _cls in (LakeError, GuardError, PolicyError, LineageError, StorageError, InputError, ObjectMissingError, ObjectMismatchError):
     _cls.__module__ = "lake"
 del _cls

@@ -1,0 +1,434 @@
+//! `lake cat`, `lake get`: objects read back through the lake's store, verified against the
+//! size and SHA-256 of their reference (`lake_store::ObjectReader`).
+
+use crate::cli::{CatArgs, GetArgs};
+use crate::commands::{open_lake, print_json};
+use crate::error::{check_range, CliError};
+use futures::StreamExt;
+use lake_common::{LakeRootUri, ObjectIdentity, ReferenceColumns};
+use lake_gc::output::{check_outside, parse_local, Destination};
+use lake_lance::{LanceEngineError, RowSelection};
+use lake_store::ObjectReader;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinSet;
+
+/// The default of `lake get --concurrency`: objects read and written at once.
+pub(crate) const DEFAULT_GET_CONCURRENCY: usize = 8;
+/// The largest `lake get --concurrency`.
+const MAX_GET_CONCURRENCY: u64 = 64;
+/// Bytes a verified `lake cat` holds before it writes any (an object up to this size is written
+/// only once verified).
+const CAT_HOLD_BYTES: usize = 64 << 20;
+/// Bytes of one ranged read of an unverified `lake cat`.
+const CAT_RANGE_BYTES: u64 = 8 << 20;
+/// The folder of `lake get`'s DIR that receives objects outside the lake root, by SHA-256.
+const EXTERNAL_FOLDER: &str = "external";
+
+/// Runs `lake cat`: the object's bytes to standard output (see its `--help`).
+///
+/// # Errors
+/// [`CliError::Usage`] for --sha256 without --size (or the reverse) or a bad SHA-256;
+/// [`lake_store::StoreError::ObjectMissing`], [`lake_store::StoreError::ObjectMismatch`],
+/// [`lake_store::StoreError::ObjectUnreachable`] and storage errors (as [`CliError::Gc`]).
+pub(crate) async fn cat(args: &CatArgs) -> Result<(), CliError> {
+    let expected = match (&args.sha256, args.size) {
+        (Some(sha256), Some(size)) => Some((parse_sha256(sha256)?, size)),
+        (None, None) => None,
+        _ => {
+            return Err(CliError::Usage(
+                "--sha256 and --size go together: give both to verify the object against its reference, or neither for an unverified read; nothing was read".into(),
+            ))
+        }
+    };
+    let (store, _, _) = open_lake(&args.root).await?;
+    let reader = ObjectReader::with_concurrency(store, 1);
+    let uri = args.key_or_uri.as_str();
+    let key = reader.key_of(uri)?;
+    let written = match expected {
+        Some((sha256, size)) => cat_verified(&reader, &ObjectIdentity::new(uri, sha256, size), args.json).await?,
+        None => cat_unverified(&reader, uri).await?,
+    };
+    // `None`: standard output stopped taking bytes (main reports it, or a reader went away).
+    let Some((size, sha256)) = written else { return Ok(()) };
+    let verified = expected.is_some();
+    if args.json {
+        let report = json!({"uri": uri, "key": key, "size": size, "sha256": hex::encode(sha256), "verified": verified});
+        eprintln!("{report}");
+    } else if !verified {
+        eprintln!(
+            "lake: `{uri}` was NOT verified (no --sha256 and --size): wrote {size} bytes with SHA-256 {}, as the store holds them now",
+            hex::encode(sha256)
+        );
+    }
+    Ok(())
+}
+
+/// Parses a SHA-256 flag: 64 hex characters.
+fn parse_sha256(text: &str) -> Result<[u8; 32], CliError> {
+    let mut sha = [0u8; 32];
+    hex::decode_to_slice(text.trim(), &mut sha).map_err(|e| {
+        CliError::Usage(format!("--sha256 `{text}` is not a SHA-256 ({e}): give 64 hex characters; nothing was read"))
+    })?;
+    Ok(sha)
+}
+
+/// Writes the object `reference` names to standard output, verified: held until verified up to
+/// [`CAT_HOLD_BYTES`], streamed past it. Returns its size and SHA-256, or `None` when standard
+/// output stopped taking bytes.
+async fn cat_verified(
+    reader: &ObjectReader,
+    reference: &ObjectIdentity,
+    json: bool,
+) -> Result<Option<(u64, [u8; 32])>, CliError> {
+    let mut stream = reader.open_verified(reference).await?;
+    let mut held = Vec::new();
+    let mut held_bytes = 0usize;
+    let mut streaming = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                if streaming && !json {
+                    eprintln!(
+                        "lake: {} bytes of `{}` were written to standard output before the object was found not to match its reference: discard them",
+                        stream.received(),
+                        stream.key()
+                    );
+                }
+                return Err(e.into());
+            }
+        };
+        if streaming {
+            if !crate::stdio::out_bytes(&chunk) {
+                return Ok(None);
+            }
+            continue;
+        }
+        held_bytes += chunk.len();
+        held.push(chunk);
+        if held_bytes > CAT_HOLD_BYTES {
+            streaming = true;
+            if !held.drain(..).all(|c| crate::stdio::out_bytes(&c)) {
+                return Ok(None);
+            }
+        }
+    }
+    // The stream ended without an error: every byte matched the reference.
+    if !held.iter().all(|c| crate::stdio::out_bytes(c)) {
+        return Ok(None);
+    }
+    Ok(Some((reference.size, reference.sha256)))
+}
+
+/// Writes the object `uri` names to standard output as the store holds it now, in ranged
+/// reads of [`CAT_RANGE_BYTES`], NOT verified. Returns the bytes written and their SHA-256, or
+/// `None` when standard output stopped taking bytes.
+async fn cat_unverified(reader: &ObjectReader, uri: &str) -> Result<Option<(u64, [u8; 32])>, CliError> {
+    let size = reader.size(uri).await?;
+    let mut hasher = Sha256::new();
+    let mut offset = 0u64;
+    while offset < size {
+        let chunk = reader.read_range(uri, offset..offset.saturating_add(CAT_RANGE_BYTES).min(size)).await?;
+        if chunk.is_empty() {
+            // The object shrank since its size was read: what there is was written.
+            break;
+        }
+        hasher.update(&chunk);
+        offset += chunk.len() as u64;
+        if !crate::stdio::out_bytes(&chunk) {
+            return Ok(None);
+        }
+    }
+    Ok(Some((offset, hasher.finalize().into())))
+}
+
+/// One object of `lake get` and its file.
+struct Fetched {
+    /// The reference's normalised `uri` (a key relative to the lake root, or an external URI).
+    uri: String,
+    /// The file it was written to (or found in).
+    path: PathBuf,
+    /// Its size in bytes.
+    size: u64,
+    /// Whether this run wrote the file (else an identical one was there).
+    written: bool,
+}
+
+/// Runs `lake get`: the objects of the chosen rows' references, verified, into DIR (see its
+/// `--help`).
+///
+/// # Errors
+/// [`CliError::Usage`] for a --concurrency out of range or a --column that is not a reference
+/// column; [`lake_store::StoreError::Root`] for a DIR inside the lake (as [`CliError::Gc`]); engine errors
+/// (no such table or column, a bad predicate); [`lake_store::StoreError::ObjectMissing`],
+/// [`lake_store::StoreError::ObjectMismatch`], [`lake_store::StoreError::ObjectUnreachable`] and storage errors;
+/// [`CliError::Refused`] for an existing file that differs from its object or a key that is no
+/// safe relative path; [`CliError::Io`] for DIR's files.
+pub(crate) async fn get(args: &GetArgs) -> Result<(), CliError> {
+    check_range("--concurrency", args.concurrency as u64, 1..=MAX_GET_CONCURRENCY, "objects read at once")?;
+    let table = args.table.table.as_str();
+    let dir = parse_local("DIR", &args.dir)?;
+    let (store, _, engine) = open_lake(&args.table.root).await?;
+    let root = store.root().clone();
+    let shown = dir.display().to_string();
+    // The folder itself, and a file in it (DIR may be the root's parent: not its own files).
+    check_outside(&shown, Destination::Local(&dir), &root)?;
+    check_outside(&shown, Destination::Local(&dir.join(lake_store::layout::OBJECTS_PREFIX)), &root)?;
+
+    let selection = match &args.predicate {
+        Some(predicate) => RowSelection::Filter(predicate.clone()),
+        None => RowSelection::All,
+    };
+    let projection = [args.column.clone()];
+    let columns = reference_column(&engine, table, &args.column).await?;
+    let mut batches = engine.read_rows_stream(table, &selection, Some(&projection)).await?;
+    prepare_dir(&dir)?;
+
+    let reader = ObjectReader::with_concurrency(store, args.concurrency);
+    let mut seen: HashSet<ObjectIdentity> = HashSet::new();
+    let mut tasks: JoinSet<Result<Fetched, CliError>> = JoinSet::new();
+    let mut fetched = Vec::new();
+    let mut rows = 0u64;
+    while let Some(batch) = batches.next().await {
+        let batch = batch?;
+        rows += batch.num_rows() as u64;
+        let mut references = Vec::new();
+        columns
+            .visit(&batch, &root, |id| references.push(id))
+            .map_err(|source| LanceEngineError::Unreadable { table: table.to_string(), source })?;
+        for id in references {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let path = file_for(&reader, &dir, &id)?;
+            while tasks.len() >= args.concurrency {
+                if let Some(done) = tasks.join_next().await {
+                    fetched.push(joined(done)?);
+                }
+            }
+            tasks.spawn(fetch(reader.clone(), id, path, root.clone()));
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        fetched.push(joined(done)?);
+    }
+
+    fetched.sort_by(|a, b| a.path.cmp(&b.path));
+    let bytes: u64 = fetched.iter().map(|f| f.size).sum();
+    let written = fetched.iter().filter(|f| f.written).count();
+    let skipped = fetched.len() - written;
+    if args.table.json {
+        let files: Vec<_> = fetched
+            .iter()
+            .map(|f| json!({"uri": f.uri, "path": f.path.display().to_string(), "size": f.size}))
+            .collect();
+        print_json(&json!({
+            "rows": rows,
+            "objects": fetched.len(),
+            "bytes": bytes,
+            "written": written,
+            "skipped_existing": skipped,
+            "files": files,
+        }));
+    } else {
+        println!(
+            "{rows} rows of `{table}`: {} objects of `{}` ({bytes} bytes) verified into {shown}: {written} written, {skipped} already there",
+            fetched.len(),
+            args.column
+        );
+    }
+    Ok(())
+}
+
+/// The reference columns of `table`'s column `column` alone.
+///
+/// # Errors
+/// Engine errors (no such table or column); [`LanceEngineError::Unreadable`] for a column lake
+/// cannot read references from with certainty; [`CliError::Usage`] for a column that is not a
+/// reference column.
+async fn reference_column(
+    engine: &lake_lance::LanceEngine,
+    table: &str,
+    column: &str,
+) -> Result<ReferenceColumns, CliError> {
+    // No row: the projected schema alone.
+    let projection = [column.to_string()];
+    let empty = engine.read_rows(table, &RowSelection::Indices(Vec::new()), Some(&projection)).await?;
+    let schema = empty.first().map(|b| b.schema()).ok_or_else(|| {
+        CliError::Usage(format!("--column `{column}` of `{table}` could not be read; nothing was written"))
+    })?;
+    let columns = ReferenceColumns::from_stored_schema(&schema)
+        .map_err(|source| LanceEngineError::Unreadable { table: table.to_string(), source })?;
+    if columns.names() != projection {
+        let found = schema.fields().first().map(|f| f.data_type().to_string()).unwrap_or_default();
+        return Err(CliError::Usage(format!(
+            "--column `{column}` of `{table}` is not a reference column (a DataLocation struct, or a list of them): it is {found}; nothing was written"
+        )));
+    }
+    Ok(columns)
+}
+
+/// Creates DIR when it does not exist and its parent does (only the last folder, so that a typo
+/// cannot create a tree).
+fn prepare_dir(dir: &Path) -> Result<(), CliError> {
+    let io = |source| CliError::Io { path: dir.display().to_string(), source };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::Usage(format!("DIR {} is not a folder; nothing was written", dir.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !parent.is_dir() {
+                return Err(CliError::Usage(format!(
+                    "DIR {}: its parent folder {} does not exist; create it first (lake creates only the last folder, so that a typo cannot create a tree); nothing was written",
+                    dir.display(),
+                    parent.display()
+                )));
+            }
+            std::fs::create_dir(dir).map_err(io)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// The file of the object `id` in DIR: DIR/<key> for a key of the lake, DIR/external/<sha256
+/// hex> for an object outside its root.
+///
+/// # Errors
+/// [`lake_store::StoreError::ObjectUnreachable`] when the lake's store cannot read `id.uri`;
+/// [`CliError::Refused`] for a key that is no safe relative path.
+fn file_for(reader: &ObjectReader, dir: &Path, id: &ObjectIdentity) -> Result<PathBuf, CliError> {
+    let Some(key) = reader.key_of(&id.uri)? else { return Ok(dir.join(EXTERNAL_FOLDER).join(id.sha256_hex())) };
+    let safe = !key.starts_with('/')
+        && !key.contains('\0')
+        && key.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+    if !safe {
+        return Err(CliError::Refused(format!(
+            "the reference `{}` names the key `{key}`, which is not a safe relative path (an empty, `.` or `..` part, or a leading `/`); nothing more was written",
+            id.uri
+        )));
+    }
+    Ok(dir.join(key))
+}
+
+/// A finished task's result; a task that panicked or was cancelled is an error.
+fn joined(done: Result<Result<Fetched, CliError>, tokio::task::JoinError>) -> Result<Fetched, CliError> {
+    done.map_err(|e| CliError::Io { path: "lake get".into(), source: std::io::Error::other(e) })?
+}
+
+/// Reads the object `id` verified into `path` (a temporary file beside it, renamed once every
+/// byte is verified; never over an existing file), or finds it there already.
+async fn fetch(
+    reader: ObjectReader,
+    id: ObjectIdentity,
+    path: PathBuf,
+    root: LakeRootUri,
+) -> Result<Fetched, CliError> {
+    let shown = path.display().to_string();
+    let io = |source| CliError::Io { path: shown.clone(), source };
+    let done = |written| Fetched { uri: id.uri.clone(), path: path.clone(), size: id.size, written };
+    // Before anything is read or created there: no route (a link in DIR) leads into the lake.
+    check_outside(&shown, Destination::Local(&path), &root)?;
+    if existing(&path, &id).await? {
+        return Ok(done(false));
+    }
+    let folder = match path.parent() {
+        Some(folder) => folder.to_path_buf(),
+        None => return Err(io(std::io::Error::other("the file has no folder"))),
+    };
+    tokio::fs::create_dir_all(&folder).await.map_err(io)?;
+    // A new file gets the usual mode (0666 less the umask), not tempfile's 0600.
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::Builder::new()
+        .prefix(".lake-")
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(&folder)
+        .map_err(io)?;
+    let mut file = tokio::fs::File::from_std(tmp.as_file().try_clone().map_err(io)?);
+    let mut stream = reader.open_verified(&id).await?;
+    while let Some(chunk) = stream.next().await {
+        file.write_all(&chunk?).await.map_err(io)?;
+    }
+    // The stream ended without an error: the file holds exactly the verified bytes.
+    file.flush().await.map_err(io)?;
+    file.sync_all().await.map_err(io)?;
+    drop(file);
+    match tmp.persist_noclobber(&path) {
+        Ok(_) => {
+            if let Ok(d) = std::fs::File::open(&folder) {
+                let _ = d.sync_all();
+            }
+            Ok(done(true))
+        }
+        // Another reference to the same file (or another process) wrote it meanwhile.
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            if existing(&path, &id).await? {
+                Ok(done(false))
+            } else {
+                Err(differs(&path, &id))
+            }
+        }
+        Err(e) => Err(io(e.error)),
+    }
+}
+
+/// Whether `path` already holds the object `id` (same size and SHA-256): `false` when there is
+/// nothing there.
+///
+/// # Errors
+/// [`CliError::Refused`] when something else is there (another file, a folder, a link);
+/// [`CliError::Io`] when it cannot be read.
+async fn existing(path: &Path, id: &ObjectIdentity) -> Result<bool, CliError> {
+    let io = |source| CliError::Io { path: path.display().to_string(), source };
+    let meta = match tokio::fs::symlink_metadata(path).await {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io(e)),
+    };
+    if !meta.is_file() || meta.len() != id.size {
+        return Err(differs(path, id));
+    }
+    let file = path.to_path_buf();
+    let sha256 = tokio::task::spawn_blocking(move || sha256_of(&file))
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?
+        .map_err(io)?;
+    if sha256 == id.sha256 {
+        Ok(true)
+    } else {
+        Err(differs(path, id))
+    }
+}
+
+/// The SHA-256 of the local file `path`.
+fn sha256_of(path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            return Ok(hasher.finalize().into());
+        }
+        hasher.update(&buffer[..n]);
+    }
+}
+
+/// The refusal to replace `path`, which is not the object `id`.
+fn differs(path: &Path, id: &ObjectIdentity) -> CliError {
+    CliError::Refused(format!(
+        "{} already exists and is not the object `{}` ({} bytes with SHA-256 {}); lake get never replaces a file. Remove it or choose another DIR",
+        path.display(),
+        id.uri,
+        id.size,
+        id.sha256_hex()
+    ))
+}

@@ -1,0 +1,168 @@
+"""Reading objects back: `Objects.read` (verified), `Objects.open` (a seekable file object,
+verified when read through), and `Table.take_objects` (rows with their objects), on local and
+LocalStack roots; corrupted, truncated, longer and missing objects raise typed errors."""
+
+import hashlib
+import io
+import os
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+import lake
+
+
+def _root(backend, local_root, request):
+    return local_root if backend == "local" else request.getfixturevalue("s3_root")
+
+
+def _overwrite(root, key, data):
+    """Replaces the object `key` under `root` behind lake's back (a local file, or an S3 PUT)."""
+    if root.startswith("s3://"):
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+        fs = pafs.S3FileSystem(
+            endpoint_override=endpoint.split("://", 1)[1],
+            scheme=endpoint.split("://", 1)[0],
+            access_key=os.environ["AWS_ACCESS_KEY_ID"],
+            secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+            region=os.environ.get("AWS_REGION", "us-east-1"),
+        )
+        with fs.open_output_stream(f"{root[len('s3://'):]}/{key}") as out:
+            out.write(data)
+    else:
+        with open(os.path.join(root, key), "wb") as out:
+            out.write(data)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_objects_read_back_verified(backend, local_root, request):
+    root = _root(backend, local_root, request)
+    lk = lake.init(root, min_age="1s")
+    objects = lk.objects()
+    payload = os.urandom(3 * 1024 * 1024 + 17)
+    loc = objects.put(payload, name="big.bin")
+    empty = objects.put(b"", name="empty.bin")
+
+    # Whole reads, by Location, by dict with a hex digest, by DataLocation scalar.
+    assert objects.read(loc) == payload
+    assert objects.read({"uri": loc["uri"], "sha256": loc["sha256"].hex(), "size": loc["size"]}) == payload
+    assert objects.read(loc.scalar) == payload
+    assert objects.read(empty) == b""
+
+    # A file object: read through (verified), seek and ranged reads (not verified), readinto.
+    with objects.open(loc, buffer_size=256 * 1024) as f:
+        assert isinstance(f, io.RawIOBase) and f.seekable() and f.readable()
+        assert f.read(10) == payload[:10] and f.tell() == 10
+        assert f.read() == payload[10:]
+        assert f.verified
+        f.seek(-100, io.SEEK_END)
+        assert f.read(50) == payload[-100:-50]
+        f.seek(1000)
+        buf = bytearray(4096)
+        assert f.readinto(buf) == 4096 and bytes(buf) == payload[1000:5096]
+        assert f.read(0) == b""
+    with objects.open(loc) as f:
+        f.seek(5)
+        f.read()
+        assert not f.verified, "a read after a seek is not verified"
+    with objects.open(empty) as f:
+        assert f.read() == b"" and f.verified
+    # Buffered, as users wrap it.
+    with io.BufferedReader(objects.open(loc)) as f:
+        assert hashlib.sha256(f.read()).digest() == loc["sha256"]
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_corrupted_truncated_longer_and_missing_objects_raise(backend, local_root, request):
+    root = _root(backend, local_root, request)
+    lk = lake.init(root, min_age="1s")
+    objects = lk.objects()
+    payload = b"0123456789" * 1000
+    cases = {
+        "one byte changed": payload[:500] + b"X" + payload[501:],
+        "truncated": payload[:-1],
+        "longer": payload + b"!",
+    }
+    for what, replaced in cases.items():
+        loc = objects.put(payload, name="victim.bin")
+        _overwrite(root, loc["uri"], replaced)
+        with pytest.raises(lake.ObjectMismatchError) as e:
+            objects.read(loc)
+        assert e.value.kind == "object_mismatch" and loc["uri"] in str(e.value), what
+        with pytest.raises(lake.ObjectMismatchError):
+            with objects.open(loc) as f:
+                f.read()
+        assert isinstance(e.value, lake.LakeError)
+    # Ranged reads are not verified: they return the bytes as stored.
+    loc = objects.put(payload, name="ranged.bin")
+    _overwrite(root, loc["uri"], cases["one byte changed"])
+    with objects.open(loc) as f:
+        f.seek(495)
+        assert f.read(10) == b"56789X1234" and not f.verified
+
+    missing = dict(loc, uri=loc["uri"].rsplit("/", 1)[0] + "/nothing.bin")
+    for read in (objects.read, objects.open):
+        with pytest.raises(lake.ObjectMissingError) as e:
+            read(missing)
+        assert e.value.kind == "object_missing" and "nothing.bin" in str(e.value)
+    with pytest.raises(lake.InputError):
+        objects.read({"uri": loc["uri"], "sha256": b"short", "size": 1})
+    with pytest.raises(lake.InputError):
+        objects.read({"uri": "https://elsewhere.example/x.bin", "sha256": loc["sha256"], "size": 1})
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_take_objects_gives_rows_with_their_objects(backend, local_root, request):
+    root = _root(backend, local_root, request)
+    lk = lake.init(root, min_age="1s")
+    objects = lk.objects()
+    bodies = [f"episode {i} ".encode() * (i + 1) for i in range(6)]
+    locs = [objects.put(b, name=f"e{i}.bin") for i, b in enumerate(bodies)]
+    frames = [[objects.put(b + b"#" + str(j).encode(), name=f"f{i}-{j}.bin") for j in range(i % 3)] for i, b in enumerate(bodies)]
+    frame_type = pa.list_(lake.DataLocationType().storage_type)
+    t = lk.table("episodes")
+    t.append(
+        pa.table(
+            {
+                "episode": [f"e{i}" for i in range(6)],
+                "file": lake.locations(locs),
+                "frames": pa.array([[dict(f) for f in fs] for fs in frames], type=frame_type),
+            }
+        )
+    )
+
+    rows, objs = t.take_objects("file", indices=[4, 1, 4])
+    assert rows.column("episode").to_pylist() == ["e4", "e1", "e4"]
+    assert [o.read() for o in objs] == [bodies[4], bodies[1], bodies[4]]
+    assert all(o.verified for o in objs)
+
+    rows, objs = t.take_objects("file", filter="episode IN ('e0', 'e5')", columns=["episode"])
+    assert sorted(zip(rows.column("episode").to_pylist(), (o.read() for o in objs))) == [("e0", bodies[0]), ("e5", bodies[5])]
+    assert rows.column_names == ["episode", "file"]
+
+    rows, objs = t.take_objects("frames", filter="episode = 'e2'")
+    assert [o.read() for o in objs[0]] == [bodies[2] + b"#0", bodies[2] + b"#1"]
+
+    rows, objs = t.take_objects("file", filter="episode = 'nobody'")
+    assert rows.num_rows == 0 and objs == [] and "file" in rows.column_names
+
+    with pytest.raises(lake.InputError):
+        t.take_objects("file", indices=[6])
+    with pytest.raises(lake.InputError):
+        t.take_objects("episode", indices=[0])
+    with pytest.raises(lake.InputError):
+        t.take_objects("file", indices=[0], filter="true")
+
+
+def test_refs_recover_reports_every_intent(local_root):
+    """`Refs.recover` is `lake refs recover`: on a lake whose writers all finished there is
+    nothing to resolve; its report has the CLI's shape."""
+    lk = lake.init(local_root, min_age="1s")
+    t = lk.table("episodes")
+    t.append(pa.table({"episode": ["e0"], "file": lake.locations([lk.objects().put(b"x", name="x.bin")])}))
+    report = lk.refs.recover()
+    assert report == {"intents": [], "stray_markers_removed": 0, "pending": 0}
+    assert lk.refs.recover("episodes")["pending"] == 0
+    with pytest.raises(lake.InputError):
+        lk.refs.recover("not a table name!")

@@ -1,0 +1,448 @@
+//! The verified object reader: how the objects rows reference are read back.
+//!
+//! An [`ObjectReader`] opens the object a reference names ([`ObjectIdentity`]: `uri`, SHA-256,
+//! size in bytes) through the lake's own [`LakeStore`] (the same root, settings and
+//! credentials as the writes; never others):
+//! - a key relative to the lake root (`objects/<ULID>/<name>`), or any URI that normalises to one
+//!   ([`lake_common::normalize_reference`]: `file:///root/objects/...`,
+//!   `s3://bucket/prefix/objects/...`, the endpoint's spellings of an S3-compatible server);
+//! - on an `s3://` root, an external `s3://` URI in the root's bucket (outside the root's prefix),
+//!   which the store's client reaches with the lake's settings.
+//!
+//! Any other reference ([`StoreError::ObjectUnreachable`]: another bucket, an `http(s)://` URL
+//! that is not an S3 spelling of the root's bucket, a local path outside a local root's folder,
+//! or a `uri` that is not a valid reference) is refused by name, before any request.
+//!
+//! Verified reads ([`ObjectReader::read_verified`], [`ObjectReader::open_verified`]) count and
+//! hash the bytes as they arrive and fail with [`StoreError::ObjectMismatch`] when the size or the
+//! SHA-256 differs from the reference's. Ranged reads ([`ObjectReader::read_range`]) and
+//! [`ObjectReader::size`] are NOT verified: they return what the store holds now. A missing
+//! object is [`StoreError::ObjectMissing`], naming its key.
+//!
+//! Every request holds a permit of one semaphore shared by the reader and its clones, so at most
+//! [`ObjectReader::concurrency`] GETs or HEADs are in flight at once (a verified stream holds its
+//! permit until it ends or is dropped).
+
+use crate::error::StoreError;
+use crate::store::LakeStore;
+use bytes::Bytes;
+use futures::stream::{BoxStream, Stream, StreamExt};
+use lake_common::{normalize_reference, NormalizedReference, ObjectIdentity};
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use sha2::{Digest, Sha256};
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The default bound on the requests an [`ObjectReader`] (with its clones) has in flight: 16.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
+/// Reads the objects references name, verified against their size and SHA-256 (see the module
+/// documentation). Cheap to clone; clones share the bound on requests in flight.
+#[derive(Debug, Clone)]
+pub struct ObjectReader {
+    store: LakeStore,
+    permits: Arc<Semaphore>,
+    concurrency: usize,
+}
+
+/// Where a reference's object is in the store.
+#[derive(Debug, Clone)]
+struct Target {
+    /// The store path (from the bucket or the local root folder).
+    path: Path,
+    /// How errors name it: the key relative to the lake root, or the external URI.
+    shown: String,
+    /// Whether `shown` is a key relative to the lake root.
+    in_root: bool,
+}
+
+impl ObjectReader {
+    /// A reader of `store`'s objects with at most [`DEFAULT_CONCURRENCY`] requests in flight.
+    pub fn new(store: LakeStore) -> Self {
+        Self::with_concurrency(store, DEFAULT_CONCURRENCY)
+    }
+
+    /// A reader of `store`'s objects with at most `limit` requests in flight across it and its
+    /// clones (a `limit` of 0 is taken as 1).
+    pub fn with_concurrency(store: LakeStore, limit: usize) -> Self {
+        let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
+        Self { store, permits: Arc::new(Semaphore::new(limit)), concurrency: limit }
+    }
+
+    /// The lake's store the reader reads from.
+    pub fn store(&self) -> &LakeStore {
+        &self.store
+    }
+
+    /// The bound on requests in flight (GETs and HEADs, a verified stream's GET until it ends).
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// The key relative to the lake root that `uri` names, or `None` for an external object the
+    /// store reaches (on an `s3://` root, a URI in the root's bucket outside its prefix).
+    ///
+    /// # Errors
+    /// [`StoreError::ObjectUnreachable`] when the store cannot read `uri` (see the module
+    /// documentation).
+    pub fn key_of(&self, uri: &str) -> Result<Option<String>, StoreError> {
+        let target = self.target(uri)?;
+        Ok(target.in_root.then_some(target.shown))
+    }
+
+    /// The whole object `reference` names, verified: its bytes, once their count equals
+    /// `reference.size` and their SHA-256 equals `reference.sha256`. Holds the object in memory
+    /// (`reference.size` bytes); use [`ObjectReader::open_verified`] for large objects.
+    ///
+    /// # Errors
+    /// - [`StoreError::ObjectMissing`] when the object does not exist;
+    /// - [`StoreError::ObjectMismatch`] when its size or SHA-256 differs from the reference's;
+    /// - [`StoreError::ObjectUnreachable`] when the store cannot read `reference.uri`;
+    /// - [`StoreError::Storage`] when a request or the response's body fails.
+    pub async fn read_verified(&self, reference: &ObjectIdentity) -> Result<Bytes, StoreError> {
+        let mut stream = self.open_verified(reference).await?;
+        let mut chunks: Vec<Bytes> = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            chunks.push(chunk?);
+        }
+        // The stream ended without an error: the chunks hold exactly `reference.size` bytes.
+        if chunks.len() == 1 {
+            return Ok(chunks.swap_remove(0));
+        }
+        let total = chunks.iter().map(Bytes::len).sum();
+        let mut out = Vec::with_capacity(total);
+        for chunk in &chunks {
+            out.extend_from_slice(chunk);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// Opens the object `reference` names as a stream of its bytes, verified as they flow (see
+    /// [`VerifiedStream`]): the stream ends (`None`) only after exactly `reference.size` bytes
+    /// whose SHA-256 is `reference.sha256`; otherwise its last item is
+    /// [`StoreError::ObjectMismatch`]. Memory: one chunk of the response at a time. The stream
+    /// holds one of the reader's permits until it ends or is dropped.
+    ///
+    /// # Errors
+    /// [`StoreError::ObjectMissing`] when the object does not exist,
+    /// [`StoreError::ObjectUnreachable`] when the store cannot read `reference.uri`,
+    /// [`StoreError::Storage`] when the request fails.
+    pub async fn open_verified(&self, reference: &ObjectIdentity) -> Result<VerifiedStream, StoreError> {
+        let target = self.target(&reference.uri)?;
+        let permit = self.permit(&target.shown).await?;
+        let result = match self.store.object_store().get_opts(&target.path, GetOptions::default()).await {
+            Ok(result) => result,
+            Err(e) => return Err(store_error(&target.shown, e)),
+        };
+        let reported = result.meta.size;
+        let mut stream = VerifiedStream {
+            key: target.shown,
+            expected_size: reference.size,
+            expected_sha256: reference.sha256,
+            inner: None,
+            hasher: Sha256::new(),
+            received: 0,
+            pending: None,
+            permit: Some(permit),
+        };
+        if reported != reference.size {
+            // The store already says the size differs: fail before handing out any byte.
+            stream.pending = Some(stream.mismatch(reported, None));
+            stream.permit = None;
+        } else {
+            stream.inner = Some(result.into_stream());
+        }
+        Ok(stream)
+    }
+
+    /// The bytes `range` (offsets in bytes from the object's start, end exclusive) of the
+    /// object `uri` names (a reference's `uri`: a key or a URI, as for the verified reads). NOT
+    /// verified: ranged reads cannot check the object's SHA-256, so the bytes are what the store
+    /// holds now, whatever the reference records. An `end` past the object's end is cut at the
+    /// end (fewer bytes come back); an empty range reads nothing and asks the store nothing.
+    ///
+    /// # Errors
+    /// - [`StoreError::ObjectMissing`] when the object does not exist;
+    /// - [`StoreError::ObjectUnreachable`] when the store cannot read `uri`;
+    /// - [`StoreError::Storage`] when `range.start > range.end`, when `range.start` is at or past
+    ///   the object's end, or when the request fails.
+    pub async fn read_range(&self, uri: &str, range: Range<u64>) -> Result<Bytes, StoreError> {
+        let target = self.target(uri)?;
+        if range.start > range.end {
+            return Err(StoreError::storage(
+                &target.shown,
+                format!("the byte range {}..{} ends before it starts", range.start, range.end),
+            ));
+        }
+        if range.start == range.end {
+            return Ok(Bytes::new());
+        }
+        let _permit = self.permit(&target.shown).await?;
+        let options = GetOptions::default().with_range(Some(GetRange::Bounded(range)));
+        match self.store.object_store().get_opts(&target.path, options).await {
+            Ok(result) => result.bytes().await.map_err(|e| store_error(&target.shown, e)),
+            Err(e) => Err(store_error(&target.shown, e)),
+        }
+    }
+
+    /// The size in bytes of the object `uri` names, as the store reports it now (a HEAD request).
+    /// NOT verified against any reference: for seeking and ranged reads.
+    ///
+    /// # Errors
+    /// [`StoreError::ObjectMissing`] when the object does not exist,
+    /// [`StoreError::ObjectUnreachable`] when the store cannot read `uri`,
+    /// [`StoreError::Storage`] when the request fails.
+    pub async fn size(&self, uri: &str) -> Result<u64, StoreError> {
+        let target = self.target(uri)?;
+        let _permit = self.permit(&target.shown).await?;
+        match ObjectStoreExt::head(self.store.object_store().as_ref(), &target.path).await {
+            Ok(meta) => Ok(meta.size),
+            Err(e) => Err(store_error(&target.shown, e)),
+        }
+    }
+
+    /// One permit for a request about `shown`.
+    async fn permit(&self, shown: &str) -> Result<OwnedSemaphorePermit, StoreError> {
+        // The semaphore is never closed; the error cannot happen.
+        self.permits.clone().acquire_owned().await.map_err(|e| StoreError::storage(shown, e))
+    }
+
+    /// Where the object `uri` names is in the store, or why the store cannot read it.
+    fn target(&self, uri: &str) -> Result<Target, StoreError> {
+        let root = self.store.root();
+        let unreachable = |reason: String| StoreError::ObjectUnreachable { uri: uri.to_string(), reason };
+        let external = match normalize_reference(root, uri) {
+            Ok(NormalizedReference::InRoot(key)) => {
+                return Ok(Target { path: self.store.path(&key), shown: key, in_root: true })
+            }
+            Ok(NormalizedReference::External(external)) => external,
+            Err(e) => return Err(unreachable(format!("it is not a valid reference: {e}"))),
+        };
+        if root.scheme() == "s3" {
+            let bucket = format!("s3://{}/", root.authority());
+            if let Some(path) = external.strip_prefix(&bucket) {
+                return Ok(Target { path: Path::from(path), shown: external, in_root: false });
+            }
+            return Err(unreachable(format!(
+                "it is outside the lake root `{root}` and its bucket; the lake's store reads only the bucket `{}`",
+                root.authority()
+            )));
+        }
+        Err(unreachable(format!(
+            "it is outside the lake root `{}`; the lake's store reads only below its root folder",
+            self.store.display_root()
+        )))
+    }
+}
+
+/// The store's error for `shown`: a missing object is [`StoreError::ObjectMissing`].
+fn store_error(shown: &str, e: object_store::Error) -> StoreError {
+    match e {
+        object_store::Error::NotFound { .. } => StoreError::ObjectMissing { key: shown.to_string() },
+        e => StoreError::storage(shown, e),
+    }
+}
+
+/// The bytes of one object as they arrive, counted and hashed (SHA-256) against its reference
+/// (from [`ObjectReader::open_verified`]). A stream of chunks (`Result<Bytes, StoreError>`):
+/// - when the store reports a size other than the reference's, the first item is
+///   [`StoreError::ObjectMismatch`] and no byte is handed out;
+/// - as soon as more bytes arrive than the reference's size, the chunk that crosses it is
+///   withheld and the item is [`StoreError::ObjectMismatch`] (`actual_size`: the bytes received
+///   so far, a lower bound; no `actual_sha256`);
+/// - at the object's end, a count or SHA-256 other than the reference's is
+///   [`StoreError::ObjectMismatch`] in place of the end;
+/// - a failed response body is [`StoreError::Storage`].
+///
+/// After an error the stream ends. The bytes handed out are verified only once the stream has
+/// ended with `None`: a consumer that acts on them earlier must undo what it did on an error.
+pub struct VerifiedStream {
+    key: String,
+    expected_size: u64,
+    expected_sha256: [u8; 32],
+    /// The response's body; `None` once the stream has ended (or when it never started).
+    inner: Option<BoxStream<'static, object_store::Result<Bytes>>>,
+    hasher: Sha256,
+    received: u64,
+    /// An error to hand out before anything else.
+    pending: Option<StoreError>,
+    /// The reader's permit, released when the stream ends.
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl std::fmt::Debug for VerifiedStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifiedStream")
+            .field("key", &self.key)
+            .field("expected_size", &self.expected_size)
+            .field("expected_sha256", &hex::encode(self.expected_sha256))
+            .field("received", &self.received)
+            .field("ended", &(self.inner.is_none() && self.pending.is_none()))
+            .finish()
+    }
+}
+
+impl VerifiedStream {
+    /// The key relative to the lake root, or the external URI, being read.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The size in bytes the reference records (the stream's length when it verifies).
+    pub fn expected_size(&self) -> u64 {
+        self.expected_size
+    }
+
+    /// The bytes handed out so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    fn mismatch(&self, actual_size: u64, actual_sha256: Option<[u8; 32]>) -> StoreError {
+        StoreError::ObjectMismatch {
+            key: self.key.clone(),
+            expected_size: self.expected_size,
+            actual_size,
+            expected_sha256: self.expected_sha256,
+            actual_sha256,
+        }
+    }
+
+    /// Ends the stream: drops the body and releases the permit.
+    fn end(&mut self) {
+        self.inner = None;
+        self.permit = None;
+    }
+}
+
+impl Stream for VerifiedStream {
+    type Item = Result<Bytes, StoreError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if let Some(e) = this.pending.take() {
+            this.end();
+            return Poll::Ready(Some(Err(e)));
+        }
+        loop {
+            let Some(inner) = this.inner.as_mut() else { return Poll::Ready(None) };
+            match inner.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if chunk.is_empty() {
+                        continue;
+                    }
+                    let received = this.received.saturating_add(chunk.len() as u64);
+                    if received > this.expected_size {
+                        this.end();
+                        return Poll::Ready(Some(Err(this.mismatch(received, None))));
+                    }
+                    this.hasher.update(&chunk);
+                    this.received = received;
+                    return Poll::Ready(Some(Ok(chunk)));
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    this.end();
+                    return Poll::Ready(Some(Err(store_error(&this.key, e))));
+                }
+                Poll::Ready(None) => {
+                    this.end();
+                    let digest: [u8; 32] = std::mem::take(&mut this.hasher).finalize().into();
+                    if this.received != this.expected_size || digest != this.expected_sha256 {
+                        return Poll::Ready(Some(Err(this.mismatch(this.received, Some(digest)))));
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A verified stream over `chunks` (as a response body would deliver them) against a
+    /// reference of `expected`, holding a permit of `permits`.
+    fn stream_of(
+        chunks: Vec<object_store::Result<Bytes>>,
+        expected: &[u8],
+        permits: &Arc<Semaphore>,
+    ) -> VerifiedStream {
+        VerifiedStream {
+            key: "objects/k".into(),
+            expected_size: expected.len() as u64,
+            expected_sha256: Sha256::digest(expected).into(),
+            inner: Some(futures::stream::iter(chunks).boxed()),
+            hasher: Sha256::new(),
+            received: 0,
+            pending: None,
+            permit: Some(permits.clone().try_acquire_owned().unwrap()),
+        }
+    }
+
+    fn ok(bytes: &'static [u8]) -> object_store::Result<Bytes> {
+        Ok(Bytes::from_static(bytes))
+    }
+
+    async fn items(mut stream: VerifiedStream) -> Vec<Result<Bytes, StoreError>> {
+        let mut out = Vec::new();
+        while let Some(item) = stream.next().await {
+            out.push(item);
+        }
+        assert!(stream.next().await.is_none(), "an ended stream stays ended");
+        out
+    }
+
+    #[tokio::test]
+    async fn exact_bytes_end_the_stream_and_release_the_permit() {
+        let permits = Arc::new(Semaphore::new(1));
+        let stream = stream_of(vec![ok(b"ab"), ok(b""), ok(b"cd")], b"abcd", &permits);
+        assert_eq!(permits.available_permits(), 0);
+        let got = items(stream).await;
+        assert_eq!(got.len(), 2, "empty chunks are skipped");
+        assert!(got.iter().all(Result::is_ok));
+        assert_eq!(permits.available_permits(), 1);
+    }
+
+    #[tokio::test]
+    async fn more_bytes_than_expected_fail_at_once_and_withhold_the_chunk() {
+        let permits = Arc::new(Semaphore::new(1));
+        let got = items(stream_of(vec![ok(b"ab"), ok(b"cde"), ok(b"never read")], b"abcd", &permits)).await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].as_ref().unwrap().as_ref(), b"ab");
+        match &got[1] {
+            Err(StoreError::ObjectMismatch { expected_size: 4, actual_size: 5, actual_sha256: None, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(permits.available_permits(), 1, "an error ends the stream");
+    }
+
+    #[tokio::test]
+    async fn short_or_different_bytes_fail_at_the_end() {
+        let permits = Arc::new(Semaphore::new(1));
+        let got = items(stream_of(vec![ok(b"abc")], b"abcd", &permits)).await;
+        let digest: [u8; 32] = Sha256::digest(b"abc").into();
+        match got.last() {
+            Some(Err(StoreError::ObjectMismatch { actual_size: 3, actual_sha256: Some(d), .. })) if *d == digest => {}
+            other => panic!("{other:?}"),
+        }
+        let got = items(stream_of(vec![ok(b"abcX")], b"abcd", &permits)).await;
+        assert!(matches!(got.as_slice(), [Ok(_), Err(StoreError::ObjectMismatch { actual_size: 4, .. })]));
+        let e = got.into_iter().last().unwrap().unwrap_err();
+        assert!(e.to_string().starts_with("object `objects/k` does not match its reference: expected 4 bytes"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_body_is_a_storage_error() {
+        let permits = Arc::new(Semaphore::new(1));
+        let failure = object_store::Error::Generic { store: "S3", source: "connection reset".into() };
+        let got = items(stream_of(vec![ok(b"ab"), Err(failure), ok(b"cd")], b"abcd", &permits)).await;
+        assert!(matches!(got.as_slice(), [Ok(_), Err(StoreError::Storage { .. })]), "{got:?}");
+        assert_eq!(permits.available_permits(), 1);
+    }
+}
