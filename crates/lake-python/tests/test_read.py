@@ -62,6 +62,7 @@ def test_objects_read_back_verified(backend, local_root, request):
         buf = bytearray(4096)
         assert f.readinto(buf) == 4096 and bytes(buf) == payload[1000:5096]
         assert f.read(0) == b""
+        assert not f.verified, "a seek after the verified read ends its verification"
     with objects.open(loc) as f:
         f.seek(5)
         f.read()
@@ -166,3 +167,52 @@ def test_refs_recover_reports_every_intent(local_root):
     assert lk.refs.recover("episodes")["pending"] == 0
     with pytest.raises(lake.InputError):
         lk.refs.recover("not a table name!")
+
+
+def test_a_mismatch_stays_raised_and_files_behave_as_files(local_root):
+    """After `ObjectMismatchError` every read raises it again (the bytes that failed are never
+    handed out); reads fill their buffer (a zip read through a small buffer); a closed file
+    refuses; references inside the root that are no managed key, or go through a link, are
+    refused."""
+    import zipfile
+
+    lk = lake.init(local_root, min_age="1s")
+    objects = lk.objects()
+    payload = bytes(range(256)) * 40
+    loc = objects.put(payload, name="bad.bin")
+    _overwrite(local_root, loc["uri"], payload[:-50] + b"?" + payload[-49:])
+    f = objects.open(loc, buffer_size=4096)
+    with pytest.raises(lake.ObjectMismatchError):
+        f.read()
+    for _ in range(2):
+        with pytest.raises(lake.ObjectMismatchError):
+            f.read()
+    f.close()
+    with pytest.raises(ValueError):
+        f.tell()
+
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        for i in range(20):
+            z.writestr(f"member-{i}.txt", os.urandom(3000))
+    zloc = objects.put(archive.getvalue(), name="a.zip")
+    with zipfile.ZipFile(objects.open(zloc, buffer_size=4096)) as z, zipfile.ZipFile(io.BytesIO(archive.getvalue())) as want:
+        for name in want.namelist():
+            assert z.read(name) == want.read(name)
+    with objects.open(zloc, buffer_size=4096) as f:
+        f.read(10)
+        assert len(f.read(8192)) == 8192, "a read fills its buffer across ranged reads"
+
+    with pytest.raises(lake.InputError) as e:
+        objects.read({"uri": "_lake/descriptor.json", "sha256": b"0" * 32, "size": 1})
+    assert e.value.kind == "object_unreachable"
+    outside = os.path.join(os.path.dirname(local_root), "outside.txt")
+    with open(outside, "wb") as out:
+        out.write(b"not the lake's")
+    folder = os.path.dirname(os.path.join(local_root, loc["uri"]))
+    os.symlink(outside, os.path.join(folder, "link.bin"))
+    link = {"uri": loc["uri"].rsplit("/", 1)[0] + "/link.bin", "sha256": hashlib.sha256(b"not the lake's").digest(), "size": 14}
+    for read in (objects.read, objects.open):
+        with pytest.raises(lake.InputError) as e:
+            read(link)
+        assert e.value.kind == "object_unreachable" and "symbolic link" in str(e.value)

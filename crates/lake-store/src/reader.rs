@@ -3,7 +3,8 @@
 //! An [`ObjectReader`] opens the object a reference names ([`ObjectIdentity`]: `uri`, SHA-256,
 //! size in bytes) through the lake's own [`LakeStore`] (the same root, settings and
 //! credentials as the writes; never others):
-//! - a key relative to the lake root (`objects/<ULID>/<name>`), or any URI that normalises to one
+//! - a managed key relative to the lake root (`objects/<ULID>/<name>`, never the lake's own
+//!   files; on a local root, not through a symbolic link), or any URI that normalises to one
 //!   ([`lake_common::normalize_reference`]: `file:///root/objects/...`,
 //!   `s3://bucket/prefix/objects/...`, the endpoint's spellings of an S3-compatible server);
 //! - on an `s3://` root, an external `s3://` URI in the root's bucket (outside the root's prefix),
@@ -217,7 +218,17 @@ impl ObjectReader {
         let unreachable = |reason: String| StoreError::ObjectUnreachable { uri: uri.to_string(), reason };
         let external = match normalize_reference(root, uri) {
             Ok(NormalizedReference::InRoot(key)) => {
-                return Ok(Target { path: self.store.path(&key), shown: key, in_root: true })
+                // Rows reference objects, never the lake's own files (tables, journal, registry):
+                // inside the root only a managed key is an object.
+                if crate::keys::parse_managed_key(&key).is_none() {
+                    return Err(unreachable(format!(
+                        "`{key}` is inside the lake root but not a managed object key (objects/<ULID>/<name>)"
+                    )));
+                }
+                if let Some(dir) = self.store.local_dir() {
+                    no_links(dir, &key).map_err(unreachable)?;
+                }
+                return Ok(Target { path: self.store.path(&key), shown: key, in_root: true });
             }
             Ok(NormalizedReference::External(external)) => external,
             Err(e) => return Err(unreachable(format!("it is not a valid reference: {e}"))),
@@ -225,7 +236,11 @@ impl ObjectReader {
         if root.scheme() == "s3" {
             let bucket = format!("s3://{}/", root.authority());
             if let Some(path) = external.strip_prefix(&bucket) {
-                return Ok(Target { path: Path::from(path), shown: external, in_root: false });
+                // The key as it is (`Path::from` would percent-encode characters such as `~`,
+                // naming another object).
+                let path = Path::parse(path)
+                    .map_err(|e| unreachable(format!("its key is not one the store can name: {e}")))?;
+                return Ok(Target { path, shown: external, in_root: false });
             }
             return Err(unreachable(format!(
                 "it is outside the lake root `{root}` and its bucket; the lake's store reads only the bucket `{}`",
@@ -237,6 +252,26 @@ impl ObjectReader {
             self.store.display_root()
         )))
     }
+}
+
+/// Refuses a key of a local root that goes through a symbolic link (`objects`, its ULID folder,
+/// or the object itself): the file system would follow it out of the root folder. A part that
+/// does not exist is left to the read, which reports the object missing. (A link swapped in
+/// after this check is read through; a verified read still refuses bytes that differ from the
+/// reference's.)
+fn no_links(dir: &std::path::Path, key: &str) -> Result<(), String> {
+    let mut at = dir.to_path_buf();
+    for part in key.split('/') {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(format!("`{}` is a symbolic link; lake reads no object through a link", at.display()))
+            }
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
 }
 
 /// The store's error for `shown`: a missing object is [`StoreError::ObjectMissing`].

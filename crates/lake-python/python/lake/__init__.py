@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import operator
 import os
 from typing import Any, Iterable, NamedTuple, Optional, Union
 
@@ -367,11 +368,15 @@ class Objects:
 
 
 class ObjectFile(io.RawIOBase):
-    """An object opened for reading (`Objects.open`): a binary, seekable file object over
-    ranged reads of the store. `verified` is True once it was read from the start to its end
-    without a seek and its SHA-256 matched its reference (a mismatch raises
-    `ObjectMismatchError` from the read that reached the end); False until then, and for good
-    after a seek away from where the verified bytes end."""
+    """An object opened for reading (`Objects.open`, `Table.take_objects`): a binary, seekable
+    file object over ranged reads of the store. `readinto` fills the buffer it is given unless
+    the object ends first (so parsers such as `zipfile` and `tarfile` read it as a file).
+
+    `verified` is True once the object was read from the start to its end without a seek and its
+    size (one HEAD, before the first read) and SHA-256 matched its reference; a seek to another
+    position makes it False for good (later bytes come from new ranged reads). A mismatch raises
+    `ObjectMismatchError` from the read that finds it, and from every read after it: the file
+    never hands out the bytes that failed."""
 
     def __init__(self, native: Any, uri: str, sha256: bytes, size: int, buffer_size: int) -> None:
         super().__init__()
@@ -386,7 +391,17 @@ class ObjectFile(io.RawIOBase):
         self._hash: Any = hashlib.sha256()
         self._hashed = 0
         self._size_checked = False
+        self._error: Optional[LakeError] = None
         self.verified = False
+
+    def _mismatch(self, message: str) -> None:
+        """Raises `ObjectMismatchError(message)`, and keeps it for every later read."""
+        self._error = ObjectMismatchError(f"object `{self.uri}` does not match its reference: {message}", False, "object_mismatch")
+        raise self._error
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
 
     def _check_size(self) -> None:
         """Compares the size the store reports (one HEAD) with the reference's, once: ranged
@@ -394,64 +409,65 @@ class ObjectFile(io.RawIOBase):
         if self._size_checked:
             return
         found = self._native.object_size(self.uri)
-        if found != self.size:
-            raise ObjectMismatchError(
-                f"object `{self.uri}` does not match its reference: expected {self.size} bytes, the store holds {found} bytes",
-                False,
-                "object_mismatch",
-            )
         self._size_checked = True
+        if found != self.size:
+            self._mismatch(f"expected {self.size} bytes, the store holds {found} bytes")
         if self.size == 0:
             self._verify(b"")
 
     def readable(self) -> bool:
+        self._check_open()
         return True
 
     def seekable(self) -> bool:
+        self._check_open()
         return True
 
     def tell(self) -> int:
+        self._check_open()
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
+        self._check_open()
+        offset = operator.index(offset)
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}.get(whence)
         if base is None:
             raise ValueError(f"invalid whence ({whence})")
         target = base + offset
         if target < 0:
             raise ValueError(f"negative seek position {target}")
+        if target != self._pos:
+            self._hash, self.verified = None, False
         self._pos = target
         return target
 
     def readinto(self, b: Any) -> int:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
+        self._check_open()
+        if self._error is not None:
+            raise self._error
         self._check_size()
         view = memoryview(b).cast("B")
         want = min(len(view), max(0, self.size - self._pos))
-        if want == 0:
-            return 0
-        start = self._pos - self._buffer_at
-        if not (0 <= start < len(self._buffer)):
-            end = min(self.size, self._pos + max(want, self._buffer_size))
-            self._buffer = self._native.object_read_range(self.uri, self._pos, end)
-            self._buffer_at, start = self._pos, 0
-            if len(self._buffer) < end - self._pos:
-                raise ObjectMismatchError(
-                    f"object `{self.uri}` does not match its reference: it ended at byte {self._pos + len(self._buffer)} of {self.size}",
-                    False,
-                    "object_mismatch",
-                )
-        chunk = self._buffer[start : start + want]
-        view[: len(chunk)] = chunk
-        self._verify(chunk)
-        self._pos += len(chunk)
-        return len(chunk)
+        done = 0
+        while done < want:
+            start = self._pos - self._buffer_at
+            if not (0 <= start < len(self._buffer)):
+                end = min(self.size, self._pos + max(want - done, self._buffer_size))
+                self._buffer, self._buffer_at, start = b"", self._pos, 0
+                fetched = self._native.object_read_range(self.uri, self._pos, end)
+                if len(fetched) < end - self._pos:
+                    self._mismatch(f"it ended at byte {self._pos + len(fetched)} of {self.size}")
+                self._buffer = fetched
+            chunk = self._buffer[start : start + want - done]
+            self._verify(chunk)
+            view[done : done + len(chunk)] = chunk
+            done += len(chunk)
+            self._pos += len(chunk)
+        return done
 
     def _verify(self, chunk: bytes) -> None:
-        """Hashes `chunk` when it continues the bytes hashed so far; checks the digest at the end."""
+        """Hashes `chunk` when it continues the bytes hashed so far; checks the digest at the end
+        (before the chunk is handed out)."""
         if self._hash is None or self._pos != self._hashed:
             self._hash = None
             return
@@ -460,11 +476,7 @@ class ObjectFile(io.RawIOBase):
         if self._hashed == self.size:
             digest, self._hash = self._hash.digest(), None
             if digest != self._sha256:
-                raise ObjectMismatchError(
-                    f"object `{self.uri}` does not match its reference: expected SHA-256 {self._sha256.hex()}, found {digest.hex()} ({self.size} bytes)",
-                    False,
-                    "object_mismatch",
-                )
+                self._mismatch(f"expected SHA-256 {self._sha256.hex()}, found {digest.hex()} ({self.size} bytes)")
             self.verified = True
 
     def readall(self) -> bytes:
@@ -474,6 +486,10 @@ class ObjectFile(io.RawIOBase):
             if not part:
                 return b"".join(parts)
             parts.append(part)
+
+    def close(self) -> None:
+        self._buffer = b""
+        super().close()
 
     def __repr__(self) -> str:
         return f"lake.ObjectFile({self.uri!r}, size={self.size}, position={self._pos})"

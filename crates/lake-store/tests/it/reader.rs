@@ -193,7 +193,12 @@ async fn missing(reader: &ObjectReader) {
 async fn unreachable(store: &LakeStore, reader: &ObjectReader) {
     let other_bucket =
         format!("s3://lake-no-such-bucket-{}/objects/x.bin", ulid::Ulid::new().to_string().to_lowercase());
-    for uri in [other_bucket.as_str(), "https://example.com/objects/x.bin", "../escape.bin", "/abs/path.bin"] {
+    // The lake's own files are no objects: inside the root only managed keys are read.
+    let own = ["_lake/descriptor.json", "tables/t.lance/_versions/1.manifest", "objects/not-a-ulid/x.bin"];
+    for uri in [other_bucket.as_str(), "https://example.com/objects/x.bin", "../escape.bin", "/abs/path.bin"]
+        .into_iter()
+        .chain(own)
+    {
         let reference = ObjectIdentity::new(uri, [0; 32], 1);
         assert_unreachable(&reader.read_verified(&reference).await.expect_err(uri), uri);
         assert_unreachable(&reader.read_range(uri, 0..1).await.expect_err(uri), uri);
@@ -210,6 +215,14 @@ async fn unreachable(store: &LakeStore, reader: &ObjectReader) {
             let reference = ObjectIdentity::new(uri.clone(), sha256(&bytes), bytes.len() as u64);
             assert!(reader.read_verified(&reference).await.expect("same bucket") == bytes);
             assert!(reader.read_range(&uri, 0..7).await.expect("same bucket") == bytes[..7]);
+            // A key with characters object_store's `Path::from` would percent-encode is read as it is.
+            let tilde = format!("{}-outside/a~b.bin", store.prefix());
+            let tilde_path = Path::parse(tilde.as_str()).expect("a raw key");
+            store.object_store().put(&tilde_path, bytes.clone().into()).await.expect("put");
+            let tilde_uri = format!("s3://{}/{tilde}", store.root().authority());
+            let reference = ObjectIdentity::new(tilde_uri.clone(), sha256(&bytes), bytes.len() as u64);
+            assert!(reader.read_verified(&reference).await.expect("the key as written") == bytes);
+            store.object_store().delete(&tilde_path).await.expect("clean up");
             let gone = format!("s3://{}/{}-outside/gone.bin", store.root().authority(), store.prefix());
             assert_missing(&reader.size(&gone).await.expect_err("missing"), &gone);
             store.object_store().delete(&Path::from(outside.as_str())).await.expect("clean up");
@@ -221,6 +234,16 @@ async fn unreachable(store: &LakeStore, reader: &ObjectReader) {
             let uri = url::Url::from_file_path(elsewhere.path().join("x.bin")).expect("file URL").to_string();
             let reference = ObjectIdentity::new(uri.clone(), sha256(b"x"), 1);
             assert_unreachable(&reader.read_verified(&reference).await.expect_err("outside the root"), &uri);
+            // A managed key that is a symbolic link to it: refused, by every read.
+            let object = upload(store, "linked.bin", b"x").await;
+            let dir = store.local_dir().expect("a local root");
+            let folder = dir.join(&object.uri).parent().expect("its folder").to_path_buf();
+            std::os::unix::fs::symlink(elsewhere.path().join("x.bin"), folder.join("link.bin")).expect("symlink");
+            let link = format!("{}/link.bin", object.uri.rsplit_once('/').expect("a key").0);
+            let reference = ObjectIdentity::new(link.clone(), sha256(b"x"), 1);
+            assert_unreachable(&reader.read_verified(&reference).await.expect_err("through a link"), &link);
+            assert_unreachable(&reader.read_range(&link, 0..1).await.expect_err("through a link"), &link);
+            assert_unreachable(&reader.size(&link).await.expect_err("through a link"), &link);
         }
     }
 }
