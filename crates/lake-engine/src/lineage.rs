@@ -11,7 +11,8 @@ use std::fmt;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LineageProblem {
     /// A version exists in the table but has no sidecar (written around the engine, or a writer
-    /// crashed between its commit and its sidecar). Fix: `lake refs repair`.
+    /// crashed between its commit and its sidecar). Fix: `lake refs recover` for a lake writer
+    /// (its write intent journals the version), `lake refs repair` for another client's version.
     MissingSidecar {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
@@ -236,7 +237,7 @@ impl LineageProblem {
 impl fmt::Display for LineageProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::MissingSidecar { table, version } => write!(f, "table `{table}` version {version} has no reference sidecar: if a writer is still running on the table, it is between its Lance commit and its journal entry (run the same command again once it has finished; do not repair while it runs); if none is (a writer crashed after its commit, or the version was written around the engine), run `lake refs repair ROOT --table {table} --version {version}`"),
+            Self::MissingSidecar { table, version } => write!(f, "table `{table}` version {version} has no reference sidecar: if a writer is still running on the table, it is between its Lance commit and its journal entry (run the same command again once it has finished; do not repair while it runs); if none is, run `lake refs recover ROOT` first (a lake writer that crashed after its commit left a write intent, from which the version is journaled without a scan; the next write to the table does the same once the intent's deadline has passed); a version written around the engine (another Lance client) needs `lake refs repair ROOT --table {table} --version {version}`"),
             Self::UndecodableSidecar { table, version, reason } => write!(f, "table `{table}` version {version}: sidecar cannot be decoded: {reason}"),
             Self::ParentGap { table, version, needed_by } => write!(f, "table `{table}` version {version} has no sidecar, but replaying version {needed_by} needs it"),
             Self::VersionMismatch { table, file, reason } => write!(f, "table `{table}` sidecar file `{file}`: {reason}"),
