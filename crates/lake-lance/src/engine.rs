@@ -333,7 +333,7 @@ impl LanceEngine {
     }
 
     /// The tail of a commit once its sidecar is written: advances the registry.
-    async fn advance(&self, table: &str, version: u64) -> Result<(), LanceEngineError> {
+    pub(crate) async fn advance(&self, table: &str, version: u64) -> Result<(), LanceEngineError> {
         failpoint::hit("append.after_sidecar")?;
         registry::advance(&self.store, table, version).await?;
         failpoint::hit("append.after_registry")?;
@@ -597,7 +597,7 @@ impl LanceEngine {
     /// Lance commit through the intent's gate, with Lance's timeout set to what is left of the
     /// deadline.
     #[allow(clippy::too_many_arguments)]
-    async fn commit_streamed(
+    pub(crate) async fn commit_streamed(
         &self,
         table: &str,
         transaction: lance::dataset::transaction::Transaction,

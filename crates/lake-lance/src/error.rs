@@ -154,6 +154,18 @@ pub enum LanceEngineError {
     /// Bad input refused before anything was written.
     #[error("{0}")]
     InvalidInput(String),
+    /// A two-phase commit refused a prepared piece ([`crate::two_phase`]): one of another
+    /// table, another lake or another schema, a piece given twice, or one whose counts do not
+    /// match its fragments. Nothing was committed; the pieces' data files stay uncommitted.
+    #[error("table `{table}`: prepared piece {piece} refused, nothing was committed: {reason}")]
+    PieceRefused {
+        /// The table the commit was for (lineage name: `t` or `t@b`).
+        table: String,
+        /// The piece's position in the list given to the commit (0-based).
+        piece: usize,
+        /// Why, one sentence.
+        reason: String,
+    },
     /// A commit failed after it issued a manifest write, and resolution proved it can no longer
     /// land: nothing of the write is in the table (its write intent and reference log are
     /// removed).
@@ -217,6 +229,7 @@ impl LanceEngineError {
             LanceEngineError::ConcurrentCreate { .. } => "concurrent_create",
             LanceEngineError::Guard { .. } => "guard",
             LanceEngineError::InvalidInput(_) => "invalid_input",
+            LanceEngineError::PieceRefused { .. } => "piece_refused",
             LanceEngineError::CommitUncertain { .. } => "commit_uncertain",
         }
     }
@@ -238,6 +251,7 @@ impl LanceEngineError {
             | LanceEngineError::SidecarConflict { .. }
             | LanceEngineError::Guard { .. }
             | LanceEngineError::InvalidInput(_)
+            | LanceEngineError::PieceRefused { .. }
             | LanceEngineError::CommitUncertain { .. } => false,
             // Proven not committed: retrying can help as much as it could the failure.
             LanceEngineError::NotCommitted { source, .. } => source.is_transient(),
@@ -397,6 +411,7 @@ mod tests {
             },
             LanceEngineError::Unjournaled { table: "t".into(), version: 3, reason: "r".into() },
             LanceEngineError::CommittedUnchecked { table: "t".into(), version: 3, reason: "r".into() },
+            LanceEngineError::PieceRefused { table: "t".into(), piece: 1, reason: "r".into() },
         ];
         for e in permanent {
             assert!(!e.is_transient(), "{e}");
@@ -413,6 +428,7 @@ mod tests {
             LanceEngineError::UnreadableTable { table: "t".into(), version: 2, source: Box::new(location()) },
             LanceEngineError::JournalLog { table: "t".into(), message: "m".into() },
             LanceEngineError::ConcurrentCreate { table: "t".into() },
+            LanceEngineError::PieceRefused { table: "t".into(), piece: 1, reason: "r".into() },
         ];
         for e in before {
             assert!(e.to_string().contains("nothing was committed") && e.committed_version().is_none(), "{e}");

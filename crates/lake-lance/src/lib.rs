@@ -35,6 +35,8 @@
 //! - [`sql`]: the rule that a predicate or an assigned expression is exactly one SQL expression.
 //! - [`uncommitted`]: what a write that never committed leaves, removed by the write itself
 //!   when it is refused, or by `lake cleanup` when it was killed.
+//! - [`two_phase`]: journaled two-phase writes (workers prepare pieces, one commit of them
+//!   all: Lance's distributed write).
 //! - [`update`]: `UPDATE ... SET ... WHERE` journaled as a delta of the reference columns set.
 //! - [`upsert`]: merge insert keyed on columns, journaled from the two manifests.
 //! - `version_diff`: a version's journal entry from the fragments that differ from the previous version's.
@@ -66,6 +68,7 @@ pub mod scan;
 pub mod settings;
 pub mod sidecar;
 pub mod sql;
+pub mod two_phase;
 pub mod uncommitted;
 pub mod update;
 pub mod upsert;
@@ -76,3 +79,4 @@ mod version_diff;
 pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
 pub use error::LanceEngineError;
 pub use rows::RowSelection;
+pub use two_phase::{PieceMode, PreparedPiece};

@@ -269,7 +269,7 @@ fn engine_kind(e: &LanceEngineError) -> Option<Kind> {
     use LanceEngineError as E;
     Some(match e {
         E::Guard { .. } => Kind::Guard,
-        E::Location { .. } | E::InvalidInput(_) => Kind::Input,
+        E::Location { .. } | E::InvalidInput(_) | E::PieceRefused { .. } => Kind::Input,
         E::SidecarConflict { .. } | E::Unjournaled { .. } => Kind::Lineage,
         // A version's columns cannot be read, a table lake cannot journal, a version committed
         // past a check, a commit whose outcome is not known yet (its intent protects it).

@@ -37,5 +37,6 @@ mod shard_reads;
 mod stress;
 mod support;
 mod truth;
+mod two_phase;
 mod verify_bounded;
 mod write_doors;

@@ -1,0 +1,478 @@
+//! Journaled two-phase writes: many workers prepare pieces, one coordinator commits them as one
+//! version (`docs/distributed-writes.md`). Lance's distributed write (`execute_uncommitted` on
+//! the workers, one commit on the driver: lance-ray's datasink) maps onto it.
+//!
+//! - [`LanceEngine::prepare_append`] (any worker, any process): writes Lance data files for its
+//!   batches without committing, through the streamed append's own [`JournalingReader`] (every
+//!   reference validated, counted and logged as an append does), and returns a
+//!   [`PreparedPiece`]: serde JSON holding the uncommitted fragments, the piece's rows,
+//!   references and oldest managed key, its reference log, the table, the lake root, the
+//!   table's schema fingerprint and the version it read. Uploading the objects the rows
+//!   reference is the caller's job (`lake_store::writer::ManagedObjectWriter`), before.
+//! - [`LanceEngine::commit_pieces`] (one coordinator): refuses pieces of another table, lake or
+//!   schema, pieces given twice, and pieces whose counts differ from their fragments; then one
+//!   Lance transaction (Append or Overwrite) and one journal entry, under the write-intent
+//!   protocol of every lake commit (`crate::intent_commit`).
+//!
+//! **What the commit checks of a piece, and why the journal is exact.** Metadata first (cheap,
+//! no read): format, lake root, table, schema fingerprint equal to the table's at the commit's
+//! read version, a read version not above it, no piece or data file twice, every fragment with
+//! a known row count and no deletion file, and the fragments' physical rows summing to the
+//! piece's `rows`. Then the coordinator reads the reference columns (only those: a projection)
+//! of every piece's fragments once, and that read **is** the journal: it streams into the
+//! version's row log as it goes, validating every reference as a new one (managed keys inside
+//! the root), and must give exactly the piece's `rows`, `references` and oldest managed key,
+//! else the piece is refused. So the entry never trusts what a piece says: it is computed from
+//! the very fragments the transaction commits (an Append adds exactly them; an Overwrite's
+//! content is exactly them), and equals a full scan of the committed version by construction.
+//! The piece's own counts serve to refuse a damaged or edited piece, and a piece's reference
+//! log (written by the worker) is not read. Not checked: that a piece's reference log holds the
+//! same identities as its fragments (it is not used), and per-identity counts of a piece (only
+//! totals and the oldest key: a forger who writes fragments and a matching piece commits rows
+//! that the journal then records exactly, as an append of those rows would). Cost: the
+//! reference columns of the new rows, read once by the coordinator, which merging the pieces'
+//! logs into the one entry would cost too.
+
+use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::error::LanceEngineError;
+use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
+use crate::journaling::{discard_log, JournalLog, JournalingReader, OldestKey};
+use crate::log_upload::RowLogWriter;
+use crate::scan::{writable_columns, SCAN_IO_BUFFER_BYTES};
+use crate::sidecar;
+use crate::uncommitted::{data_file_keys, discard_refused_write};
+use arrow_array::RecordBatchReader;
+use futures::TryStreamExt;
+use lake_common::intent::IntentOperation;
+use lake_common::{DeltaKind, LogHead, LogRef, LogTotals, ObjectIdentity, ReferenceColumns};
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::guard::PublicationGuard;
+use lake_store::layout::{reference_log_key, validate_table_name};
+use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::{InsertBuilder, WriteMode};
+use lance::table::format::Fragment;
+use lance::Dataset;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// The format of a [`PreparedPiece`] this build writes and reads.
+pub const PIECE_FORMAT_VERSION: u32 = 1;
+
+/// One worker's prepared share of a two-phase write: data files written, nothing committed.
+///
+/// Serialise it with `serde_json` to hand it to the coordinator (another process); the
+/// coordinator passes it to [`LanceEngine::commit_pieces`]. A piece never committed leaves
+/// uncommitted data files (Lance's cleanup removes unreferenced files older than 7 days) and
+/// its reference log (GC's own garbage once older than its cutoff).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreparedPiece {
+    /// [`PIECE_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The lake root the piece was written under, as `LakeRootUri` displays it.
+    pub lake: String,
+    /// The table (lineage name: `t` or `t@b`).
+    pub table: String,
+    /// The table version the piece read (its schema's), a Lance version number.
+    pub read_version: u64,
+    /// The table's schema fingerprint at `read_version` ([`schema_fingerprint`]: 64 lowercase
+    /// hex).
+    pub schema: String,
+    /// Rows the piece wrote.
+    pub rows: u64,
+    /// References (non-null DataLocation values) in those rows, counted as an append counts
+    /// them: one per row and reference column.
+    pub references: u64,
+    /// The managed reference minted earliest among them (what the publication guard checks),
+    /// if any.
+    pub oldest: Option<ObjectIdentity>,
+    /// The piece's reference log (a row log, written by the worker as a streamed append writes
+    /// its own), under `tables/<t>.lance/_lake/object_ref_logs/<write_id>.arrows`.
+    pub log: LogRef,
+    /// The uncommitted Lance fragments (Lance's own metadata; ids are assigned at commit).
+    pub fragments: Vec<Fragment>,
+}
+
+/// How [`LanceEngine::commit_pieces`] commits its pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceMode {
+    /// Add the pieces' rows (Lance `Append`; journaled as a `delta`).
+    Append,
+    /// Replace the table's content by the pieces' rows, keeping its schema (Lance `Overwrite`;
+    /// journaled as a `snapshot`).
+    Overwrite,
+}
+
+/// The fingerprint of `ds`'s schema: SHA-256 (64 lowercase hex) of every field in pre-order
+/// (id, parent id, name, logical type, nullability, metadata sorted by key) and the schema's
+/// metadata sorted by key. Two schemas with one fingerprint write interchangeable fragments.
+pub fn schema_fingerprint(ds: &Dataset) -> String {
+    let schema = ds.schema();
+    let mut hasher = Sha256::new();
+    for field in schema.fields_pre_order() {
+        let metadata: std::collections::BTreeMap<_, _> = field.metadata.iter().collect();
+        hasher.update(
+            format!(
+                "{}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{}\u{1f}{:?}\u{1e}",
+                field.id, field.parent_id, field.name, field.logical_type, field.nullable, metadata
+            )
+            .as_bytes(),
+        );
+    }
+    let metadata: std::collections::BTreeMap<_, _> = schema.metadata.iter().collect();
+    hasher.update(format!("{metadata:?}").as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// What one piece's fragments hold, read by the coordinator.
+#[derive(Default)]
+struct Read {
+    rows: u64,
+    references: u64,
+    oldest: OldestKey,
+}
+
+impl LanceEngine {
+    /// Phase 1 of a two-phase write (module documentation): writes `batches` as uncommitted
+    /// Lance fragments of `table` (which must exist; its schema is the batches'), journaling
+    /// their references as an append does, and returns the piece for
+    /// [`LanceEngine::commit_pieces`]. Nothing is committed; no write intent is written (the
+    /// commit writes one for all pieces).
+    ///
+    /// # Errors
+    /// [`LanceEngineError::NoSuchTable`]; [`LanceEngineError::UnreadableTable`];
+    /// [`LanceEngineError::Location`] for an invalid DataLocation column or value;
+    /// [`LanceEngineError::JournalLog`]; Lance errors (a schema other than the table's). The
+    /// data files and log of a refused piece are removed.
+    pub async fn prepare_append(
+        &self,
+        table: &str,
+        batches: Box<dyn RecordBatchReader + Send>,
+    ) -> Result<PreparedPiece, LanceEngineError> {
+        validate_table_name(table)?;
+        ReferenceColumns::from_schema(&batches.schema())
+            .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+        let ds = self.open(table).await?;
+        writable_columns(&ds, table)?;
+        let read_version = ds.version().version;
+        let schema = schema_fingerprint(&ds);
+        let (reader, worker) = JournalingReader::new(batches, self.store(), table)?;
+        let params = self.write_params(WriteMode::Append);
+        let source: Box<dyn RecordBatchReader + Send> = Box::new(reader);
+        let written = InsertBuilder::new(Arc::new(ds)).with_params(&params).execute_uncommitted_stream(source).await;
+        let data_files = written.as_ref().map(|tx| data_file_keys(table, tx)).unwrap_or_default();
+        let log = match worker.finish().await {
+            Ok(log) => log,
+            Err(failure) => {
+                discard_refused_write(self.store(), table, &data_files, false).await;
+                return Err(failure.into_error(table));
+            }
+        };
+        let prepared = match written {
+            Ok(transaction) => match transaction.operation {
+                Operation::Append { fragments } => Ok(fragments),
+                other => Err(LanceEngineError::InvalidInput(format!(
+                    "table `{table}`: Lance prepared a {other} instead of an Append; nothing was committed"
+                ))),
+            },
+            Err(source) => Err(LanceEngineError::Lance { table: table.into(), action: "prepare", source }),
+        };
+        let fragments = match prepared {
+            Ok(fragments) => fragments,
+            Err(e) => {
+                discard_log(self.store(), &log.key).await;
+                discard_refused_write(self.store(), table, &data_files, false).await;
+                return Err(e);
+            }
+        };
+        Ok(PreparedPiece {
+            format_version: PIECE_FORMAT_VERSION,
+            lake: self.store().root().to_string(),
+            table: table.into(),
+            read_version,
+            schema,
+            rows: log.rows,
+            references: log.totals.references,
+            oldest: log.oldest.clone(),
+            log: LogRef::of(log.write_id.clone(), &log.totals, false),
+            fragments,
+        })
+    }
+
+    /// Phase 2 of a two-phase write (module documentation): checks `pieces`, then commits all
+    /// their fragments to `table` as ONE Lance version (`mode`) with ONE journal entry: a head
+    /// naming a row log of the fragments' references, read from the fragments themselves (a
+    /// `delta` for [`PieceMode::Append`], a `snapshot` for [`PieceMode::Overwrite`]). The
+    /// protocol is an append's: the write intent (naming that log), the publication guard on
+    /// the oldest managed key of all pieces right before the commit, the commit through the
+    /// intent's gate (Lance's timeout: what is left of the deadline), then the sidecar
+    /// (create-only), the registry advance, the intent removed, and the pieces' own logs
+    /// deleted. A commit that fails after a manifest write that may land is resolved before the
+    /// call returns, as an append's.
+    ///
+    /// Returns the version, the rows committed (sum of the pieces') and the references added
+    /// (sum of counts); `references_removed` is 0 (an overwrite's removals are implied by its
+    /// snapshot).
+    ///
+    /// # Errors
+    /// Nothing committed: [`LanceEngineError::PieceRefused`] (no piece, a piece of another
+    /// format, lake, table or schema, read after the table's current version, given twice,
+    /// sharing a data file, with a deletion file, or whose rows, references or oldest key
+    /// differ from its fragments'); [`LanceEngineError::Location`] or
+    /// [`LanceEngineError::Unreadable`] for a reference a new row may not hold; [`LanceEngineError::NoSuchTable`], [`LanceEngineError::UnreadableTable`],
+    /// [`LanceEngineError::Guard`], [`LanceEngineError::NotCommitted`]. Unknown:
+    /// [`LanceEngineError::CommitUncertain`] (the intent keeps the objects; `lake refs
+    /// recover`). Committed: sidecar and registry errors naming the version. A commit that
+    /// landed although Lance reported a failure is journaled and returned as success.
+    pub async fn commit_pieces(
+        &self,
+        table: &str,
+        pieces: Vec<PreparedPiece>,
+        mode: PieceMode,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        validate_table_name(table)?;
+        let refuse =
+            |piece: usize, reason: String| LanceEngineError::PieceRefused { table: table.into(), piece, reason };
+        if pieces.is_empty() {
+            return Err(refuse(0, "no piece was given".into()));
+        }
+        self.check_metadata(table, &pieces)?;
+        let ds = self.open(table).await?;
+        let columns = writable_columns(&ds, table)?.for_new_references();
+        let read_version = ds.version().version;
+        let schema = schema_fingerprint(&ds);
+        for (i, piece) in pieces.iter().enumerate() {
+            if piece.schema != schema {
+                return Err(refuse(i, format!("it was written for another schema of the table (fingerprint {}, the table's at version {read_version} is {schema})", piece.schema)));
+            }
+            if piece.read_version > read_version {
+                return Err(refuse(
+                    i,
+                    format!("it read version {}, after the table's latest ({read_version})", piece.read_version),
+                ));
+            }
+        }
+        let descriptor = LakeDescriptor::load(self.store()).await?;
+        let guard = PublicationGuard::from_policy(&descriptor);
+        // The journal entry, read from the fragments (module documentation), checked piece by
+        // piece against what the piece says.
+        let (log_ref, oldest) = self.read_pieces(table, &ds, &columns, &pieces).await?;
+        let rows: u64 = pieces.iter().fold(0u64, |sum, p| sum.saturating_add(p.rows));
+        let fragments: Vec<Fragment> = pieces.iter().flat_map(|p| p.fragments.iter().cloned()).collect();
+        let (operation, intent_op, kind, action) = match mode {
+            PieceMode::Append => {
+                (Operation::Append { fragments }, IntentOperation::Append, DeltaKind::Delta, "two-phase append")
+            }
+            PieceMode::Overwrite => (
+                Operation::Overwrite {
+                    fragments,
+                    schema: ds.schema().clone(),
+                    config_upsert_values: None,
+                    initial_bases: None,
+                },
+                IntentOperation::Overwrite,
+                DeltaKind::Snapshot,
+                "two-phase overwrite",
+            ),
+        };
+        let transaction = Transaction::new(read_version, operation, None);
+        let log = JournalLog {
+            write_id: log_ref.write_id.clone(),
+            key: reference_log_key(table, &log_ref.write_id),
+            totals: LogTotals {
+                references: log_ref.references,
+                bytes: log_ref.bytes,
+                sha256: log_ref.sha256.clone(),
+                index: log_ref.index.clone(),
+            },
+            rows,
+            oldest,
+            columns: columns.names(),
+            null_key_rows: 0,
+        };
+        self.resolve_before_commit(table).await;
+        // The intent before the guard: from here until it is resolved, GC keeps the log's
+        // references (`crate::intent_commit`).
+        let facts = IntentFacts {
+            operation: intent_op,
+            write_id: log.write_id.clone(),
+            transaction_uuid: Some(transaction.uuid.clone()),
+            read_version,
+            restored_version: None,
+        };
+        let intent = match self.begin_intent(table, facts, IntentRefs::Log(&log), &guard).await {
+            Ok(intent) => intent,
+            Err(e) => {
+                discard_log(self.store(), &log.key).await;
+                return Err(e);
+            }
+        };
+        let params = self.write_params(WriteMode::Append);
+        let committed = self.commit_streamed(table, transaction, &params, &guard, &log, false, action, &intent).await;
+        let ds = match self.after_commit(&intent, committed, true).await {
+            Ok(Committed::Now(ds)) => ds,
+            Ok(Committed::Late(version)) => return self.landed_outcome(table, version, rows).await,
+            Err(e) => return Err(e),
+        };
+        let version = ds.version().version;
+        let head = LogHead::new(table, version, kind, log_ref.clone())
+            .bound(crate::binding::binding_of(self.store(), table, &ds).await?);
+        sidecar::write_head(self.store(), &head).await?;
+        self.advance(table, version).await?;
+        self.end_intent(&intent).await;
+        // The pieces' own logs are not deleted here: a piece names its log by a write id the
+        // coordinator cannot trust (one naming another write's log would delete a journaled
+        // version's entry). No entry or intent names them: GC collects them as its own garbage
+        // past its cutoff (`journal_garbage`).
+        tracing::debug!(
+            table,
+            version,
+            rows,
+            pieces = pieces.len(),
+            references = log_ref.references,
+            "{action} committed and journaled"
+        );
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows,
+            references_added: log_ref.references,
+            references_removed: 0,
+            rebased: rebased(&ds, version).await,
+        })
+    }
+
+    /// The checks of `pieces` that read nothing (module documentation).
+    fn check_metadata(&self, table: &str, pieces: &[PreparedPiece]) -> Result<(), LanceEngineError> {
+        let refuse =
+            |piece: usize, reason: String| LanceEngineError::PieceRefused { table: table.into(), piece, reason };
+        let root = self.store().root().to_string();
+        let mut logs = BTreeSet::new();
+        let mut files = BTreeSet::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            if piece.format_version != PIECE_FORMAT_VERSION {
+                return Err(refuse(
+                    i,
+                    format!("format {} is not this build's ({PIECE_FORMAT_VERSION})", piece.format_version),
+                ));
+            }
+            if piece.lake != root {
+                return Err(refuse(i, format!("it was written for the lake at {}, not this one ({root})", piece.lake)));
+            }
+            if piece.table != table {
+                return Err(refuse(i, format!("it was written for table `{}`", piece.table)));
+            }
+            if !logs.insert(piece.log.write_id.as_str()) {
+                return Err(refuse(i, format!("write {} is given twice", piece.log.write_id)));
+            }
+            let mut physical = 0u64;
+            for fragment in &piece.fragments {
+                let Some(rows) = fragment.physical_rows else {
+                    return Err(refuse(i, "a fragment has no row count".into()));
+                };
+                if fragment.deletion_file.is_some() || !fragment.overlays.is_empty() {
+                    return Err(refuse(i, "a fragment has a deletion file or overlays: not a fresh write".into()));
+                }
+                physical = physical.saturating_add(rows as u64);
+                for file in &fragment.files {
+                    if !files.insert(file.path.clone()) {
+                        return Err(refuse(i, format!("data file {} is in two fragments", file.path)));
+                    }
+                }
+            }
+            if physical != piece.rows {
+                return Err(refuse(i, format!("its fragments hold {physical} rows, the piece says {}", piece.rows)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the reference columns of every piece's fragments into one row log (the version's
+    /// journal), checking each piece's rows, references and oldest key against what was read.
+    /// Returns the finished log and the oldest managed key of all pieces.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::PieceRefused`], [`LanceEngineError::Location`], Lance and log
+    /// errors; the log is abandoned on any error.
+    async fn read_pieces(
+        &self,
+        table: &str,
+        ds: &Dataset,
+        columns: &ReferenceColumns,
+        pieces: &[PreparedPiece],
+    ) -> Result<(LogRef, Option<ObjectIdentity>), LanceEngineError> {
+        let next = ds.version().version.saturating_add(1);
+        let mut writer = RowLogWriter::start(self.store(), table, next, columns).await?;
+        let mut oldest = OldestKey::default();
+        for (i, piece) in pieces.iter().enumerate() {
+            let read = match self.read_piece(table, ds, columns, piece, &mut writer).await {
+                Ok(read) => read,
+                Err(e) => {
+                    writer.abort().await;
+                    return Err(e);
+                }
+            };
+            let differs = if columns.is_empty() {
+                // No reference column: nothing to read; the rows are the fragments' (checked).
+                (piece.references != 0 || piece.oldest.is_some())
+                    .then(|| format!("it names {} references, the table has no reference column", piece.references))
+            } else if read.rows != piece.rows {
+                Some(format!("its fragments hold {} rows, the piece says {}", read.rows, piece.rows))
+            } else if read.references != piece.references {
+                Some(format!("its fragments hold {} references, the piece says {}", read.references, piece.references))
+            } else if read.oldest.identity != piece.oldest {
+                Some("its fragments' oldest managed key is not the one the piece names".to_string())
+            } else {
+                None
+            };
+            if let Some(reason) = differs {
+                writer.abort().await;
+                return Err(LanceEngineError::PieceRefused { table: table.into(), piece: i, reason });
+            }
+            if let Some(id) = &read.oldest.identity {
+                oldest.offer(&id.uri, &id.sha256, id.size);
+            }
+        }
+        let log = writer.finish().await?;
+        Ok((log, oldest.identity))
+    }
+
+    /// Reads one piece's fragments into `writer` (module documentation).
+    async fn read_piece(
+        &self,
+        table: &str,
+        ds: &Dataset,
+        columns: &ReferenceColumns,
+        piece: &PreparedPiece,
+        writer: &mut RowLogWriter,
+    ) -> Result<Read, LanceEngineError> {
+        let mut read = Read::default();
+        if columns.is_empty() {
+            return Ok(read);
+        }
+        let lance_err =
+            |source| LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source };
+        let root = self.store().root().clone();
+        // One fragment per scan: uncommitted fragments may share an id (Lance assigns ids at
+        // commit).
+        for fragment in &piece.fragments {
+            let mut scanner = ds.scan();
+            scanner.io_buffer_size(SCAN_IO_BUFFER_BYTES);
+            scanner.project(&columns.names()).map_err(lance_err)?;
+            scanner.with_fragments(vec![fragment.clone()]);
+            let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+            while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+                let before = writer.references();
+                read.rows += writer.push_batch(&batch).await?;
+                read.references += writer.references() - before;
+                let oldest = &mut read.oldest;
+                columns
+                    .visit_borrowed(&batch, &root, |uri, sha256, size| oldest.offer(uri, sha256, size))
+                    .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            }
+        }
+        Ok(read)
+    }
+}
