@@ -1,6 +1,7 @@
 //! Tables: the writes that commit a version and journal it (append, overwrite, upsert, delete,
-//! update, compact, restore, tag, cleanup), each run by [`run_write`] so that Ctrl-C never
-//! separates a commit from its journal entry; the versions; and `refs verify`.
+//! update, compact, restore, tag, cleanup, and the two phases of a distributed write: prepare a
+//! piece, commit pieces), each run by [`run_write`] so that Ctrl-C never separates a commit
+//! from its journal entry; the versions; and `refs verify`.
 
 use crate::arrow_ffi::ArrowStream;
 use crate::errors::{Failure, Kind};
@@ -10,7 +11,7 @@ use crate::marking::MarkingReader;
 use crate::runtime::{parse_duration, run, run_write};
 use arrow_array::{RecordBatchReader, StructArray};
 use lake_lance::update::Assignment;
-use lake_lance::RowSelection;
+use lake_lance::{PieceMode, PreparedPiece, RowSelection};
 use pyo3::prelude::*;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -79,6 +80,40 @@ impl NativeLake {
             commit_json(&out?)
         };
         run_write(py, write, Some(stop))
+    }
+
+    /// Phase 1 of a two-phase write (`docs/distributed-writes.md`): writes the rows of an Arrow
+    /// stream as uncommitted data files of `table` (which must exist; the rows have its schema),
+    /// journaling their references as an append does. Returns the prepared piece as JSON, for
+    /// [`NativeLake::commit_pieces`] in any process; nothing is committed.
+    fn prepare_append(&self, py: Python<'_>, table: String, data: ArrowStream) -> PyResult<String> {
+        let engine = self.engine()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = source(data, &stop);
+        let prepare = async move { json(&engine.prepare_append(&table, batches).await?) };
+        run_write(py, prepare, Some(stop))
+    }
+
+    /// Phase 2 of a two-phase write: commits the prepared `pieces` (their JSON, as
+    /// [`NativeLake::prepare_append`] returned them) as one version of `table`, appended or,
+    /// with `overwrite`, replacing its content. Returns the commit as JSON. A piece that is not
+    /// a piece's JSON is an `InputError` naming its index; nothing is committed.
+    fn commit_pieces(&self, py: Python<'_>, table: String, pieces: Vec<String>, overwrite: bool) -> PyResult<String> {
+        let parsed = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, piece)| {
+                serde_json::from_str::<PreparedPiece>(piece).map_err(|e| {
+                    Failure::new(
+                        Kind::Input,
+                        format!("piece {i} is not a prepared piece's JSON ({e}); nothing was committed"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mode = if overwrite { PieceMode::Overwrite } else { PieceMode::Append };
+        let engine = self.engine()?;
+        run_write(py, async move { commit_json(&engine.commit_pieces(&table, parsed, mode).await?) }, None)
     }
 
     /// Upserts the rows of an Arrow stream keyed on `on`.

@@ -17,3 +17,13 @@ def s3_root():
     if not bucket:
         pytest.skip("needs LocalStack S3: run scripts/test.sh")
     return f"s3://{bucket}/py-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray instance of 2 CPUs (started once per test module; workers inherit the
+    environment, LocalStack's endpoint included). Skipped without Ray."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -17,15 +17,6 @@ import lake
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    """A local Ray instance of 2 CPUs (started once for the module; workers inherit the
-    environment, LocalStack's endpoint included)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def lake_with_orphans(root, orphans, live, storage_options=None):
     """A lake (policy floor 1 s) whose table references `live` objects, with `orphans`
     unreferenced ones, all old enough to collect once this returns."""

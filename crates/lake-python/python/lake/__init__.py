@@ -581,6 +581,49 @@ class Table:
         retained version references them). Returns and raises as `append`."""
         return json.loads(self._native.write(self.name, _stream(data), True))
 
+    def prepare(self, data: Any) -> str:
+        """Phase 1 of a distributed write (`docs/distributed-writes.md`): write the rows of
+        `data` (as for `append`) as data files of this table WITHOUT committing them, and return
+        the prepared piece, an opaque JSON `str` that a worker hands back to the one process
+        that commits every piece with `commit_pieces`. Any number of workers (threads,
+        processes, Ray tasks: `lake.ray.LakeDatasink`) may prepare pieces of one table at once.
+
+        The table must exist (create it with a first `append`) and the rows must have its
+        schema. The objects the rows reference must be uploaded already (`Objects.put`): the
+        piece holds their references, which are checked as an append checks them. Nothing is
+        committed and nothing else is written; a piece never committed leaves data files that
+        Lance's cleanup removes after 7 days. Commit pieces soon (within `min_age`, the guard
+        judges the oldest referenced object at the commit).
+
+        Raises `LakeError` (kind `no_such_table`) for a table that does not exist, `InputError`
+        for rows of another schema or a reference column of another layout, `StorageError` when
+        the store fails."""
+        return self._native.prepare_append(self.name, _stream(data))
+
+    def commit_pieces(self, pieces: Iterable[str], mode: str = "append") -> dict:
+        """Phase 2 of a distributed write: commit `pieces` (the `str`s `prepare` returned, from
+        any processes, each at most once) as ONE new version of this table, with one journal
+        entry computed from the pieces' data files. `mode` is `"append"` (add their rows) or
+        `"overwrite"` (replace the table's content with them, keeping its schema).
+
+        Returns the commit as `append` does: `{"table", "version", "rows", "references_added",
+        "references_removed", "rebased"}` (`rows` and `references_added` summed over the pieces).
+        Raises `TypeError` for a `str` instead of a list; `InputError` for a mode other than
+        those two or a piece that is not a prepared piece's JSON (the message names its index);
+        `InputError` with kind `piece_refused` (the message names the piece's index and why) for
+        no piece, a piece of another lake, table or schema (a column added, dropped or renamed
+        since it was prepared), a piece given twice, or one whose counts differ from its data
+        files; `GuardError` when the
+        oldest object of the pieces is too old to publish (upload it again, prepare again).
+        Nothing is committed by a call that raised these; the same pieces (those not refused)
+        can be committed again. Committing the same pieces twice appends their rows twice."""
+        if isinstance(pieces, (str, bytes)):
+            raise TypeError("commit_pieces takes a list of pieces (the str each prepare returned), not one str")
+        pieces = [_text(f"piece {i}", p) for i, p in enumerate(pieces)]
+        if mode not in ("append", "overwrite"):
+            raise InputError(f"commit_pieces mode {mode!r}: give 'append' or 'overwrite'")
+        return json.loads(self._native.commit_pieces(self.name, pieces, mode == "overwrite"))
+
     def merge_insert(self, data: Any, on: Union[str, list]) -> dict:
         """Upsert `data` (as for `append`) keyed on `on` (a column name or a list of them): rows
         whose key matches are replaced, the others inserted, as one new version. The journal

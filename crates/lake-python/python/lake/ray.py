@@ -21,6 +21,12 @@ carry them). The checkpoint folder must be reachable by every worker: an `s3://b
 folder (opened with the lake's S3 settings), a shared file system, or a local folder when Ray
 runs on one node.
 
+Distributed writes from Ray Data: `LakeDatasink` writes a dataset as ONE journaled version of an
+existing table (each write task prepares a piece, the driver commits every piece at once):
+
+    ds = ray.data.read_parquet("s3://bucket/episodes/")             # rows referencing objects
+    ds.write_datasink(lake.ray.LakeDatasink("s3://bucket/lake", "episodes"))
+
 A task's lake exception reaches the caller as itself (`except lake.PolicyError` works), not as
 Ray's `RayTaskError` wrapper; the wrapper is its `__cause__`.
 """
@@ -33,7 +39,7 @@ from typing import Any, Optional, Union
 from . import InputError, LakeError, ShardedPlan, StorageError, _count, _text
 from . import open as _open_lake
 
-__all__ = ["plan", "apply"]
+__all__ = ["plan", "apply", "LakeDatasink"]
 
 
 def _ray() -> Any:
@@ -161,3 +167,114 @@ def apply(
         for i, shard in enumerate(sharded.shards)
     ]
     return _gather(ray, refs)
+
+
+def __getattr__(name: str) -> Any:
+    # `LakeDatasink` subclasses `ray.data.Datasink`: made on first use, so that importing
+    # `lake.ray` (for GC) does not import Ray Data. Pickle finds it here too (Ray's workers).
+    if name == "LakeDatasink":
+        cls = _make_datasink()
+        globals()["LakeDatasink"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _make_datasink() -> type:
+    try:
+        from ray.data import Datasink
+    except ImportError as e:
+        raise ImportError("lake.ray.LakeDatasink needs Ray Data: pip install 'lake[ray]'") from e
+
+    class LakeDatasink(Datasink):
+        """A Ray Data sink (`Dataset.write_datasink`) that writes a dataset as ONE new version of
+        the table `table` of the lake at `root`, appended (`mode="append"`) or replacing its content
+        (`mode="overwrite"`), with one journal entry, through lake's two-phase write
+        (`Table.prepare`, `Table.commit_pieces`; `docs/distributed-writes.md`).
+
+        - Each write task (`write`, on the workers) opens the lake (`root`, `storage_options`: the
+          workers need the `lake` package, access to the store and its credentials) and prepares
+          ONE piece from all its blocks (pyarrow tables, or anything Ray's `BlockAccessor` turns
+          into one), returning the piece's JSON; a task without rows returns none.
+        - `on_write_complete` (on the driver, once every task succeeded) commits every piece in
+          ONE `commit_pieces` call; its commit (`{"table", "version", "rows",
+          "references_added", ...}`) is then `self.result`.
+        - `on_write_failed` commits nothing.
+
+        So a task that fails and is retried by Ray cannot duplicate rows (only a successful
+        attempt's piece reaches the driver), and a driver that dies before the commit commits
+        nothing (the prepared data files are left for Lance's cleanup). A dataset without rows
+        commits nothing (`self.result` stays `None`).
+
+        The table must exist (create it with a first `Table.append`) and the dataset's columns must
+        be its schema. Rows reference objects already uploaded: upload them in the pipeline before
+        the write, e.g. `ds.map_batches(upload)` whose function calls
+        `lake.open(root).objects().put(...)` and returns the rows with `lake.locations([...])`
+        columns; commit within the lake's `min_age` of those uploads (the publication guard judges
+        the oldest object at the commit: `GuardError`).
+
+        Raises (from `write_datasink`) what `Table.prepare` raises in a task whose retries are
+        exhausted, or what `Table.commit_pieces` raises at the commit (`InputError` with kind
+        `piece_refused`: a column changed since the pieces were prepared, say; nothing
+        committed)."""
+
+        def __init__(self, root: str, table: str, mode: str = "append", storage_options: Optional[dict] = None) -> None:
+            self.root = _text("root", root)
+            self.table = _text("table", table)
+            if mode not in ("append", "overwrite"):
+                raise InputError(f"LakeDatasink mode {mode!r}: give 'append' or 'overwrite'")
+            self.mode = mode
+            self.storage_options = None if storage_options is None else dict(storage_options)
+            self.result: Optional[dict] = None
+
+        def get_name(self) -> str:
+            return "LakeDatasink"
+
+        def on_write_start(self, schema: Any = None) -> None:
+            """Checks, on the driver, that the lake opens and the table exists before any task
+            writes (`LakeError` otherwise)."""
+            _open_lake(self.root, storage_options=self.storage_options).table(self.table).versions()
+
+        def write(self, blocks: Any, ctx: Any) -> list:
+            """Prepares one piece of the task's blocks; returns `[piece JSON]`, or `[]` when the
+            blocks hold no row."""
+            import pyarrow as pa
+            from ray.data.block import BlockAccessor
+
+            tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
+            first = None
+            for t in tables:
+                if t.num_rows:
+                    first = t
+                    break
+            if first is None:
+                return []
+            schema = first.schema
+
+            def batches() -> Any:
+                yield from first.to_batches()
+                for t in tables:
+                    if not t.num_rows:
+                        continue
+                    if t.schema != schema:
+                        t = t.cast(schema)
+                    yield from t.to_batches()
+
+            reader = pa.RecordBatchReader.from_batches(schema, batches())
+            lk = _open_lake(self.root, storage_options=self.storage_options)
+            return [lk.table(self.table).prepare(reader)]
+
+        def on_write_complete(self, write_result: Any) -> None:
+            """Commits every task's piece as one version (nothing when no task wrote a row)."""
+            pieces = [piece for returned in write_result.write_returns for piece in (returned or [])]
+            if not pieces:
+                return
+            lk = _open_lake(self.root, storage_options=self.storage_options)
+            self.result = lk.table(self.table).commit_pieces(pieces, mode=self.mode)
+
+        def on_write_failed(self, error: Exception) -> None:
+            """Commits nothing: the pieces prepared so far are left uncommitted (their data files
+            are removed by Lance's cleanup after 7 days)."""
+
+    LakeDatasink.__module__ = __name__
+    LakeDatasink.__qualname__ = "LakeDatasink"
+    return LakeDatasink
