@@ -671,8 +671,32 @@ impl Command {
             Command::Refs(RefsCommand::Recover(a)) => a.json,
             Command::Branch(BranchCommand::List(a)) => a.json,
             Command::Index(IndexCommand::List(a)) => a.json,
-            _ => false,
+            _ => self.table_args().is_some_and(|t| t.json),
         }
+    }
+
+    /// The table arguments (root, `--table`, `--json`) of a command that takes them.
+    fn table_args(&self) -> Option<&TableArgs> {
+        Some(match self {
+            Command::Ingest(a) => &a.table,
+            Command::Upsert(a) => &a.table,
+            Command::Delete(a) => &a.table,
+            Command::Update(a) => &a.table,
+            Command::Restore(a) => &a.table,
+            Command::Tag(a) => &a.table,
+            Command::Cleanup(a) => &a.table,
+            Command::Versions(a) => &a.table,
+            Command::Config(a) => &a.table,
+            Command::Refs(RefsCommand::Repair(a)) => &a.table,
+            Command::Columns(ColumnsCommand::AddFiles(a)) => &a.table,
+            Command::Columns(ColumnsCommand::Drop(a)) => &a.table,
+            Command::Columns(ColumnsCommand::Rename(a)) => &a.table,
+            Command::Branch(BranchCommand::Create(a)) => &a.table,
+            Command::Branch(BranchCommand::Delete(a)) => &a.table,
+            Command::Index(IndexCommand::Create(a)) => &a.table,
+            Command::Index(IndexCommand::Drop(a)) => &a.table,
+            _ => return None,
+        })
     }
 
     /// Whether the command does its work under `--memory-budget-mib` (GC, `refs verify`,

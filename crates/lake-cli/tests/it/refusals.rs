@@ -241,3 +241,24 @@ fn every_refusal_kind_is_named_in_the_json_error() {
     assert_eq!(object_files(std::path::Path::new(root)), before, "nothing deleted by any refusal");
     assert!(!std::path::Path::new(&ckpt).exists());
 }
+
+/// Every command that takes `--json` prints its failure as the JSON error too, writes included
+/// (a bad table name, a table that does not exist).
+#[test]
+fn writes_and_table_commands_with_json_print_their_failure_as_json() {
+    let l = lake_with_orphan();
+    let root = l.root.as_str();
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("table_name", vec!["delete", root, "--table", "bad name!", "--where", "true"]),
+        ("table_name", vec!["versions", root, "--table", "bad name!"]),
+        ("table_name", vec!["tag", root, "x", "--table", "bad name!", "--version", "1"]),
+        ("table_name", vec!["cleanup", root, "--table", "bad name!", "--older-than", "1d"]),
+    ];
+    for (kind, mut args) in cases {
+        args.push("--json");
+        let o = crate::lake_command().args(&args).output().unwrap();
+        assert_ne!(o.status.code(), Some(0), "lake {args:?}");
+        let error = crate::json(stderr(&o).lines().last().unwrap_or_default());
+        assert_eq!(error["error"]["kind"], kind, "lake {args:?}: {error}");
+    }
+}
