@@ -38,7 +38,7 @@ def _overwrite(root, key, data):
 @pytest.mark.parametrize("backend", ["local", "s3"])
 def test_objects_read_back_verified(backend, local_root, request):
     root = _root(backend, local_root, request)
-    lk = lake.init(root, min_age="1s")
+    lk = lake.init(root, min_age="1h")
     objects = lk.objects()
     payload = os.urandom(3 * 1024 * 1024 + 17)
     loc = objects.put(payload, name="big.bin")
@@ -77,7 +77,7 @@ def test_objects_read_back_verified(backend, local_root, request):
 @pytest.mark.parametrize("backend", ["local", "s3"])
 def test_corrupted_truncated_longer_and_missing_objects_raise(backend, local_root, request):
     root = _root(backend, local_root, request)
-    lk = lake.init(root, min_age="1s")
+    lk = lake.init(root, min_age="1h")
     objects = lk.objects()
     payload = b"0123456789" * 1000
     cases = {
@@ -116,7 +116,7 @@ def test_corrupted_truncated_longer_and_missing_objects_raise(backend, local_roo
 @pytest.mark.parametrize("backend", ["local", "s3"])
 def test_take_objects_gives_rows_with_their_objects(backend, local_root, request):
     root = _root(backend, local_root, request)
-    lk = lake.init(root, min_age="1s")
+    lk = lake.init(root, min_age="1h")
     objects = lk.objects()
     bodies = [f"episode {i} ".encode() * (i + 1) for i in range(6)]
     locs = [objects.put(b, name=f"e{i}.bin") for i, b in enumerate(bodies)]
@@ -159,7 +159,7 @@ def test_take_objects_gives_rows_with_their_objects(backend, local_root, request
 def test_refs_recover_reports_every_intent(local_root):
     """`Refs.recover` is `lake refs recover`: on a lake whose writers all finished there is
     nothing to resolve; its report has the CLI's shape."""
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     t = lk.table("episodes")
     t.append(pa.table({"episode": ["e0"], "file": lake.locations([lk.objects().put(b"x", name="x.bin")])}))
     report = lk.refs.recover()
@@ -176,7 +176,7 @@ def test_a_mismatch_stays_raised_and_files_behave_as_files(local_root):
     refused."""
     import zipfile
 
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     objects = lk.objects()
     payload = bytes(range(256)) * 40
     loc = objects.put(payload, name="bad.bin")

@@ -39,26 +39,29 @@ def without_aws_environment():
 GC_BY_OPTIONS = """
     import json, sys, time, pyarrow as pa, lake
     root, checkpoint, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    lk = lake.init(root, min_age="1s", storage_options=options)
-    orphans = lk.objects().put_many([f"orphan {i}".encode() for i in range(5)])
-    live = lk.objects().put_many([f"live {i}".encode() for i in range(3)])
+    lk = lake.init(root, min_age="5s", storage_options=options)
+    # The floor is 5 s, not 1 s: the guard takes references to objects younger than the floor
+    # minus its margin (3.75 s), and a loaded machine can take more than 750 ms between an upload
+    # and the append that references it. Each object is uploaded right before its append.
     t = lk.table("t")
+    live = lk.objects().put_many([f"live {i}".encode() for i in range(3)])
     t.append(pa.table({"k": [0, 1, 2], "file": lake.locations(live)}))
+    orphans = lk.objects().put_many([f"orphan {i}".encode() for i in range(5)])
     t.append(pa.table({"k": [3], "file": lake.locations(orphans[:1])}))
     t.delete("k = 3")
     assert t.cleanup(older_than="0s")["old_versions"] >= 1
     assert [v["journaled"] for v in t.versions()] == [True]
-    time.sleep(2.1)  # every object older than the 1 s floor by the store's clock
-    plan = lk.gc.plan(min_age="1s")
+    time.sleep(5.1)  # every object older than the 5 s floor by the store's clock
+    plan = lk.gc.plan(min_age="5s")
     assert plan.lineage_complete and plan.candidate_count == 5, plan
-    sharded = lk.gc.plan_sharded(min_age="1s", shards=3)
+    sharded = lk.gc.plan_sharded(min_age="5s", shards=3)
     assert sharded.candidate_count == 5
     assert lk.refs.verify()["ok"]
     report = lk.gc.apply(plan, checkpoint=checkpoint)
     assert report["complete"] and report["deleted"] == 5 and report["absent"] == 0, report
     again = lk.gc.apply(None, checkpoint=checkpoint)  # resumes the finished checkpoint, on S3
     assert again["deleted"] == 5, again
-    assert lk.gc.plan(min_age="1s").candidate_count == 0
+    assert lk.gc.plan(min_age="5s").candidate_count == 0
     assert t.to_lance().count_rows() == 3
     print("ok")
 """
