@@ -12,7 +12,6 @@ use lake_store::ObjectReader;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
@@ -410,16 +409,9 @@ async fn existing(path: &Path, id: &ObjectIdentity) -> Result<bool, CliError> {
 
 /// The SHA-256 of the local file `path`.
 fn sha256_of(path: &Path) -> std::io::Result<[u8; 32]> {
-    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            return Ok(hasher.finalize().into());
-        }
-        hasher.update(&buffer[..n]);
-    }
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hasher.finalize().into())
 }
 
 /// The refusal to replace `path`, which is not the object `id`.

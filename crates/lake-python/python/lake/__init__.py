@@ -504,17 +504,16 @@ def _reference(location: Any) -> tuple:
     missing = [k for k in ("uri", "sha256", "size") if location.get(k) is None]
     if missing:
         raise InputError(f"the location has no {', '.join(missing)}: {location!r}")
-    uri, sha, size = location["uri"], location["sha256"], location["size"]
+    uri, sha = _text("the location's uri", location["uri"]), location["sha256"]
     if isinstance(sha, str):
         try:
             sha = bytes.fromhex(sha)
         except ValueError as e:
             raise InputError(f"the sha256 of `{uri}` is not hex: {sha!r}") from e
-    if not isinstance(uri, str) or not isinstance(sha, (bytes, bytearray)) or len(sha) != 32:
-        raise InputError(f"the location of `{uri}` needs a string uri and a 32-byte sha256")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise InputError(f"the size of `{uri}` is not a byte count: {size!r}")
-    return uri, bytes(sha), size
+    sha = _bytes(f"the sha256 of `{uri}`", sha)
+    if len(sha) != 32:
+        raise InputError(f"the sha256 of `{uri}` has {len(sha)} bytes, not 32")
+    return uri, sha, _count(f"the size of `{uri}`", location["size"])
 
 
 def _file_name(f: Any) -> str:
