@@ -332,6 +332,40 @@ impl LanceEngine {
         self.advance(&head.table, head.version).await
     }
 
+    /// Journals `ds`'s version, a streamed append that Lance rebased onto another schema
+    /// ([`crate::version_diff::schema_moved`]): the entry is computed from the two manifests, not
+    /// taken from the write's log, which no entry names then and is deleted. Ends the intent.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::Unjournaled`] naming the version; sidecar and registry errors (the
+    /// intent then stays, and its resolver journals the version the same way).
+    pub(crate) async fn publish_rebased(
+        &self,
+        table: &str,
+        ds: &Dataset,
+        intent: &IntentWrite,
+        log: &JournalLog,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        let version = ds.version().version;
+        tracing::warn!(
+            table,
+            version,
+            "the append was rebased onto a schema changed by a concurrent commit: journaling it from the manifests"
+        );
+        let diff = crate::version_diff::committed_entry(ds, table, self.store.root()).await?;
+        self.publish(diff.entry, ds).await?;
+        self.end_intent(intent).await;
+        discard_log(&self.store, &log.key).await;
+        Ok(CommitOutcome {
+            table: table.into(),
+            version,
+            rows: log.rows,
+            references_added: diff.added,
+            references_removed: diff.removed,
+            rebased: true,
+        })
+    }
+
     /// The tail of a commit once its sidecar is written: advances the registry.
     pub(crate) async fn advance(&self, table: &str, version: u64) -> Result<(), LanceEngineError> {
         failpoint::hit("append.after_sidecar")?;
@@ -507,6 +541,7 @@ impl LanceEngine {
                 return Err(e);
             }
         };
+        let read_version = transaction.read_version;
         let committed =
             self.commit_streamed(table, transaction, &params, &guard, &log, creating, action, &intent).await;
         // Refused before any manifest write (the guard, another writer's create): nothing of
@@ -531,6 +566,9 @@ impl LanceEngine {
         // A create is an `Overwrite` in Lance: the version holds exactly these rows, also if it
         // landed on a dataset another writer created a moment before.
         let kind = if overwrite || creating { DeltaKind::Snapshot } else { DeltaKind::Delta };
+        if kind == DeltaKind::Delta && crate::version_diff::schema_moved(&ds, read_version).await {
+            return self.publish_rebased(table, &ds, &intent, &log).await;
+        }
         let head = LogHead::new(table, version, kind, LogRef::of(log.write_id.clone(), &log.totals, false))
             .bound(crate::binding::binding_of(&self.store, table, &ds).await?);
         sidecar::write_head(&self.store, &head).await?;

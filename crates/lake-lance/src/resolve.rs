@@ -404,8 +404,12 @@ impl LanceEngine {
             // ([`crate::binding::binding_of`]): an unbound entry is a lineage problem.
             let ds = self.open_version(table, version).await?;
             let binding = crate::binding::binding_of(self.store(), table, &ds).await?;
+            // An append Lance rebased onto another schema is journaled from the manifests
+            // (`version_diff::schema_moved`), not from its log.
+            let rebased_onto_another_schema = intent.operation == IntentOperation::Append
+                && crate::version_diff::schema_moved(&ds, intent.read_version).await;
             match (&intent.operation, &intent.references) {
-                (op, IntentReferences::Log(log)) if op.is_streamed() => {
+                (op, IntentReferences::Log(log)) if op.is_streamed() && !rebased_onto_another_schema => {
                     let kind = if *op == IntentOperation::Append { DeltaKind::Delta } else { DeltaKind::Snapshot };
                     let log = LogRef {
                         write_id: intent.write_id.clone(),

@@ -316,6 +316,10 @@ impl LanceEngine {
             Ok(Committed::Late(version)) => return self.landed_outcome(table, version, rows).await,
             Err(e) => return Err(e),
         };
+        if kind == DeltaKind::Delta && crate::version_diff::schema_moved(&ds, read_version).await {
+            // The pieces' rows were read under the schema the commit started from.
+            return self.publish_rebased(table, &ds, &intent, &log).await;
+        }
         let version = ds.version().version;
         let head = LogHead::new(table, version, kind, log_ref.clone())
             .bound(crate::binding::binding_of(self.store(), table, &ds).await?);

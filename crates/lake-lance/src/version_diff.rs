@@ -552,6 +552,23 @@ pub(crate) async fn committed_entry(
     }
 }
 
+/// Whether the version `ds` is at holds another schema than the one its write read at
+/// `read_version`. Lance rebases an `Append` over a concurrent `Project` or `Merge` (lance
+/// `check_append_txn` lets them pass): the appended fragments keep the data of a column the version
+/// no longer has, or lack one it gained, so the counts a write took from its own rows are not the
+/// version's. Such a version is journaled from the two manifests ([`committed_entry`]) instead.
+/// A version right after `read_version` was not rebased; a read version that can no longer be
+/// opened counts as moved (the manifests are the safe source).
+pub(crate) async fn schema_moved(ds: &Dataset, read_version: u64) -> bool {
+    if ds.version().version <= read_version.saturating_add(1) {
+        return false;
+    }
+    match ds.checkout_version(read_version).await {
+        Ok(read) => read.schema() != ds.schema(),
+        Err(_) => true,
+    }
+}
+
 fn sum(counts: &[lake_common::ReferenceCount]) -> u64 {
     counts.iter().map(|r| r.count).sum()
 }

@@ -1,7 +1,7 @@
 """Distributed writes from Python (issue 25): pieces prepared by many workers (`Table.prepare`)
 and committed once (`Table.commit_pieces`), in one process with threads and as Ray Data write
-tasks (`lake.ray.LakeDatasink`, a task retried after its prepare adding its rows once); a driver
-killed before its commit leaves no version."""
+tasks (`lake.ray.LakeDatasink`, a task retried after its prepare, failed by an exception or by its
+worker process killed, adding its rows once); a driver killed before its commit leaves no version."""
 
 import concurrent.futures
 import json
@@ -172,6 +172,48 @@ def test_a_ray_write_task_retried_after_its_prepare_adds_its_rows_once(ray_local
     assert failed.exists() and sink.result["rows"] == 12
     assert len(t.versions()) == 2 and row_count(t) == 13
     assert episodes(t) == sorted(f"e{i}" for i in range(13)) and lk.refs.verify()["ok"]
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_a_ray_write_task_whose_worker_is_killed_is_retried_and_adds_its_rows_once(
+    backend, ray_local, local_root, tmp_path, request
+):
+    import lake.ray
+
+    ray = ray_local
+    root = local_root if backend == "local" else request.getfixturevalue("s3_root")
+    lk = lake.init(root)
+    t = lk.table("t")
+    t.append(rows_of(lk, 0, 1))
+    killed, driver = tmp_path / "killed-once", os.getpid()
+
+    class KilledOnce(lake.ray.LakeDatasink):
+        """Prepares its piece, then the first attempt to get here SIGKILLs its own worker process
+        (the piece is lost with it); the marker, created atomically, spares every later attempt."""
+
+        def write(self, blocks, ctx):
+            pieces = super().write(blocks, ctx)
+            if os.getpid() == driver:
+                raise RuntimeError("a write task ran in the pytest process")
+            try:
+                fd = os.open(killed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return pieces
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    sink = KilledOnce(root, "t")
+    before = len(t.versions())
+    # A dead worker is a system failure: Ray retries the task up to `max_retries` times (Ray
+    # Data's default is -1, unbounded; a finite bound fails the test if the kill repeated).
+    ray.data.from_arrow(rows_of(lk, 1, 12)).repartition(3).write_datasink(sink, ray_remote_args={"max_retries": 2})
+    assert int(killed.read_text()) != driver
+    assert sink.result["rows"] == 12 and sink.result["references_added"] == 12
+    assert len(t.versions()) == before + 1 and sink.result["version"] == t.versions()[-1]["version"]
+    assert row_count(t) == 13 and episodes(t) == sorted(f"e{i}" for i in range(13))
+    report = lk.refs.verify()
+    assert report["ok"] and report["versions_scanned"] == before + 1
 
 
 def test_ray_datasink_refuses_a_missing_table_and_commits_nothing_on_failure(ray_local, local_root):

@@ -27,8 +27,8 @@ mod lineage;
 mod local_doors;
 mod operations;
 mod operations_model;
-
 mod readme_example;
+mod rebase;
 mod replay_checkpoint;
 mod rows;
 mod s3_doors;
