@@ -280,7 +280,12 @@ pub(crate) enum RefsCommand {
     /// intent's deadline and none up to it is the write's, remove the intent and its write's
     /// log (abandoned: the commit can no longer land). Waits for the deadline and commits a
     /// content-preserving fence version (a config change) when no later version exists yet.
-    /// Exits 1 when an intent stays pending (the report says why).
+    /// Then journals, from its two manifests, every version without a journal entry that no
+    /// intent names and whose Lance transaction carries this lake's marker (a writer or a
+    /// delete killed after its commit), when the references it adds pass the publication guard
+    /// at the time its manifest was written; any other such version is left for
+    /// `lake refs repair`. Exits 1 when an intent stays pending or a version is left (the
+    /// report says why).
     Recover(RecoverArgs),
 }
 

@@ -101,17 +101,30 @@ pub async fn transaction_uuid_at(ds: &Dataset, table: &str, version: u64) -> Res
 /// Storage and Lance errors; [`LanceEngineError::InvalidInput`] when the manifest file is
 /// missing.
 pub async fn binding_of(store: &LakeStore, table: &str, ds: &Dataset) -> Result<VersionBinding, LanceEngineError> {
+    let meta = manifest_meta(store, table, ds).await?;
+    let manifest = ManifestIdentity { size: meta.size, e_tag: meta.e_tag };
+    Ok(VersionBinding::new(transaction_uuid(ds).await?, &manifest))
+}
+
+/// The store's metadata of the manifest file of `ds`'s checked-out version of `table` (a HEAD:
+/// size, e-tag, and the time the store last wrote it, UTC).
+///
+/// # Errors
+/// Storage errors; [`LanceEngineError::InvalidInput`] when the manifest file is missing.
+pub(crate) async fn manifest_meta(
+    store: &LakeStore,
+    table: &str,
+    ds: &Dataset,
+) -> Result<object_store::ObjectMeta, LanceEngineError> {
     let location = ds.manifest_location();
     let file = location.path.filename().unwrap_or_default();
     let key = format!("{}/{VERSIONS_DIR}/{file}", dataset_key(table));
-    let meta = store.head(&key).await?.ok_or_else(|| {
+    store.head(&key).await?.ok_or_else(|| {
         LanceEngineError::InvalidInput(format!(
             "table `{table}` version {}: its manifest `{key}` is missing, so its journal entry cannot be bound to it",
             ds.version().version
         ))
-    })?;
-    let manifest = ManifestIdentity { size: meta.size, e_tag: meta.e_tag };
-    Ok(VersionBinding::new(transaction_uuid(ds).await?, &manifest))
+    })
 }
 
 /// The binding of version `version` of `ds`'s dataset (checked out when it is not `ds`'s).

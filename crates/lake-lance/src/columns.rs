@@ -24,6 +24,7 @@ use lake_store::guard::PublicationGuard;
 use lance::dataset::ColumnAlteration;
 use lance::Dataset;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 impl LanceEngine {
     /// Adds the columns of `batches` (every column but `on`) to `table`, joined on the key
@@ -121,7 +122,8 @@ impl LanceEngine {
     /// drop still has an unreadable column; Lance errors. After it:
     /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
     pub async fn drop_columns(&self, table: &str, columns: &[&str]) -> Result<CommitOutcome, LanceEngineError> {
-        let mut ds = self.open(table).await?;
+        self.resolve_before_commit(table).await;
+        let ds = self.open(table).await?;
         for column in columns {
             top_level(&ds, table, column)?;
         }
@@ -143,11 +145,26 @@ impl LanceEngine {
                 });
             }
         }
-        ds.drop_columns(columns).await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "drop columns",
-            source,
-        })?;
+        // Lance's `Dataset::drop_columns` (a `Project` of the schema without them), committed with
+        // the engine's marker (`crate::marker`).
+        let lance_error = |source| LanceEngineError::Lance { table: table.into(), action: "drop columns", source };
+        let schema = ds.plan_drop_columns(columns).map_err(lance_error)?;
+        let mut transaction = lance::dataset::transaction::Transaction::new(
+            ds.version().version,
+            lance::dataset::transaction::Operation::Project { schema, preserves_nullability: true },
+            None,
+        );
+        crate::marker::CommitMarker::new(
+            &self.store().root().to_string(),
+            "drop_columns",
+            &ulid::Ulid::new().to_string(),
+        )
+        .set_on(&mut transaction);
+        let ds = lance::dataset::CommitBuilder::new(Arc::new(ds))
+            .with_skip_auto_cleanup(true)
+            .execute(transaction)
+            .await
+            .map_err(lance_error)?;
         if readable_before {
             return self.publish_diff(&ds, table).await;
         }

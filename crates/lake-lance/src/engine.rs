@@ -33,12 +33,16 @@ use lake_store::registry;
 use lake_store::store::LakeStore;
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
-use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
+use lance::dataset::{CommitBuilder, DeleteBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::io::{ObjectStoreParams, StorageOptionsAccessor, WrappingObjectStore};
 use lance::Dataset;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Times a delete evaluates its predicate again after a conflict with a concurrent delete of the
+/// same fragments (Lance's `DeleteBuilder` default: 10).
+const DELETE_CONFLICT_RETRIES: u32 = 10;
 
 /// How much older than its manifest's store time a version may look to Lance's cleanup (which
 /// reads the timestamp its writer's clock put in the manifest) when cleanup must keep it: a
@@ -595,17 +599,23 @@ impl LanceEngine {
         })
     }
 
-    /// Resolves the intents of `table` that are past their deadline (writers that may be
-    /// gone), without fencing: the tail of a commit that landed late gets its journal entry
-    /// before another version builds on it. A failure is logged: it never stops this write.
+    /// Before a write commits on `table`: resolves the intents past their deadline (writers that
+    /// may be gone) and the landed commits of streamed writes (a writer killed right after its
+    /// commit), without fencing; then journals the versions after the registry pin that the
+    /// engine provably committed and no intent names (`crate::recovery`). The tail of a commit
+    /// gets its journal entry before another version builds on it. A failure is logged: it never
+    /// stops this write.
     pub(crate) async fn resolve_before_commit(&self, table: &str) {
-        match self.resolve_due_intents(table, crate::resolve::Fence::No).await {
+        match self.resolve_due_intents(table, crate::resolve::Fence::No, true).await {
             Ok(resolved) => {
                 for r in resolved {
-                    tracing::info!(intent = %r.key, resolution = ?r.resolution, "resolved a write intent past its deadline");
+                    tracing::info!(intent = %r.key, resolution = ?r.resolution, "resolved a write intent");
                 }
             }
-            Err(e) => tracing::warn!(table, "could not resolve the write intents past their deadline: {e}"),
+            Err(e) => tracing::warn!(table, "could not resolve the write intents: {e}"),
+        }
+        if let Err(e) = self.recover_unjournaled(table, crate::recovery::Versions::AfterPin).await {
+            tracing::warn!(table, "could not look for versions without a journal entry: {e}");
         }
     }
 
@@ -638,7 +648,7 @@ impl LanceEngine {
     pub(crate) async fn commit_streamed(
         &self,
         table: &str,
-        transaction: lance::dataset::transaction::Transaction,
+        mut transaction: lance::dataset::transaction::Transaction,
         params: &WriteParams,
         guard: &PublicationGuard,
         log: &JournalLog,
@@ -658,6 +668,7 @@ impl LanceEngine {
         if creating && self.table_exists(table).await? {
             return Err(LanceEngineError::ConcurrentCreate { table: table.into() });
         }
+        intent.mark(&self.store.root().to_string(), &mut transaction);
         let uri = self.dataset_uri(table);
         let lance_error = |source: lance::Error| LanceEngineError::Lance { table: table.into(), action, source };
         let handler =
@@ -691,7 +702,8 @@ impl LanceEngine {
     /// Deletes the rows of `table` matching `predicate` (one Lance SQL expression,
     /// [`crate::sql::check_predicate`]), journaling the references of the deleted rows with
     /// their counts, computed from the fragments the delete changed (`crate::version_diff`).
-    /// Returns `None` when no row matched (no new version).
+    /// A delete that matches no row still commits a version, as Lance's `Dataset::delete` does
+    /// (an empty delete, journaled as an empty delta).
     ///
     /// # Errors
     /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] for a predicate
@@ -700,30 +712,46 @@ impl LanceEngine {
     /// [`LanceEngineError::Unjournaled`], sidecar and registry errors, each naming the version.
     pub async fn delete(&self, table: &str, predicate: &str) -> Result<Option<CommitOutcome>, LanceEngineError> {
         crate::sql::check_predicate(predicate)?;
-        let mut ds = self.open(table).await?;
+        self.resolve_before_commit(table).await;
+        let lance_error = |source| LanceEngineError::Lance { table: table.into(), action: "delete", source };
+        let mut ds = Arc::new(self.open(table).await?);
         writable_columns(&ds, table)?;
-        let before = ds.version().version;
-        let result = ds.delete(predicate).await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "delete",
-            source,
-        })?;
-        let version = result.new_dataset.version().version;
-        if version == before {
-            return Ok(None);
-        }
+        // Lance's `Dataset::delete`, staged so that the commit carries the engine's marker
+        // (`crate::marker`): a conflict with a concurrent delete of the same fragments evaluates
+        // the predicate again on the newer version, as Lance's own retry does.
+        let mut conflicts = 0;
+        let (committed, deleted) = loop {
+            let staged = DeleteBuilder::new(ds.clone(), predicate).execute_uncommitted().await.map_err(lance_error)?;
+            let mut transaction = staged.transaction;
+            crate::marker::CommitMarker::new(&self.store.root().to_string(), "delete", &ulid::Ulid::new().to_string())
+                .set_on(&mut transaction);
+            let mut commit = CommitBuilder::new(ds.clone()).with_skip_auto_cleanup(true);
+            if let Some(rows) = staged.affected_rows {
+                commit = commit.with_affected_rows(rows);
+            }
+            match commit.execute(transaction).await {
+                Ok(committed) => break (committed, staged.num_deleted_rows),
+                Err(lance::Error::RetryableCommitConflict { .. }) if conflicts < DELETE_CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    ds = Arc::new(self.open(table).await?);
+                }
+                Err(source) => return Err(lance_error(source)),
+            }
+        };
+        let version = committed.version().version;
+        failpoint::hit("delete.after_lance_commit")?;
         // From the two manifests, not from a count taken before: a predicate need not evaluate
         // the same way twice (`random()`), and Lance may rebase the delete.
-        let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store.root()).await?;
+        let diff = crate::version_diff::committed_entry(&committed, table, self.store.root()).await?;
         let references_removed = diff.removed;
-        self.publish(diff.entry, &result.new_dataset).await?;
+        self.publish(diff.entry, &committed).await?;
         Ok(Some(CommitOutcome {
             table: table.into(),
             version,
-            rows: result.num_deleted_rows,
+            rows: deleted,
             references_added: 0,
             references_removed,
-            rebased: rebased(&result.new_dataset, version).await,
+            rebased: rebased(&committed, version).await,
         }))
     }
 
@@ -812,7 +840,7 @@ impl LanceEngine {
         // its version (and the transaction that identifies it) still exists, and one that cannot
         // be resolved yet stops the cleanup (it could remove the version that decides it).
         let stuck: Vec<String> = self
-            .resolve_due_intents(table, crate::resolve::Fence::IfDue)
+            .resolve_due_intents(table, crate::resolve::Fence::IfDue, false)
             .await?
             .into_iter()
             .filter_map(|r| match r.resolution {

@@ -166,6 +166,8 @@ pub(crate) struct IntentWrite {
     pub(crate) gate: Arc<CommitGate>,
     /// The version the write read.
     pub(crate) read_version: u64,
+    /// The operation (the commit's marker names it: `crate::marker`).
+    pub(crate) operation: IntentOperation,
     /// The transaction's UUID, when the intent names it.
     transaction_uuid: Option<String>,
     /// A reference log written for the intent (not a streamed write's own log).
@@ -177,6 +179,11 @@ impl IntentWrite {
     /// its own row log): ending the intent keeps the log.
     pub(crate) fn keep_log(&mut self) {
         self.own_log = false;
+    }
+
+    /// Marks `transaction` as this write's commit for the lake at `root` (`crate::marker`).
+    pub(crate) fn mark(&self, root: &str, transaction: &mut lance::dataset::transaction::Transaction) {
+        crate::marker::CommitMarker::new(root, self.operation.as_str(), &self.write_id).set_on(transaction);
     }
 
     /// Every transaction UUID the write may have published: the intent's, and those its gate
@@ -303,6 +310,7 @@ impl LanceEngine {
             key,
             gate,
             read_version: facts.read_version,
+            operation: facts.operation,
             transaction_uuid: facts.transaction_uuid,
             own_log,
         })

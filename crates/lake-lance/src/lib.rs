@@ -22,11 +22,16 @@
 //! - `live`: the live references of a table for planning, streamed in bounded memory.
 //! - `log_upload`: sorted and row reference logs streamed to the store in parts (large entries).
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
+//! - [`recovery`]: versions the engine committed whose journal entry is missing and which no
+//!   intent names (its marker proves them lake's; the guard is checked again), journaled by
+//!   the next write and by `lake refs recover`.
 //! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
 //! - [`rows`]: reading rows back ([`LanceEngine::read_rows`], [`LanceEngine::read_rows_stream`]:
 //!   row offsets, a predicate or every row of the latest version, with chosen columns).
 //! - [`resolve`]: resolution of write intents (committed, abandoned, pending), fences, and
 //!   `lake refs recover`.
+//! - [`marker`]: the marker every lake commit carries in its Lance transaction (writer, lake
+//!   root, operation, write id), which lets recovery tell lake's versions from another client's.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
@@ -60,6 +65,8 @@ pub mod journaling;
 mod lineage;
 mod live;
 mod log_upload;
+pub mod marker;
+pub mod recovery;
 pub mod refs;
 pub mod refs_checkpoint;
 pub mod resolve;

@@ -115,12 +115,21 @@ pub struct RecoveryReport {
     pub intents: Vec<ResolvedIntent>,
     /// Attempt markers whose intent was already gone, removed.
     pub stray_markers_removed: u64,
+    /// Versions without a journal entry that no intent names, and what recovery did with each
+    /// (`crate::recovery`: journaled when the engine provably committed them).
+    pub versions: Vec<crate::recovery::RecoveredVersion>,
 }
 
 impl RecoveryReport {
     /// Intents still pending.
     pub fn pending(&self) -> usize {
         self.intents.iter().filter(|i| matches!(i.resolution, Resolution::Pending { .. })).count()
+    }
+
+    /// Versions without a journal entry left as they were (not provably this lake's): each
+    /// stays a lineage problem that makes GC refuse until `lake refs repair` journals it.
+    pub fn left(&self) -> usize {
+        self.versions.iter().filter(|v| matches!(v.outcome, crate::recovery::VersionRecovery::Left { .. })).count()
     }
 }
 
@@ -152,12 +161,23 @@ impl LanceEngine {
         for intent in &listed {
             report.intents.push(self.resolve_reported(intent, Fence::Wait).await);
         }
+        let tables = match table {
+            Some(t) => vec![t.to_string()],
+            None => registry::tables(self.store()).await?,
+        };
+        for t in &tables {
+            report.versions.extend(self.recover_unjournaled(t, crate::recovery::Versions::All).await?);
+        }
         Ok(report)
     }
 
     /// Resolves the intents of `table` whose deadline (with the slack) has passed by this host's
     /// clock: those of writers that may be gone. Younger ones belong to writers still within
-    /// their deadline, which resolve their own.
+    /// their deadline, which resolve their own; with `landed_streamed`, a younger intent of a
+    /// streamed write (append, overwrite, create) whose commit has landed is resolved too: its
+    /// entry is the head naming the write's own log, the one its writer publishes (create-only:
+    /// whichever lands first, the other reads the same counts, `sidecar::write_head`), so a
+    /// writer killed right after its commit is journaled by the next write.
     ///
     /// # Errors
     /// Storage errors while listing.
@@ -165,11 +185,21 @@ impl LanceEngine {
         &self,
         table: &str,
         fence: Fence,
+        landed_streamed: bool,
     ) -> Result<Vec<ResolvedIntent>, LanceEngineError> {
         let (listed, _) = intents::list(self.store(), Some(table)).await?;
         let mut out = Vec::new();
-        for intent in listed.iter().filter(|i| self.is_due(i)) {
-            out.push(self.resolve_reported(intent, fence).await);
+        for intent in &listed {
+            if self.is_due(intent) {
+                out.push(self.resolve_reported(intent, fence).await);
+            } else if landed_streamed && intent.intent.as_ref().is_ok_and(|i| i.operation.is_streamed()) {
+                // Not due: only a landed commit is acted on (no fence, and no abandonment can be
+                // proven before the deadline).
+                let resolved = self.resolve_reported(intent, Fence::No).await;
+                if matches!(resolved.resolution, Resolution::Committed { .. }) {
+                    out.push(resolved);
+                }
+            }
         }
         Ok(out)
     }

@@ -107,6 +107,8 @@ impl LanceEngine {
             }
         };
         // The guard, right before the commit (the intent keeps the objects meanwhile).
+        let mut transaction = uncommitted.transaction;
+        intent.mark(&self.store().root().to_string(), &mut transaction);
         let committed = async {
             guard
                 .check(log.oldest.iter(), self.writer_now())
@@ -124,7 +126,7 @@ impl LanceEngine {
                 .with_skip_auto_cleanup(true)
                 .with_timeout(Some(intent.gate.remaining().max(Duration::from_millis(1))))
                 .with_commit_handler(handler)
-                .execute(uncommitted.transaction)
+                .execute(transaction)
                 .await
                 .map_err(lance_err("commit"))
         }

@@ -158,15 +158,25 @@ def test_take_objects_gives_rows_with_their_objects(backend, local_root, request
 
 def test_refs_recover_reports_every_intent(local_root):
     """`Refs.recover` is `lake refs recover`: on a lake whose writers all finished there is
-    nothing to resolve; its report has the CLI's shape."""
+    nothing to resolve; its report has the CLI's shape; a version another client committed is
+    reported as left."""
     lk = lake.init(local_root, min_age="1h")
     t = lk.table("episodes")
     t.append(pa.table({"episode": ["e0"], "file": lake.locations([lk.objects().put(b"x", name="x.bin")])}))
     report = lk.refs.recover()
-    assert report == {"intents": [], "stray_markers_removed": 0, "pending": 0}
+    assert report == {"intents": [], "stray_markers_removed": 0, "versions": [], "pending": 0, "left": 0}
     assert lk.refs.recover("episodes")["pending"] == 0
     with pytest.raises(lake.InputError):
         lk.refs.recover("not a table name!")
+
+    # Another Lance client (pylance) deletes the row: its version carries no lake marker, so
+    # recovery leaves it for `lake refs repair` and says so.
+    t.to_lance().delete("episode = 'e0'")
+    report = lk.refs.recover()
+    assert report["left"] == 1 and report["pending"] == 0, report
+    [left] = report["versions"]
+    assert (left["table"], left["version"], left["state"]) == ("episodes", 2, "left"), report
+    assert "carries no lake marker" in left["reason"] and "lake refs repair" in left["reason"], left
 
 
 def test_a_mismatch_stays_raised_and_files_behave_as_files(local_root):

@@ -63,6 +63,7 @@ async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
 }
 
 async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
+    use lake_lance::recovery::VersionRecovery;
     use lake_lance::resolve::Resolution;
     let (_, _, engine) = open_lake(&args.root).await?;
     if let Some(table) = &args.table {
@@ -72,6 +73,7 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
     if args.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
         v["pending"] = json!(report.pending());
+        v["left"] = json!(report.left());
         print_json(&v);
     } else {
         if report.intents.is_empty() {
@@ -90,12 +92,27 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
         if report.stray_markers_removed > 0 {
             println!("  removed {} attempt markers whose intent was already resolved", report.stray_markers_removed);
         }
+        for v in &report.versions {
+            let what = match &v.outcome {
+                VersionRecovery::Journaled { operation, added, removed } => {
+                    format!("committed by this lake ({operation}), journaled: +{added} -{removed} references")
+                }
+                VersionRecovery::Left { reason } => format!("LEFT: {reason}"),
+            };
+            println!("  table `{}` version {} had no journal entry: {what}", v.table, v.version);
+        }
     }
-    match report.pending() {
-        0 => Ok(()),
-        n => Err(CliError::Exit {
+    match (report.pending(), report.left()) {
+        (0, 0) => Ok(()),
+        (pending, 0) => Err(CliError::Exit {
             code: 1,
-            message: format!("{n} write intent(s) still pending; their objects stay protected (see the report)"),
+            message: format!("{pending} write intent(s) still pending; their objects stay protected (see the report)"),
+        }),
+        (pending, left) => Err(CliError::Exit {
+            code: 1,
+            message: format!(
+                "{left} version(s) without a journal entry are not provably this lake's and {pending} write intent(s) are pending; GC refuses until each is journaled (see the report for the command)"
+            ),
         }),
     }
 }

@@ -62,3 +62,62 @@ fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
     let verify = json(&ok(&["refs", "verify", &root, "--json"]));
     assert_eq!(verify["ok"], true, "{verify}");
 }
+
+/// Issue 25 (a crashed writer recovers without an operator) through the binary: a delete
+/// stopped right after its Lance commit (a failure point) leaves a version without a journal
+/// entry and without an intent (deletes write none); `lake gc` refuses (exit 3) naming
+/// `lake refs recover`, which journals the version from the lake's marker in its transaction.
+/// A version another Lance client committed has no marker: `recover` leaves it (exit 1, naming
+/// `lake refs repair`), and GC refuses until the operator repairs it.
+#[test]
+fn a_stopped_delete_is_recovered_from_its_marker_and_a_foreign_version_is_left_for_repair() {
+    use crate::{lake, lake_command, stderr, stdout};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let src = dir.path().join("src");
+    write_files(&src, &[("gone/a.bin", "gone a"), ("kept/k.bin", "kept")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
+    let o = lake_command()
+        .args(["delete", &root, "--table", "t", "--where", "episode = 'gone'"])
+        .env("LAKE_FAILPOINT", "delete.after_lance_commit")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let gc = lake(&["gc", &root, "--min-age", "4s"]);
+    assert_eq!(gc.status.code(), Some(3), "{}{}", stdout(&gc), stderr(&gc));
+    assert!(stdout(&gc).contains("lake refs recover"), "{}", stdout(&gc));
+
+    let recovered = json(&ok(&["refs", "recover", &root, "--json"]));
+    assert_eq!(
+        recovered["versions"],
+        serde_json::json!([{"table": "t", "version": 2, "state": "journaled", "operation": "delete", "added": 0, "removed": 1}]),
+        "{recovered}"
+    );
+    assert_eq!((recovered["pending"].as_u64(), recovered["left"].as_u64()), (Some(0), Some(0)), "{recovered}");
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(dry["lineage_complete"], true, "{dry}");
+
+    // Another Lance client deletes a row: its version has no marker and no journal entry.
+    let dataset = dir.path().join("lake/tables/t.lance");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut ds = lance::Dataset::open(dataset.to_str().unwrap()).await.unwrap();
+        ds.delete("episode = 'kept'").await.unwrap();
+    });
+    let o = lake(&["refs", "recover", &root, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let report = json(&stdout(&o));
+    assert_eq!((report["versions"][0]["version"].as_u64(), report["left"].as_u64()), (Some(3), Some(1)), "{report}");
+    assert_eq!(report["versions"][0]["state"], "left", "{report}");
+    let reason = report["versions"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("carries no lake marker") && reason.contains("lake refs repair"), "{reason}");
+    let o = lake(&["refs", "recover", &root]);
+    assert!(stdout(&o).contains("table `t` version 3 had no journal entry: LEFT"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("not provably this lake's"), "{}", stderr(&o));
+    assert_eq!(lake(&["gc", &root, "--min-age", "4s"]).status.code(), Some(3));
+    ok(&["refs", "repair", &root, "--table", "t", "--version", "3"]);
+    let dry = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(dry["lineage_complete"], true, "{dry}");
+    let verify = json(&ok(&["refs", "verify", &root, "--json"]));
+    assert_eq!(verify["ok"], true, "{verify}");
+}

@@ -29,6 +29,7 @@ mod operations;
 mod operations_model;
 mod readme_example;
 mod rebase;
+mod recovery;
 mod replay_checkpoint;
 mod rows;
 mod s3_doors;

@@ -271,7 +271,14 @@ async fn the_guard_judges_the_oldest_key_of_all_pieces_at_the_commit() {
     let clock = Arc::new(FixedWriterClock::new(Utc::now()));
     lake.engine = lake_lance::LanceEngine::new(lake.store.clone()).with_writer_clock(clock.clone());
     let stale = lake.upload("stale", b"uploaded first").await;
+    // Keys mint their time in milliseconds: two uploads in one millisecond would be equally old.
+    // The pause makes `fresh` at least 300 ms younger however fast or slow the machine is.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let fresh = lake.upload("fresh", b"uploaded later").await;
+    assert!(
+        parse_managed_key(&fresh.key).unwrap().minted_at()
+            >= parse_managed_key(&stale.key).unwrap().minted_at() + chrono::Duration::milliseconds(300)
+    );
     let at = |o: &ManagedObject, ms: i64| {
         parse_managed_key(&o.key).unwrap().minted_at() + chrono::Duration::milliseconds(ms)
     };

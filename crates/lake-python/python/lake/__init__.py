@@ -1060,9 +1060,16 @@ class Refs:
         commit that landed is journaled (GC can plan again without `lake refs repair`), one that
         can never land is abandoned (its uploads become ordinary orphans), and one still
         undecided stays pending, its objects kept. Waits, fencing, up to the intents' deadlines
-        (5 min at most by default). Returns `{"intents": [{"key", "table", "operation",
-        "written", "resolution": {"state": "committed" (with "version") | "abandoned" (with
-        "proof") | "pending" (with "reason")}}], "stray_markers_removed": int, "pending": int}`."""
+        (5 min at most by default). Then journals, from its two manifests, every version without
+        a journal entry that no intent names and whose Lance transaction carries this lake's
+        marker (a writer or a delete killed after its commit) when its new references pass the
+        publication guard at the time its manifest was written; any other such version is left
+        for `lake refs repair`. Returns `{"intents": [{"key", "table", "operation", "written",
+        "resolution": {"state": "committed" (with "version") | "abandoned" (with "proof") |
+        "pending" (with "reason")}}], "stray_markers_removed": int, "versions": [{"table",
+        "version", "state": "journaled" (with "operation", "added", "removed") | "left" (with
+        "reason")}], "pending": int, "left": int}`."""
         report = json.loads(self._native.refs_recover(None if table is None else _text("table", table)))
         report["pending"] = sum(1 for i in report["intents"] if i["resolution"]["state"] == "pending")
+        report["left"] = sum(1 for v in report["versions"] if v["state"] == "left")
         return report
