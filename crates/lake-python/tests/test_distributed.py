@@ -274,3 +274,40 @@ def test_a_driver_killed_before_its_commit_leaves_no_version(local_root, tmp_pat
     # The prepared pieces are still committable by another process, once.
     pieces = marker.read_text().split("\n")
     assert t.commit_pieces(pieces)["rows"] == 6 and row_count(t) == 8 and lk.refs.verify()["ok"]
+
+
+def test_a_driver_killed_before_its_commit_leaves_orphans_that_gc_collects(local_root, tmp_path):
+    """The driver's uploads are referenced by nothing once it is killed before its commit: past
+    `min_age`, a GC plan proposes exactly them, and applying it leaves every retained version
+    whole (its prepared fragments are Lance's garbage, removed by Lance's cleanup of unverified
+    files)."""
+    lk = lake.init(local_root, min_age="1s")
+    t = lk.table("t")
+    t.append(rows_of(lk, 0, 2))
+    marker = tmp_path / "prepared"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, local_root, str(marker)])
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert driver.poll() is None, "the driver ended before it prepared its pieces"
+            assert time.monotonic() < deadline, "the driver did not prepare its pieces in time"
+            time.sleep(0.1)
+        os.kill(driver.pid, signal.SIGKILL)
+    finally:
+        driver.wait()
+    assert len(t.versions()) == 1
+    time.sleep(2.2)  # every upload is now older than min_age (1 s) by the store's clock
+    plan = lk.gc.plan(min_age="1s")
+    assert plan.lineage_complete, plan.problems
+    uris = plan.candidates.column("uri").to_pylist()
+    # The six uploads, and the reference logs of the two pieces (GC's own garbage: no journal
+    # entry or intent names them).
+    objects = [u for u in uris if u.startswith("objects/")]
+    logs = [u for u in uris if u.startswith("tables/t.lance/_lake/object_ref_logs/")]
+    assert (len(objects), len(logs)) == (6, 2), uris
+    bodies = sorted(open(os.path.join(local_root, uri), "rb").read() for uri in objects)
+    assert bodies == sorted(f"late {i}".encode() for i in range(6))
+    report = lk.gc.apply(plan, checkpoint=str(tmp_path / "gc.ckpt"))
+    assert report["complete"] and report["deleted"] == 8
+    assert not any(os.path.exists(os.path.join(local_root, uri)) for uri in uris)
+    assert row_count(t) == 2 and lk.refs.verify()["ok"]
