@@ -332,7 +332,7 @@ async fn a_plan_given_with_a_checkpoint_of_another_plan_is_never_silently_ignore
     assert!(done.checkpoint.complete && !done.was_complete && !done.resumed);
     assert_eq!(done.checkpoint.deleted, 1, "the new plan's candidate is deleted, not ignored");
     assert_eq!(done.replaced.as_ref().map(|r| r.plan_digest.clone()), Some(old.digest().unwrap()));
-    assert_eq!(done.replaced.map(|r| r.cutoff), Some(old.cutoff.clone()));
+    assert_eq!(done.replaced.map(|r| r.cutoff), Some(old.cutoff));
     assert!(l.store.head(&second).await.unwrap().is_none());
     // The same plan again: its finished apply is reported, nothing more.
     let again = gc.apply(&new, &horizon(), &ck, &options).await.unwrap();
