@@ -10,7 +10,8 @@
 //!   table's schema fingerprint and the version it read. Uploading the objects the rows
 //!   reference is the caller's job (`lake_store::writer::ManagedObjectWriter`), before.
 //! - [`LanceEngine::commit_pieces`] (one coordinator): refuses pieces of another table, lake or
-//!   schema, pieces given twice, and pieces whose counts differ from their fragments; then one
+//!   schema, pieces given twice, pieces whose data files the table's latest version holds
+//!   already (committed before), and pieces whose counts differ from their fragments; then one
 //!   Lance transaction (Append or Overwrite) and one journal entry, under the write-intent
 //!   protocol of every lake commit (`crate::intent_commit`).
 //!
@@ -56,6 +57,23 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+/// The first piece (its index and a data file) whose data files a fragment of `ds`'s version
+/// already holds: a piece committed before, given again (a driver's retry after a commit that
+/// landed). Cost: one pass over the version's fragment list (manifest metadata, no read), with
+/// memory for the pieces' data file names only.
+fn committed_already(ds: &Dataset, pieces: &[PreparedPiece]) -> Option<(usize, String)> {
+    let mut owner = std::collections::BTreeMap::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        for file in piece.fragments.iter().flat_map(|f| f.files.iter()) {
+            owner.entry((file.base_id, file.path.as_str())).or_insert(i);
+        }
+    }
+    ds.fragments()
+        .iter()
+        .flat_map(|f| f.files.iter())
+        .find_map(|file| owner.get(&(file.base_id, file.path.as_str())).map(|i| (*i, file.path.clone())))
+}
 
 /// The format of a [`PreparedPiece`] this build writes and reads.
 pub const PIECE_FORMAT_VERSION: u32 = 1;
@@ -219,7 +237,8 @@ impl LanceEngine {
     /// # Errors
     /// Nothing committed: [`LanceEngineError::PieceRefused`] (no piece, a piece of another
     /// format, lake, table or schema, read after the table's current version, given twice,
-    /// sharing a data file, with a deletion file, or whose rows, references or oldest key
+    /// sharing a data file, committed already (a data file of it is in the latest version),
+    /// with a deletion file, or whose rows, references or oldest key
     /// differ from its fragments'); [`LanceEngineError::Location`] or
     /// [`LanceEngineError::Unreadable`] for a reference a new row may not hold; [`LanceEngineError::NoSuchTable`], [`LanceEngineError::UnreadableTable`],
     /// [`LanceEngineError::Guard`], [`LanceEngineError::NotCommitted`]. Unknown:
@@ -253,6 +272,16 @@ impl LanceEngine {
                     format!("it read version {}, after the table's latest ({read_version})", piece.read_version),
                 ));
             }
+        }
+        if let Some((i, path)) = committed_already(&ds, &pieces) {
+            return Err(refuse(
+                i,
+                format!(
+                    "it is committed already: its data file {path} is in a fragment of version {read_version}; \
+                     committing it again would add its rows twice (a retry after a commit that landed: check \
+                     `lake versions`, and `lake refs recover` after an uncertain commit)"
+                ),
+            ));
         }
         let descriptor = LakeDescriptor::load(self.store()).await?;
         let guard = PublicationGuard::from_policy(&descriptor);

@@ -101,7 +101,11 @@ def test_pieces_of_another_table_or_not_pieces_are_refused(local_root):
     with pytest.raises(lake.InputError) as twice:
         t.commit_pieces([piece, piece])
     assert twice.value.kind == "piece_refused"
-    assert row_count(t) == 4 and lk.refs.verify()["ok"]
+    # A driver's retry after its commit landed: refused, the rows are not added twice.
+    with pytest.raises(lake.InputError, match="committed already") as again:
+        t.commit_pieces([piece])
+    assert again.value.kind == "piece_refused" and "piece 0" in str(again.value)
+    assert row_count(t) == 4 and len(t.versions()) == 2 and lk.refs.verify()["ok"]
 
 
 def upload_rows(root):

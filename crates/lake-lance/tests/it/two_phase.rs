@@ -214,6 +214,21 @@ async fn pieces_of_another_table_lake_or_schema_or_with_other_counts_are_refused
     let outcome = engine.commit_pieces("t", good.clone(), PieceMode::Append).await.unwrap();
     assert_eq!((outcome.version, outcome.rows), (2, 8));
     assert!(engine.verify_refs(&[]).await.unwrap().is_ok());
+    // A retry after that commit landed: every piece, or one among fresh ones, in either mode, is
+    // refused as committed already (its rows would be added twice); nothing more is committed.
+    refused(engine.commit_pieces("t", good.clone(), PieceMode::Append).await, 0, "committed already");
+    let fresh = engine.prepare_append("t", reader_of(&objects, &rows[..2])).await.unwrap();
+    refused(
+        engine.commit_pieces("t", vec![fresh.clone(), good[2].clone()], PieceMode::Append).await,
+        1,
+        "committed already",
+    );
+    refused(engine.commit_pieces("t", vec![good[3].clone()], PieceMode::Overwrite).await, 0, "committed already");
+    assert_eq!(engine.versions("t").await.unwrap().len(), 2);
+    assert!(intent_keys(&lake).await.is_empty());
+    let outcome = engine.commit_pieces("t", vec![fresh], PieceMode::Append).await.unwrap();
+    assert_eq!((outcome.version, outcome.rows), (3, 2));
+    assert!(engine.verify_refs(&[]).await.unwrap().is_ok());
     // A schema change between prepare and commit refuses the pieces prepared before it.
     let late = engine.prepare_append("t", reader_of(&objects, &rows[..3])).await.unwrap();
     engine.rename_column("t", "episode", "name").await.unwrap();

@@ -611,11 +611,11 @@ class Table:
         those two or a piece that is not a prepared piece's JSON (the message names its index);
         `InputError` with kind `piece_refused` (the message names the piece's index and why) for
         no piece, a piece of another lake, table or schema (a column added, dropped or renamed
-        since it was prepared), a piece given twice, or one whose counts differ from its data
-        files; `GuardError` when the
-        oldest object of the pieces is too old to publish (upload it again, prepare again).
-        Nothing is committed by a call that raised these; the same pieces (those not refused)
-        can be committed again. Committing the same pieces twice appends their rows twice."""
+        since it was prepared), a piece given twice, a piece committed already (a data file of
+        it is in the table's latest version: a retry after a commit that landed), or one whose
+        counts differ from its data files; `GuardError` when the oldest object of the pieces is
+        too old to publish (upload it again, prepare again). Nothing is committed by a call
+        that raised these; the same pieces (those not refused) can be committed again."""
         if isinstance(pieces, (str, bytes)):
             raise TypeError("commit_pieces takes a list of pieces (the str each prepare returned), not one str")
         pieces = [_text(f"piece {i}", p) for i, p in enumerate(pieces)]
