@@ -274,18 +274,19 @@ pub(crate) enum RefsCommand {
     /// manifest identity. Otherwise nothing of the table is rewritten and the command exits 1
     /// naming the differences. A plan made before must be made again.
     Bind(VerifyArgs),
-    /// Resolve write intents: commits reported as failed or timed out whose version may still
-    /// land (their objects are kept from GC meanwhile). For each intent: if a version carries
-    /// its transaction, journal that version (committed); once a version appeared after the
-    /// intent's deadline and none up to it is the write's, remove the intent and its write's
-    /// log (abandoned: the commit can no longer land). Waits for the deadline and commits a
-    /// content-preserving fence version (a config change) when no later version exists yet.
-    /// Then journals, from its two manifests, every version without a journal entry that no
-    /// intent names and whose Lance transaction carries this lake's marker (a writer or a
-    /// delete killed after its commit), when the references it adds pass the publication guard
-    /// at the time its manifest was written; any other such version is left for
+    /// Resolve write intents: writes killed, suspended or reported as failed whose version may
+    /// still land (their objects are kept from GC meanwhile). For each intent, once its
+    /// deadline has passed by the store's clock (waited for, announced on standard error; or
+    /// reported pending with --no-wait): revoke it (its writer publishes nothing from then on),
+    /// commit a fence version (a content-preserving config change; an empty version 1 for a
+    /// create that never landed), journal every version up to the fence that has no journal
+    /// entry from its two manifests, then remove the intent: "committed as version N" when a
+    /// version carries its write, else "not committed". Then journals, from its two manifests,
+    /// every version without a journal entry that this lake committed (its marker, or an
+    /// intent naming it), when the references it adds pass the publication guard at the time
+    /// its manifest was written or an intent protects them; any other such version is left for
     /// `lake refs repair`. Exits 1 when an intent stays pending or a version is left (the
-    /// report says why).
+    /// report says why). docs/protocol.md states the protocol.
     Recover(RecoverArgs),
 }
 
@@ -296,6 +297,11 @@ pub(crate) struct RecoverArgs {
     /// Only this table's intents (`t`, or `t@b` for a branch).
     #[arg(long)]
     pub table: Option<String>,
+    /// Do not wait for a write whose deadline has not passed (its writer may still be running):
+    /// report it as pending and exit 1. Without it, each such wait is announced on standard
+    /// error with the time it ends (the store's clock, UTC).
+    #[arg(long)]
+    pub no_wait: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,

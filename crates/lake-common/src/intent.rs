@@ -15,7 +15,7 @@
 //! another format version, a broken seal, a malformed write id, uuid or digest are refused.
 //!
 //! ```text
-//! {"format_version":1,"table":"t","write_id":"01J...","operation":"append",
+//! {"format_version":2,"table":"t","write_id":"01J...","operation":"append",
 //!  "transaction_uuid":"6f1c...","read_version":3,"deadline_ms":30000,"restored_version":null,
 //!  "references":{"log":{"references":1300,"bytes":91230,"sha256":"ab12..."}},"sha256":"..."}
 //! ```
@@ -25,8 +25,13 @@ use crate::error::DecodeError;
 use crate::identity::ObjectIdentity;
 use serde::{Deserialize, Serialize};
 
-/// The intent format this build writes and reads.
-pub const INTENT_FORMAT_VERSION: u64 = 1;
+/// The intent format this build writes. Format 2 added `schema` (a create's Arrow schema, so a
+/// resolver can fence a create that never landed); format 1 documents of earlier builds, which
+/// never carry it, are still read.
+pub const INTENT_FORMAT_VERSION: u64 = 2;
+
+/// The oldest intent format this build reads.
+pub const OLDEST_INTENT_FORMAT_VERSION: u64 = 1;
 
 /// Most identities an intent lists inline; a write that may add more names a reference log
 /// instead (about 150 bytes each: an inline intent stays under about 150 KiB).
@@ -115,20 +120,26 @@ pub struct WriteIntent {
     /// What wrote it.
     pub operation: IntentOperation,
     /// The UUID of the Lance transaction the commit publishes (the manifest of the version it
-    /// lands as carries it), when known before the commit (two-phase writes). Operations that
-    /// commit inside Lance record it in an attempt marker next to the intent instead
-    /// (`<write_id>.<uuid>.attempt`), before each manifest write.
+    /// lands as carries it; Lance keeps it through every retry and rebase of one commit). The
+    /// writer reads it from the manifest it is about to publish; `None` only in documents of
+    /// earlier builds, which recorded it in attempt markers (`<write_id>.<uuid>.attempt`). It
+    /// serves to report which version was the write's, never to journal one: anyone can read it
+    /// and put it in a transaction of their own (docs/protocol.md).
     pub transaction_uuid: Option<String>,
     /// The version the write read (0 for a create): a landed commit is a version above it.
     pub read_version: u64,
-    /// Milliseconds from a moment taken before this document's write began until the deadline
-    /// after which the writer issues no manifest write: every attempt to publish the commit
-    /// started before `last_modified(intent) + deadline_ms` by the store's clock.
+    /// Milliseconds after `last_modified(intent)` (the store's clock) until a resolver may revoke
+    /// the write (a liveness rule only: safety never depends on it, docs/protocol.md).
     pub deadline_ms: u64,
     /// The version a restore restores, or a branch starts from (else none).
     pub restored_version: Option<u64>,
     /// The references the commit may add.
     pub references: IntentReferences,
+    /// A create's Arrow schema (an Arrow IPC stream holding only the schema, as lowercase hex):
+    /// what a resolver creates an empty version 1 with when it fences a create that never
+    /// landed. `None` for every other operation (and in format 1); not written when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
 }
 
 /// The wire form: the intent and its seal.
@@ -144,6 +155,8 @@ struct SealedIntent {
     deadline_ms: u64,
     restored_version: Option<u64>,
     references: IntentReferences,
+    #[serde(default)]
+    schema: Option<String>,
     sha256: String,
 }
 
@@ -167,7 +180,7 @@ impl WriteIntent {
         }
         let probe: FormatProbe = serde_json::from_slice(bytes).map_err(|e| DecodeError::CorruptJson(e.to_string()))?;
         match probe.format_version.as_ref().and_then(serde_json::Value::as_u64) {
-            Some(INTENT_FORMAT_VERSION) => {}
+            Some(OLDEST_INTENT_FORMAT_VERSION..=INTENT_FORMAT_VERSION) => {}
             Some(found) => return Err(DecodeError::UnknownFormatVersion { found, supported: INTENT_FORMAT_VERSION }),
             None => return Err(DecodeError::CorruptJson("missing or non-integer `format_version`".into())),
         }
@@ -182,6 +195,7 @@ impl WriteIntent {
             deadline_ms: wire.deadline_ms,
             restored_version: wire.restored_version,
             references: wire.references,
+            schema: wire.schema,
         };
         intent.validate()?;
         check_seal(&serde_json::to_vec(&intent).unwrap_or_default(), &wire.sha256)?;
@@ -195,6 +209,17 @@ impl WriteIntent {
         }
         if !is_ulid(&self.write_id) {
             return bad(format!("`write_id` {:?} is not a ULID", self.write_id));
+        }
+        if let Some(schema) = &self.schema {
+            if self.format_version < 2 || self.operation != IntentOperation::Create {
+                return bad("`schema` is only recorded by a create, from format 2".into());
+            }
+            if schema.is_empty()
+                || schema.len() % 2 != 0
+                || !schema.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                return bad("`schema` is not lowercase hex".into());
+            }
         }
         if let Some(uuid) = &self.transaction_uuid {
             if !is_uuid(uuid) {
@@ -217,6 +242,30 @@ impl WriteIntent {
             IntentReferences::Log(_) => Ok(()),
         }
     }
+}
+
+/// A schema as an intent records it ([`WriteIntent::schema`]): an Arrow IPC stream holding only
+/// `schema` (no batch), as lowercase hex.
+///
+/// # Errors
+/// Arrow's, for a schema IPC cannot encode.
+pub fn schema_to_hex(schema: &arrow_schema::Schema) -> Result<String, arrow_schema::ArrowError> {
+    let mut bytes = Vec::new();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut bytes, schema)?;
+    writer.finish()?;
+    drop(writer);
+    Ok(hex::encode(bytes))
+}
+
+/// The schema [`schema_to_hex`] wrote.
+///
+/// # Errors
+/// [`DecodeError::CorruptJson`] when `text` is not hex of an Arrow IPC stream.
+pub fn schema_from_hex(text: &str) -> Result<arrow_schema::SchemaRef, DecodeError> {
+    let bytes = hex::decode(text).map_err(|e| DecodeError::CorruptJson(format!("`schema` is not hex: {e}")))?;
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+        .map_err(|e| DecodeError::CorruptJson(format!("`schema` is not an Arrow IPC schema: {e}")))?;
+    Ok(reader.schema())
 }
 
 /// True for a canonical ULID: 26 characters of Crockford base 32, upper case.
@@ -252,6 +301,7 @@ mod tests {
             deadline_ms: 30_000,
             restored_version: None,
             references,
+            schema: None,
         }
     }
 
@@ -263,7 +313,7 @@ mod tests {
             let bytes = intent.encode();
             assert_eq!(WriteIntent::decode(&bytes).unwrap(), intent);
             let text = String::from_utf8(bytes.clone()).unwrap();
-            assert!(text.starts_with("{\"format_version\":1,\"table\":\"t@b\""), "{text}");
+            assert!(text.starts_with("{\"format_version\":2,\"table\":\"t@b\""), "{text}");
             // Any edit breaks the seal.
             let edited = text.replacen("\"read_version\":3", "\"read_version\":4", 1);
             assert!(matches!(WriteIntent::decode(edited.as_bytes()), Err(DecodeError::SealMismatch { .. })));
@@ -271,14 +321,38 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_round_trips_through_hex() {
+        let schema = arrow_schema::Schema::new(vec![
+            arrow_schema::Field::new("episode", arrow_schema::DataType::Utf8, false),
+            crate::data_location_field("file", true),
+        ]);
+        let text = schema_to_hex(&schema).unwrap();
+        assert_eq!(schema_from_hex(&text).unwrap().as_ref(), &schema);
+        assert!(schema_from_hex("zz").is_err());
+        assert!(schema_from_hex("00").is_err());
+    }
+
+    #[test]
     fn malformed_intents_are_refused() {
         let good = sample(IntentReferences::Inline(vec![]));
         let mut other_format = good.clone();
-        other_format.format_version = 2;
+        other_format.format_version = 3;
         assert!(matches!(
             WriteIntent::decode(&other_format.encode()),
-            Err(DecodeError::UnknownFormatVersion { found: 2, .. })
+            Err(DecodeError::UnknownFormatVersion { found: 3, .. })
         ));
+        // Format 1 (earlier builds) is read; it never carries a schema.
+        let mut first = good.clone();
+        first.format_version = 1;
+        assert_eq!(WriteIntent::decode(&first.encode()).unwrap(), first);
+        let create = WriteIntent { operation: IntentOperation::Create, schema: Some("0a0b".into()), ..good.clone() };
+        assert_eq!(WriteIntent::decode(&create.encode()).unwrap(), create);
+        for schema in ["0A0B", "abc", ""] {
+            let broken = WriteIntent { schema: Some(schema.into()), ..create.clone() };
+            assert!(WriteIntent::decode(&broken.encode()).is_err(), "{schema}");
+        }
+        let not_a_create = WriteIntent { schema: Some("0a0b".into()), ..good.clone() };
+        assert!(WriteIntent::decode(&not_a_create.encode()).is_err());
         for broken in [
             WriteIntent { write_id: "not-a-ulid".into(), ..good.clone() },
             WriteIntent { transaction_uuid: Some("xyz".into()), ..good.clone() },

@@ -250,7 +250,7 @@ impl fmt::Display for LineageProblem {
             Self::WentBackwards { table, was, now } => write!(f, "table `{table}` was at version {was} when the plan was made and is at version {now} now: the dataset went backwards; nothing more is deleted, plan again once it is repaired"),
             Self::VersionReappeared { table, version } => write!(f, "table `{table}` version {version} exists now but did not when the plan was made (restored from a backup?); plan again"),
             Self::JournalRewritten { table, upto } => write!(f, "table `{table}`: the journal of versions up to {upto} changed since the plan was made (an entry rewritten, removed or added late); plan again"),
-            Self::TableVanished { table } => write!(f, "table `{table}` of the plan is no longer registered; plan again"),
+            Self::TableVanished { table } => write!(f, "table `{table}` of the plan was deleted since the plan was made (it is no longer registered, or its dataset is gone: a branch deleted while apply ran?); nothing more is deleted by this apply: plan again"),
             Self::Branch { table, branch } => write!(f, "table `{table}` has a Lance branch `{branch}` (made by another Lance client): its versions are not journaled and may reference objects; delete the branch (and create it with `lake branch create`), or move the table out of the lake"),
             Self::ExternalBase { table, path } => write!(f, "table `{table}` reads files from `{path}`, outside its dataset folder (a shallow clone or an added base path): lake cannot see the references there"),
             Self::UnreadableColumns { table, version, reason } => write!(f, "table `{table}` version {version}: {reason}"),

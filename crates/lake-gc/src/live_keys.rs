@@ -93,7 +93,15 @@ pub(crate) async fn live_now(engine: &dyn Engine, budget: usize) -> Result<LiveK
     let mut messages: Vec<PlanProblem> =
         intents.problems.into_iter().map(|m| PlanProblem::new(PlanProblem::WRITE_INTENT, m)).collect();
     for location in &tables.tables {
-        let snapshot = engine.snapshot(location).await?;
+        let snapshot = match engine.snapshot(location).await {
+            Ok(snapshot) => snapshot,
+            // Deleted since the registry was listed (a branch deleted while apply starts).
+            Err(lake_engine::EngineError::Table { .. }) => {
+                problems.push(lake_engine::LineageProblem::TableVanished { table: location.name.clone() });
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if !snapshot.lineage().problems.is_empty() {
             problems.extend(snapshot.lineage().problems.clone());
             continue;

@@ -271,7 +271,17 @@ pub(crate) async fn plan_ranges(
             until: ranges.last().and_then(|r| r.until.as_deref().map(live_until)),
         };
         for location in &table_set.tables {
-            let snapshot = engine.snapshot_in(location, &uris).await?;
+            let snapshot = match engine.snapshot_in(location, &uris).await {
+                Ok(snapshot) => snapshot,
+                // Deleted since the registry was listed (a branch deleted meanwhile).
+                Err(lake_engine::EngineError::Table { .. }) => {
+                    problems.push(PlanProblem::from(&lake_engine::LineageProblem::TableVanished {
+                        table: location.name.clone(),
+                    }));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let lineage = snapshot.lineage();
             stats.tables += 1;
             basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));

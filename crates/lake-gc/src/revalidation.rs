@@ -68,7 +68,16 @@ impl<'a> Revalidation<'a> {
             problems.push(LineageProblem::TableVanished { table: table.clone() });
         }
         for location in &set.tables {
-            let stamp = self.engine.lineage_stamp(location).await?;
+            let stamp = match self.engine.lineage_stamp(location).await {
+                Ok(stamp) => stamp,
+                // Deleted between the listing of the registry and its stamp (a branch deleted
+                // while apply runs): what the plan knew of it is gone; stop with the reason.
+                Err(EngineError::Table { .. }) if self.tables.contains_key(&location.name) => {
+                    problems.push(LineageProblem::TableVanished { table: location.name.clone() });
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let checked = self
                 .tables
                 .entry(location.name.clone())

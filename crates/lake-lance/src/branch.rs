@@ -16,16 +16,13 @@
 //! branch creation and the registration leaves such an unregistered branch: delete it and create
 //! it again.
 
+use crate::commit::change::{Adds, Change, InLanceCall, Journal, Made};
+use crate::commit::{Resolution, Wait};
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
 use crate::scan::writable_columns;
 use lake_common::intent::IntentOperation;
-use lake_common::ObjectReferenceDelta;
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::guard::PublicationGuard;
-use lake_store::layout::{branch_lineage, dataset_key, registry_table_prefix, split_lineage, validate_table_name};
-use lake_store::registry;
+use lake_store::layout::{branch_lineage, dataset_key, split_lineage, validate_table_name};
 
 /// Where a branch starts: a version of the table's main line, or a tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,68 +91,91 @@ impl LanceEngine {
         let source = ds.checkout_version(version).await.map_err(lance_err("checkout"))?;
         writable_columns(&source, table)?;
         crate::history::check_republished(table, version, &counts)?;
-        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
-        let facts = IntentFacts {
-            restored_version: Some(version),
-            ..IntentFacts::new(IntentOperation::CreateBranch, version.saturating_sub(1))
-        };
-        let ids = counts.iter().map(|(id, _)| id.clone()).collect();
-        let intent = self.begin_intent(&lineage, facts, IntentRefs::Identities(ids), &guard).await?;
-        let created = async {
-            let mut ds = self.open_gated(table, None, &intent.gate).await?;
-            ds.create_branch(branch, version, None).await.map_err(lance_err("create branch"))
-        }
-        .await;
-        let created = match self.after_commit(&intent, created, false).await? {
-            Committed::Now(created) => created,
-            Committed::Late(first) => return self.landed_outcome(&lineage, first, 0).await,
-        };
-        let first = created.version().version;
-        self.publish(ObjectReferenceDelta::snapshot(&lineage, first, &counts), &created).await?;
-        self.end_intent(&intent).await;
-        Ok(CommitOutcome {
-            table: lineage,
-            version: first,
-            rows: 0,
-            references_added: counts.total(),
-            references_removed: 0,
-            rebased: false,
-        })
+        let ids: Vec<_> = counts.iter().map(|(id, _)| id.clone()).collect();
+        let (name, branch_name) = (table.to_string(), branch.to_string());
+        let run: InLanceCall = Box::new(move |mut ds| {
+            Box::pin(async move {
+                let created = ds
+                    .create_branch(&branch_name, version, None)
+                    .await
+                    .map_err(|source| LanceEngineError::Lance { table: name, action: "create branch", source })?;
+                Ok(Made { dataset: created, rows: 0 })
+            })
+        });
+        // The branch's first version is the source's number: a version above `version - 1` of
+        // the branch is this write's. Its references are held by the retained source version:
+        // no guard.
+        let adds = Adds::identities(IntentOperation::CreateBranch, version.saturating_sub(1), ids, Vec::new())
+            .restoring(version);
+        let journal = Journal::Snapshot(counts);
+        let change = Change::in_lance(&lineage, "create_branch", table, None, journal, run).adding(adds).registering();
+        Ok(self.commit(change).await?.outcome(&lineage, 0))
     }
 
-    /// Deletes branch `branch` of `table`: Lance's branch, then its journal and registry pin
-    /// (the objects only its versions referenced become orphans).
+    /// Deletes branch `branch` of `table`: first the writes to it are resolved (each one revoked
+    /// and fenced: it landed and is journaled, or it can no longer land; docs/protocol.md), then
+    /// Lance's branch, then its journal and registry pin (the objects only its versions
+    /// referenced become orphans). A write to the branch that passed its last check before the
+    /// revocation and lands after the deletion lands in the deleted branch's folder: GC reports
+    /// that folder (a branch folder without its document) and refuses until it is removed, and
+    /// its writer's journal step fails (the branch is no longer registered); running this again
+    /// removes what is left of a deleted branch.
     ///
     /// # Errors
-    /// Lance errors (no such branch; a tag or another branch still refers to it); storage errors.
+    /// [`LanceEngineError::InvalidInput`] when a write to the branch cannot be resolved (nothing
+    /// is deleted; the message names the write intent and why); Lance errors (no such branch; a
+    /// tag or another branch still refers to it); storage errors.
     pub async fn delete_branch(&self, table: &str, branch: &str) -> Result<(), LanceEngineError> {
         let lineage = branch_lineage(table, branch);
         validate_table_name(&lineage)?;
+        let pending: Vec<String> = self
+            .resolve_lineage(&lineage, Wait::Revoke)
+            .await?
+            .into_iter()
+            .filter_map(|r| match r.resolution {
+                Resolution::Pending { reason } => Some(format!("{} ({reason})", r.key)),
+                _ => None,
+            })
+            .collect();
+        if !pending.is_empty() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "branch `{lineage}` has writes that cannot be resolved yet: {}; nothing was deleted. Run `lake refs recover {} --table {lineage}`, then delete the branch again",
+                pending.join("; "),
+                self.store().display_root()
+            )));
+        }
         let mut ds = self.open(table).await?;
-        ds.delete_branch(branch).await.map_err(|source| LanceEngineError::Lance {
+        let known = ds.list_branches().await.map_err(|source| LanceEngineError::Lance {
             table: table.into(),
-            action: "delete branch",
+            action: "list branches",
             source,
         })?;
-        // Lance removed its own files (and keeps the folder when a nested branch lives in it):
-        // only the journal and the registry folder are the engine's to remove.
-        for prefix in [format!("{}/_lake", dataset_key(&lineage)), registry_table_prefix(&lineage)] {
-            for (key, _) in self.store().list_all(&format!("{prefix}/")).await? {
-                self.store().delete(&key).await?;
-            }
-            // A local store keeps the emptied folders, and a registry folder names a table.
-            if let Some(dir) = self.store().local_dir() {
-                let folder = dir.join(&prefix);
-                if folder.exists() {
-                    std::fs::remove_dir_all(&folder).map_err(|e| lake_store::StoreError::storage(&prefix, e))?;
+        if known.contains_key(branch) {
+            ds.delete_branch(branch).await.map_err(|source| LanceEngineError::Lance {
+                table: table.into(),
+                action: "delete branch",
+                source,
+            })?;
+        } else if !self.lance_files_of_branch(&lineage).await? && !self.is_registered(&lineage).await? {
+            return Err(LanceEngineError::InvalidInput(format!("table `{table}` has no branch `{branch}`")));
+        } else {
+            // What is left of a branch deleted before (a write that landed after its deletion):
+            // Lance's files of it go too.
+            let folder = format!("{}/", dataset_key(&lineage));
+            let nested = format!("{folder}tree/");
+            for (key, _) in self.store().list_all(&folder).await? {
+                if !key.starts_with(&nested) {
+                    self.store().delete(&key).await?;
                 }
             }
+            if let Some(dir) = self.store().local_dir() {
+                // A local store keeps the folders it emptied.
+                crate::uncommitted::remove_empty_folders(&dir.join(dataset_key(&lineage)));
+            }
         }
-        if let Some(dir) = self.store().local_dir() {
-            // The branch's folder, when nothing else lives in it any more.
-            let _ = std::fs::remove_dir(dir.join(dataset_key(&lineage)));
-        }
-        Ok(())
+        // Lance removed its own files (and keeps the folder when a nested branch lives in it):
+        // the journal and the registry entry are the protocol's to remove.
+        self.forget_lineage(&lineage).await
     }
 
     /// Whether the folder of `lineage` (`t@b`) holds anything of Lance's: a file, or a folder
@@ -185,7 +205,8 @@ impl LanceEngine {
     /// Storage errors.
     pub async fn branches(&self, table: &str) -> Result<Vec<String>, LanceEngineError> {
         let prefix = format!("{table}{}", lake_store::layout::BRANCH_SEPARATOR);
-        Ok(registry::tables(self.store())
+        Ok(self
+            .registered_lineages()
             .await?
             .into_iter()
             .filter_map(|name| name.strip_prefix(&prefix).map(str::to_string))

@@ -7,20 +7,17 @@
 //!
 //! Adding columns reads the whole source first (Lance's `Dataset::merge` holds it in memory for
 //! its hash join anyway, and commits as soon as it has written the new column files), validating
-//! its references and collecting the distinct ones; the write intent names them
-//! (`crate::intent_commit`); the publication guard checks them; then the merge runs on the
-//! version read, every commit through the intent's gate.
+//! its references and collecting the distinct ones; then the merge runs on the version read,
+//! through the write protocol's commit handler (`crate::commit`): right before its manifest
+//! write the write intent names them and the publication guard checks them.
 
-use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::commit::change::{Adds, Change, InLanceCall, Journal, Made};
+use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{Committed, IntentFacts};
-use crate::scan::{count_references, writable_columns};
-use crate::version_diff::committed_entry;
+use crate::scan::writable_columns;
 use arrow_array::{RecordBatchIterator, RecordBatchReader};
 use lake_common::intent::IntentOperation;
-use lake_common::{ObjectIdentity, ObjectReferenceDelta, ReferenceColumns};
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::guard::PublicationGuard;
+use lake_common::{ObjectIdentity, ReferenceColumns};
 use lance::dataset::ColumnAlteration;
 use lance::Dataset;
 use std::collections::BTreeSet;
@@ -48,7 +45,6 @@ impl LanceEngine {
         on: &str,
         batches: Box<dyn RecordBatchReader + Send>,
     ) -> Result<CommitOutcome, LanceEngineError> {
-        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         check_new_columns(&ds, table, on, &batches.schema())?;
@@ -85,27 +81,23 @@ impl LanceEngine {
         })?;
         let (schema, collected, references) = read?;
         let references: Vec<ObjectIdentity> = references.into_iter().collect();
-        let facts = IntentFacts::new(IntentOperation::AddColumns, before);
-        let intent = self.begin_guarded(table, facts, references, &guard).await?;
-        let merged = async {
-            let mut ds = self.open_gated(table, Some(before), &intent.gate).await?;
-            let source = RecordBatchIterator::new(collected.into_iter().map(Ok), schema);
-            ds.merge(source, on, on).await.map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "add columns",
-                source,
-            })?;
-            Ok::<_, LanceEngineError>(ds)
-        }
-        .await;
-        match self.after_commit(&intent, merged, false).await? {
-            Committed::Now(ds) => {
-                let outcome = self.publish_diff(&ds, table).await?;
-                self.end_intent(&intent).await;
-                Ok(outcome)
-            }
-            Committed::Late(version) => self.landed_outcome(table, version, 0).await,
-        }
+        let (name, key) = (table.to_string(), on.to_string());
+        let run: InLanceCall = Box::new(move |mut ds| {
+            Box::pin(async move {
+                let source = RecordBatchIterator::new(collected.into_iter().map(Ok), schema);
+                ds.merge(source, &key, &key).await.map_err(|source| LanceEngineError::Lance {
+                    table: name,
+                    action: "add columns",
+                    source,
+                })?;
+                Ok(Made { dataset: ds, rows: 0 })
+            })
+        });
+        // The version adds the source's references, no other (checked after the commit).
+        let adds =
+            Adds::identities(IntentOperation::AddColumns, before, references.clone(), references).expecting(Vec::new());
+        let change = Change::in_lance(table, "add_columns", table, Some(before), Journal::Manifests, run).adding(adds);
+        Ok(self.commit(change).await?.outcome(table, 0))
     }
 
     /// Drops `columns` from `table` (a reference column's references are removed). Lance's drop
@@ -122,7 +114,6 @@ impl LanceEngine {
     /// drop still has an unreadable column; Lance errors. After it:
     /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
     pub async fn drop_columns(&self, table: &str, columns: &[&str]) -> Result<CommitOutcome, LanceEngineError> {
-        self.resolve_before_commit(table).await;
         let ds = self.open(table).await?;
         for column in columns {
             top_level(&ds, table, column)?;
@@ -145,42 +136,20 @@ impl LanceEngine {
                 });
             }
         }
-        // Lance's `Dataset::drop_columns` (a `Project` of the schema without them), committed with
-        // the engine's marker (`crate::marker`).
+        // Lance's `Dataset::drop_columns` (a `Project` of the schema without them), staged so that
+        // it goes through the write protocol (and carries the lake's marker).
         let lance_error = |source| LanceEngineError::Lance { table: table.into(), action: "drop columns", source };
         let schema = ds.plan_drop_columns(columns).map_err(lance_error)?;
-        let mut transaction = lance::dataset::transaction::Transaction::new(
+        let transaction = lance::dataset::transaction::Transaction::new(
             ds.version().version,
             lance::dataset::transaction::Operation::Project { schema, preserves_nullability: true },
             None,
         );
-        crate::marker::CommitMarker::new(
-            &self.store().root().to_string(),
-            "drop_columns",
-            &ulid::Ulid::new().to_string(),
-        )
-        .set_on(&mut transaction);
-        let ds = lance::dataset::CommitBuilder::new(Arc::new(ds))
-            .with_skip_auto_cleanup(true)
-            .execute(transaction)
-            .await
-            .map_err(lance_error)?;
-        if readable_before {
-            return self.publish_diff(&ds, table).await;
-        }
-        let version = ds.version().version;
-        let now = count_references(&ds, table, self.store().root(), None)
-            .await
-            .map_err(|e| LanceEngineError::Unjournaled { table: table.into(), version, reason: e.to_string() })?;
-        self.publish(ObjectReferenceDelta::snapshot(table, version, &now), &ds).await?;
-        Ok(CommitOutcome {
-            table: table.into(),
-            version,
-            rows: 0,
-            references_added: now.total(),
-            references_removed: 0,
-            rebased: rebased(&ds, version).await,
-        })
+        // The previous version's columns cannot be read when they were not readable: a snapshot
+        // of the new version instead.
+        let journal = if readable_before { Journal::Manifests } else { Journal::Scan };
+        let change = Change::staged(table, "drop_columns", transaction, Some(Arc::new(ds)), journal);
+        Ok(self.commit(change).await?.outcome(table, 0))
     }
 
     /// Renames column `from` of `table` to `to` (a reference column keeps its references).
@@ -191,7 +160,7 @@ impl LanceEngine {
     /// [`LanceEngineError::UnreadableTable`]; Lance errors. After it:
     /// [`LanceEngineError::Unjournaled`], sidecar and registry errors.
     pub async fn rename_column(&self, table: &str, from: &str, to: &str) -> Result<CommitOutcome, LanceEngineError> {
-        let mut ds = self.open(table).await?;
+        let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         top_level(&ds, table, from)?;
         if to.is_empty() || to.contains('.') || ds.schema().field(to).is_some() {
@@ -199,29 +168,18 @@ impl LanceEngine {
                 "table `{table}`: cannot rename `{from}` to `{to}`: the new name must be a top-level name (no `.`) not in use"
             )));
         }
-        ds.alter_columns(&[ColumnAlteration::new(from.to_string()).rename(to.to_string())])
-            .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "rename column", source })?;
-        self.publish_diff(&ds, table).await
-    }
-
-    /// Journals `ds`'s version from the two manifests and advances the registry.
-    ///
-    /// # Errors
-    /// Lance, scan, sidecar and registry errors.
-    async fn publish_diff(&self, ds: &Dataset, table: &str) -> Result<CommitOutcome, LanceEngineError> {
-        let version = ds.version().version;
-        let diff = committed_entry(ds, table, self.store().root()).await?;
-        let (references_added, references_removed) = (diff.added, diff.removed);
-        self.publish(diff.entry, ds).await?;
-        Ok(CommitOutcome {
-            table: table.into(),
-            version,
-            rows: 0,
-            references_added,
-            references_removed,
-            rebased: rebased(ds, version).await,
-        })
+        let before = ds.version().version;
+        let (name, from, to) = (table.to_string(), from.to_string(), to.to_string());
+        let run: InLanceCall = Box::new(move |mut ds| {
+            Box::pin(async move {
+                ds.alter_columns(&[ColumnAlteration::new(from).rename(to)])
+                    .await
+                    .map_err(|source| LanceEngineError::Lance { table: name, action: "rename column", source })?;
+                Ok(Made { dataset: ds, rows: 0 })
+            })
+        });
+        let change = Change::in_lance(table, "rename_column", table, Some(before), Journal::Manifests, run);
+        Ok(self.commit(change).await?.outcome(table, 0))
     }
 }
 

@@ -166,15 +166,42 @@ pub enum LanceEngineError {
         /// Why, one sentence.
         reason: String,
     },
+    /// The write's intent was revoked by a resolver (its deadline had passed, or its lineage is
+    /// being deleted) or is gone, so its gate published no manifest from then on. Nothing of this
+    /// attempt was published; whether an earlier attempt landed is settled by the protocol
+    /// (docs/protocol.md, "Revocation").
+    #[error("table `{table}`: the write may no longer publish: its write intent {intent} was {} by a resolver (its deadline had passed, or its branch is being deleted); nothing was committed by this attempt. Retry the write", if *gone { "resolved" } else { "revoked" })]
+    Revoked {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The intent's key, relative to the lake root.
+        intent: String,
+        /// True when the intent was gone (resolved), false when it was revoked.
+        gone: bool,
+    },
     /// A commit failed after it issued a manifest write, and resolution proved it can no longer
     /// land: nothing of the write is in the table (its write intent and reference log are
     /// removed).
-    #[error("table `{table}`: the write was not committed ({source}); version {proof} appeared after its deadline and no version up to it is this write's, so it can no longer land. Retry the write")]
+    #[error("table `{table}`: the write was not committed ({source}); it was revoked, and version {proof}, committed after that, is not this write's, nor is any version before it, so it can no longer land. Retry the write")]
     NotCommitted {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
         /// The version that proves it (Lance's version number): no version up to it is the write's.
         proof: u64,
+        /// The failure the commit reported.
+        source: Box<LanceEngineError>,
+    },
+    /// A commit failed after it issued a manifest write; it can no longer land, but whether it
+    /// landed cannot be told: versions it may have landed as were cleaned up since (its rows, if
+    /// it landed, are in the versions built on it).
+    #[error("table `{table}`: the commit's outcome is lost ({source}): it can no longer land (it was revoked and version {proof} was committed after that), but version(s) {versions:?}, one of which may have been this write's, were cleaned up since. Check the table's rows before retrying: a retry could add them twice")]
+    OutcomeLost {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version written after the revocation (Lance's version number).
+        proof: u64,
+        /// The versions that no longer exist.
+        versions: Vec<u64>,
         /// The failure the commit reported.
         source: Box<LanceEngineError>,
     },
@@ -231,6 +258,8 @@ impl LanceEngineError {
             LanceEngineError::InvalidInput(_) => "invalid_input",
             LanceEngineError::PieceRefused { .. } => "piece_refused",
             LanceEngineError::CommitUncertain { .. } => "commit_uncertain",
+            LanceEngineError::Revoked { .. } => "revoked",
+            LanceEngineError::OutcomeLost { .. } => "outcome_lost",
         }
     }
 
@@ -239,7 +268,7 @@ impl LanceEngineError {
         match self {
             LanceEngineError::Lance { source, .. } => lance_is_transient(source),
             LanceEngineError::Objects(e) => e.is_transient(),
-            LanceEngineError::ConcurrentCreate { .. } => true,
+            LanceEngineError::ConcurrentCreate { .. } | LanceEngineError::Revoked { .. } => true,
             LanceEngineError::Location { .. }
             | LanceEngineError::Unreadable { .. }
             | LanceEngineError::UnreadableTable { .. }
@@ -252,7 +281,8 @@ impl LanceEngineError {
             | LanceEngineError::Guard { .. }
             | LanceEngineError::InvalidInput(_)
             | LanceEngineError::PieceRefused { .. }
-            | LanceEngineError::CommitUncertain { .. } => false,
+            | LanceEngineError::CommitUncertain { .. }
+            | LanceEngineError::OutcomeLost { .. } => false,
             // Proven not committed: retrying can help as much as it could the failure.
             LanceEngineError::NotCommitted { source, .. } => source.is_transient(),
         }

@@ -5,24 +5,21 @@
 //! restore runs, the source version is protected from version cleanup by a temporary Lance tag
 //! `lake-restore-<ULID>` (Lance's cleanup never removes tagged versions), so its data files
 //! cannot vanish under it, nor (GC keeping every retained version's references) its objects;
-//! and a write intent names the references it restores (`crate::intent_commit`), so they stay
+//! and a write intent names the references it restores (`crate::commit`), so they stay
 //! live should the commit land after the tag is gone.
 //!
 //! A restore killed between its tag and its end leaves the tag, which would pin the old version
-//! (and its objects) for good. Such a tag is **stale** once no restore can still commit under
-//! it, and then `lake cleanup` (and the next restore of the lineage) removes it. What bounds a
-//! restore: right before its commit it checks that its tag is younger than the publication
-//! guard's limit (`min_age - margin` of the lake's policy floor, by the restoring host's clock,
-//! against the tag's ULID minted by the same clock) and still exists, and its commit goes
-//! through the write intent's gate, which publishes no manifest after the commit deadline
-//! ([`crate::intent_commit::default_commit_deadline`], counted from before that check). With
-//! the guard's assumption that a host's clock and the store's differ by less than `margin` (so
-//! two hosts' clocks by less than `2 x margin`), a restore tag older than
-//! `min_age + 2 x margin + deadline` by the clock of any host or the store
-//! ([`restore_tag_stale_after`]) belongs to a restore that has committed, failed, or can no
-//! longer commit (a manifest write already in flight then targets a version that exists, or is
-//! the restore's own: `docs/write-intents.md`). A stale tag is reported by `lake versions` and `lake gc` until it is
-//! removed.
+//! (and its objects) for good. Such a tag is **stale** once it is older than
+//! [`restore_tag_stale_after`] (by the store's clock: `lake cleanup`, or this host's: the next
+//! restore of the lineage), and then it is removed. Staleness is a liveness rule, not a safety
+//! one: a restore publishes only while its tag still names its source (the write protocol
+//! checks the tag's file right before each manifest write), and whoever removes a stale tag
+//! commits a fence right after (`LanceEngine::remove_stale_restore_tags`), before any version
+//! is cleaned up. A restore that saw its tag before it was removed targets a version slot no
+//! later than the fence's, so it either landed before the fence (while its source was still
+//! retained) or never will (docs/protocol.md, "Preconditions"). A live restore whose tag was
+//! judged stale too early fails cleanly ("nothing was committed"). A stale tag is reported by
+//! `lake versions` and `lake gc` until it is removed.
 //!
 //! Tags are shared by a table and its branches in Lance 14 (one `_refs/tags/` folder at the
 //! table's root), each recording the branch of the version it names (`TagContents::branch`:
@@ -33,20 +30,23 @@
 //! versions are the manifests that exist: a branch's tag never pins the main line's version of
 //! the same number, nor the reverse.
 
-use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::commit::change::{Adds, Change, Journal, Precondition};
+use crate::commit::default_commit_deadline;
+use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{default_commit_deadline, Committed, IntentFacts, IntentRefs};
 use crate::scan::writable_columns;
 use chrono::{DateTime, Utc};
 use lake_common::intent::IntentOperation;
-use lake_common::{ObjectReferenceDelta, ReferenceCounts};
+use lake_common::ReferenceCounts;
 use lake_engine::{EngineError, LineageProblem};
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::failpoint;
 use lake_store::guard::PublicationGuard;
-use lake_store::layout::{branch_lineage, split_lineage};
+use lake_store::layout::{branch_lineage, dataset_key, split_lineage};
 use lance::dataset::refs::TagContents;
+use lance::dataset::transaction::{Operation, Transaction};
 use lance::Dataset;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Prefix of the temporary tags that protect a restore's source version.
@@ -71,11 +71,9 @@ pub struct RestoreTag {
 /// How old a restore tag must be to be stale: the lake's policy floor `min_age` plus twice the
 /// publication guard's margin (`min_age / 4`) plus the restore's commit deadline
 /// ([`default_commit_deadline`]: the margin clamped to 30 s..5 min), so 95 minutes for a
-/// one-hour floor and 36 seconds for a 4-second one. A restore starts its commit only while its
-/// tag is younger than `min_age - margin` (by its own clock), its intent's gate refuses a
-/// manifest write past the deadline, and any host's clock differs from the store's by less than
-/// `margin` (the guard's assumption; see the module documentation), so from another host's
-/// clock it has landed or stopped by then.
+/// one-hour floor and 36 seconds for a 4-second one: long past any restore that still runs. A
+/// liveness rule (see the module documentation): a restore whose tag is removed earlier fails
+/// cleanly.
 pub fn restore_tag_stale_after(policy: &LakeDescriptor) -> Duration {
     let guard = PublicationGuard::from_policy(policy);
     policy.min_age().saturating_add(guard.margin().saturating_mul(2)).saturating_add(default_commit_deadline(&guard))
@@ -138,8 +136,9 @@ impl LanceEngine {
     }
 
     /// Restores `version` of `table` as a new latest version, journaled as a snapshot of
-    /// `version`'s references. Stale restore tags of the lineage (restores killed earlier) are
-    /// removed first ([`LanceEngine::remove_stale_restore_tags`], by this host's clock).
+    /// `version`'s references, through the write protocol (`crate::commit`). Stale restore tags
+    /// of the lineage (restores killed earlier) are removed first
+    /// ([`LanceEngine::remove_stale_restore_tags`], by this host's clock).
     ///
     /// The restored version's schema must be one the engine can journal, and every reference it
     /// holds is published again, so each must pass the rule for new references (external or a
@@ -149,85 +148,56 @@ impl LanceEngine {
     /// # Errors
     /// Before the commit (nothing committed): [`LanceEngineError::InvalidInput`] when `version`
     /// no longer exists, its journal is incomplete, it references an in-root key that is not
-    /// managed, or the restore ran past its deadline (its tag older than the publication guard's
-    /// limit, or removed): run it again; [`LanceEngineError::UnreadableTable`] for its schema;
+    /// managed, or its tag was removed meanwhile (judged stale): run it again; [`LanceEngineError::UnreadableTable`] for its schema;
     /// Lance errors. After it: sidecar and registry errors. The protecting tag is removed on
     /// every path.
     pub async fn restore(&self, table: &str, version: u64) -> Result<CommitOutcome, LanceEngineError> {
         let ds = self.open(table).await?;
-        let policy = LakeDescriptor::load(self.store()).await?;
-        let guard = PublicationGuard::from_policy(&policy);
         self.remove_stale_restore_tags(table, Utc::now()).await?;
         let minted = ulid::Ulid::new();
         let tag = format!("{RESTORE_TAG_PREFIX}{}", minted.to_string().to_lowercase());
         ds.tags().create(&tag, version).await.map_err(lance_err(table, "tag the restore source"))?;
         // A restore killed here leaves its tag (stale once older than the deadline bounds).
         failpoint::hit("restore.after_tag")?;
-        let result = self.restore_tagged(&ds, table, version, &tag, &guard).await;
+        let result = self.restore_tagged(&ds, table, version, &tag).await;
         let untag = ds.tags().delete(&tag).await;
         let outcome = result?;
         untag.map_err(lance_err(table, "remove the restore tag"))?;
         Ok(outcome)
     }
 
-    /// The restore under its tag `tag`: replay, deadline check, commit within the margin,
-    /// journal.
+    /// The restore under its tag `tag`: the source's references replayed from the journal, then
+    /// the commit through the write protocol, whose gate publishes only while the tag still names
+    /// the source (`lake cleanup` removes a stale tag and fences before it removes versions).
     async fn restore_tagged(
         &self,
         ds: &Dataset,
         table: &str,
         version: u64,
         tag: &str,
-        guard: &PublicationGuard,
     ) -> Result<CommitOutcome, LanceEngineError> {
         let counts = self.journal_counts_at(table, version).await?;
         let source = ds.checkout_version(version).await.map_err(lance_err(table, "checkout"))?;
         writable_columns(&source, table)?;
         check_republished(table, version, &counts)?;
-        // The deadline: a tag older than the guard's limit may be judged stale (and removed)
-        // while this commit is in flight; refuse instead, and commit within the margin.
-        let still_tagged = match ds.tags().get(tag).await {
-            Ok(contents) => contents.version == version,
-            Err(lance::Error::RefNotFound { .. }) => false,
-            Err(source) => {
-                return Err(LanceEngineError::Lance { table: table.into(), action: "read the restore tag", source })
-            }
+        let latest = Arc::new(self.open(table).await?);
+        let read_version = latest.version().version;
+        let transaction = Transaction::new(read_version, Operation::Restore { version }, None);
+        let ids: Vec<_> = counts.iter().map(|(id, _)| id.clone()).collect();
+        // The intent names the restored references: the tag keeps the source version's data, the
+        // intent its objects, should the commit land after the tag is gone. They are held by a
+        // retained version (the tagged source): no guard.
+        let adds = Adds::identities(IntentOperation::Restore, read_version, ids, Vec::new()).restoring(version);
+        let tagged = Precondition::Tagged {
+            key: format!("{}/_refs/tags/{tag}.json", dataset_key(split_lineage(table).0)),
+            name: tag.to_string(),
+            version,
         };
-        self.resolve_before_commit(table).await;
-        // The intent names the restored references: the tag keeps the source version's data,
-        // the intent its objects, should the commit land after both were released. Its gate
-        // publishes no manifest after the deadline, counted from before the tag's age is checked.
-        let facts = IntentFacts {
-            restored_version: Some(version),
-            ..IntentFacts::new(IntentOperation::Restore, ds.version().version)
-        };
-        let ids = counts.iter().map(|(id, _)| id.clone()).collect();
-        let intent = self.begin_intent(table, facts, IntentRefs::Identities(ids), guard).await?;
-        if let Err(late) = check_deadline(table, version, tag, still_tagged, guard, Utc::now()) {
-            self.drop_intent(&intent, false).await;
-            return Err(late);
-        }
-        let restored = async {
-            let mut source = self.open_gated(table, Some(version), &intent.gate).await?;
-            source.restore().await.map_err(lance_err(table, "restore"))?;
-            Ok::<_, LanceEngineError>(source)
-        }
-        .await;
-        let restored = match self.after_commit(&intent, restored, false).await? {
-            Committed::Now(restored) => restored,
-            Committed::Late(landed) => return self.landed_outcome(table, landed, 0).await,
-        };
-        let landed = restored.version().version;
-        self.publish(ObjectReferenceDelta::snapshot(table, landed, &counts), &restored).await?;
-        self.end_intent(&intent).await;
-        Ok(CommitOutcome {
-            table: table.into(),
-            version: landed,
-            rows: 0,
-            references_added: counts.total(),
-            references_removed: 0,
-            rebased: rebased(&restored, landed).await,
-        })
+        let change = Change::staged(table, "restore", transaction, Some(latest), Journal::Snapshot(counts))
+            .adding(adds)
+            .requiring(tagged);
+        let committed = self.commit(change).await?;
+        Ok(committed.outcome(table, 0))
     }
 
     /// The restore tags of lineage `table`, each judged stale or not at `now` (this host's clock
@@ -254,9 +224,10 @@ impl LanceEngine {
     }
 
     /// Removes the stale restore tags of lineage `table` at `now` (see
-    /// [`LanceEngine::restore_tags`]) and returns them: the versions they pinned are then
-    /// retained only by Lance's own rules (latest, tagged by a user, younger than a cleanup's
-    /// horizon), so `lake cleanup` can remove them and GC collect what only they referenced.
+    /// [`LanceEngine::restore_tags`]), then commits a fence when it removed any (see the module
+    /// documentation), and returns them: the versions they pinned are then retained only by
+    /// Lance's own rules (latest, tagged by a user, younger than a cleanup's horizon), so
+    /// `lake cleanup` can remove them and GC collect what only they referenced.
     ///
     /// # Errors
     /// Lance and storage errors.
@@ -284,6 +255,10 @@ impl LanceEngine {
                 }
             }
         }
+        // A restore still running under one of them saw its tag before each manifest write: a
+        // version written now is after the slot any such write targets, so none of them can
+        // land once it exists (docs/protocol.md, "Preconditions").
+        self.commit_fence(table, "stale-restore-tags").await?;
         Ok(stale)
     }
 
@@ -364,34 +339,6 @@ impl LanceEngine {
     }
 }
 
-/// Whether a restore under `tag` may still commit at `now` (its host's clock, which minted the
-/// tag's ULID): the tag still names its source (`still_tagged`) and is younger than `guard`'s
-/// limit (`min_age - margin`), so that its commit, which must land within `margin`, lands before
-/// any cleanup can judge the tag stale ([`restore_tag_stale_after`]).
-///
-/// # Errors
-/// [`LanceEngineError::InvalidInput`] saying nothing was committed and to run the restore again.
-fn check_deadline(
-    table: &str,
-    version: u64,
-    tag: &str,
-    still_tagged: bool,
-    guard: &PublicationGuard,
-    now: DateTime<Utc>,
-) -> Result<(), LanceEngineError> {
-    let started = restore_tag_started(tag).unwrap_or(DateTime::<Utc>::MIN_UTC);
-    let age = (now - started).to_std().unwrap_or(Duration::ZERO);
-    if age < guard.limit() && still_tagged {
-        return Ok(());
-    }
-    Err(LanceEngineError::InvalidInput(format!(
-        "table `{table}`: the restore of version {version} ran {:.3}s since it tagged its source (`{tag}`{}), past its deadline of {}s (the lake's min_age minus the margin), so a cleanup may judge its tag stale; nothing was committed. Run the restore again",
-        age.as_secs_f64(),
-        if still_tagged { "" } else { ", which is gone" },
-        guard.limit().as_secs(),
-    )))
-}
-
 /// Checks that every reference of `counts` (the references of `table` at `version`, about to be
 /// published again by a restore or a new branch) is external or a managed key, the rule for
 /// new references (`lake_common::managed`).
@@ -432,23 +379,5 @@ mod tests {
         };
         // 3600 s + 2 x 900 s + a 300 s deadline (the 900 s margin clamped to 5 minutes).
         assert_eq!(restore_tag_stale_after(&policy), Duration::from_secs(5700));
-    }
-
-    #[test]
-    fn a_restore_commits_only_before_its_deadline_and_while_tagged() {
-        let guard = PublicationGuard::new(Duration::from_secs(3600));
-        let ulid = ulid::Ulid::new();
-        let tag = format!("{RESTORE_TAG_PREFIX}{}", ulid.to_string().to_lowercase());
-        let started = restore_tag_started(&tag).unwrap();
-        let at = |secs: i64| started + chrono::Duration::seconds(secs);
-        assert!(check_deadline("t", 1, &tag, true, &guard, at(0)).is_ok());
-        assert!(check_deadline("t", 1, &tag, true, &guard, at(2699)).is_ok());
-        let late = check_deadline("t", 1, &tag, true, &guard, at(2700)).unwrap_err().to_string();
-        assert!(late.contains("nothing was committed") && late.contains("deadline of 2700s"), "{late}");
-        let gone = check_deadline("t", 1, &tag, false, &guard, at(1)).unwrap_err().to_string();
-        assert!(gone.contains("which is gone"), "{gone}");
-        // The deadline plus the commit's margin stays below staleness with clocks a margin apart.
-        let stale_after = Duration::from_secs(3600) + 2 * guard.margin();
-        assert!(guard.limit() + guard.margin() + guard.margin() <= stale_after);
     }
 }

@@ -2,6 +2,7 @@
 //! `CreateIndex` transaction changes index metadata, never fragments or schema), journaled as
 //! empty deltas like compaction (`crate::foreign::CONTENT_PRESERVING`).
 
+use crate::commit::change::{Change, Journal, Made};
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
 use crate::scan::writable_columns;
@@ -121,21 +122,26 @@ impl LanceEngine {
         name: Option<&str>,
         replace: bool,
     ) -> Result<CommitOutcome, LanceEngineError> {
-        let mut ds = self.open(table).await?;
-        writable_columns(&ds, table)?;
-        let before = ds.version().version;
-        let params = kind.params();
-        let columns = [column];
-        let mut builder = ds.create_index_builder(&columns, kind.lance_type(), params.as_ref()).replace(replace);
-        if let Some(name) = name {
-            builder = builder.name(name.to_string());
-        }
-        builder.await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "create index",
-            source,
-        })?;
-        self.publish_content_preserving(&ds, table, before).await
+        writable_columns(&self.open(table).await?, table)?;
+        let (table_name, column, name) = (table.to_string(), column.to_string(), name.map(str::to_string));
+        let run: crate::commit::change::InLanceCall = Box::new(move |mut ds| {
+            Box::pin(async move {
+                let params = kind.params();
+                let columns = [column.as_str()];
+                let mut builder =
+                    ds.create_index_builder(&columns, kind.lance_type(), params.as_ref()).replace(replace);
+                if let Some(name) = name {
+                    builder = builder.name(name);
+                }
+                builder.await.map_err(|source| LanceEngineError::Lance {
+                    table: table_name,
+                    action: "create index",
+                    source,
+                })?;
+                Ok(Made { dataset: ds, rows: 0 })
+            })
+        });
+        self.commit_content_preserving(table, "create_index", run).await
     }
 
     /// Removes the index `name` of `table`: one new version, journaled as an empty delta.
@@ -144,15 +150,34 @@ impl LanceEngine {
     /// [`LanceEngineError::UnreadableTable`] (nothing committed); Lance errors (no index of that
     /// name); sidecar and registry errors.
     pub async fn drop_index(&self, table: &str, name: &str) -> Result<CommitOutcome, LanceEngineError> {
-        let mut ds = self.open(table).await?;
-        writable_columns(&ds, table)?;
-        let before = ds.version().version;
-        ds.drop_index(name).await.map_err(|source| LanceEngineError::Lance {
-            table: table.into(),
-            action: "drop index",
-            source,
-        })?;
-        self.publish_content_preserving(&ds, table, before).await
+        writable_columns(&self.open(table).await?, table)?;
+        let (table_name, name) = (table.to_string(), name.to_string());
+        let run: crate::commit::change::InLanceCall = Box::new(move |mut ds| {
+            Box::pin(async move {
+                ds.drop_index(&name).await.map_err(|source| LanceEngineError::Lance {
+                    table: table_name,
+                    action: "drop index",
+                    source,
+                })?;
+                Ok(Made { dataset: ds, rows: 0 })
+            })
+        });
+        self.commit_content_preserving(table, "drop_index", run).await
+    }
+
+    /// Commits Lance's own content-preserving call `run` on `table` through the write protocol
+    /// (journaled as empty entries).
+    ///
+    /// # Errors
+    /// As [`LanceEngine::create_index`].
+    pub(crate) async fn commit_content_preserving(
+        &self,
+        table: &str,
+        operation: &'static str,
+        run: crate::commit::change::InLanceCall,
+    ) -> Result<CommitOutcome, LanceEngineError> {
+        let change = Change::in_lance(table, operation, table, None, Journal::ContentPreserving, run);
+        Ok(self.commit(change).await?.outcome(table, 0))
     }
 
     /// The indexes of `table` at its latest version.

@@ -7,7 +7,7 @@
 //! names its write and it was last written before the GC cutoff. A write's intent is written
 //! after its log is finished and before its commit, and is removed only once the version is
 //! journaled (its head names the log) or the commit is proven never to land
-//! (`crate::resolve`): a log whose commit may still land is always named. A log that no intent
+//! (`crate::commit::resolve`): a log whose commit may still land is always named. A log that no intent
 //! names either was never committed (its intent was never written, or its write was
 //! abandoned), or its version was journaled by another entry (the logs written for upserts and
 //! for the intents of other operations, removed with the intent but left by a crash).

@@ -1,37 +1,34 @@
 //! The Lance engine of lake: every version-producing operation journals its references.
 //!
+//! - [`commit`]: **the write protocol**, written once: every version-producing operation hands
+//!   it a change and it runs resolution, the intent, the guard, revocation, Lance's commit (the
+//!   one `CommitBuilder`, the one commit handler, the marker), the journal entry, the registry
+//!   and the end of the intent; `lake refs recover` (docs/protocol.md).
 //! - [`binding`]: journal entries bound to their Lance versions (transaction UUID, manifest
 //!   size and e-tag), and [`binding::transaction_uuid`], the one reader of a version's UUID.
 //! - [`branch`]: Lance branches as lineages of their own (`table@branch`), journaled and
 //!   registered like tables.
 //! - [`columns`]: schema evolution (add columns from a stream, drop, rename), journaled from
 //!   the two manifests.
-//! - [`engine`]: [`LanceEngine`], table operations (append, delete, compact, cleanup, versions)
-//!   and the [`lake_engine::Engine`] implementation (lineage from `Dataset::versions()` and the
-//!   journal).
+//! - [`engine`]: [`LanceEngine`] (opening datasets, versions) and the [`lake_engine::Engine`]
+//!   implementation (lineage from `Dataset::versions()` and the journal).
+//! - Operations, each a change for [`commit`]: `write` (append, overwrite, create), `delete`,
+//!   `maintenance` (compaction, cleanup), [`upsert`], [`update`], [`columns`], [`index`],
+//!   [`history`] (restore), [`branch`], [`two_phase`], [`settings`] (config).
 //! - [`foreign`]: versions whose Lance transaction proves them content-preserving (implied
 //!   empty journal entries, no repair needed).
 //! - [`history`]: restore (a snapshot from the journal, source protected by a tag, stale tags of
 //!   killed restores removed) and tags of one lineage.
 //! - [`index`]: index creation and removal (content-preserving versions).
 //! - [`ingest`]: folder ingest (walk, streamed uploads, one append of a row per file).
-//! - [`intent_commit`]: the write-intent protocol around every commit that adds references
-//!   (intent before the guard, a commit gate with a deadline, resolution on an unknown outcome).
 //! - `journal_garbage`: reference logs of writes that never committed (GC's own garbage).
 //! - `lineage`: a table's lineage, stamp and structural problems (branches, base paths).
 //! - `live`: the live references of a table for planning, streamed in bounded memory.
 //! - `log_upload`: sorted and row reference logs streamed to the store in parts (large entries).
 //! - [`refs`]: `lake refs verify` (journal vs full scans) and `lake refs repair`.
-//! - [`recovery`]: versions the engine committed whose journal entry is missing and which no
-//!   intent names (its marker proves them lake's; the guard is checked again), journaled by
-//!   the next write and by `lake refs recover`.
 //! - [`refs_checkpoint`]: the reference checkpoint that lets replay start past version 1.
 //! - [`rows`]: reading rows back ([`LanceEngine::read_rows`], [`LanceEngine::read_rows_stream`]:
 //!   row offsets, a predicate or every row of the latest version, with chosen columns).
-//! - [`resolve`]: resolution of write intents (committed, abandoned, pending), fences, and
-//!   `lake refs recover`.
-//! - [`marker`]: the marker every lake commit carries in its Lance transaction (writer, lake
-//!   root, operation, write id), which lets recovery tell lake's versions from another client's.
 //! - [`journaling`]: the stream wrapper that counts references per batch as Lance consumes it.
 //! - [`sidecar`]: reading and create-only writing of `_lake/object_refs/<version>.json`.
 //! - [`scan`]: reference counts of a version by scanning its DataLocation columns.
@@ -52,24 +49,22 @@
 pub mod binding;
 pub mod branch;
 pub mod columns;
-mod create_commit;
+pub mod commit;
+mod delete;
 pub mod engine;
 pub mod error;
 pub mod foreign;
 pub mod history;
 pub mod index;
 pub mod ingest;
-pub mod intent_commit;
 mod journal_garbage;
 pub mod journaling;
 mod lineage;
 mod live;
 mod log_upload;
-pub mod marker;
-pub mod recovery;
+mod maintenance;
 pub mod refs;
 pub mod refs_checkpoint;
-pub mod resolve;
 pub mod rows;
 pub mod scan;
 pub mod settings;
@@ -82,6 +77,7 @@ pub mod upsert;
 pub mod verify;
 pub mod verify_refs;
 mod version_diff;
+mod write;
 
 pub use engine::{CleanupOutcome, CommitOutcome, LanceEngine, VersionInfo};
 pub use error::LanceEngineError;

@@ -115,16 +115,21 @@ impl LanceEngine {
         if keys.iter().any(|k| k.is_empty()) {
             return Err(LanceEngineError::InvalidInput("a config key to unset is empty".into()));
         }
-        let mut ds = self.open(table).await?;
+        let ds = self.open(table).await?;
         if !keys.iter().any(|k| ds.manifest().config.contains_key(*k)) {
             return Ok(None);
         }
         crate::foreign::materialize_implied(self.store(), &ds, table).await?;
-        let before = ds.version().version;
-        ds.update_config(keys.iter().map(|key| (*key, None::<&str>)))
-            .await
-            .map_err(|source| LanceEngineError::Lance { table: table.into(), action: "unset config", source })?;
-        self.publish_content_preserving(&ds, table, before).await.map(Some)
+        let (name, keys): (String, Vec<String>) = (table.to_string(), keys.iter().map(|k| k.to_string()).collect());
+        let run: crate::commit::change::InLanceCall = Box::new(move |mut ds| {
+            Box::pin(async move {
+                ds.update_config(keys.iter().map(|key| (key.as_str(), None::<&str>)))
+                    .await
+                    .map_err(|source| LanceEngineError::Lance { table: name, action: "unset config", source })?;
+                Ok(crate::commit::change::Made { dataset: ds, rows: 0 })
+            })
+        });
+        self.commit_content_preserving(table, "unset_config", run).await.map(Some)
     }
 }
 

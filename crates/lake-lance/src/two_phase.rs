@@ -12,8 +12,8 @@
 //! - [`LanceEngine::commit_pieces`] (one coordinator): refuses pieces of another table, lake or
 //!   schema, pieces given twice, pieces whose data files the table's latest version holds
 //!   already (committed before), and pieces whose counts differ from their fragments; then one
-//!   Lance transaction (Append or Overwrite) and one journal entry, under the write-intent
-//!   protocol of every lake commit (`crate::intent_commit`).
+//!   Lance transaction (Append or Overwrite) and one journal entry, through the write protocol
+//!   of every lake commit (`crate::commit`).
 //!
 //! **What the commit checks of a piece, and why the journal is exact.** Metadata first (cheap,
 //! no read): format, lake root, table, schema fingerprint equal to the table's at the commit's
@@ -34,21 +34,18 @@
 //! reference columns of the new rows, read once by the coordinator, which merging the pieces'
 //! logs into the one entry would cost too.
 
-use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::commit::change::{Adds, Change, Journal, Named};
+use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{Committed, IntentFacts, IntentRefs};
-use crate::journaling::{discard_log, JournalLog, JournalingReader, OldestKey};
+use crate::journaling::{discard_log, JournalingReader, OldestKey};
 use crate::log_upload::RowLogWriter;
 use crate::scan::{writable_columns, SCAN_IO_BUFFER_BYTES};
-use crate::sidecar;
 use crate::uncommitted::{data_file_keys, discard_refused_write};
 use arrow_array::RecordBatchReader;
 use futures::TryStreamExt;
 use lake_common::intent::IntentOperation;
-use lake_common::{DeltaKind, LogHead, LogRef, LogTotals, ObjectIdentity, ReferenceColumns};
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::guard::PublicationGuard;
-use lake_store::layout::{reference_log_key, validate_table_name};
+use lake_common::{DeltaKind, LogRef, LogTotals, ObjectIdentity, ReferenceColumns};
+use lake_store::layout::validate_table_name;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{InsertBuilder, WriteMode};
 use lance::table::format::Fragment;
@@ -283,17 +280,13 @@ impl LanceEngine {
                 ),
             ));
         }
-        let descriptor = LakeDescriptor::load(self.store()).await?;
-        let guard = PublicationGuard::from_policy(&descriptor);
         // The journal entry, read from the fragments (module documentation), checked piece by
         // piece against what the piece says.
         let (log_ref, oldest) = self.read_pieces(table, &ds, &columns, &pieces).await?;
         let rows: u64 = pieces.iter().fold(0u64, |sum, p| sum.saturating_add(p.rows));
         let fragments: Vec<Fragment> = pieces.iter().flat_map(|p| p.fragments.iter().cloned()).collect();
         let (operation, intent_op, kind, action) = match mode {
-            PieceMode::Append => {
-                (Operation::Append { fragments }, IntentOperation::Append, DeltaKind::Delta, "two-phase append")
-            }
+            PieceMode::Append => (Operation::Append { fragments }, IntentOperation::Append, DeltaKind::Delta, "append"),
             PieceMode::Overwrite => (
                 Operation::Overwrite {
                     fragments,
@@ -303,78 +296,37 @@ impl LanceEngine {
                 },
                 IntentOperation::Overwrite,
                 DeltaKind::Snapshot,
-                "two-phase overwrite",
+                "overwrite",
             ),
         };
         let transaction = Transaction::new(read_version, operation, None);
-        let log = JournalLog {
-            write_id: log_ref.write_id.clone(),
-            key: reference_log_key(table, &log_ref.write_id),
-            totals: LogTotals {
-                references: log_ref.references,
-                bytes: log_ref.bytes,
-                sha256: log_ref.sha256.clone(),
-                index: log_ref.index.clone(),
-            },
-            rows,
-            oldest,
-            columns: columns.names(),
-            null_key_rows: 0,
+        let totals = LogTotals {
+            references: log_ref.references,
+            bytes: log_ref.bytes,
+            sha256: log_ref.sha256.clone(),
+            index: log_ref.index.clone(),
         };
-        self.resolve_before_commit(table).await;
-        // The intent before the guard: from here until it is resolved, GC keeps the log's
-        // references (`crate::intent_commit`).
-        let facts = IntentFacts {
-            operation: intent_op,
-            write_id: log.write_id.clone(),
-            transaction_uuid: Some(transaction.uuid.clone()),
-            read_version,
-            restored_version: None,
-        };
-        let intent = match self.begin_intent(table, facts, IntentRefs::Log(&log), &guard).await {
-            Ok(intent) => intent,
-            Err(e) => {
-                discard_log(self.store(), &log.key).await;
-                return Err(e);
-            }
-        };
-        let params = self.write_params(WriteMode::Append);
-        let committed = self.commit_streamed(table, transaction, &params, &guard, &log, false, action, &intent).await;
-        let ds = match self.after_commit(&intent, committed, true).await {
-            Ok(Committed::Now(ds)) => ds,
-            Ok(Committed::Late(version)) => return self.landed_outcome(table, version, rows).await,
-            Err(e) => return Err(e),
-        };
-        if kind == DeltaKind::Delta && crate::version_diff::schema_moved(&ds, read_version).await {
-            // The pieces' rows were read under the schema the commit started from.
-            return self.publish_rebased(table, &ds, &intent, &log).await;
-        }
-        let version = ds.version().version;
-        let head = LogHead::new(table, version, kind, log_ref.clone())
-            .bound(crate::binding::binding_of(self.store(), table, &ds).await?);
-        sidecar::write_head(self.store(), &head).await?;
-        self.advance(table, version).await?;
-        self.end_intent(&intent).await;
+        // The intent names the log read from the pieces' fragments, the version's journal. The
+        // pieces' rows were read under the schema the commit started from: an append Lance
+        // rebased onto another schema is journaled from the manifests.
+        let named = Named::Log { write_id: log_ref.write_id.clone(), totals, oldest };
+        let journal = Journal::Log { log: log_ref.clone(), kind, read_version };
+        let change =
+            Change::staged(table, action, transaction, None, journal).adding(Adds::of(intent_op, read_version, named));
+        let committed = self.commit(change).await?;
         // The pieces' own logs are not deleted here: a piece names its log by a write id the
         // coordinator cannot trust (one naming another write's log would delete a journaled
         // version's entry). No entry or intent names them: GC collects them as its own garbage
         // past its cutoff (`journal_garbage`).
         tracing::debug!(
             table,
-            version,
+            version = committed.version,
             rows,
             pieces = pieces.len(),
             references = log_ref.references,
-            "{action} committed and journaled"
+            "two-phase {action} committed and journaled"
         );
-        Ok(CommitOutcome {
-            table: table.into(),
-            version,
-            rows,
-            references_added: log_ref.references,
-            references_removed: 0,
-            rebased: rebased(&ds, version).await,
-        })
+        Ok(committed.outcome(table, rows))
     }
 
     /// The checks of `pieces` that read nothing (module documentation).

@@ -92,10 +92,13 @@ pub struct UncommittedCleanup {
 
 impl LanceEngine {
     /// The problem of the unregistered dataset folder `folder` (named `name`, with the
-    /// `.lance` suffix) that holds something: the files of a first write that never committed
-    /// when its table has no version ([`LineageProblem::UncommittedDataset`], naming a write
-    /// intent when one exists), else a dataset lake did not make
-    /// ([`LineageProblem::UnregisteredDataset`]).
+    /// `.lance` suffix) that holds something: a dataset lake did not make
+    /// ([`LineageProblem::UnregisteredDataset`]), or the files of a first write that never
+    /// committed when its table has no version ([`LineageProblem::UncommittedDataset`]). `None`
+    /// for the latter while a write intent of the table exists: the create it belongs to is
+    /// covered by the write protocol (its intent keeps what it may publish live, and resolution
+    /// fences it: docs/protocol.md), so the problem stays confined to that table instead of
+    /// stopping every GC of the lake.
     ///
     /// # Errors
     /// Storage errors.
@@ -103,16 +106,22 @@ impl LanceEngine {
         &self,
         folder: &str,
         name: &str,
-    ) -> Result<LineageProblem, LanceEngineError> {
+    ) -> Result<Option<LineageProblem>, LanceEngineError> {
         let table = name.strip_suffix(DATASET_SUFFIX).filter(|t| validate_table_name(t).is_ok());
         let Some(table) = table else {
-            return Ok(LineageProblem::UnregisteredDataset { path: folder.to_string() });
+            return Ok(Some(LineageProblem::UnregisteredDataset { path: folder.to_string() }));
         };
         if self.table_exists(table).await? {
-            return Ok(LineageProblem::UnregisteredDataset { path: folder.to_string() });
+            return Ok(Some(LineageProblem::UnregisteredDataset { path: folder.to_string() }));
         }
-        let intent = pending_intents(self.store(), table).await?.into_iter().next();
-        Ok(LineageProblem::UncommittedDataset { table: table.to_string(), path: folder.to_string(), intent })
+        if pending_intents(self.store(), table).await?.iter().any(|k| k.ends_with(".json")) {
+            return Ok(None);
+        }
+        Ok(Some(LineageProblem::UncommittedDataset {
+            table: table.to_string(),
+            path: folder.to_string(),
+            intent: None,
+        }))
     }
 
     /// Whether `table`'s dataset folder holds the files of a write that never committed and
@@ -230,7 +239,7 @@ impl LanceEngine {
 
 /// Removes the empty folders under `folder` and `folder` itself when it ends up empty (links
 /// are never followed; a folder that is not empty stays).
-fn remove_empty_folders(folder: &std::path::Path) {
+pub(crate) fn remove_empty_folders(folder: &std::path::Path) {
     for entry in walkdir::WalkDir::new(folder).follow_links(false).contents_first(true).into_iter().flatten() {
         if entry.file_type().is_dir() {
             let _ = std::fs::remove_dir(entry.path());

@@ -14,28 +14,28 @@
 //! ([`crate::sql`]), and the values the assigned reference columns get are new references: one
 //! inside the lake root must be a managed key (`lake_common::managed`).
 //!
-//! Before the check, the write intent names those new references (`crate::intent_commit`):
-//! GC keeps them until the version is journaled or proven never to land, and the update's
-//! commit goes through the intent's gate (no manifest write after its deadline).
+//! The update runs inside Lance's own call through the write protocol's commit handler
+//! (`crate::commit`): right before its manifest write, the write intent names those new
+//! references (GC keeps them until the version is journaled or proven never to land) and the
+//! publication guard checks them.
 //!
 //! The journal entry is computed after the commit from the two manifests
 //! (`crate::version_diff`), never from the check: an expression or predicate need not evaluate
 //! the same way twice (`random()`), so only what Lance wrote is journaled. If the committed
 //! version references an object the check did not see and would have refused, the entry is still
 //! written (the journal stays exact, so GC keeps the object) and the call fails with
-//! [`LanceEngineError::CommittedUnchecked`] naming the version.
+//! [`LanceEngineError::CommittedUnchecked`] naming the version (the protocol checks what the
+//! update announced as expected: `crate::commit`).
 
-use crate::engine::{rebased, CommitOutcome, LanceEngine};
+use crate::commit::change::{Adds, Change, InLanceCall, Journal, Made};
+use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::intent_commit::{Committed, IntentFacts};
 use crate::scan::{reference_columns, writable_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 use futures::TryStreamExt;
 use lake_common::intent::IntentOperation;
 use lake_common::{ObjectIdentity, ReferenceColumns, ReferenceCounts};
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::guard::PublicationGuard;
 use lance::dataset::UpdateBuilder;
 use lance::Dataset;
 use std::sync::Arc;
@@ -104,12 +104,9 @@ impl LanceEngine {
             crate::sql::check_predicate(p)?;
         }
         let started = std::time::Instant::now();
-        let guard = PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?);
         let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         let before = ds.version().version;
-        let lance_err =
-            |action: &'static str| move |source| LanceEngineError::Lance { table: table.into(), action, source };
         let opened = started.elapsed();
 
         // One filtered scan (only when a reference column is assigned): the matched rows, the
@@ -126,76 +123,51 @@ impl LanceEngine {
         }
         let (added, before_all) = (checked.added, checked.before);
         // Objects the matched rows already referenced (in any reference column) stay live through
-        // the update; only the others are new to these rows and must pass the guard.
+        // the update; only the others are new to these rows: the intent names them and the guard
+        // checks them.
         let fresh: Vec<ObjectIdentity> =
             added.iter().map(|(identity, _)| identity).filter(|id| before_all.get(id) == 0).cloned().collect();
-        // The intent before the guard: GC keeps the new references until the version is
-        // journaled or proven never to land (`crate::intent_commit`).
         let checked_at = started.elapsed();
-        let intent =
-            self.begin_guarded(table, IntentFacts::new(IntentOperation::Update, before), fresh, &guard).await?;
-        let intent_at = started.elapsed();
-        let executed = async {
-            // The version checked, opened with every commit through the intent's gate.
-            let ds = self.open_gated(table, Some(before), &intent.gate).await?;
-            let mut builder = UpdateBuilder::new(Arc::new(ds));
-            if let Some(p) = predicate {
-                builder = builder.update_where(p).map_err(lance_err("update"))?;
-            }
-            for a in assignments {
-                builder = builder.set(&a.column, &a.expression).map_err(lance_err("update"))?;
-            }
-            let job = builder.conflict_retries(0).build().map_err(lance_err("update"))?;
-            job.execute().await.map_err(lance_err("update"))
-        }
-        .await;
-        let result = match self.after_commit(&intent, executed, false).await? {
-            Committed::Now(result) => result,
-            Committed::Late(version) => return self.landed_outcome(table, version, 0).await.map(Some),
-        };
-        let version = result.new_dataset.version().version;
-        if version == before {
-            self.drop_intent(&intent, false).await;
+        let name = table.to_string();
+        let predicate = predicate.map(str::to_string);
+        let assignments = assignments.to_vec();
+        let run: InLanceCall = Box::new(move |ds| {
+            Box::pin(async move {
+                let lance_err = |source| LanceEngineError::Lance { table: name.clone(), action: "update", source };
+                let mut builder = UpdateBuilder::new(Arc::new(ds));
+                if let Some(p) = &predicate {
+                    builder = builder.update_where(p).map_err(lance_err)?;
+                }
+                for a in &assignments {
+                    builder = builder.set(&a.column, &a.expression).map_err(lance_err)?;
+                }
+                // No conflict retry: a retry would evaluate against a newer version than the one
+                // checked.
+                let job = builder.conflict_retries(0).build().map_err(lance_err)?;
+                let result = job.execute().await.map_err(lance_err)?;
+                Ok(Made { dataset: Arc::unwrap_or_clone(result.new_dataset), rows: result.rows_updated })
+            })
+        });
+        // What the check saw: the values assigned, and what the matched rows held.
+        let expected = added.iter().chain(before_all.iter()).map(|(identity, _)| identity.clone()).collect();
+        let adds = Adds::identities(IntentOperation::Update, before, fresh.clone(), fresh).expecting(expected);
+        // On the version checked.
+        let change = Change::in_lance(table, "update", table, Some(before), Journal::Manifests, run).adding(adds);
+        let committed = self.commit(change).await?;
+        if committed.unchanged {
             return Ok(None);
         }
-        let committed_at = started.elapsed();
-        let diff = crate::version_diff::committed_entry(&result.new_dataset, table, self.store().root()).await?;
-        let diffed_at = started.elapsed();
-        // What the commit added that the check did not see (a nondeterministic expression).
-        let unseen: Vec<ObjectIdentity> = diff
-            .entry
-            .added
-            .iter()
-            .map(|r| r.identity.clone())
-            .filter(|id| added.get(id) == 0 && before_all.get(id) == 0)
-            .collect();
-        let (references_added, references_removed) = (diff.added, diff.removed);
-        self.publish(diff.entry, &result.new_dataset).await?;
-        self.end_intent(&intent).await;
         tracing::debug!(
             table,
-            version,
-            references_added,
-            references_removed,
+            version = committed.version,
+            references_added = committed.added,
+            references_removed = committed.removed,
             open_s = opened.as_secs_f64(),
             check_s = (checked_at - opened).as_secs_f64(),
-            intent_s = (intent_at - checked_at).as_secs_f64(),
-            update_s = (committed_at - intent_at).as_secs_f64(),
-            diff_s = (diffed_at - committed_at).as_secs_f64(),
-            publish_s = (started.elapsed() - diffed_at).as_secs_f64(),
+            commit_s = (started.elapsed() - checked_at).as_secs_f64(),
             "update committed and journaled"
         );
-        if let Some(reason) = unchecked_references(&guard, &unseen, self.writer_now()) {
-            return Err(LanceEngineError::CommittedUnchecked { table: table.into(), version, reason });
-        }
-        Ok(Some(CommitOutcome {
-            table: table.into(),
-            version,
-            rows: result.rows_updated,
-            references_added,
-            references_removed,
-            rebased: rebased(&result.new_dataset, version).await,
-        }))
+        Ok(Some(committed.outcome(table, committed.rows)))
     }
 
     /// The rows matching `predicate` as the update will read them, by one filtered scan of
@@ -297,33 +269,4 @@ struct CheckedRows {
     added: ReferenceCounts,
     /// The references the matched rows hold now, in every reference column.
     before: ReferenceCounts,
-}
-
-/// What is wrong with references a committed update added that its checks before the commit
-/// did not see: an in-root key that is not managed, or an object older than the publication
-/// guard allows. `None` when nothing is.
-fn unchecked_references(
-    guard: &PublicationGuard,
-    unseen: &[ObjectIdentity],
-    now: chrono::DateTime<chrono::Utc>,
-) -> Option<String> {
-    let mut reasons = Vec::new();
-    for id in unseen {
-        if let Err(e) = lake_common::check_new_reference(&id.uri, &id.uri) {
-            reasons.push(format!("{e}. It blocks every GC plan until no retained version references it: update or delete the rows that hold it, then remove the versions that still do (`lake cleanup`)"));
-        }
-    }
-    // The guard's own message says nothing was committed; here the version was.
-    if let Err(lake_store::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter(), now) {
-        reasons.push(format!(
-            "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `lake refs verify`, and reference a fresh copy (`ManagedObjectWriter::copy_fresh`)"
-        ));
-    }
-    if reasons.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "its expression gave the rows references its checks before the commit did not see (an expression that did not evaluate the same way twice): {}",
-        reasons.join("; ")
-    ))
 }

@@ -162,7 +162,9 @@ impl From<LanceEngineError> for Failure {
     fn from(e: LanceEngineError) -> Self {
         let committed = match (&e, e.committed_version()) {
             (_, Some(version)) => Committed::Version(version),
-            (LanceEngineError::CommitUncertain { .. }, None) => Committed::Unknown,
+            (LanceEngineError::CommitUncertain { .. } | LanceEngineError::OutcomeLost { .. }, None) => {
+                Committed::Unknown
+            }
             _ => Committed::Nothing,
         };
         Failure { committed, ..Failure::of(&e, e.is_transient()) }
@@ -273,9 +275,13 @@ fn engine_kind(e: &LanceEngineError) -> Option<Kind> {
         E::SidecarConflict { .. } | E::Unjournaled { .. } => Kind::Lineage,
         // A version's columns cannot be read, a table lake cannot journal, a version committed
         // past a check, a commit whose outcome is not known yet (its intent protects it).
-        E::Unreadable { .. } | E::UnreadableTable { .. } | E::CommittedUnchecked { .. } | E::CommitUncertain { .. } => {
-            Kind::Lake
-        }
+        E::Unreadable { .. }
+        | E::UnreadableTable { .. }
+        | E::CommittedUnchecked { .. }
+        | E::CommitUncertain { .. }
+        | E::OutcomeLost { .. } => Kind::Lake,
+        // Revoked: nothing of the attempt was published; the retry commits once.
+        E::Revoked { .. } => Kind::Lake,
         E::JournalLog { .. } => Kind::Storage,
         E::NoSuchTable { .. } | E::ConcurrentCreate { .. } => Kind::Lake,
         // `transparent`: its `source()` skips the wrapped error, so judge that one here.

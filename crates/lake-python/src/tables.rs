@@ -201,14 +201,19 @@ impl NativeLake {
     }
 
     /// Resolves the write intents of `table` (every table when `None`) as `lake refs recover`
-    /// does: a commit that landed is journaled, one that never will is abandoned, fencing where
-    /// a deadline must be waited for. Returns the report as JSON.
-    #[pyo3(signature = (table=None))]
-    fn refs_recover(&self, py: Python<'_>, table: Option<String>) -> PyResult<String> {
+    /// does: a commit that landed is journaled, one that never will is abandoned, fencing each.
+    /// An intent whose deadline has not passed is waited for when `wait`, else reported
+    /// pending. Returns the report as JSON.
+    #[pyo3(signature = (table=None, wait=true))]
+    fn refs_recover(&self, py: Python<'_>, table: Option<String>, wait: bool) -> PyResult<String> {
         if let Some(table) = &table {
             lake_store::layout::validate_table_name(table).map_err(Failure::from)?;
         }
         let engine = self.engine()?;
-        run_write(py, async move { json(&engine.recover_writes(table.as_deref()).await?) }, None)
+        let options = lake_lance::commit::RecoverOptions {
+            wait: if wait { lake_lance::commit::Wait::UntilDue } else { lake_lance::commit::Wait::No },
+            progress: None,
+        };
+        run_write(py, async move { json(&engine.recover_writes_with(table.as_deref(), &options).await?) }, None)
     }
 }

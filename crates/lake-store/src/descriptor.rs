@@ -57,11 +57,14 @@ impl LakeDescriptor {
     /// rounded up.
     ///
     /// # Errors
-    /// [`StoreError::Refused`] ([`Refusal::Horizon`]) for a floor [`LakeDescriptor::check_floor`] refuses;
-    /// [`StoreError::Root`] when a lake with a
+    /// [`StoreError::Refused`] ([`Refusal::Horizon`]) for a floor [`LakeDescriptor::check_floor`] refuses,
+    /// ([`Refusal::StoreCapability`]) for a store that does not refuse create-only writes over
+    /// existing keys ([`LakeStore::require_create_only`]); [`StoreError::Root`] when a lake with a
     /// different descriptor already exists at the root.
     pub async fn create(store: &LakeStore, min_age: Duration) -> Result<(Self, bool), StoreError> {
         Self::check_floor(min_age)?;
+        // A store that overwrites on a create-only write cannot hold a lake (docs/protocol.md).
+        store.require_create_only().await?;
         // Whole seconds, rounded up: a floor is a lower bound, so `1500ms` is kept as 2s (GC at
         // 1s would need the explicit override), never lowered to 1s.
         let seconds = min_age.as_secs().saturating_add(u64::from(min_age.subsec_nanos() > 0));

@@ -10,8 +10,8 @@
 //! [`scope`] with that point's name, or when the `LAKE_FAILPOINT` environment variable names it
 //! (for tests that drive the `lake` binary).
 //!
-//! Points: `append.after_upload`, `append.after_lance_commit`, `append.after_sidecar`,
-//! `append.after_registry`, `apply.after_plan_persisted`, `apply.after_page`,
+//! Points: `append.after_upload`, the steps of the write protocol ([`step`]),
+//! `apply.after_plan_persisted`, `apply.after_page`,
 //! `apply.before_checkpoint_write`, `restore.after_tag` (a restore stopped after tagging its
 //! source, before its commit: it leaves the tag). Crash points ([`crash`], the process ends at
 //! once, as `kill -9` would): `upload.mid_multipart` (an upload of an object above
@@ -61,6 +61,41 @@ pub fn crash(name: &'static str) {
         }
     }
     let _ = name;
+}
+
+/// A step of a protocol where a test can stop the operation: ends the process at once when the
+/// `LAKE_CRASHPOINT` environment variable names it (as `kill -9` would: a child writer in a test),
+/// else as [`hit`] (an error, for a scope or `LAKE_FAILPOINT`). Feature `failpoints` only;
+/// otherwise always `Ok`.
+///
+/// Steps of the write protocol (lake-lance `commit`, docs/protocol.md): `commit.after_intent`,
+/// `commit.before_manifest`, `commit.lost_manifest_response` (the manifest landed, its answer
+/// is lost), `commit.after_manifest`, `commit.after_entry`, `commit.after_registry`; of a
+/// resolver: `resolve.after_revoke`, `resolve.after_fence`, `resolve.after_journal`,
+/// `resolve.after_intent_removed`.
+///
+/// # Errors
+/// [`StoreError::Injected`] naming the point.
+/// A step also suspends the process (`SIGSTOP` to itself, as a host suspended there would be)
+/// when the `LAKE_PAUSEPOINT` environment variable names it: a test stops a child writer at an
+/// exact step, acts while it is stopped, then resumes it with `SIGCONT`.
+#[inline]
+pub fn step(name: &'static str) -> Result<(), StoreError> {
+    #[cfg(feature = "failpoints")]
+    {
+        if std::env::var("LAKE_CRASHPOINT").is_ok_and(|v| v == name) {
+            eprintln!("lake: injected crash at `{name}`");
+            std::process::abort();
+        }
+        if std::env::var("LAKE_PAUSEPOINT").is_ok_and(|v| v == name) {
+            eprintln!("lake: suspending at `{name}`");
+            let pid = std::process::id().to_string();
+            // The process stops here until it is sent SIGCONT (`kill` of procps/util-linux).
+            let _ = std::process::Command::new("kill").args(["-STOP", &pid]).status();
+            eprintln!("lake: resumed at `{name}`");
+        }
+    }
+    hit(name)
 }
 
 /// Runs `fut` with failure point `name` active for its task (feature `failpoints` only).

@@ -1,14 +1,18 @@
 //! Write intents on storage: `_lake/intents/<table>/<write_id>.json` ([`WriteIntent`]), and the
-//! attempt markers `_lake/intents/<table>/<write_id>.<uuid>.attempt` that record the Lance
-//! transaction UUID of an operation that commits inside Lance, written before each of its
-//! manifest writes.
+//! revocation marker `_lake/intents/<table>/<write_id>.revoked` a resolver creates before it
+//! proves that the write can no longer land (docs/protocol.md).
 //!
 //! The writer writes its intent create-only before its publication guard check; GC lists every
 //! intent after fixing its cutoff and before reading any lineage, and keeps the references each
 //! names live ([`read_all`]); the engine removes an intent once the version's journal entry is
 //! written or once it is proven that the commit can no longer land (`lake-lance`'s resolution).
-//! This module knows nothing of Lance: it reads, writes and removes the documents and reads the
-//! references they name.
+//! Right before each of its manifest writes the writer asks [`liveness`] whether it may still
+//! publish: not once its intent is revoked or gone. This module knows nothing of Lance: it
+//! reads, writes and removes the documents and reads the references they name.
+//!
+//! Files of earlier builds are still understood: attempt markers
+//! (`<write_id>.<uuid>.attempt`, the UUID of a commit made inside Lance) are read as the
+//! intent's UUIDs and removed with it.
 //!
 //! The table folder is the lineage name as the registry spells it (`t`, or `t@b` for branch `b`
 //! of `t`): table and branch names are `[A-Za-z0-9_-]`, so the one `@` separates them and no
@@ -32,9 +36,52 @@ pub fn intent_key(table: &str, write_id: &str) -> String {
     format!("{}/{write_id}.json", intent_prefix(table))
 }
 
-/// Key of the attempt marker recording transaction `uuid` of write `write_id` of `table`.
-pub fn attempt_key(table: &str, write_id: &str, uuid: &str) -> String {
-    format!("{}/{write_id}.{uuid}.attempt", intent_prefix(table))
+/// Key of the revocation marker of write `write_id` of `table` (empty; its existence is the
+/// whole message: "this write may no longer publish").
+pub fn revoke_key(table: &str, write_id: &str) -> String {
+    format!("{}/{write_id}.revoked", intent_prefix(table))
+}
+
+/// Whether a write may still publish a manifest ([`liveness`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// Its intent exists and is not revoked.
+    Live,
+    /// A resolver revoked it: it must not publish.
+    Revoked,
+    /// Its intent is gone (resolved): it must not publish.
+    Gone,
+}
+
+/// Asks the store whether write `write_id` of `table` may still publish: first whether its
+/// revocation marker exists, then whether its intent does (two HEADs, in that order). A resolver
+/// creates the marker before it proves the write can no longer land, and removes the intent
+/// before the marker, so a writer that passes both checks started its manifest write before the
+/// marker existed (docs/protocol.md, "Revocation").
+///
+/// # Errors
+/// [`StoreError::Storage`].
+pub async fn liveness(store: &LakeStore, table: &str, write_id: &str) -> Result<Liveness, StoreError> {
+    if store.head(&revoke_key(table, write_id)).await?.is_some() {
+        return Ok(Liveness::Revoked);
+    }
+    if store.head(&intent_key(table, write_id)).await?.is_none() {
+        return Ok(Liveness::Gone);
+    }
+    Ok(Liveness::Live)
+}
+
+/// Revokes write `write_id` of `table`: creates its revocation marker (create-only; an existing
+/// one is kept). From the moment this returns, every [`liveness`] check of the write answers
+/// [`Liveness::Revoked`] (or [`Liveness::Gone`]); returns when the store last wrote the marker.
+///
+/// # Errors
+/// [`StoreError::Storage`].
+pub async fn revoke(store: &LakeStore, table: &str, write_id: &str) -> Result<DateTime<Utc>, StoreError> {
+    let key = revoke_key(table, write_id);
+    store.put_create(&key, Vec::<u8>::new()).await?;
+    let meta = store.head(&key).await?.ok_or_else(|| StoreError::storage(&key, "revocation marker vanished"))?;
+    Ok(meta.last_modified)
 }
 
 /// One intent as listed.
@@ -50,8 +97,10 @@ pub struct ListedIntent {
     pub last_modified: DateTime<Utc>,
     /// The decoded document, or why it cannot be trusted.
     pub intent: Result<WriteIntent, String>,
-    /// Transaction UUIDs recorded by attempt markers of this write, sorted.
+    /// Transaction UUIDs recorded by attempt markers of this write (earlier builds), sorted.
     pub attempts: Vec<String>,
+    /// When the store wrote the write's revocation marker, if it is revoked.
+    pub revoked: Option<DateTime<Utc>>,
 }
 
 impl ListedIntent {
@@ -91,15 +140,19 @@ impl ListedIntent {
 }
 
 /// What [`list`] found besides intents: files in the intents folder that are neither an intent
-/// nor an attempt marker of one, and markers whose intent is gone (left by a resolver that
-/// stopped between removing the intent and its markers; [`remove`] removes markers first).
+/// nor a marker of one, and markers whose intent is gone (left by a resolver that stopped
+/// between removing the intent and its markers: [`remove`] removes the intent first).
 #[derive(Debug, Clone, Default)]
 pub struct Strays {
-    /// Keys of attempt markers whose intent document does not exist.
+    /// Keys of revocation or attempt markers whose intent document does not exist.
     pub orphan_markers: Vec<String>,
     /// Keys of other files, each a problem GC reports (it cannot know what they protect).
     pub unknown: Vec<String>,
 }
+
+/// A marker as listed: key, table, write id, the UUID of an attempt marker (`None`: a
+/// revocation), and when the store wrote it.
+type Marker = (String, String, String, Option<String>, DateTime<Utc>);
 
 /// Lists the intents of `table` (every table's when `None`), each decoded, sorted by key.
 ///
@@ -113,7 +166,7 @@ pub async fn list(store: &LakeStore, table: Option<&str>) -> Result<(Vec<ListedI
     let mut listed = store.list_all(&prefix).await?;
     listed.sort_by(|a, b| a.0.cmp(&b.0));
     let mut intents: Vec<ListedIntent> = Vec::new();
-    let mut markers: Vec<(String, String, String, String)> = Vec::new();
+    let mut markers: Vec<Marker> = Vec::new();
     let mut strays = Strays::default();
     for (key, meta) in listed {
         let Some(rest) = key.strip_prefix(INTENTS_PREFIX).and_then(|r| r.strip_prefix('/')) else {
@@ -138,22 +191,32 @@ pub async fn list(store: &LakeStore, table: Option<&str>) -> Result<(Vec<ListedI
                 last_modified: meta.last_modified,
                 intent,
                 attempts: Vec::new(),
+                revoked: None,
             });
+            continue;
+        }
+        if let Some(write_id) = file.strip_suffix(".revoked").filter(|w| is_ulid(w)) {
+            markers.push((key.clone(), folder.to_string(), write_id.to_string(), None, meta.last_modified));
             continue;
         }
         let marker =
             file.strip_suffix(".attempt").and_then(|m| m.split_once('.')).filter(|(w, u)| is_ulid(w) && is_uuid(u));
         match marker {
-            Some((write_id, uuid)) => {
-                markers.push((key.clone(), folder.to_string(), write_id.to_string(), uuid.to_string()))
-            }
+            Some((write_id, uuid)) => markers.push((
+                key.clone(),
+                folder.to_string(),
+                write_id.to_string(),
+                Some(uuid.to_string()),
+                meta.last_modified,
+            )),
             None => strays.unknown.push(key),
         }
     }
-    for (key, table, write_id, uuid) in markers {
-        match intents.iter_mut().find(|i| i.table == table && i.write_id == write_id) {
-            Some(intent) => intent.attempts.push(uuid),
-            None => strays.orphan_markers.push(key),
+    for (key, table, write_id, uuid, written) in markers {
+        match (intents.iter_mut().find(|i| i.table == table && i.write_id == write_id), uuid) {
+            (Some(intent), Some(uuid)) => intent.attempts.push(uuid),
+            (Some(intent), None) => intent.revoked = Some(written),
+            (None, _) => strays.orphan_markers.push(key),
         }
     }
     for intent in &mut intents {
@@ -193,49 +256,38 @@ pub async fn write(store: &LakeStore, intent: &WriteIntent) -> Result<String, St
     }
 }
 
-/// Records that write `write_id` of `table` is about to publish Lance transaction `uuid`
-/// (create-only; the same marker again is a no-op).
-///
-/// # Errors
-/// [`StoreError::Storage`].
-pub async fn record_attempt(store: &LakeStore, table: &str, write_id: &str, uuid: &str) -> Result<(), StoreError> {
-    store.put_create(&attempt_key(table, write_id, uuid), Vec::<u8>::new()).await.map(|_| ())
-}
-
-/// Removes the intent of write `write_id` of `table`: its attempt markers first (found by
-/// listing the table's intents), then the document (whose absence means "resolved"). Missing
-/// files are not an error.
+/// Removes the intent of write `write_id` of `table`: the document first (its absence means
+/// "resolved", and [`liveness`] reads it after the revocation marker), then its revocation
+/// marker and any attempt markers of earlier builds (found by listing the table's intents).
+/// Missing files are not an error.
 ///
 /// # Errors
 /// [`StoreError::Storage`].
 pub async fn remove(store: &LakeStore, table: &str, write_id: &str) -> Result<(), StoreError> {
+    store.delete(&intent_key(table, write_id)).await?;
     let marker_prefix = format!("{}/{write_id}.", intent_prefix(table));
-    let mut markers = Vec::new();
     for (key, _) in store.list_all(&format!("{}/", intent_prefix(table))).await? {
-        if key.starts_with(&marker_prefix) && key.ends_with(".attempt") {
-            markers.push(key);
+        if key.starts_with(&marker_prefix) && (key.ends_with(".attempt") || key.ends_with(".revoked")) {
+            store.delete(&key).await?;
         }
     }
-    remove_known(store, table, write_id, &markers).await
-}
-
-/// As [`remove`], for a writer that knows its attempt markers' keys (no listing).
-///
-/// # Errors
-/// [`StoreError::Storage`].
-pub async fn remove_known(
-    store: &LakeStore,
-    table: &str,
-    write_id: &str,
-    markers: &[String],
-) -> Result<(), StoreError> {
-    for key in markers {
-        store.delete(key).await?;
-    }
-    store.delete(&intent_key(table, write_id)).await?;
     if let Some(dir) = store.local_dir() {
         // A local store keeps emptied folders; an empty one is removed (another writer's new
         // intent in it makes this fail harmlessly).
+        let _ = std::fs::remove_dir(dir.join(intent_prefix(table)));
+    }
+    Ok(())
+}
+
+/// As [`remove`], for the writer itself, which knows it wrote no marker (no listing): the
+/// document, then a revocation marker a resolver may have created meanwhile.
+///
+/// # Errors
+/// [`StoreError::Storage`].
+pub async fn remove_own(store: &LakeStore, table: &str, write_id: &str) -> Result<(), StoreError> {
+    store.delete(&intent_key(table, write_id)).await?;
+    store.delete(&revoke_key(table, write_id)).await?;
+    if let Some(dir) = store.local_dir() {
         let _ = std::fs::remove_dir(dir.join(intent_prefix(table)));
     }
     Ok(())
@@ -323,7 +375,7 @@ pub async fn read_all(
     }
     for key in strays.unknown {
         found.problems.push(format!(
-            "{key} in the write intents folder is not a write intent (`<table>/<write_id>.json`) or an attempt marker: GC cannot know what it protects; move it out of `{INTENTS_PREFIX}/`"
+            "{key} in the write intents folder is not a write intent (`<table>/<write_id>.json`) or a marker of one: GC cannot know what it protects; move it out of `{INTENTS_PREFIX}/`"
         ));
     }
     Ok(found)

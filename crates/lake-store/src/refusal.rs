@@ -31,6 +31,10 @@ pub enum Refusal {
     /// Shards that do not fit together: a shard count or index out of range, ranges that do not
     /// partition the keys, documents of different plans, an unreadable spec.
     ShardMismatch,
+    /// The store lacks a capability lake's safety rests on: it accepted a create-only write
+    /// (`PutMode::Create`, S3's `If-None-Match: *`) over an existing key
+    /// ([`crate::store::LakeStore::require_create_only`]).
+    StoreCapability,
 }
 
 impl Refusal {
@@ -45,11 +49,12 @@ impl Refusal {
             Refusal::BoundToMinAge => "bound_to_min_age",
             Refusal::BoundToManifest => "bound_to_manifest",
             Refusal::ShardMismatch => "shard_mismatch",
+            Refusal::StoreCapability => "store_capability",
         }
     }
 
     /// Every kind, for tests and documentation.
-    pub const ALL: [Refusal; 8] = [
+    pub const ALL: [Refusal; 9] = [
         Refusal::Horizon,
         Refusal::PolicyFloor,
         Refusal::ClockSkew,
@@ -58,6 +63,7 @@ impl Refusal {
         Refusal::BoundToMinAge,
         Refusal::BoundToManifest,
         Refusal::ShardMismatch,
+        Refusal::StoreCapability,
     ];
 }
 

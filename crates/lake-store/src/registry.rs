@@ -118,20 +118,44 @@ pub async fn current(store: &LakeStore, table: &str) -> Result<Option<RegistryEn
     Ok(Some(entry))
 }
 
-/// Advances the pin of `table` to `version` (registering the table on first use). A pin already
-/// at or beyond `version` is left alone: the pin only moves forward.
+/// Advances the pin of `table` to `version`. A pin already at or beyond `version` is left alone:
+/// the pin only moves forward. A table (`t`) is registered on first use; a branch lineage
+/// (`t@b`) only by [`register_branch`]: advancing a branch whose registry folder is gone (the
+/// branch was deleted while a write to it committed) is refused, so a late write cannot bring
+/// a deleted branch back half-made.
 ///
 /// A compare-and-swap lost to another writer is retried after a backoff with jitter (see
 /// [`cas_backoff`]): bounded in attempts and in total waiting.
 ///
 /// # Errors
 /// [`StoreError::Registry`] when the compare-and-swap keeps losing (transient: retry the
-/// operation); storage errors.
+/// operation) or the branch is not registered; storage errors.
 pub async fn advance(store: &LakeStore, table: &str, version: u64) -> Result<RegistryEntry, StoreError> {
+    let first = if crate::layout::split_lineage(table).1.is_some() { First::Refuse } else { First::Register };
+    advance_with(store, table, version, first).await
+}
+
+/// Registers branch lineage `table` (`t@b`) at its first `version` (or advances it, when it is
+/// registered already): what creating the branch does.
+///
+/// # Errors
+/// As [`advance`].
+pub async fn register_branch(store: &LakeStore, table: &str, version: u64) -> Result<RegistryEntry, StoreError> {
+    advance_with(store, table, version, First::Register).await
+}
+
+/// What an advance does when the lineage has no registry document.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum First {
+    Register,
+    Refuse,
+}
+
+async fn advance_with(store: &LakeStore, table: &str, version: u64, first: First) -> Result<RegistryEntry, StoreError> {
     validate_table_name(table)?;
     let started = Instant::now();
     let mut lost = 0usize;
-    let result = (|| attempt(store, table, version))
+    let result = (|| attempt(store, table, version, first))
         .retry(cas_backoff())
         .when(|a: &Attempt| matches!(a, Attempt::Lost))
         .notify(|_: &Attempt, _| lost += 1)
@@ -151,12 +175,20 @@ pub async fn advance(store: &LakeStore, table: &str, version: u64) -> Result<Reg
 }
 
 /// One compare-and-swap: read the newest document, then create the next one.
-async fn attempt(store: &LakeStore, table: &str, version: u64) -> Result<RegistryEntry, Attempt> {
+async fn attempt(store: &LakeStore, table: &str, version: u64, first: First) -> Result<RegistryEntry, Attempt> {
     let cur = current(store, table).await?;
     if let Some(c) = &cur {
         if c.version >= version {
             return Ok(c.clone());
         }
+    }
+    if cur.is_none() && first == First::Refuse {
+        return Err(Attempt::Failed(StoreError::Registry {
+            table: table.into(),
+            message: format!(
+                "the branch is not registered (deleted while this write committed?); version {version} is not journaled into it. Check `lake versions` of the table and delete what is left of the branch with `lake branch delete`"
+            ),
+        }));
     }
     let seq = cur.as_ref().map(|c| c.seq + 1).unwrap_or(1);
     let entry = RegistryEntry { table: table.to_string(), seq, version };

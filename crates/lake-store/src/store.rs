@@ -287,6 +287,75 @@ impl LakeStore {
         }
     }
 
+    /// Checks, once per store and process, that the store refuses a create-only write over an
+    /// existing key: the property every lake document written create-only (registry documents,
+    /// journal entries, write intents, revocation markers) and Lance's own manifests rely on
+    /// (docs/protocol.md). A probe `_lake/clock/<ULID>` is written create-only twice and must be
+    /// refused the second time, then deleted (a probe left by a killed process is GC's own
+    /// garbage, like a clock probe). The verdict is cached per root and S3 endpoint for the
+    /// process; a storage failure is not cached.
+    ///
+    /// S3-compatible stores without conditional writes accept `If-None-Match: *` and overwrite:
+    /// on such a store concurrent writers would silently replace each other's versions.
+    ///
+    /// # Errors
+    /// [`StoreError::Refused`] ([`crate::refusal::Refusal::StoreCapability`]) when the second write
+    /// was accepted; [`StoreError::Storage`] when the probe cannot be written or read.
+    pub async fn require_create_only(&self) -> Result<(), StoreError> {
+        use std::sync::{Mutex, OnceLock};
+        static VERDICTS: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+        let endpoint = self
+            .s3_settings
+            .as_ref()
+            .and_then(|s| s.get(object_store::aws::AmazonS3ConfigKey::Endpoint))
+            .unwrap_or_default();
+        let cache_key = format!("{} {endpoint}", self.root());
+        let verdicts = VERDICTS.get_or_init(|| Mutex::new(HashMap::new()));
+        let known = verdicts.lock().map(|v| v.get(&cache_key).copied()).unwrap_or(None);
+        let honoured = match known {
+            Some(honoured) => honoured,
+            None => {
+                let honoured = self.probe_create_only().await?;
+                if let Ok(mut v) = verdicts.lock() {
+                    v.insert(cache_key, honoured);
+                }
+                honoured
+            }
+        };
+        if honoured {
+            return Ok(());
+        }
+        Err(StoreError::refused(
+            crate::refusal::Refusal::StoreCapability,
+            format!(
+                "the store at `{}` does not refuse a create-only write over an existing key (a PUT with `If-None-Match: *`, object_store's `PutMode::Create`): it overwrote a probe object. lake's registry, journal and write intents, and Lance's manifests, rely on create-only writes; on this store concurrent writers would replace each other's versions and lose rows. Nothing was written. Use a store with conditional writes (Amazon S3, MinIO, LocalStack; enable them if the store has a setting), or one writer process at a time on a local folder",
+                self.display_root()
+            ),
+        ))
+    }
+
+    /// Writes a probe create-only twice; true when the second write was refused.
+    async fn probe_create_only(&self) -> Result<bool, StoreError> {
+        let key = format!("{}/{}", crate::layout::CLOCK_PREFIX, ulid::Ulid::new());
+        let probe_folder = self.local_dir().map(|dir| dir.join(crate::layout::CLOCK_PREFIX)).filter(|f| !f.exists());
+        let first = self.put_create(&key, Bytes::from_static(b"create-only probe 1")).await?;
+        let second = self.put_create(&key, Bytes::from_static(b"create-only probe 2")).await;
+        let honoured = match (&first, &second) {
+            (CreateOutcome::Created, Ok(CreateOutcome::Exists(existing))) => {
+                existing.as_ref() == b"create-only probe 1"
+            }
+            _ => false,
+        };
+        if let Err(e) = self.delete(&key).await {
+            tracing::warn!(probe = %key, "the create-only probe could not be deleted ({e}); a later GC apply collects it");
+        }
+        if let Some(folder) = probe_folder {
+            let _ = std::fs::remove_dir(folder);
+        }
+        second?;
+        Ok(honoured)
+    }
+
     /// Downloads the object at `key` into a new local temporary file, streaming (memory: one
     /// chunk of the response); `None` when it does not exist.
     ///

@@ -63,13 +63,17 @@ async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
 }
 
 async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
-    use lake_lance::recovery::VersionRecovery;
-    use lake_lance::resolve::Resolution;
+    use lake_lance::commit::Resolution;
+    use lake_lance::commit::VersionRecovery;
     let (_, _, engine) = open_lake(&args.root).await?;
     if let Some(table) = &args.table {
         lake_store::layout::validate_table_name(table)?;
     }
-    let report = engine.recover_writes(args.table.as_deref()).await?;
+    let options = lake_lance::commit::RecoverOptions {
+        wait: if args.no_wait { lake_lance::commit::Wait::No } else { lake_lance::commit::Wait::UntilDue },
+        progress: Some(std::sync::Arc::new(|line: &str| eprintln!("lake: {line}"))),
+    };
+    let report = engine.recover_writes_with(args.table.as_deref(), &options).await?;
     if args.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
         v["pending"] = json!(report.pending());
@@ -82,15 +86,21 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
         for i in &report.intents {
             let what = match &i.resolution {
                 Resolution::Committed { version } => format!("committed as version {version}, journaled"),
-                Resolution::Abandoned { proof } => {
-                    format!("not committed (version {proof} appeared after its deadline); intent and log removed")
+                Resolution::Abandoned { proof: 0 } => {
+                    "not committed (its branch was deleted); intent and log removed".to_string()
                 }
+                Resolution::Abandoned { proof } => {
+                    format!("not committed (revoked; version {proof}, committed after that, is not its write); intent and log removed")
+                }
+                Resolution::CleanedUp { proof, versions } => format!(
+                    "can no longer land (revoked; version {proof} written after that); whether it landed cannot be told: version(s) {versions:?} were cleaned up since; intent and log removed"
+                ),
                 Resolution::Pending { reason } => format!("PENDING: {reason}"),
             };
             println!("  {} ({} on `{}`, written {}): {what}", i.key, i.operation, i.table, i.written);
         }
         if report.stray_markers_removed > 0 {
-            println!("  removed {} attempt markers whose intent was already resolved", report.stray_markers_removed);
+            println!("  removed {} markers whose intent was already resolved", report.stray_markers_removed);
         }
         for v in &report.versions {
             let what = match &v.outcome {

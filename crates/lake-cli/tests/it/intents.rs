@@ -33,6 +33,7 @@ fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
             deadline_ms: 10,
             restored_version: None,
             references: IntentReferences::Inline(vec![object.identity()]),
+            schema: None,
         };
         (object, lake_store::intents::write(&store, &intent).await.unwrap())
     });
@@ -80,7 +81,7 @@ fn a_stopped_delete_is_recovered_from_its_marker_and_a_foreign_version_is_left_f
     ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
     let o = lake_command()
         .args(["delete", &root, "--table", "t", "--where", "episode = 'gone'"])
-        .env("LAKE_FAILPOINT", "delete.after_lance_commit")
+        .env("LAKE_FAILPOINT", "commit.after_manifest")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

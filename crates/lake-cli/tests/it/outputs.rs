@@ -514,7 +514,7 @@ fn an_apply_meeting_a_writer_between_its_commit_and_its_journal_entry_says_to_re
     write_files(&more, &[("more/m.bin", "more")]);
     let o = lake_command()
         .args(["ingest", root, "--table", "t", more.to_str().unwrap()])
-        .env("LAKE_FAILPOINT", "append.after_lance_commit")
+        .env("LAKE_FAILPOINT", "commit.after_manifest")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -335,7 +335,7 @@ async fn foreign_shallow_clone_into_tree() {
     clone.append(iter(batch(&[("e9", Some(&x))])), None).await.unwrap();
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &x]).await, Some(true));
     // Registered by hand as t@c with a hand-made (truthful-looking) snapshot of version 1.
-    lake_store::registry::advance(&lake.store, "t@c", 2).await.unwrap();
+    lake_store::registry::register_branch(&lake.store, "t@c", 2).await.unwrap();
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &x]).await, Some(true));
 }
 
@@ -346,7 +346,7 @@ async fn pin_without_branch_folder() {
     let (lake, a) = lake_with_branch().await;
     let y = lake.upload("y.bin", b"branch row").await;
     lake.engine.append("t@b", reader(vec![batch(&[("e2", Some(&y))])])).await.unwrap();
-    lake_store::registry::advance(&lake.store, "t@ghost", 1).await.unwrap();
+    lake_store::registry::register_branch(&lake.store, "t@ghost", 1).await.unwrap();
     let cutoff = cutoff_now().await;
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &y]).await, Some(true));
     std::fs::remove_dir_all(lake.store.local_dir().unwrap().join("_lake/registry/t@ghost")).unwrap();

@@ -56,7 +56,7 @@ async fn gc_after_crash(lake: &TestLake) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn crashes_during_an_append_never_lose_referenced_objects() {
-    for point in ["append.after_upload", "append.after_lance_commit", "append.after_sidecar", "append.after_registry"] {
+    for point in ["append.after_upload", "commit.after_manifest", "commit.after_entry", "commit.after_registry"] {
         let lake = new_lake().await;
         let live = lake.upload("live", b"live").await;
         lake.engine.append("t", reader(vec![batch(&[("e", Some(&live))])])).await.unwrap();

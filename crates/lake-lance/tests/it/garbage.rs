@@ -81,8 +81,11 @@ async fn a_restore_killed_after_its_tag_is_reported_and_its_tag_removed_once_sta
     let removed = lake.engine.remove_stale_restore_tags("t", later).await.unwrap();
     assert_eq!(removed.iter().map(|t| t.name.clone()).collect::<Vec<_>>(), vec![tag]);
     assert!(tags_of(&lake, "t").await.iter().all(|(_, tags)| tags.is_empty()));
+    // Removing a stale tag commits a fence (version 3): a restore still running under the tag
+    // can no longer land. Cleanup then removes versions 1 and 2.
+    assert_eq!(versions_of(&lake, "t").await, vec![1, 2, 3]);
     let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
-    assert_eq!(cleaned.old_versions, 1);
+    assert_eq!(cleaned.old_versions, 2);
     assert_eq!(candidates(&dry_run(&lake, cutoff_now().await, 10).await), BTreeSet::from([a.key.clone()]));
 }
 

@@ -38,6 +38,8 @@ pub(crate) enum Mode {
     FailCaller,
     /// The next manifest write only, as [`Mode::FailCaller`]; then [`Mode::Off`].
     FailCallerOnce,
+    /// Held; the caller waits until the test releases it (a writer paused mid-commit).
+    Hold,
 }
 
 #[derive(Default)]
@@ -181,6 +183,7 @@ impl ObjectStore for HoldingStore {
             let _ = result_tx.send(result);
         });
         if matches!(mode, Mode::FailCaller | Mode::FailCallerOnce) {
+            // (`Mode::Hold`: the caller waits for the released write's answer below.)
             return Err(object_store::Error::Generic {
                 store: "HoldingStore",
                 source: "connection reset while the response was awaited (the write is held by the test)".into(),

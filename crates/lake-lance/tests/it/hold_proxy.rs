@@ -1,6 +1,7 @@
 //! A TCP proxy on loopback in front of LocalStack that holds the PUTs of Lance manifests
 //! (`.../_versions/*.manifest`) until the test releases them: the slow network between a
-//! writer and S3. Every other request is forwarded at once.
+//! writer and S3. Every other request is forwarded at once. It can also drop the conditions of
+//! every request (`If-None-Match`, `If-Match`): a store without conditional writes.
 //!
 //! One request per client connection: the proxy reads the request (head, then the body by its
 //! `Content-Length`), rewrites it to `Connection: close`, and forwards it on a connection of its
@@ -24,6 +25,9 @@ struct Held {
 struct State {
     holding: bool,
     held: Vec<Held>,
+    /// Drop `If-None-Match` and `If-Match` from every request: an S3-compatible store without
+    /// conditional writes, which accepts a create-only PUT over an existing key.
+    ignore_conditions: bool,
 }
 
 #[derive(Default)]
@@ -65,6 +69,11 @@ impl HoldProxy {
     /// The proxy's URL (an `aws_endpoint` storage option).
     pub(crate) fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Makes the store behind the proxy ignore conditional writes from now on, or not.
+    pub(crate) fn ignore_conditions(&self, on: bool) {
+        self.shared.state.lock().unwrap().ignore_conditions = on;
     }
 
     /// Holds manifest PUTs from now on, or not (those held stay held).
@@ -136,6 +145,11 @@ async fn handle(mut client: TcpStream, target: String, shared: Arc<Shared>) {
             length = v.trim().parse().unwrap_or(0);
         }
         if lower.starts_with("connection:") {
+            continue;
+        }
+        if (lower.starts_with("if-none-match:") || lower.starts_with("if-match:"))
+            && shared.state.lock().unwrap().ignore_conditions
+        {
             continue;
         }
         headers.push(line.to_string());

@@ -4,10 +4,11 @@
 //!
 //! Every test holds manifest writes with [`ManifestHold`] (a Lance object-store wrapper; the
 //! write goes on in its own task while its caller gets an error at once, as after a lost
-//! response) and releases them explicitly: no test races the clock. The deadline is 5 s, which
-//! no commit's preparation comes near; a resolver waits it out before fencing. Plans are made at
-//! a cutoff of "now", so every object a retained version or an intent does not protect is a
-//! candidate.
+//! response) and releases them explicitly: no test races the clock. The deadline is an hour, so
+//! no intent becomes due while a test runs; a writer whose commit failed revokes its own intent
+//! and fences at once, and a resolver that must find another's intent due reads a clock set
+//! later (`support::engine_later`). Plans are made at a cutoff of "now", so every object a
+//! retained version or an intent does not protect is a candidate.
 //!
 //! Size: ten scenario tests, each a whole script (hold a write, GC, release, recover, check) of 30
 //! to 80 lines, and the hold helpers `operations_model.rs` reuses (`delayed_commit_step`); one file
@@ -16,7 +17,7 @@
 use crate::hold::{HoldWrapper, ManifestHold, Mode};
 use crate::support::{apply_fresh, batch, keyed_locations, new_lake, reader, unchecked_plan_now, TestLake};
 use crate::truth::{planned_objects, referenced};
-use lake_lance::resolve::Resolution;
+use lake_lance::commit::Resolution;
 use lake_lance::update::Assignment;
 use lake_lance::{LanceEngine, LanceEngineError};
 use lake_store::writer::ManagedObject;
@@ -24,9 +25,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The deadline the engine gives every commit in these tests: far longer than any commit takes
-/// to issue its manifest write, on any machine.
-pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
+/// The deadline the engine gives every commit in these tests: an hour, so that no intent becomes
+/// due while a test runs, however slow the machine; a resolver that must find one due reads a
+/// store clock set later (`support::engine_later`).
+pub(crate) const DEADLINE: Duration = Duration::from_secs(3600);
 
 /// A local lake (policy floor 1 h: the guard never refuses here) whose engine holds manifest
 /// writes on demand and gives commits [`DEADLINE`].
@@ -47,11 +49,18 @@ pub(crate) fn held_engine(lake: &TestLake, hold: &Arc<ManifestHold>) -> LanceEng
 
 /// A dry run at a cutoff of now, then an apply of it when it has candidates; returns the
 /// objects it planned.
+///
+/// An apply that meets a version committed after the plan whose journal entry is not written yet
+/// (a concurrent writer's fence, between its commit and its entry) refuses to go on, as it
+/// must: that is no failure here (the callers check that nothing referenced is missing).
 pub(crate) async fn gc_now(lake: &TestLake) -> BTreeSet<String> {
     let (plan, _) = unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
     let planned = planned_objects(&plan);
     if plan.lineage_complete && !plan.candidates.is_empty() {
-        apply_fresh(lake, &plan, &Default::default()).await.unwrap();
+        match apply_fresh(lake, &plan, &Default::default()).await {
+            Ok(_) | Err(lake_gc::GcError::LineageIncomplete { .. }) => {}
+            Err(e) => panic!("apply failed: {e}"),
+        }
     }
     planned
 }
@@ -143,12 +152,10 @@ async fn a_timed_out_writer_fences_and_reports_not_committed() {
     let (lake, hold) = held_lake().await;
     lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
     let lost = lake.upload("lost", b"never committed").await;
-    hold.set(Mode::FailCaller);
-    let engine = &lake.engine;
-    let (outcome, ()) = tokio::join!(engine.append("t", one("e1", &lost)), async {
-        hold.wait_held(1).await;
-        hold.set(Mode::Off);
-    });
+    // Only the append's manifest write is held: the writer revokes its own intent at once and
+    // its fence takes the slot.
+    hold.set(Mode::FailCallerOnce);
+    let outcome = lake.engine.append("t", one("e1", &lost)).await;
     match outcome {
         Err(LanceEngineError::NotCommitted { proof, .. }) => assert_eq!(proof, 2),
         other => panic!("expected not committed, got {other:?}"),
@@ -162,9 +169,10 @@ async fn a_timed_out_writer_fences_and_reports_not_committed() {
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 }
 
-/// The writer's commit lands late while the writer waits for its deadline: whichever of the
-/// writer and a second resolver (`lake refs recover`, racing it) resolves first journals the
-/// version; the other finds it journaled. The writer reports success with the version.
+/// The writer's commit lands late, after its answer was lost and before its fence (held): a
+/// second resolver (`lake refs recover`, racing the writer) fences first and journals the
+/// version from its manifests; the writer's fence then finds its slot taken, lands after, and
+/// the writer finds the version journaled and reports success with it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_resolver_racing_the_writer_journals_the_late_version_once() {
     let (lake, hold) = held_lake().await;
@@ -173,15 +181,22 @@ async fn a_second_resolver_racing_the_writer_journals_the_late_version_once() {
     hold.set(Mode::FailCaller);
     let engine = &lake.engine;
     let (outcome, recovered) = tokio::join!(engine.append("t", one("e1", &late)), async {
-        hold.wait_held(1).await;
+        // The append's manifest write, then its writer's fence.
+        hold.wait_held(2).await;
         hold.set(Mode::Off);
         assert!(hold.release(0).await, "the held write lands as version 2");
-        engine.recover_writes(Some("t")).await.unwrap()
+        let recovered = engine.recover_writes(Some("t")).await.unwrap();
+        assert_eq!(hold.release_all().await, vec![false], "the writer's fence finds slot 2 taken");
+        recovered
     });
-    let outcome = outcome.unwrap();
-    assert_eq!(outcome.version, 2);
     for r in &recovered.intents {
         assert_eq!(r.resolution, Resolution::Committed { version: 2 });
+    }
+    match outcome {
+        Ok(o) => assert_eq!(o.version, 2),
+        // The writer's fence failed (its held write was refused): it cannot tell, and says so.
+        Err(LanceEngineError::CommitUncertain { .. }) => {}
+        other => panic!("{other:?}"),
     }
     assert!(intent_keys(&lake).await.is_empty());
     let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
@@ -216,7 +231,8 @@ async fn a_writer_killed_after_its_intent_is_recovered_either_way() {
         if lands {
             assert_eq!(hold.release_all().await, vec![true]);
         }
-        let report = lake.engine.recover_writes(None).await.unwrap();
+        // An operator's `lake refs recover` once the writer's deadline has passed.
+        let report = crate::support::engine_later(&lake, crate::support::LATER).recover_writes(None).await.unwrap();
         let expected = if lands {
             Resolution::Committed { version: latest + 1 }
         } else {
@@ -297,24 +313,26 @@ async fn upserts_updates_and_new_columns_held_past_their_deadline_keep_their_obj
     .await;
 }
 
-/// A create of a new table whose version 1 is held past the deadline: no version can prove it
-/// abandoned (no other writer can take version 1 without creating the table), so it stays
-/// pending and keeps its object; when it lands, recovery journals and registers the table.
+/// A create of a new table whose version 1 is held: its writer revokes its own intent and fences
+/// the create with an empty version 1 (held too: the writer reports the outcome unknown). When
+/// the held create lands first it takes version 1 and the fences find the slot taken;
+/// `lake refs recover` then fences with a config change and journals version 1. When only the
+/// create is held, the writer's fence takes version 1: the create can never land, the write is
+/// reported not committed, and the table exists, empty. No create intent stays pending for ever
+/// (the fourth adversarial run: a killed first ingest stopped every GC of the lake).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_create_held_past_its_deadline_is_pending_until_it_lands() {
+async fn a_held_create_is_fenced_by_an_empty_first_version_or_lands() {
     let (lake, hold) = held_lake().await;
     let created = lake.upload("created", b"first row of a new table").await;
     hold.set(Mode::FailCaller);
     let err = lake.engine.append("new", one("e0", &created)).await.unwrap_err();
-    match &err {
-        LanceEngineError::CommitUncertain { reason, .. } => assert!(reason.contains("no version"), "{err}"),
-        other => panic!("expected an uncertain commit, got {other}"),
-    }
+    assert!(matches!(&err, LanceEngineError::CommitUncertain { reason, .. } if reason.contains("fence")), "{err}");
     assert!(!gc_now(&lake).await.contains(&created.key));
     assert!(lake.store.head(&created.key).await.unwrap().is_some());
     let report = lake.engine.recover_writes(None).await.unwrap();
     assert!(matches!(report.intents[0].resolution, Resolution::Pending { .. }), "{report:?}");
-    assert_eq!(hold.release_all().await, vec![true]);
+    // The create, then the writer's and the resolver's fences (all for version 1).
+    assert_eq!(hold.release_all().await, vec![true, false, false]);
     hold.set(Mode::Off);
     let report = lake.engine.recover_writes(None).await.unwrap();
     assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 1 });
@@ -323,32 +341,50 @@ async fn a_create_held_past_its_deadline_is_pending_until_it_lands() {
     assert!(plan.lineage_complete, "{:?}", plan.problems);
     assert!(!planned_objects(&plan).contains(&created.key));
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+
+    // Only the create held: the writer's fence, an empty version 1, proves it cannot land.
+    let lost = lake.upload("lost", b"a create that never lands").await;
+    hold.set(Mode::FailCallerOnce);
+    let err = lake.engine.append("other", one("e0", &lost)).await.unwrap_err();
+    assert!(matches!(err, LanceEngineError::NotCommitted { proof: 1, .. }), "{err}");
+    assert_eq!(hold.release_all().await, vec![false], "version 1 is the fence's");
+    assert!(intent_keys(&lake).await.is_empty());
+    let ds = lance::Dataset::open(&lake.engine.dataset_uri("other")).await.unwrap();
+    assert_eq!((ds.version().version, ds.count_rows(None).await.unwrap()), (1, 0), "an empty first version");
+    assert_eq!(ds.schema().field("file").map(|f| f.name.clone()), Some("file".to_string()), "the create's schema");
+    let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
+    assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(planned_objects(&plan).contains(&lost.key), "the lost create's object is an orphan");
+    // The retry appends to the empty table.
+    assert_eq!(lake.engine.append("other", one("e0", &lost)).await.unwrap().version, 2);
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 }
 
-/// `lake cleanup` resolves a table's intents past their deadline before it removes versions:
-/// a commit that landed late is journaled first (its transaction, which identifies it, is still
-/// there), so cleaning up its version afterwards loses nothing; while an intent cannot be
-/// resolved (its fence is held), cleanup refuses and cleans nothing.
+/// `lake cleanup` resolves the table's intents that are revoked or past their deadline before
+/// it removes versions; one it cannot resolve yet (its fence is held) does not stop it: nothing
+/// it removes decides a resolution any more (entries are computed from what the versions are,
+/// and a version that is gone is not retained). Once the held write lands, the next write
+/// journals it and ends the intent with its own commit as the fence.
 #[tokio::test(flavor = "multi_thread")]
-async fn cleanup_resolves_late_commits_first_and_refuses_while_one_is_undecided() {
+async fn cleanup_resolves_what_it_can_and_is_never_blocked_by_an_intent() {
     let (lake, hold) = held_lake().await;
     lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
     let late = lake.upload("late", b"late").await;
     hold.set(Mode::FailCaller);
     assert!(matches!(lake.engine.append("t", one("e1", &late)).await, Err(LanceEngineError::CommitUncertain { .. })));
-    // Undecided: cleanup's own fence is held as well.
-    let err = lake.engine.cleanup("t", Duration::ZERO).await.unwrap_err();
-    assert!(err.to_string().contains("lake refs recover"), "{err}");
-    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was cleaned up");
-    // The late write lands; the fences find their slots taken.
+    // Undecided (cleanup's own fence is held as well): cleanup still runs.
+    let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    assert_eq!(cleaned.old_versions, 0, "{cleaned:?}");
+    assert_eq!(intent_keys(&lake).await.len(), 1, "the revoked intent stays until it is decided");
+    // The late write lands; the fences find their slot taken.
     let landed = hold.release_all().await;
     hold.set(Mode::Off);
     assert_eq!(landed.iter().filter(|l| **l).count(), 1, "{landed:?}");
-    // Another version on top, so that cleanup removes the late one.
+    // The next append journals the late version and ends the revoked intent with its commit.
     lake.engine.append("t", one("e2", &lake.upload("after", b"after").await)).await.unwrap();
+    assert!(intent_keys(&lake).await.is_empty(), "the next write resolved the intent");
     let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
-    assert!(cleaned.old_versions >= 2, "{cleaned:?}");
-    assert!(intent_keys(&lake).await.is_empty(), "cleanup resolved the intent");
+    assert_eq!(cleaned.old_versions, 2, "{cleaned:?}");
     let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
     assert!(plan.lineage_complete, "{:?}", plan.problems);
     assert!(!planned_objects(&plan).contains(&late.key), "the late row is in the latest version");
@@ -357,33 +393,34 @@ async fn cleanup_resolves_late_commits_first_and_refuses_while_one_is_undecided(
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
 }
 
-/// Found by the attack pass: a writer killed right after Lance committed (before its journal
-/// entry), then another version on top, then `lake cleanup --older-than 0s` while the killed
-/// write's intent was still within its deadline: cleanup removed the killed version, whose
-/// journal entry could then never be written (GC blocked for good). Cleanup now keeps every
-/// version from a pending intent's read version on; recovery journals the killed version, and
-/// once the intent is gone cleanup removes what it may. (An engine write on top journals the
-/// killed version first, `recovery::*`: the version on top here is another Lance client's.)
+/// Found by an earlier attack pass: a writer killed right after Lance committed (before its
+/// journal entry), then another client's version on top, then `lake cleanup --older-than 0s`
+/// while the killed write's intent was within its deadline: cleanup removed the killed version,
+/// whose entry could then never be written. Cleanup now journals every version it may from its
+/// manifests first (the killed version is this lake's), then removes versions: the journal
+/// stays whole. The intent, resolved later, says its version was cleaned up.
 #[tokio::test(flavor = "multi_thread")]
-async fn cleanup_keeps_the_versions_a_pending_intent_needs() {
+async fn cleanup_journals_a_killed_writers_version_before_removing_it() {
     let (lake, _hold) = held_lake().await;
     lake.engine.append("t", one("e0", &lake.upload("first", b"first").await)).await.unwrap();
     let killed = lake.upload("killed", b"killed after its commit").await;
     let crashed =
-        lake_store::failpoint::scope("append.after_lance_commit", lake.engine.append("t", one("e1", &killed))).await;
-    assert!(crashed.unwrap_err().to_string().contains("append.after_lance_commit"));
+        lake_store::failpoint::scope("commit.after_manifest", lake.engine.append("t", one("e1", &killed))).await;
+    assert!(crashed.unwrap_err().to_string().contains("commit.after_manifest"));
     assert_eq!(intent_keys(&lake).await.len(), 1, "the killed writer's intent stays");
     let mut other = lance::Dataset::open(&lake.engine.dataset_uri("t")).await.unwrap();
     other.update_config([("owner", "another client")]).await.unwrap();
     let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
-    assert_eq!(cleaned.old_versions, 0, "versions from the intent's read version on stay: {cleaned:?}");
-    assert_eq!(lake.engine.versions("t").await.unwrap().len(), 3);
-    let report = lake.engine.recover_writes(Some("t")).await.unwrap();
-    assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
-    let cleaned = lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     assert_eq!(cleaned.old_versions, 2, "{cleaned:?}");
     let (plan, _) = unchecked_plan_now(&lake, Duration::from_secs(1)).await.unwrap();
     assert!(plan.lineage_complete, "{:?}", plan.problems);
+    assert!(!planned_objects(&plan).contains(&killed.key), "the killed writer's row is retained");
+    let later = crate::support::engine_later(&lake, crate::support::LATER);
+    let report = later.recover_writes(Some("t")).await.unwrap();
+    assert!(
+        matches!(&report.intents[0].resolution, Resolution::CleanedUp { versions, .. } if versions.contains(&2)),
+        "{report:?}"
+    );
     gc_now(&lake).await;
     assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
@@ -470,9 +507,11 @@ async fn s3_an_ingest_held_past_its_deadline_is_protected_then_recovered() {
     let options = std::collections::HashMap::from([("aws_endpoint".to_string(), proxy.endpoint())]);
     let store = LakeStore::open_with_options(&root, &options).unwrap();
     LakeDescriptor::create(&store, Duration::from_secs(3600)).await.unwrap();
+    // The writer waits for a held PUT (the proxy answers nothing) until Lance's timeout, the
+    // commit's deadline: 5 s here, far above what sending a PUT takes.
     let lake = TestLake {
         _dir: None,
-        engine: LanceEngine::new(store.clone()).with_memory_budget(2048).with_commit_deadline(DEADLINE),
+        engine: LanceEngine::new(store.clone()).with_memory_budget(2048).with_commit_deadline(Duration::from_secs(5)),
         writer: ManagedObjectWriter::new(store.clone()),
         store,
     };

@@ -255,13 +255,15 @@ async fn recovery_keeps_the_log_a_killed_upserts_entry_names() {
     let v2: Vec<(String, &ManagedObject)> = new.iter().enumerate().map(|(i, o)| (format!("e{i}"), o)).collect();
     let on = vec!["episode".to_string()];
     let killed = lake_store::failpoint::scope(
-        "append.after_sidecar",
+        "commit.after_entry",
         lake.engine.upsert("t", &on, reader(vec![batch(&named(&v2))])),
     )
     .await;
-    assert!(killed.unwrap_err().to_string().contains("append.after_sidecar"));
+    assert!(killed.unwrap_err().to_string().contains("commit.after_entry"));
     let SidecarDocument::Log(head) = document(&lake, 2).await else { panic!("a large upsert is a head") };
-    let report = lake.engine.recover_writes(Some("t")).await.unwrap();
+    // Once the killed writer's deadline has passed (the store's clock an hour on).
+    let later = crate::support::engine_later(&lake, crate::support::LATER);
+    let report = later.recover_writes(Some("t")).await.unwrap();
     assert_eq!(report.pending(), 0, "{report:?}");
     assert!(
         lake.store.get(&reference_log_key("t", &head.log.write_id)).await.unwrap().is_some(),

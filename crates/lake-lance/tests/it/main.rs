@@ -27,6 +27,7 @@ mod lineage;
 mod local_doors;
 mod operations;
 mod operations_model;
+mod protocol;
 mod readme_example;
 mod rebase;
 mod recovery;

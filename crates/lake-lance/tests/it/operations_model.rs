@@ -2,9 +2,12 @@
 //! histories of appends, deletes, updates, upserts, a reference column added, renamed and
 //! dropped, indexes built and dropped (by the engine and by another Lance client), config
 //! changes by another client, compaction, version cleanup, branches created, written on and
-//! deleted, GC applies, and appends whose manifest write is held past the writer's deadline
+//! deleted, GC applies, appends whose manifest write is held past the writer's deadline
 //! (`intents::delayed_commit_step`: GC runs while it is held, and it lands, is fenced off, or
-//! lands after its writer gave up and is recovered). After every step:
+//! lands after its writer gave up and is recovered), a child writer suspended (`SIGSTOP`) at a
+//! step of the write protocol while a resolver whose clock is hours ahead resolves it and GC
+//! applies, then resumed (`SIGCONT`), and a write paused mid-commit while such a resolver (a
+//! host clock stepped forward) revokes and fences it. After every step:
 //! - the journal replays to what full scans of every retained version show (`verify_refs`);
 //! - a dry run plans exactly the true orphans: every managed object in the store that no
 //!   retained version of the table or of a branch references, read by a plain scan of every
@@ -15,7 +18,7 @@
 use crate::gc_scenario::dry_run;
 use crate::hold::ManifestHold;
 use crate::intents::{delayed_commit_step, held_engine};
-use crate::support::{batch, keyed_locations, new_lake, reader, TestLake};
+use crate::support::{batch, engine_later, keyed_locations, new_lake, reader, TestLake, LATER};
 use crate::truth::{planned_objects, referenced};
 use chrono::Utc;
 use lake_gc::apply::ApplyOptions;
@@ -72,7 +75,7 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 .find(|f| f.name == "thumb" || f.name == "preview")
                 .map(|f| f.name.clone());
             let e_ref = e.as_str();
-            const NAMES: [&str; 17] = [
+            const NAMES: [&str; 19] = [
                 "append",
                 "append",
                 "delete",
@@ -90,8 +93,10 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                 "branch write",
                 "branch delete",
                 "delayed append",
+                "suspended writer",
+                "clock step",
             ];
-            let op = next(17) as usize;
+            let op = next(19) as usize;
             let branches = lake.engine.branches("t").await.unwrap();
             let result: Result<(), String> = match op {
                 0 | 1 => lake
@@ -193,6 +198,46 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
                     pool.push(fresh);
                     Ok(())
                 }
+                // (Both write the table's first schema: not once a column was added.)
+                17 | 18 if thumb_column.is_some() => Err("the table has another schema".into()),
+                17 => {
+                    // A child writer stops itself at a step of the protocol; a resolver whose
+                    // clock is hours ahead resolves its write and GC applies; it resumes.
+                    let point = ["commit.after_intent", "commit.before_manifest", "commit.lost_manifest_response"]
+                        [next(3) as usize];
+                    let child = crate::protocol::child_writer(&lake, "append", &[("LAKE_PAUSEPOINT", point)]);
+                    let pid = child.id();
+                    crate::protocol::wait_stopped(pid).await;
+                    let report = engine_later(&lake, LATER).recover_writes(None).await.unwrap();
+                    assert_eq!(report.pending(), 0, "{point}: {report:?}");
+                    crate::intents::gc_now(&lake).await;
+                    crate::protocol::signal(pid, "-CONT");
+                    let (object, last) = crate::protocol::finish(child);
+                    delayed.push(format!("suspended at {point}: {last}"));
+                    pool.retain(|o| o.key != object);
+                    Ok(())
+                }
+                18 => {
+                    // A write paused mid-commit (its manifest write held); a resolver whose clock
+                    // is hours ahead (a host clock stepped forward) revokes and fences it; the
+                    // held write then finds its slot taken and the writer's retry its intent gone.
+                    let fresh = lake.upload(&format!("h{history}s{step}paused"), b"a paused write").await;
+                    hold.set(crate::hold::Mode::Hold);
+                    let rows = reader(vec![batch(&[(e_ref, Some(&fresh))])]);
+                    let (outcome, ()) = tokio::join!(lake.engine.append("t", rows), async {
+                        hold.wait_held(1).await;
+                        hold.set(crate::hold::Mode::Off);
+                        let report = engine_later(&lake, LATER).recover_writes(None).await.unwrap();
+                        assert_eq!(report.pending(), 0, "{report:?}");
+                        crate::intents::gc_now(&lake).await;
+                        hold.release_all().await;
+                    });
+                    delayed.push(format!(
+                        "paused, clock stepped: {}",
+                        outcome.as_ref().map_or_else(|e| e.kind().to_string(), |o| format!("version {}", o.version))
+                    ));
+                    Ok(())
+                }
                 _ => Ok(()), // GC only (below).
             };
             ops.push(format!("{}{}", NAMES[op], if result.is_ok() { "" } else { " (refused)" }));
@@ -228,4 +273,6 @@ async fn the_journal_follows_every_operation_and_plans_are_the_true_orphans() {
     println!("{journaled} steps checked, {applied} applies, delayed commits: {delayed:?}");
     assert!(applied > 5, "the histories must reach applies ({applied})");
     assert!(delayed.len() >= 3, "the histories must reach delayed commits ({delayed:?})");
+    assert!(delayed.iter().any(|d| d.starts_with("suspended")), "the histories must suspend a writer ({delayed:?})");
+    assert!(delayed.iter().any(|d| d.starts_with("paused")), "the histories must step a clock ({delayed:?})");
 }

@@ -71,9 +71,9 @@ async fn an_append_rebased_over_a_dropped_reference_column_journals_the_version_
     let prefix = lake_store::layout::reference_log_prefix("t");
     let logs = lake.store.list_all(&prefix).await.unwrap();
     assert_eq!(logs.len(), 1, "{logs:?}");
-    // The rebased commit keeps the engine's marker (`lake_lance::marker`).
+    // The rebased commit keeps the engine's marker (`lake_lance::commit::marker`).
     let ds = lance::Dataset::open(&lake.engine.dataset_uri("t")).await.unwrap();
     let tx = ds.read_transaction_by_version(3).await.unwrap().unwrap();
-    let marker = lake_lance::marker::CommitMarker::of(&tx).expect("the rebased commit is marked");
+    let marker = lake_lance::commit::marker::CommitMarker::of(&tx).expect("the rebased commit is marked");
     assert_eq!(marker.operation, "append");
 }

@@ -9,8 +9,8 @@ use crate::gc_scenario::dry_run;
 use crate::intents::intent_keys;
 use crate::support::{batch, new_lake, reader, TestLake};
 use chrono::Utc;
-use lake_lance::marker::CommitMarker;
-use lake_lance::recovery::VersionRecovery;
+use lake_lance::commit::marker::CommitMarker;
+use lake_lance::commit::VersionRecovery;
 use lake_lance::PieceMode;
 use lake_store::failpoint;
 use lake_store::writer::ManagedObject;
@@ -79,14 +79,16 @@ async fn every_commit_the_engine_makes_carries_its_marker() {
 
 /// The failure point stops the append right after Lance's commit, as a kill there would: the
 /// version has no journal entry and its intent stays (its deadline is far off). The next append
-/// journals it from the intent before it commits; GC then plans without repair.
+/// journals it from its two manifests before it commits (the intent stays until its deadline
+/// has passed: the objects it names are referenced anyway); GC then plans without repair, and
+/// once the deadline has passed `lake refs recover` resolves the intent as committed.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_writer_stopped_after_its_commit_is_journaled_by_the_next_append() {
     let lake = new_lake().await;
     let a = lake.upload("a", b"a").await;
     lake.engine.append("t", one("a", &a)).await.unwrap();
     let b = lake.upload("b", b"committed, then the writer died").await;
-    let stopped = failpoint::scope("append.after_lance_commit", lake.engine.append("t", one("b", &b))).await;
+    let stopped = failpoint::scope("commit.after_manifest", lake.engine.append("t", one("b", &b))).await;
     assert!(matches!(stopped, Err(lake_lance::LanceEngineError::Objects(lake_store::StoreError::Injected(_)))));
     assert!(!has_sidecar(&lake, "t", 2).await);
     assert_eq!(intent_keys(&lake).await.len(), 1);
@@ -95,10 +97,15 @@ async fn a_writer_stopped_after_its_commit_is_journaled_by_the_next_append() {
     let next = lake.engine.append("t", one("c", &c)).await.unwrap();
     assert_eq!(next.version, 3);
     assert!(has_sidecar(&lake, "t", 2).await);
-    assert!(intent_keys(&lake).await.is_empty());
     assert!(problems(&lake).await.is_empty());
     let planned = crate::intents::gc_now(&lake).await;
     assert!(![&a, &b, &c].iter().any(|o| planned.contains(&o.key)), "{planned:?}");
+    assert_journal_exact(&lake).await;
+    let later = crate::support::engine_later(&lake, crate::support::LATER);
+    let report = later.recover_writes(None).await.unwrap();
+    assert_eq!(report.intents.len(), 1, "{report:?}");
+    assert_eq!(report.intents[0].resolution, lake_lance::commit::Resolution::Committed { version: 2 });
+    assert!(intent_keys(&lake).await.is_empty());
     assert_journal_exact(&lake).await;
 }
 
@@ -111,7 +118,7 @@ async fn a_version_whose_intent_is_gone_is_journaled_from_its_marker() {
     let a = lake.upload("a", b"a").await;
     lake.engine.append("t", one("a", &a)).await.unwrap();
     let b = lake.upload("b", b"committed, then the writer and its intent were lost").await;
-    let _ = failpoint::scope("append.after_lance_commit", lake.engine.append("t", one("b", &b))).await;
+    let _ = failpoint::scope("commit.after_manifest", lake.engine.append("t", one("b", &b))).await;
     for key in intent_keys(&lake).await {
         lake.store.delete(&key).await.unwrap();
     }
@@ -135,7 +142,7 @@ async fn a_delete_stopped_after_its_commit_is_journaled_by_the_next_write() {
     let lake = new_lake().await;
     let (a, b) = (lake.upload("a", b"a").await, lake.upload("b", b"b").await);
     lake.engine.append("t", reader(vec![batch(&[("a", Some(&a)), ("b", Some(&b))])])).await.unwrap();
-    let stopped = failpoint::scope("delete.after_lance_commit", lake.engine.delete("t", "episode = 'a'")).await;
+    let stopped = failpoint::scope("commit.after_manifest", lake.engine.delete("t", "episode = 'a'")).await;
     assert!(matches!(stopped, Err(lake_lance::LanceEngineError::Objects(lake_store::StoreError::Injected(_)))));
     assert!(intent_keys(&lake).await.is_empty(), "a delete writes no intent");
     assert_eq!(problems(&lake).await, ["missing_sidecar"]);

@@ -46,6 +46,20 @@ pub(crate) async fn new_lake_with_policy(root: &str, min_age: Duration) -> TestL
     }
 }
 
+/// Longer than every commit deadline of the tests (the held lakes' hour, the default 5 minutes)
+/// plus the resolution slack: how far ahead a resolver's clock is set to find every intent due.
+pub(crate) const LATER: Duration = Duration::from_secs(2 * 3600);
+
+/// An engine of `lake` whose store clock reads `ahead` of now: the resolver an operator runs
+/// once that much time has passed (`lake refs recover` then finds every intent of a write
+/// killed before past its deadline, with no test sleeping for it).
+pub(crate) fn engine_later(lake: &TestLake, ahead: Duration) -> LanceEngine {
+    let later = chrono::Utc::now() + chrono::Duration::from_std(ahead).unwrap();
+    LanceEngine::new(lake.store.clone())
+        .with_memory_budget(2048)
+        .with_store_clock(Arc::new(lake_store::clock::FixedClock(later)))
+}
+
 /// A new lake under the LocalStack bucket that `scripts/localstack.sh` created.
 pub(crate) async fn new_s3_lake(name: &str) -> TestLake {
     let bucket = std::env::var("LAKE_TEST_S3_BUCKET")

@@ -9,7 +9,7 @@ use crate::support::{batch, new_lake, reader, TestLake};
 use arrow_array::Array;
 use chrono::Utc;
 use lake_common::{DeltaKind, ObjectReferenceDelta};
-use lake_lance::resolve::Resolution;
+use lake_lance::commit::Resolution;
 use lake_lance::{LanceEngineError, PieceMode, PreparedPiece};
 use lake_store::writer::ManagedObject;
 use std::collections::BTreeSet;

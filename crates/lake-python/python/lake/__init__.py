@@ -1054,22 +1054,27 @@ class Refs:
         report["ok"] = not report.get("problems") and not any(report.get(k) for k in counts)
         return report
 
-    def recover(self, table: Optional[str] = None) -> dict:
-        """Resolve the write intents left by writers that stopped (killed, or a commit whose
-        outcome was not known), as `lake refs recover` does, for `table` or every table: a
-        commit that landed is journaled (GC can plan again without `lake refs repair`), one that
-        can never land is abandoned (its uploads become ordinary orphans), and one still
-        undecided stays pending, its objects kept. Waits, fencing, up to the intents' deadlines
-        (5 min at most by default). Then journals, from its two manifests, every version without
-        a journal entry that no intent names and whose Lance transaction carries this lake's
-        marker (a writer or a delete killed after its commit) when its new references pass the
-        publication guard at the time its manifest was written; any other such version is left
-        for `lake refs repair`. Returns `{"intents": [{"key", "table", "operation", "written",
-        "resolution": {"state": "committed" (with "version") | "abandoned" (with "proof") |
-        "pending" (with "reason")}}], "stray_markers_removed": int, "versions": [{"table",
-        "version", "state": "journaled" (with "operation", "added", "removed") | "left" (with
-        "reason")}], "pending": int, "left": int}`."""
-        report = json.loads(self._native.refs_recover(None if table is None else _text("table", table)))
+    def recover(self, table: Optional[str] = None, wait: bool = True) -> dict:
+        """Resolve the write intents left by writers that stopped (killed, suspended, or a
+        commit whose outcome was not known), as `lake refs recover` does, for `table` or every
+        table. Each intent past its deadline (by the store's clock; with `wait=True` one not yet
+        past it is waited for, at most its deadline: 5 min by default; with `wait=False` it is
+        reported pending with the time it becomes due) is revoked (its writer publishes nothing
+        from then on), fenced by a version of its own, and concluded: a commit that landed is
+        journaled from its manifests (GC can plan again without `lake refs repair`), one that
+        can never land is abandoned (its uploads become ordinary orphans). Then journals, from
+        its two manifests, every version without a journal entry that this lake committed (its
+        marker, or an intent naming it) when its new references pass the publication guard at
+        the time its manifest was written or an intent protects them; any other such version is
+        left for `lake refs repair`. Returns `{"intents": [{"key", "table", "operation",
+        "written", "resolution": {"state": "committed" (with "version") | "abandoned" (with
+        "proof") | "cleaned_up" (with "proof", "versions") | "pending" (with "reason")}}],
+        "stray_markers_removed": int, "versions": [{"table", "version", "state": "journaled"
+        (with "operation", "added", "removed") | "left" (with "reason")}], "pending": int,
+        "left": int}`."""
+        if not isinstance(wait, bool):
+            raise TypeError(f"wait must be a bool, not {type(wait).__name__}")
+        report = json.loads(self._native.refs_recover(None if table is None else _text("table", table), wait))
         report["pending"] = sum(1 for i in report["intents"] if i["resolution"]["state"] == "pending")
         report["left"] = sum(1 for v in report["versions"] if v["state"] == "left")
         return report

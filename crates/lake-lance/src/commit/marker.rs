@@ -1,5 +1,8 @@
-//! The marker every commit lake makes with a write carries in its Lance transaction: who wrote
-//! the version (this lake's engine), for which lake root, as which operation and write id.
+//! The marker every staged transaction the write protocol commits carries: who wrote the version
+//! (this lake's engine), for which lake root, as which operation and write id. Set in one place,
+//! `crate::commit` (the protocol's `CommitBuilder`). Lance's own calls (an update, a merge, a
+//! branch, an index) build their transactions inside themselves and are not marked: their
+//! intents claim their versions instead (`crate::commit::recover`).
 //!
 //! Lance stores a transaction's `transaction_properties` (a string map) in the version's
 //! transaction file and reads them back with `Dataset::read_transaction_by_version` (lance 14
@@ -7,11 +10,10 @@
 //! and this crate's `recovery::*` tests prove that they survive a commit and a rebase).
 //!
 //! The marker is what lets a version whose journal entry is missing, and whose write intent is
-//! gone too, be journaled without an operator (`crate::recovery`): the commit went through the
-//! engine, so its publication guard ran right before it. The marker is not a signature: another
-//! Lance client can write the same properties. Recovery therefore also checks the guard's rule
-//! again, at the time the version's manifest was written (`docs/safety.md`, "Issue 25: a
-//! crashed writer recovers without an operator").
+//! gone too, be journaled without an operator (`crate::commit::recover`). It is not a
+//! signature: another Lance client can write the same properties. So it only decides whose
+//! versions an operator must look at; the entry is always computed from the version's
+//! manifests, and the guard's rule is checked again (docs/protocol.md, "Recovery").
 
 use lance::dataset::transaction::Transaction;
 use std::collections::HashMap;
