@@ -12,7 +12,7 @@
 //! the references live from then until the commit is journaled or proven never to land, however
 //! long the commit takes. GC reads the intents after fixing its cutoff: an intent it did not see
 //! was written, and its guard checked, after the cutoff, so its objects are younger than the
-//! cutoff (`docs/write-intents.md`). A commit's duration is no longer assumed.
+//! cutoff (docs/protocol.md). A commit's duration is not assumed.
 //!
 //! Age is measured without a storage request per object: an object's age is the writer's clock
 //! now ([`WriterClock`]) minus the time in its key's ULID, which the writer's clock minted when
