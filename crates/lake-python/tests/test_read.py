@@ -166,8 +166,11 @@ def test_refs_recover_reports_every_intent(local_root):
     report = lk.refs.recover()
     assert report == {"intents": [], "stray_markers_removed": 0, "versions": [], "pending": 0, "left": 0}
     assert lk.refs.recover("episodes")["pending"] == 0
+    assert lk.refs.recover(wait=False)["pending"] == 0
     with pytest.raises(lake.InputError):
         lk.refs.recover("not a table name!")
+    with pytest.raises(TypeError):
+        lk.refs.recover(wait="no")
 
     # Another Lance client (pylance) deletes the row: its version carries no lake marker, so
     # recovery leaves it for `lake refs repair` and says so.

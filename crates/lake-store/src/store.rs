@@ -340,10 +340,14 @@ impl LakeStore {
         let probe_folder = self.local_dir().map(|dir| dir.join(crate::layout::CLOCK_PREFIX)).filter(|f| !f.exists());
         let first = self.put_create(&key, Bytes::from_static(b"create-only probe 1")).await?;
         let second = self.put_create(&key, Bytes::from_static(b"create-only probe 2")).await;
-        let honoured = match (&first, &second) {
-            (CreateOutcome::Created, Ok(CreateOutcome::Exists(existing))) => {
-                existing.as_ref() == b"create-only probe 1"
-            }
+        // The first write counts as created when the store holds its bytes (its answer may have
+        // been lost and its retry refused: a conditional PUT retried after a 5xx meets itself).
+        let created = match &first {
+            CreateOutcome::Created => true,
+            CreateOutcome::Exists(existing) => existing.as_ref() == b"create-only probe 1",
+        };
+        let honoured = match &second {
+            Ok(CreateOutcome::Exists(existing)) => created && existing.as_ref() == b"create-only probe 1",
             _ => false,
         };
         if let Err(e) = self.delete(&key).await {

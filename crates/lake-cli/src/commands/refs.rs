@@ -87,7 +87,7 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
             let what = match &i.resolution {
                 Resolution::Committed { version } => format!("committed as version {version}, journaled"),
                 Resolution::Abandoned { proof: 0 } => {
-                    "not committed (its branch was deleted); intent and log removed".to_string()
+                    "not committed: its branch is not registered (deleted, or its creation did not finish); intent and log removed. If `lake gc` names what is left of the branch, `lake branch delete` removes it".to_string()
                 }
                 Resolution::Abandoned { proof } => {
                     format!("not committed (revoked; version {proof}, committed after that, is not its write); intent and log removed")

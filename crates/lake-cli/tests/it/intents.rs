@@ -3,7 +3,7 @@
 //! objects; `lake refs recover` proves the commit can no longer land (a fence after the
 //! deadline), removes the intent, and the objects become orphans.
 
-use crate::{json, ok, write_files};
+use crate::{json, lake_command, ok, stderr, write_files};
 use lake_common::intent::{IntentOperation, IntentReferences, WriteIntent, INTENT_FORMAT_VERSION};
 use lake_store::writer::ManagedObjectWriter;
 use lake_store::LakeStore;
@@ -121,4 +121,76 @@ fn a_stopped_delete_is_recovered_from_its_marker_and_a_foreign_version_is_left_f
     assert_eq!(dry["lineage_complete"], true, "{dry}");
     let verify = json(&ok(&["refs", "verify", &root, "--json"]));
     assert_eq!(verify["ok"], true, "{verify}");
+}
+
+/// An intent written by hand for table `t` of the lake at `root`, naming a fresh upload, with
+/// deadline `deadline_ms`.
+fn killed_writers_intent(root: &str, deadline_ms: u64) -> String {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = LakeStore::open(root).unwrap();
+        let object = ManagedObjectWriter::new(store.clone()).upload("killed.bin", &b"killed writer"[..]).await.unwrap();
+        let intent = WriteIntent {
+            format_version: INTENT_FORMAT_VERSION,
+            table: "t".into(),
+            write_id: ulid::Ulid::new().to_string(),
+            operation: IntentOperation::Append,
+            transaction_uuid: Some("0b6c1f64-5d2e-4c1a-9f3e-7a8b9c0d1e2f".into()),
+            read_version: 1,
+            deadline_ms,
+            restored_version: None,
+            references: IntentReferences::Inline(vec![object.identity()]),
+            schema: None,
+        };
+        lake_store::intents::write(&store, &intent).await.unwrap()
+    })
+}
+
+/// The fourth adversarial run: `lake refs recover` waited silently behind a writer's deadline.
+/// With `--no-wait` it reports the intent pending with the time it becomes due (by the store's
+/// clock) and exits 1 at once; without it, it says on standard error what it waits for and until
+/// when, then resolves the intent.
+#[test]
+fn recover_says_what_it_waits_for_and_no_wait_reports_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let src = dir.path().join("src");
+    write_files(&src, &[("a.bin", "a")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
+    let key = killed_writers_intent(&root, 3_600_000);
+    let out = lake_command().args(["refs", "recover", &root, "--no-wait", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(report["pending"], 1, "{report}");
+    assert_eq!(report["intents"][0]["key"], key.as_str());
+    let reason = report["intents"][0]["resolution"]["reason"].as_str().unwrap();
+    assert!(reason.contains("can be resolved from") && reason.contains("--no-wait"), "{reason}");
+    // Two hours on (the store's clock, as the binary's test clock reads it): due, resolved.
+    crate::advance_clock(Duration::from_secs(7200));
+    let recovered = json(&ok(&["refs", "recover", &root, "--json"]));
+    assert_eq!(recovered["intents"][0]["resolution"]["state"], "abandoned", "{recovered}");
+}
+
+/// Without `--no-wait`, `lake refs recover` announces each wait (what, until when by the store's
+/// clock) on standard error, then resolves the intent. (A deadline of 1.5 s, waited for by the
+/// binary, not by the test.)
+#[test]
+fn recover_announces_its_wait_then_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let src = dir.path().join("src");
+    write_files(&src, &[("a.bin", "a")]);
+    ok(&["init", &root, "--min-age", "4s"]);
+    ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
+    killed_writers_intent(&root, 1500);
+    let out = lake_command().args(["refs", "recover", &root, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let waited = stderr(&out);
+    assert!(
+        waited.contains("waiting until") && waited.contains("(store clock)") && waited.contains("--no-wait"),
+        "{waited}"
+    );
+    let report = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(report["intents"][0]["resolution"]["state"], "abandoned", "{report}");
 }

@@ -65,6 +65,8 @@ pub(crate) struct Gate {
     state: tokio::sync::Mutex<GateState>,
     issued: AtomicU64,
     refused: AtomicU64,
+    /// The versions whose manifest write the store accepted (answered with success).
+    published: std::sync::Mutex<Vec<u64>>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -108,13 +110,28 @@ impl Gate {
             state: tokio::sync::Mutex::new(GateState::default()),
             issued: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            published: std::sync::Mutex::new(Vec::new()),
         }
     }
 
-    /// Whether a manifest write was let through whose outcome is not known to be a refusal: it
-    /// may have landed, or land later (false: nothing of this change can land).
-    pub(crate) fn uncertain(&self) -> bool {
-        self.issued.load(Ordering::Acquire) > self.refused.load(Ordering::Acquire)
+    /// Whether any manifest write was let through (false: Lance's call published nothing).
+    pub(crate) fn issued_any(&self) -> bool {
+        self.issued.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether every manifest write let through was answered as a create-only conflict. Not
+    /// proof on its own that none landed: a write whose answer was lost and whose retry met its
+    /// own object is answered so too (Lance then reads the version back, and returns success when
+    /// it is its own: `lance::io::commit::verify_commit_outcome`). A failure is certain only
+    /// when this holds and the failure itself is a definite refusal (the protocol's
+    /// `refused_for_certain`).
+    pub(crate) fn all_refused(&self) -> bool {
+        self.issued.load(Ordering::Acquire) == self.refused.load(Ordering::Acquire)
+    }
+
+    /// The versions whose manifest write the store accepted, in order.
+    pub(crate) fn published(&self) -> Vec<u64> {
+        self.published.lock().map(|p| p.clone()).unwrap_or_default()
     }
 
     /// The intent, if it was written.
@@ -258,8 +275,16 @@ impl Gate {
     /// Tells the gate how a manifest write it let through ended: a conflict (the store refused
     /// the create-only write: the slot belongs to another commit) is certain never to land.
     fn after_publish(&self, published: &Result<ManifestLocation, CommitError>) {
-        if let Err(CommitError::CommitConflict) = published {
-            self.refused.fetch_add(1, Ordering::AcqRel);
+        match published {
+            Err(CommitError::CommitConflict) => {
+                self.refused.fetch_add(1, Ordering::AcqRel);
+            }
+            Ok(location) => {
+                if let Ok(mut published) = self.published.lock() {
+                    published.push(location.version);
+                }
+            }
+            Err(_) => {}
         }
     }
 }

@@ -66,7 +66,8 @@ impl LanceEngine {
     }
 
     async fn commit_change(&self, change: Change) -> Result<Committed, LanceEngineError> {
-        let Change { table, operation, make, adds, journal, staged, resolve_first, registers, precondition } = change;
+        let Change { table, operation, make, mut adds, journal, staged, resolve_first, registers, precondition } =
+            change;
         // The write id: a log's (the intent names the log under it), else a new one. A change
         // with an intent may leave a reference log under it (its own, or one written for the
         // intent): kept only when the version's entry names it.
@@ -94,19 +95,16 @@ impl LanceEngine {
         };
         let revoked = if resolve_first { self.before_commit(&table).await } else { Vec::new() };
         let deadline = self.commit_deadline_override().unwrap_or_else(|| default_commit_deadline(&guard));
-        let (adds, adds_expected) = match adds {
-            Some(mut adds) => {
-                let expected = adds.expected.take().map(|mut ids| {
-                    if let change::Named::Identities { named, .. } = &adds.named {
-                        ids.extend(named.iter().cloned());
-                    }
-                    ids.into_iter().collect::<std::collections::BTreeSet<_>>()
-                });
-                (Some(Box::new(adds)), expected)
+        // What the version may add without a check after the commit: what the operation expects,
+        // and what its intent names.
+        let expected = adds.as_mut().and_then(|adds| {
+            let mut ids = adds.expected.take()?;
+            if let change::Named::Identities { named, .. } = &adds.named {
+                ids.extend(named.iter().cloned());
             }
-            None => (None, None),
-        };
-        let spec = match adds.map(|adds| IntentSpec::new(*adds, deadline)).transpose() {
+            Some(ids.into_iter().collect::<std::collections::BTreeSet<_>>())
+        });
+        let spec = match adds.map(|adds| IntentSpec::new(adds, deadline)).transpose() {
             Ok(spec) => spec,
             Err(e) => {
                 discard(staged).await;
@@ -114,7 +112,6 @@ impl LanceEngine {
             }
         };
         let has_intent = spec.is_some();
-        let expected = adds_expected;
         let creating = matches!(make, Make::Transaction { creating: true, .. });
         let gate = Arc::new(Gate::new(
             self.store().clone(),
@@ -131,9 +128,8 @@ impl LanceEngine {
             discard(staged).await;
             return Err(e);
         }
-        let (made, before) = match make {
+        let made = match make {
             Make::Transaction { transaction, base, creating, affected_rows } => {
-                let before = transaction.read_version;
                 let uuid = transaction.uuid.clone();
                 // The intent and the guard before Lance's commit begins (it writes its
                 // transaction file first): a refusal leaves nothing of Lance's.
@@ -154,29 +150,27 @@ impl LanceEngine {
                     }
                     Err(e) => Err(e),
                 };
-                (made.map(|dataset| Made { dataset, rows: 0 }), before)
+                made.map(|dataset| Made { dataset, rows: 0 })
             }
             Make::InLance { open, version, run } => match self.open_with(&open, version, &gate).await {
-                Ok(ds) => {
-                    let before = ds.version().version;
-                    (run(ds).await, before)
-                }
-                Err(e) => (Err(e), 0),
+                Ok(ds) => run(ds).await,
+                Err(e) => Err(e),
             },
         };
         let made = match made {
             Ok(made) => made,
-            Err(e) if !gate.uncertain() => {
-                // Nothing of this change can land: its intent, log and files go.
-                let e = gate.take_refusal().await.unwrap_or(e);
-                if let Some(intent) = gate.intent().await {
-                    intent.end(self.store()).await;
-                }
-                discard(staged).await;
-                return Err(e);
-            }
             Err(e) => {
-                let e = gate.take_refusal().await.unwrap_or(e);
+                let refusal = gate.take_refusal().await;
+                let definite = refusal.is_some() || refused_for_certain(&e);
+                let e = refusal.unwrap_or(e);
+                if !gate.issued_any() || (gate.all_refused() && definite) {
+                    // Nothing of this change can land: its intent, log and files go.
+                    if let Some(intent) = gate.intent().await {
+                        intent.end(self.store()).await;
+                    }
+                    discard(staged).await;
+                    return Err(e);
+                }
                 let Some(intent) = gate.intent().await else {
                     // A change without references (a delete): its version, if it lands, is
                     // journaled from its marker by the next write or `lake refs recover`.
@@ -189,7 +183,7 @@ impl LanceEngine {
         };
         let ds = made.dataset;
         let version = ds.version().version;
-        if !gate.uncertain() {
+        if !gate.issued_any() {
             // Lance's own call wrote no manifest: it committed nothing (a compaction with
             // nothing to compact).
             if let Some(intent) = gate.intent().await {
@@ -199,7 +193,14 @@ impl LanceEngine {
             return Ok(Committed { version, rows: made.rows, added: 0, removed: 0, rebased: false, unchanged: true });
         }
         failpoint::step("commit.after_manifest")?;
-        let published = self.publish(&table, journal, &ds, registers, before).await?;
+        // The versions this change published (a compaction publishes two): what a
+        // content-preserving entry may be written for. Lance may report success for a write whose
+        // answer was lost (it read its own version back): the version it returned then.
+        let mut ours = gate.published();
+        if !ours.contains(&version) {
+            ours.push(version);
+        }
+        let published = self.publish(&table, journal, &ds, registers, &ours).await?;
         if let Some(intent) = gate.intent().await {
             intent.end(self.store()).await;
         }
@@ -307,6 +308,26 @@ impl LanceEngine {
             builder = builder.with_version(v);
         }
         builder.load().await.map_err(lance_err)
+    }
+}
+
+/// Whether Lance's failure `e` says that none of the change's manifest writes landed: it gave up
+/// on create-only conflicts after reading each conflicting version back as another commit's
+/// (`lance::io::commit::verify_commit_outcome`; it returns success when it finds its own), or it
+/// is another writer's create. A commit whose status Lance could not verify is never certain.
+fn refused_for_certain(e: &LanceEngineError) -> bool {
+    match e {
+        LanceEngineError::ConcurrentCreate { .. } => true,
+        LanceEngineError::Lance { source, .. } => {
+            !source.is_commit_status_unknown()
+                && matches!(
+                    source,
+                    lance::Error::CommitConflict { .. }
+                        | lance::Error::RetryableCommitConflict { .. }
+                        | lance::Error::TooMuchWriteContention { .. }
+                )
+        }
+        _ => false,
     }
 }
 

@@ -32,8 +32,9 @@ pub(crate) struct Published {
 
 impl LanceEngine {
     /// Journals `ds`'s version of `table` by `journal`, then advances the registry (creating a
-    /// branch's entry only when `registers`). `before` is the version the change started from
-    /// (content-preserving changes journal every version after it).
+    /// branch's entry only when `registers`). `ours` are the versions this change published (a
+    /// content-preserving change journals each as empty, once the manifests prove it; a version
+    /// another writer committed meanwhile is left to it, or to recovery).
     ///
     /// # Errors
     /// [`LanceEngineError::Objects`] ([`lake_store::StoreError::Registry`]) when `table` is a
@@ -46,7 +47,7 @@ impl LanceEngine {
         journal: Journal,
         ds: &Dataset,
         registers: bool,
-        before: u64,
+        ours: &[u64],
     ) -> Result<Published, LanceEngineError> {
         let version = ds.version().version;
         let branch = split_lineage(table).1.is_some();
@@ -122,7 +123,7 @@ impl LanceEngine {
                 Published { added, ..Published::default() }
             }
             Journal::ContentPreserving => {
-                self.journal_content_preserving(ds, table, before, version).await?;
+                self.journal_content_preserving(ds, table, ours).await?;
                 Published::default()
             }
         };
@@ -200,46 +201,33 @@ impl LanceEngine {
         }
     }
 
-    /// Writes empty entries for the versions in `(after, upto]` that have no sidecar and whose
-    /// Lance transaction is content-preserving ([`crate::foreign::preserves_content`]). Versions of
-    /// other kinds are left to the writer that made them (a concurrent append journals its own).
-    /// `upto` itself must end up journaled.
+    /// Writes an empty entry for each version of `versions` (those this change published) that
+    /// has none, once it is proven content-preserving the way an implied entry is
+    /// (`crate::foreign::content_preserving_operation`: its transaction, and its manifest against
+    /// the previous one). A version another client committed meanwhile is never journaled here
+    /// (a forged compaction that changes rows would be journaled as empty): recovery computes its
+    /// entry from its manifests, or leaves it for repair.
     ///
     /// # Errors
-    /// [`LanceEngineError::InvalidInput`] when `upto` is not content-preserving; Lance and
-    /// sidecar errors.
+    /// [`LanceEngineError::InvalidInput`] when one of them is not provably content-preserving;
+    /// Lance and sidecar errors.
     async fn journal_content_preserving(
         &self,
         ds: &Dataset,
         table: &str,
-        after: u64,
-        upto: u64,
+        versions: &[u64],
     ) -> Result<(), LanceEngineError> {
-        for v in after + 1..=upto {
+        for &v in versions {
             if matches!(sidecar::read(self.store(), table, v).await?, Some(Ok(_))) {
                 continue;
             }
-            let tx = ds.read_transaction_by_version(v).await.map_err(|source| LanceEngineError::Lance {
-                table: table.into(),
-                action: "read transaction",
-                source,
-            })?;
-            let judged = match &tx {
-                Some(tx) => crate::foreign::preserves_content(&tx.operation),
-                None => Err("its transaction is missing".to_string()),
-            };
-            match judged {
-                Ok(()) => {
-                    let binding = crate::binding::binding_at(self.store(), table, ds, v).await?;
-                    self.write_entry(&ObjectReferenceDelta::empty(table, v).bound(binding)).await?
-                }
-                Err(why) if v == upto => {
-                    return Err(LanceEngineError::InvalidInput(format!(
-                        "table `{table}` version {v} is not content-preserving ({why}); refusing to journal it as empty"
-                    )))
-                }
-                Err(_) => {}
+            if crate::foreign::content_preserving_operation(ds, table, self.store().root(), v).await.is_none() {
+                return Err(LanceEngineError::InvalidInput(format!(
+                    "table `{table}` version {v} is not provably content-preserving; refusing to journal it as empty"
+                )));
             }
+            let binding = crate::binding::binding_at(self.store(), table, ds, v).await?;
+            self.write_entry(&ObjectReferenceDelta::empty(table, v).bound(binding)).await?;
         }
         Ok(())
     }

@@ -325,6 +325,14 @@ impl LanceEngine {
                     tokio::time::sleep(wait + Duration::from_millis(20)).await;
                 }
             }
+            // Its writer (or another resolver) may have ended it meanwhile: nothing to decide.
+            if self.store().head(&listed.key).await?.is_none() {
+                let landed = self.landed_since(&listed.table, intent.read_version, &listed.transaction_uuids()).await?;
+                let latest = self.manifest_times(&listed.table).await?.keys().next_back().copied().unwrap_or(0);
+                return Ok(
+                    landed.map_or(Resolution::Abandoned { proof: latest }, |version| Resolution::Committed { version })
+                );
+            }
             intents::revoke(self.store(), &listed.table, &listed.write_id).await?;
             failpoint::step("resolve.after_revoke")?;
             let proof = match self.fence(&listed.table, &listed.write_id, intent).await {
@@ -507,10 +515,11 @@ impl LanceEngine {
         })
     }
 
-    /// An intent of a branch lineage that was deleted (no dataset, no registry entry): nothing
-    /// of it is retained any more. A manifest write of it still on the way would land in the
-    /// deleted branch's folder, which GC reports as a lineage problem (a branch folder without
-    /// its document): safe. The intent and its log go.
+    /// An intent of a branch lineage that is not registered (deleted, or its creation never
+    /// finished): nothing of it is retained by the lake's journal. Whatever of the branch is
+    /// left (a version of a killed creation, or a manifest write that lands after the deletion)
+    /// is a lineage problem of its table (a branch folder GC cannot see: it plans nothing) until
+    /// `lake branch delete` removes it: safe. The intent and its log go.
     async fn conclude_lineage_gone(
         &self,
         listed: &ListedIntent,
@@ -617,11 +626,15 @@ impl LanceEngine {
     /// whose intent records no schema.
     async fn fence(&self, table: &str, write_id: &str, intent: &WriteIntent) -> Result<Option<u64>, LanceEngineError> {
         let commit = async {
+            // A branch that is not registered was deleted, or its creation never finished: no
+            // commit into it can be journaled (the protocol refuses), so there is nothing to
+            // fence; what is left of it is a lineage problem of its table until
+            // `lake branch delete` removes it.
+            if split_lineage(table).1.is_some() && !self.is_registered(table).await? {
+                return Ok(None);
+            }
             if self.table_exists(table).await? {
                 return self.commit_fence(table, write_id).await.map(Some);
-            }
-            if split_lineage(table).1.is_some() && registry::current(self.store(), table).await?.is_none() {
-                return Ok(None);
             }
             let Some(schema) = &intent.schema else {
                 return Err(LanceEngineError::InvalidInput(format!(

@@ -28,6 +28,7 @@ mod local_doors;
 mod operations;
 mod operations_model;
 mod protocol;
+mod protocol_races;
 mod readme_example;
 mod rebase;
 mod recovery;
