@@ -282,7 +282,7 @@ def test_concurrent_first_appends_never_lose_rows(tmp_path):
     Between the engine's existence check and Lance's own (milliseconds) a second create
     replaced the first's rows (about 1 race in 60 with two synchronised threads): Lance commits
     a create over a dataset that appeared as an `Overwrite`, version 2. Fix (`lake-lance`,
-    `create_commit`): a create commits through a handler that publishes only version 1; the
+    `commit/gate.rs`): a create commits through a handler that publishes only version 1; the
     loser gets ConcurrentCreate and its retry appends."""
     for trial in range(40):
         lk, outcomes = _race_first_appends(str(tmp_path / f"lake{trial}"))

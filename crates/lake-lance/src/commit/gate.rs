@@ -32,7 +32,7 @@ use crate::commit::intent::{IntentSpec, IntentWrite};
 use crate::error::LanceEngineError;
 use futures::stream::BoxStream;
 use lake_store::failpoint;
-use lake_store::guard::{PublicationGuard, WriterClock};
+use lake_store::guard::WriterClock;
 use lake_store::intents::{self, Liveness};
 use lake_store::store::LakeStore;
 use lance::io::{ObjectStore, ObjectStoreParams};
@@ -60,7 +60,6 @@ pub(crate) struct Gate {
     spec: Option<IntentSpec>,
     /// What else must hold before each manifest write.
     precondition: Option<Precondition>,
-    guard: PublicationGuard,
     clock: Arc<dyn WriterClock>,
     state: tokio::sync::Mutex<GateState>,
     issued: AtomicU64,
@@ -87,7 +86,6 @@ struct GateState {
 
 impl Gate {
     /// The gate of a change to `table` with write id `write_id`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         store: LakeStore,
         table: &str,
@@ -95,7 +93,6 @@ impl Gate {
         create_only: bool,
         spec: Option<IntentSpec>,
         precondition: Option<Precondition>,
-        guard: PublicationGuard,
         clock: Arc<dyn WriterClock>,
     ) -> Self {
         Self {
@@ -105,7 +102,6 @@ impl Gate {
             create_only,
             spec,
             precondition,
-            guard,
             clock,
             state: tokio::sync::Mutex::new(GateState::default()),
             issued: AtomicU64::new(0),
@@ -183,7 +179,7 @@ impl Gate {
         } else {
             drop(state);
         }
-        self.guard
+        spec.guard
             .check(spec.named.guarded().iter(), self.clock.now())
             .map_err(|source| LanceEngineError::Guard { table: self.table.clone(), source })
     }
@@ -196,7 +192,7 @@ impl Gate {
     /// [`LanceEngineError::Guard`].
     pub(crate) fn check_guard(&self) -> Result<(), LanceEngineError> {
         let Some(spec) = &self.spec else { return Ok(()) };
-        self.guard
+        spec.guard
             .check(spec.named.guarded().iter(), self.clock.now())
             .map_err(|source| LanceEngineError::Guard { table: self.table.clone(), source })
     }

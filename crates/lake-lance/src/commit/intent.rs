@@ -34,14 +34,16 @@ pub(crate) struct IntentSpec {
     /// A create's schema, as the intent records it (`lake_common::intent::schema_to_hex`).
     pub(crate) schema: Option<String>,
     pub(crate) deadline: Duration,
+    /// The lake policy's publication guard.
+    pub(crate) guard: PublicationGuard,
 }
 
 impl IntentSpec {
-    /// The spec of a change that adds `adds`, with `deadline`.
+    /// The spec of a change that adds `adds`, under `guard`, with `deadline`.
     ///
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] for a create's schema Arrow cannot encode.
-    pub(crate) fn new(adds: Adds, deadline: Duration) -> Result<Self, LanceEngineError> {
+    pub(crate) fn new(adds: Adds, guard: PublicationGuard, deadline: Duration) -> Result<Self, LanceEngineError> {
         let schema = match &adds.schema {
             Some(schema) => Some(lake_common::intent::schema_to_hex(schema).map_err(|e| {
                 LanceEngineError::InvalidInput(format!("the table's schema cannot be recorded in a write intent: {e}"))
@@ -55,6 +57,7 @@ impl IntentSpec {
             restored_version: adds.restored_version,
             schema: schema.filter(|_| adds.operation == IntentOperation::Create),
             deadline,
+            guard,
         })
     }
 

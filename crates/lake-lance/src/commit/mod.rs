@@ -86,15 +86,22 @@ impl LanceEngine {
             discard(staged).await;
             return Err(e.into());
         }
-        let guard = match LakeDescriptor::load(self.store()).await {
-            Ok(descriptor) => PublicationGuard::from_policy(&descriptor),
-            Err(e) => {
-                discard(staged).await;
-                return Err(e.into());
-            }
+        // The lake's policy, for the guard of a change that may add references.
+        let guard = match &adds {
+            None => None,
+            Some(_) => match LakeDescriptor::load(self.store()).await {
+                Ok(descriptor) => Some(PublicationGuard::from_policy(&descriptor)),
+                Err(e) => {
+                    discard(staged).await;
+                    return Err(e.into());
+                }
+            },
         };
         let revoked = if resolve_first { self.before_commit(&table).await } else { Vec::new() };
-        let deadline = self.commit_deadline_override().unwrap_or_else(|| default_commit_deadline(&guard));
+        let deadline = self
+            .commit_deadline_override()
+            .or_else(|| guard.as_ref().map(default_commit_deadline))
+            .unwrap_or(MIN_COMMIT_DEADLINE);
         // What the version may add without a check after the commit: what the operation expects,
         // and what its intent names.
         let expected = adds.as_mut().and_then(|adds| {
@@ -104,7 +111,7 @@ impl LanceEngine {
             }
             Some(ids.into_iter().collect::<std::collections::BTreeSet<_>>())
         });
-        let spec = match adds.map(|adds| IntentSpec::new(adds, deadline)).transpose() {
+        let spec = match adds.zip(guard).map(|(adds, guard)| IntentSpec::new(adds, guard, deadline)).transpose() {
             Ok(spec) => spec,
             Err(e) => {
                 discard(staged).await;
@@ -120,7 +127,6 @@ impl LanceEngine {
             creating,
             spec,
             precondition,
-            guard,
             self.writer_clock(),
         ));
         // A reference the guard refuses is refused before anything of Lance's is written.
@@ -211,10 +217,10 @@ impl LanceEngine {
             }
         }
         self.finish_revoked(&revoked, version).await;
-        if let Some(expected) = &expected {
+        if let (Some(expected), Some(guard)) = (&expected, &guard) {
             let unseen: Vec<&lake_common::ObjectIdentity> =
                 published.added_identities.iter().filter(|id| !expected.contains(*id)).collect();
-            if let Some(reason) = unchecked_references(&guard, &unseen, self.writer_now()) {
+            if let Some(reason) = unchecked_references(guard, &unseen, self.writer_now()) {
                 return Err(LanceEngineError::CommittedUnchecked { table, version, reason });
             }
         }
@@ -371,7 +377,6 @@ mod tests {
     use super::gate::Gate;
     use arrow_array::{Int64Array, RecordBatch};
     use arrow_schema::{DataType, Field, Schema};
-    use lake_store::guard::PublicationGuard;
     use lake_store::store::LakeStore;
     use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
     use lance::Dataset;
@@ -402,7 +407,6 @@ mod tests {
             true,
             None,
             None,
-            PublicationGuard::new(std::time::Duration::from_secs(3600)),
             Arc::new(lake_store::guard::SystemClock),
         ));
         gate.handler(uri, &None).await.unwrap()

@@ -1,6 +1,7 @@
-//! Attacks on the create-only commit (f90a787: `create_commit.rs`, `commit_streamed`): a create
-//! lands only as version 1; a create that raced another is refused as `ConcurrentCreate` and the
-//! caller retries as an append. Each test checks that no write reported successful lost rows,
+//! Attacks on the create-only commit (f90a787; now the create-only gate in `commit/gate.rs`,
+//! driven by `commit/mod.rs`): a create lands only as version 1; a create that raced another is
+//! refused as `ConcurrentCreate` and the caller retries as an append. Each test checks that no
+//! write reported successful lost rows,
 //! that the journal agrees with the rows (`verify_refs`, `check_retained_objects`) and that GC
 //! plans no object a retained version references.
 //!

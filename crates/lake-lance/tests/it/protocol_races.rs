@@ -136,8 +136,8 @@ impl std::fmt::Display for LostAnswerStore {
 impl ObjectStore for LostAnswerStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> StoreResult<PutResult> {
         let manifest = location.as_ref().contains("/_versions/") && location.as_ref().ends_with(".manifest");
-        let lose = manifest
-            && self.state.armed.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        let lose =
+            manifest && self.state.armed.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         let result = self.inner.put_opts(location, payload, opts).await;
         if lose && result.is_ok() {
             self.state.lost.fetch_add(1, Ordering::SeqCst);
@@ -589,7 +589,10 @@ async fn a_branch_creation_killed_after_its_manifest_can_be_resolved_or_deleted(
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(!text.lines().any(|l| l.starts_with("ok ") || l.starts_with("err ")), "premise: the child was killed: {text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("ok ") || l.starts_with("err ")),
+        "premise: the child was killed: {text}"
+    );
     assert_eq!(intent_keys(&lake).await.len(), 1, "premise: the branch creation's intent stays");
     assert!(lake.engine.table_exists("t@b").await.unwrap(), "premise: the branch's manifest landed");
     // An operator, past the deadline: recover, delete the half-made branch, recover again.
