@@ -7,6 +7,7 @@ mod attack;
 mod attack_branches;
 mod attack_create;
 mod attack_operations;
+mod attack_second;
 mod attack_streamed;
 mod binding;
 mod branches;

@@ -1,0 +1,349 @@
+//! A second adversarial pass against the one write protocol (`lake_lance::commit`,
+//! docs/protocol.md). Each test asserts the safety property (GC plans no object a retained
+//! version references; a write that reported success keeps its rows; or a typed refusal); its
+//! doc comment gives the exact interleaving and, for a finding, the line of the library that
+//! allowed it.
+//!
+//! Findings (fail on def6d16):
+//! - `a_data_overlay_carrying_the_lake_marker_is_journaled_as_empty_and_gc_deletes_its_object`
+//! - `a_plain_rewrite_that_adds_an_overlay_is_implied_empty_and_gc_deletes_its_object`
+//! - `a_write_held_while_its_branch_is_deleted_and_recreated_reports_success_and_loses_its_rows`
+//!
+//! New interleavings that pass (labelled `PASSES`): a writer suspended (`SIGSTOP`) after its
+//! manifest landed, or after its entry, while a resolver whose clock is two hours ahead revokes,
+//! fences, journals and concludes it, then GC applies, then the writer resumes.
+
+use crate::intents::{assert_nothing_referenced_is_missing, held_lake, intent_keys};
+use crate::protocol::{child_writer, finish, gc_all, signal, wait_stopped};
+use crate::support::{engine_later, new_lake, TestLake, LATER};
+use crate::truth::{referenced, scanned_keys};
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchReader, StringArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use lake_common::{data_location_field, DataLocationBuilder};
+use lake_lance::commit::marker::CommitMarker;
+use lake_lance::commit::Resolution;
+use lake_lance::LanceEngine;
+use lake_store::writer::ManagedObject;
+use lance::dataset::transaction::{Operation, RewriteGroup, Transaction};
+use lance::dataset::CommitBuilder;
+use lance::Dataset;
+use std::sync::Arc;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+/// A table schema whose DataLocation column is NOT nullable (Lance's overlay writer refuses a
+/// nullable struct; a non-nullable DataLocation column is an ordinary lake schema).
+fn strict_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("episode", DataType::Utf8, false), data_location_field("file", false)]))
+}
+
+fn strict_rows(rows: &[(&str, &ManagedObject)]) -> Box<dyn RecordBatchReader + Send> {
+    let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|(e, _)| *e)));
+    let mut files = DataLocationBuilder::new();
+    for (_, o) in rows {
+        files.append(&o.key, o.sha256, o.size);
+    }
+    let batch = RecordBatch::try_new(strict_schema(), vec![episodes, Arc::new(files.finish())]).unwrap();
+    Box::new(RecordBatchIterator::new(vec![Ok(batch)], strict_schema()))
+}
+
+/// An object under a managed key minted `age` ago (a candidate of any plan once unreferenced).
+async fn object_minted_ago(lake: &TestLake, name: &str, age: Duration) -> ManagedObject {
+    let key = format!("objects/{}/{name}", ulid::Ulid::from_datetime(std::time::SystemTime::now() - age));
+    let bytes = format!("{name}, uploaded long ago").into_bytes();
+    lake.store.put(&key, bytes.clone()).await.unwrap();
+    ManagedObject {
+        key,
+        sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).into(),
+        size: bytes.len() as u64,
+        last_modified: chrono::Utc::now(),
+    }
+}
+
+/// A data overlay on fragment `fragment` of `ds` setting the `file` cell of physical row
+/// `offset` to `o` (Lance's public `FileFragment::write_overlay`).
+async fn overlay_file_cell(
+    ds: &Arc<Dataset>,
+    fragment: usize,
+    offset: u32,
+    o: &ManagedObject,
+) -> lance::dataset::transaction::DataOverlayGroup {
+    let field = ds.schema().field("file").unwrap().id;
+    let overlay_schema = ds.schema().project_by_ids(&[field], true);
+    let mut writer = ds.get_fragment(fragment).unwrap().write_overlay(&overlay_schema).await.unwrap();
+    let mut files = DataLocationBuilder::new();
+    files.append(&o.key, o.sha256, o.size);
+    let files = files.finish();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_rowaddr", DataType::UInt64, false),
+        Field::new("file", files.data_type().clone(), true),
+    ]));
+    let address = ((fragment as u64) << 32) | u64::from(offset);
+    let batch =
+        RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![address])), Arc::new(files)]).unwrap();
+    writer.write_batch(&batch).await.unwrap();
+    writer.finish().await.unwrap().expect("one cell staged")
+}
+
+/// Whether a plan of `lake` now has complete lineage (its problems otherwise).
+async fn lineage_complete(lake: &TestLake) -> Result<(), Vec<String>> {
+    let (plan, _) = crate::support::unchecked_plan_now(lake, Duration::from_secs(1)).await.unwrap();
+    if plan.lineage_complete {
+        Ok(())
+    } else {
+        Err(plan.problems.iter().map(|p| p.message.clone()).collect())
+    }
+}
+
+async fn latest(lake: &TestLake, table: &str) -> Dataset {
+    Dataset::open(&lake.engine.dataset_uri(table)).await.unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 1: a data overlay (Lance 14 `Operation::DataOverlay`, `Fragment::overlays`) changes
+// cell values without changing a fragment's data files, row count or deletion vector.
+// `version_diff::compare_fragments` sees the fragment changed (`new != old` includes overlays)
+// and hands it to `grown_deletions`, which compares only `files`, `physical_rows` and the
+// deletion vectors (crates/lake-lance/src/version_diff.rs, `grown_deletions`: `if old.files !=
+// new.files || old.physical_rows != new.physical_rows { return Ok(None) }`): both deletion
+// vectors are empty, so it answers "a grown deletion vector that removed no row", and the
+// version's entry computed "from what the version is" is EMPTY. Every entry the protocol
+// computes from manifests (`committed_entry`: recovery, resolution, Journal::Manifests) and the
+// implied entries of `foreign::proven_against_previous` (a `Rewrite` is judged by `diff_entry`)
+// inherit the blind spot.
+
+/// Input: table `t` (a non-nullable DataLocation column) with rows e0 -> a, e1 -> b. Another
+/// Lance client commits version 2: a `DataOverlay` on fragment 0 that sets e1's `file` cell to
+/// `c`, an object minted two days ago and referenced by nothing, its transaction carrying the
+/// lake's marker (`lake.writer`, `lake.root`, `lake.operation`, `lake.write`: properties any
+/// client can set; docs/protocol.md says the entry is what the version is, so a forged marker
+/// "gains nothing"). `lake refs recover` journals version 2 (`recover::recover_version`: the
+/// marker names this root) from `version_diff::committed_entry`, which computes an empty delta;
+/// the guard check there sees no added reference, so the two-day-old `c` passes too.
+///
+/// Observed: version 2's entry is empty; the journal says the lake references a and b, the
+/// latest version references a and c; GC (lineage complete) plans and deletes `c`, which the
+/// latest version references. Suggested fix: in `grown_deletions` (and
+/// `foreign::proven_against_previous`), treat a fragment whose `overlays` (or any field other
+/// than the deletion file) changed as rewritten (scan it in both versions), or refuse to journal
+/// a version whose manifest carries overlays lake cannot diff.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_data_overlay_carrying_the_lake_marker_is_journaled_as_empty_and_gc_deletes_its_object() {
+    let lake = new_lake().await;
+    let a = lake.upload("a.bin", b"a").await;
+    let b = lake.upload("b.bin", b"b").await;
+    lake.engine.append("t", strict_rows(&[("e0", &a), ("e1", &b)])).await.unwrap();
+    let c = object_minted_ago(&lake, "c.bin", Duration::from_secs(2 * 86400)).await;
+    // The other client's overlay, marked as lake's.
+    let ds = Arc::new(latest(&lake, "t").await);
+    let group = overlay_file_cell(&ds, 0, 1, &c).await;
+    let mut tx = Transaction::new(ds.version().version, Operation::DataOverlay { groups: vec![group] }, None);
+    CommitMarker::new(&lake.store.root().to_string(), "update", &ulid::Ulid::new().to_string()).set_on(&mut tx);
+    let v2 = CommitBuilder::new(ds.clone()).with_skip_auto_cleanup(true).execute(tx).await.unwrap();
+    assert_eq!(v2.version().version, 2);
+    let now = scanned_keys(&latest(&lake, "t").await).await;
+    assert!(now.contains(&c.key) && !now.contains(&b.key), "premise: version 2 references c instead of b: {now:?}");
+    // An operator (or the next write's step 1) journals version 2 from its manifests.
+    let report = lake.engine.recover_writes(None).await.unwrap();
+    let entry = lake_lance::sidecar::read(&lake.store, "t", 2).await.unwrap();
+    let verify = lake.engine.verify_refs(&[]).await.unwrap();
+    // GC at a cutoff an hour ahead.
+    let planned = gc_all(&lake).await;
+    assert!(
+        !planned.contains(&c.key) && lake.store.head(&c.key).await.unwrap().is_some(),
+        "GC deleted {}, which the latest version of `t` references (through a data overlay).\n\
+         recover: {:?}\nentry of version 2: {entry:?}\nverify: ok={}",
+        c.key,
+        report.versions,
+        verify.is_ok()
+    );
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+}
+
+/// Input: the same table, its rows in two fragments (e0 -> a, e1 -> b in fragment 0; e2 -> d in
+/// fragment 1). A plain Lance client (no marker, no intent, no file of lake's touched) commits
+/// version 3: a `Rewrite` whose one group replaces fragment 1 by fragment 1 with an overlay that
+/// sets e2's `file` cell to `c` (minted two days ago). Its row counts match (1 row, no
+/// deletions: `foreign::preserves_content` accepts it), and `foreign::proven_against_previous`
+/// judges a rewrite by `diff_entry`, which computes an empty delta for the overlaid fragment
+/// (Finding 1). So the version is an implied empty entry of the journal: no lineage problem,
+/// no `lake refs repair`.
+///
+/// Observed: GC's lineage is complete; it plans and deletes `c`, which the latest version
+/// references. Suggested fix: as above (`grown_deletions` must not treat a fragment whose
+/// overlays changed as an unchanged one); `preserves_content` could also refuse a `Rewrite`
+/// whose new fragments carry overlays or reuse old fragment ids.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_rewrite_that_adds_an_overlay_is_implied_empty_and_gc_deletes_its_object() {
+    let lake = new_lake().await;
+    let a = lake.upload("a.bin", b"a").await;
+    let b = lake.upload("b.bin", b"b").await;
+    let d = lake.upload("d.bin", b"d").await;
+    lake.engine.append("t", strict_rows(&[("e0", &a), ("e1", &b)])).await.unwrap();
+    lake.engine.append("t", strict_rows(&[("e2", &d)])).await.unwrap();
+    let c = object_minted_ago(&lake, "c.bin", Duration::from_secs(2 * 86400)).await;
+    let ds = Arc::new(latest(&lake, "t").await);
+    let old = ds.manifest().fragments.iter().find(|f| f.id == 1).expect("premise: fragment 1").clone();
+    let group = overlay_file_cell(&ds, 1, 0, &c).await;
+    let mut new = old.clone();
+    new.overlays = group.overlays;
+    let op = Operation::Rewrite {
+        groups: vec![RewriteGroup { old_fragments: vec![old], new_fragments: vec![new] }],
+        rewritten_indices: vec![],
+        frag_reuse_index: None,
+    };
+    let v3 = CommitBuilder::new(ds.clone())
+        .with_skip_auto_cleanup(true)
+        .execute(Transaction::new(ds.version().version, op, None))
+        .await
+        .unwrap();
+    assert_eq!(v3.version().version, 3);
+    let now = scanned_keys(&latest(&lake, "t").await).await;
+    assert!(now.contains(&c.key) && !now.contains(&d.key), "premise: version 3 references c instead of d: {now:?}");
+    let complete = lineage_complete(&lake).await;
+    let planned = gc_all(&lake).await;
+    assert!(
+        !planned.contains(&c.key) && lake.store.head(&c.key).await.unwrap().is_some(),
+        "GC deleted {}, which the latest version of `t` references (a plain client's rewrite adding an \
+         overlay, taken for an implied empty entry). lineage complete before: {complete:?}",
+        c.key
+    );
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 2: a branch deleted and created again under the same name while a write to it is
+// between its last liveness check and its manifest write.
+//
+// The fence argument (docs/protocol.md, "Revocation") needs every slot up to the fence to stay
+// taken; `lake branch delete` removes the branch's folder (every slot freed), and the doc's
+// answer for a late manifest, "its writer's step 9 then refuses (the branch is no longer
+// registered)", rests on the registry entry of the NAME `t@b` (`publish.rs`, `publish`: `if
+// branch && !registers && registry::current(self.store(), table).await?.is_none()`). A branch
+// created again under that name is registered again, and its first version has the source's
+// number, so the late manifest's slot is free there.
+
+/// Input: `t` (e0 -> first), branch `b` from version 1 (`t@b` version 1). A write to `t@b` (an
+/// append of e1 -> paused) passes its liveness check and its manifest write for `t@b` slot 2 is
+/// held in flight (a slow PUT). Another process runs `lake branch delete t b` (revokes the
+/// write, fences `t@b` at slot 2, concludes "abandoned", deletes the branch's folder with the
+/// write's data file, forgets its journal and registry), then `lake branch create t b 1` (a new
+/// `t@b`, version 1, registered). The held PUT is released: slot 2 of the new branch is free.
+///
+/// Observed: the manifest lands as version 2 of the new branch; the writer's step 9 finds `t@b`
+/// registered, journals version 2 as its delta, advances the registry and reports success ("as
+/// version 2"); but version 2 names the data file that the deletion removed: the rows the write
+/// reported committed are lost, and the new branch's latest version cannot be read. Suggested
+/// fix: bind a write to the branch's incarnation, not its name (the registry entry's creation id,
+/// or the Lance branch document's identifier, recorded in the intent and compared in `publish`
+/// before the entry; or check in `publish` that the committed manifest's read version is the
+/// one the write read from this incarnation), and refuse (and remove the version) otherwise.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_held_while_its_branch_is_deleted_and_recreated_reports_success_and_loses_its_rows() {
+    let (lake, hold) = held_lake().await;
+    let lake = Arc::new(lake);
+    lake.engine
+        .append(
+            "t",
+            crate::support::reader(vec![crate::support::batch(&[("e0", Some(&lake.upload("first", b"first").await))])]),
+        )
+        .await
+        .unwrap();
+    lake.engine.create_branch("t", "b", &lake_lance::branch::BranchSource::Version(1)).await.unwrap();
+    let paused = lake.upload("paused", b"a write to the branch").await;
+    hold.set(crate::hold::Mode::Hold);
+    let writer = {
+        let (lake, paused) = (lake.clone(), paused.clone());
+        tokio::spawn(async move {
+            lake.engine
+                .append("t@b", crate::support::reader(vec![crate::support::batch(&[("e1", Some(&paused))])]))
+                .await
+        })
+    };
+    hold.wait_held(1).await;
+    hold.set(crate::hold::Mode::Off);
+    let other = LanceEngine::new(lake.store.clone()).with_memory_budget(2048);
+    other.delete_branch("t", "b").await.unwrap();
+    other.create_branch("t", "b", &lake_lance::branch::BranchSource::Version(1)).await.unwrap();
+    let landed = hold.release_all().await;
+    let outcome = writer.await.unwrap();
+    if let Ok(committed) = &outcome {
+        // Success was reported: the write's row must be in the branch.
+        let uri = lake.engine.dataset_uri("t@b");
+        let scan = async {
+            let ds = Dataset::open(&uri).await.map_err(|e| e.to_string())?;
+            let version = ds.version().version;
+            let mut stream = ds.scan().try_into_stream().await.map_err(|e| e.to_string())?;
+            let mut rows = 0usize;
+            while let Some(b) = futures::TryStreamExt::try_next(&mut stream).await.map_err(|e| e.to_string())? {
+                rows += b.num_rows();
+            }
+            Ok::<_, String>((version, rows))
+        }
+        .await;
+        panic!(
+            "the write reported success as version {} of the re-created branch (held manifest landed: {landed:?}); \
+             scanning `t@b` now gives {scan:?} (expected the rows of version 1 plus the write's row)",
+            committed.version
+        );
+    }
+    // A typed failure is the safe outcome; nothing referenced may be missing.
+    gc_all(&lake).await;
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// New interleavings that pass: a writer suspended after its manifest landed.
+
+/// PASSES (new interleaving). A child writer's append lands its manifest (version 2) and stops
+/// itself (`SIGSTOP`) at `commit.after_manifest`, before its entry. A resolver whose store clock
+/// reads two hours ahead revokes it, fences (version 3), journals version 2 from its manifests,
+/// finds it committed, removes the intent and the write's log (its entry does not name it); GC
+/// applies at a cutoff an hour ahead; the writer resumes (`SIGCONT`): its head meets the
+/// resolver's entry bound to the same manifest and accepts it; it reports version 2, its row is
+/// there, nothing referenced is missing, and the journal equals the scans.
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_a_writer_suspended_after_its_manifest_landed_is_journaled_by_a_resolver_and_resumes() {
+    suspended_after_landing("commit.after_manifest").await;
+}
+
+/// PASSES (new interleaving). The same, the writer stopped at `commit.after_entry` (its own
+/// head written, the registry not advanced, its intent not removed): the resolver finds every
+/// version journaled, concludes "committed", keeps the log the head names; the writer resumes,
+/// advances the registry and removes an intent that is gone already.
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_a_writer_suspended_after_its_entry_is_concluded_by_a_resolver_and_resumes() {
+    suspended_after_landing("commit.after_entry").await;
+}
+
+async fn suspended_after_landing(point: &str) {
+    let lake = new_lake().await;
+    let first = lake.upload("first", b"first").await;
+    lake.engine
+        .append("t", crate::support::reader(vec![crate::support::batch(&[("e0", Some(&first))])]))
+        .await
+        .unwrap();
+    let child = child_writer(&lake, "append", &[("LAKE_PAUSEPOINT", point)]);
+    let pid = child.id();
+    wait_stopped(pid).await;
+    assert_eq!(intent_keys(&lake).await.len(), 1, "{point}: the writer's intent exists");
+    let report = engine_later(&lake, LATER).recover_writes(None).await.unwrap();
+    assert!(
+        matches!(report.intents[..], [ref i] if i.resolution == Resolution::Committed { version: 2 }),
+        "{point}: {report:?}"
+    );
+    gc_all(&lake).await;
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+    signal(pid, "-CONT");
+    let (object, last) = finish(child);
+    assert_eq!(last, "ok 2", "{point}: the resumed writer reports its version");
+    assert!(referenced(&lake, "t").await.contains(&object), "{point}: the write's row is there");
+    lineage_complete(&lake).await.unwrap_or_else(|p| panic!("{point}: {p:?}"));
+    gc_all(&lake).await;
+    assert!(lake.store.head(&object).await.unwrap().is_some(), "{point}: the write's object was deleted");
+    assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok(), "{point}: journal != scans");
+    assert!(intent_keys(&lake).await.is_empty());
+}
