@@ -9,9 +9,12 @@
 //! - `a_plain_rewrite_that_adds_an_overlay_is_implied_empty_and_gc_deletes_its_object`
 //! - `a_write_held_while_its_branch_is_deleted_and_recreated_reports_success_and_loses_its_rows`
 //!
-//! New interleavings that pass (labelled `PASSES`): a writer suspended (`SIGSTOP`) after its
+//! New interleavings that pass (named `passes_*`): a writer suspended (`SIGSTOP`) after its
 //! manifest landed, or after its entry, while a resolver whose clock is two hours ahead revokes,
-//! fences, journals and concludes it, then GC applies, then the writer resumes.
+//! fences, journals and concludes it, then GC applies, then the writer resumes; and a writer
+//! suspended before its manifest write, resolved (fenced), then `lake cleanup` removes the
+//! fence's version and the writer resumes (its manifest lands in the freed slot; the writer fails
+//! with `sidecar_conflict` and GC refuses the table: safe, but see the test's comment).
 
 use crate::intents::{assert_nothing_referenced_is_missing, held_lake, intent_keys};
 use crate::protocol::{child_writer, finish, gc_all, signal, wait_stopped};
@@ -346,4 +349,101 @@ async fn suspended_after_landing(point: &str) {
     assert_nothing_referenced_is_missing(&lake, &["t"], &[]).await;
     assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok(), "{point}: journal != scans");
     assert!(intent_keys(&lake).await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// PASSES (new interleaving, a weak point): the fence's slots freed by `lake cleanup`.
+//
+// The fence argument needs every slot up to the fence to stay taken until the write can no
+// longer retry. `lake cleanup` (Lance's `cleanup_old_versions`) deletes the manifests of old
+// versions, the fence's included, once a later version exists: a manifest write that passed its
+// liveness check before the revocation and is released after the cleanup finds its slot free.
+
+/// Input: `t` (e0 -> first, version 1). A child writer appends (`op`) and stops itself
+/// (`SIGSTOP`) at `commit.before_manifest`: its liveness check passed, its manifest write is
+/// next. A resolver whose store clock reads two hours ahead revokes it, fences (version 2) and
+/// concludes "abandoned". Another write appends e2 (version 3). `lake cleanup t --older-than 0`
+/// removes versions 1 and 2. The writer resumes (`SIGCONT`).
+///
+/// Safe outcome: the writer reports a failure (its slot is taken, or its intent gone), or, if it
+/// reports success, its row is in the table; GC deletes nothing referenced.
+///
+/// Observed (passes, but the fence argument of docs/protocol.md does not hold here): the late
+/// manifest LANDS in the freed slot (the version cleanup removed comes back, below the latest,
+/// holding the write's row); the writer then fails with `sidecar_conflict` (the fence's entry
+/// was kept, bound to the fence's manifest), not `revoked`; GC refuses the table with "the
+/// table's Lance files were replaced under its journal (copied from another table or another
+/// backup)" until an operator cleans the resurrected version up again. Safe only because the
+/// sidecars of cleaned-up versions are never removed.
+async fn suspended_writer_released_after_cleanup(op: &str, table: &str) {
+    let lake = new_lake().await;
+    let first = lake.upload("first", b"first").await;
+    if op == "append" {
+        lake.engine
+            .append("t", crate::support::reader(vec![crate::support::batch(&[("e0", Some(&first))])]))
+            .await
+            .unwrap();
+    }
+    let child = child_writer(&lake, op, &[("LAKE_PAUSEPOINT", "commit.before_manifest")]);
+    let pid = child.id();
+    wait_stopped(pid).await;
+    let report = engine_later(&lake, LATER).recover_writes(None).await.unwrap();
+    if !matches!(report.intents[..], [ref i] if matches!(i.resolution, Resolution::Abandoned { .. })) {
+        let ds = latest(&lake, table).await;
+        let mut txs = Vec::new();
+        for v in lake.engine.versions(table).await.unwrap() {
+            let tx = ds.read_transaction_by_version(v.version).await.unwrap().unwrap();
+            txs.push((v.version, tx.uuid.clone(), tx.operation.name().to_string(), tx.transaction_properties.clone()));
+        }
+        let rows = ds.count_rows(None).await.unwrap();
+        let stderr_was_stopped = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        signal(pid, "-CONT");
+        let (object, last) = finish(child);
+        // Seen about once in ten runs under load (two cores, other tests running): the child is
+        // found stopped although its version 1 has already landed (printed below); the
+        // interleaving this test is about did not happen, so it says so and stops here.
+        eprintln!(
+            "INCONCLUSIVE: the suspended {op} (stopped at commit.before_manifest) was resolved as {:?}; versions {txs:?}, latest rows {rows}; child after SIGCONT: {last:?} (object {object}); child stat while stopped: {stderr_was_stopped}",
+            report.intents
+        );
+        assert_eq!(referenced(&lake, table).await.contains(&object), last.starts_with("ok "));
+        return;
+    }
+    let later = lake.upload("later", b"a later write").await;
+    lake.engine
+        .append(table, crate::support::reader(vec![crate::support::batch(&[("e2", Some(&later))])]))
+        .await
+        .unwrap();
+    let cleaned = lake.engine.cleanup(table, Duration::ZERO).await.unwrap();
+    assert!(cleaned.old_versions >= 1, "premise: cleanup removed the fence's version: {cleaned:?}");
+    signal(pid, "-CONT");
+    let (object, last) = finish(child);
+    let versions: Vec<u64> = lake.engine.versions(table).await.unwrap().iter().map(|v| v.version).collect();
+    let now = scanned_keys(&latest(&lake, table).await).await;
+    eprintln!("{op}: resumed writer said {last:?}; versions {versions:?}; cleanup {cleaned:?}");
+    if last.starts_with("ok ") {
+        assert!(
+            now.contains(&object),
+            "the suspended {op} reported success ({last}) after its fence's slot was freed by cleanup, but its \
+             row is not in the table: versions now {versions:?}, latest references {now:?}"
+        );
+    }
+    let complete = lineage_complete(&lake).await;
+    eprintln!("{op}: GC lineage after the late manifest: {complete:?}");
+    gc_all(&lake).await;
+    assert_nothing_referenced_is_missing(&lake, &[table], &[]).await;
+}
+
+/// See [`suspended_writer_released_after_cleanup`]: an append.
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_an_append_suspended_before_its_manifest_write_lands_in_a_slot_freed_by_cleanup() {
+    suspended_writer_released_after_cleanup("append", "t").await;
+}
+
+/// See [`suspended_writer_released_after_cleanup`]: a first ingest (create of `fresh`), fenced
+/// by the resolver's empty version 1, which the cleanup then removes (the create's gate lets a
+/// create publish version 1 only, and that slot is free again).
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_a_create_suspended_before_its_manifest_write_lands_in_a_slot_freed_by_cleanup() {
+    suspended_writer_released_after_cleanup("create", "fresh").await;
 }
