@@ -8,13 +8,22 @@
 //!   references (replayed from the table's journal), then registers `t@b`: from then on GC takes
 //!   every retained version of the branch as a root, like a table's;
 //! - writes on it through every engine operation, given `t@b` as the table;
-//! - deletes it: Lance removes the branch's document and folder, then the engine removes the
-//!   branch's journal and its registry folder.
+//! - deletes it: first its writes are resolved, then its name is spent (a create-only document
+//!   `_lake/deleted-branches/t@b.json`, never removed), then Lance removes the branch's document
+//!   and folder, then the engine removes the branch's journal and its registry folder.
+//!
+//! A branch name is used once. Lance's deletion frees every version slot of the branch, and a
+//! new branch of the same name starts at its source's version number: a write to the deleted
+//! branch suspended between its last check and its manifest write could land there, naming data
+//! files the deletion removed. A write to a branch starts only while the branch is registered
+//! (`LanceEngine::commit`), and deleting a registered branch spends its name first, so no such
+//! write can find a new branch of its name (docs/protocol.md, "Branches").
 //!
 //! A branch made by another Lance client is not registered: it stays a lineage problem of its
-//! table (GC refuses) until it is deleted. So is a branch of a branch. A crash between Lance's
-//! branch creation and the registration leaves such an unregistered branch: delete it and create
-//! it again.
+//! table (GC refuses) until it is deleted, and the engine does not write to it. So is a branch
+//! of a branch. A crash between Lance's branch creation and the registration leaves such an
+//! unregistered branch: delete it (its name is not spent: it was never registered, so nothing
+//! was written to it) and create it again.
 
 use crate::commit::change::{Adds, Change, InLanceCall, Journal, Made};
 use crate::commit::{Resolution, Wait};
@@ -22,7 +31,7 @@ use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
 use crate::scan::writable_columns;
 use lake_common::intent::IntentOperation;
-use lake_store::layout::{branch_lineage, dataset_key, split_lineage, validate_table_name};
+use lake_store::layout::{branch_lineage, dataset_key, deleted_branch_key, split_lineage, validate_table_name};
 
 /// Where a branch starts: a version of the table's main line, or a tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +58,8 @@ impl LanceEngine {
     /// # Errors
     /// Before anything is created: [`LanceEngineError::InvalidInput`] for a lineage name given
     /// as `table`, a branch name outside the table-name alphabet, a branch of that name that
-    /// exists (in Lance, or files left under its folder), a source version whose
+    /// exists (in Lance, or files left under its folder), a name the engine deleted a branch of
+    /// before (a name is used once), a lineage still registered, a source version whose
     /// journal is incomplete or that references an in-root key that is not managed;
     /// [`LanceEngineError::UnreadableTable`] for the source version's schema; Lance errors (no
     /// such version or tag). Sidecar and registry errors after Lance made the branch.
@@ -76,6 +86,16 @@ impl LanceEngine {
             return Err(LanceEngineError::InvalidInput(format!(
                 "table `{table}` already has a branch `{branch}` (or files of one under `{}/`); nothing was created. Choose another name, or delete that branch first (`lake branch delete ROOT --table {table} --name {branch}`)",
                 dataset_key(&lineage)
+            )));
+        }
+        if self.store().head(&deleted_branch_key(&lineage)).await?.is_some() {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "table `{table}` had a branch `{branch}`, deleted by the engine; a branch name is used once (a write to the deleted branch suspended before its deletion could still land in a new branch of that name, whose versions start below the deleted one's: docs/protocol.md, \"Branches\"). Nothing was created. Choose another name"
+            )));
+        }
+        if self.is_registered(&lineage).await? {
+            return Err(LanceEngineError::InvalidInput(format!(
+                "branch `{lineage}` is still registered although Lance has no such branch (another client deleted it); nothing was created. Finish its deletion with `lake branch delete ROOT --table {table} --name {branch}`, then choose another name"
             )));
         }
         let version = match from {
@@ -114,12 +134,13 @@ impl LanceEngine {
 
     /// Deletes branch `branch` of `table`: first the writes to it are resolved (each one revoked
     /// and fenced: it landed and is journaled, or it can no longer land; docs/protocol.md), then
-    /// Lance's branch, then its journal and registry pin (the objects only its versions
-    /// referenced become orphans). A write to the branch that passed its last check before the
-    /// revocation and lands after the deletion lands in the deleted branch's folder: GC reports
-    /// that folder (a branch folder without its document) and refuses until it is removed, and
-    /// its writer's journal step fails (the branch is no longer registered); running this again
-    /// removes what is left of a deleted branch.
+    /// its name is spent (a registered branch's: [`deleted_branch_key`]; [`Self::create_branch`]
+    /// refuses it from then on), then Lance's branch, then its journal and registry pin (the
+    /// objects only its versions referenced become orphans). A write to the branch that passed
+    /// its last check before the revocation and lands after the deletion lands in the deleted
+    /// branch's folder: GC reports that folder (a branch folder without its document) and
+    /// refuses until it is removed, and its writer's journal step fails (the branch is no longer
+    /// registered); running this again removes what is left of a deleted branch.
     ///
     /// # Errors
     /// [`LanceEngineError::InvalidInput`] when a write to the branch cannot be resolved (nothing
@@ -150,6 +171,14 @@ impl LanceEngine {
             action: "list branches",
             source,
         })?;
+        // Before Lance deletes anything: a registered branch's name is spent (see
+        // `lake_store::layout::deleted_branch_key`). A write to the branch starts only while it
+        // is registered (`LanceEngine::commit`), so a write that can still land was made in a
+        // branch whose name is now spent.
+        if self.is_registered(&lineage).await? {
+            let doc = serde_json::json!({ "table": table, "branch": branch, "lineage": lineage });
+            self.store().put_create(&deleted_branch_key(&lineage), doc.to_string().into_bytes()).await?;
+        }
         if known.contains_key(branch) {
             ds.delete_branch(branch).await.map_err(|source| LanceEngineError::Lance {
                 table: table.into(),

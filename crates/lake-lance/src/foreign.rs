@@ -44,7 +44,7 @@ pub const CONTENT_PRESERVING: [(&str, &str); 4] = [
     ),
     (
         "Rewrite",
-        "compaction: each group's new fragments hold the live rows of its old fragments, rewritten; accepted only when every group's row counts prove it (old rows minus deleted rows equal new rows, no deletions in the new fragments)",
+        "compaction: each group's new fragments hold the live rows of its old fragments, rewritten; accepted only when every group's row counts prove it (old rows minus deleted rows equal new rows, no deletions and no data overlays in the new fragments)",
     ),
 ];
 
@@ -60,11 +60,13 @@ pub fn preserves_content(operation: &Operation) -> Result<(), String> {
                 let old = live_rows(&group.old_fragments);
                 let new = live_rows(&group.new_fragments);
                 let new_has_deletions = group.new_fragments.iter().any(|f| f.deletion_file.is_some());
+                // A compaction writes its rows anew: an overlay in a new fragment changes cells.
+                let new_has_overlays = group.new_fragments.iter().any(|f| !f.overlays.is_empty());
                 match (old, new) {
-                    (Some(old), Some(new)) if old == new && !new_has_deletions => {}
+                    (Some(old), Some(new)) if old == new && !new_has_deletions && !new_has_overlays => {}
                     _ => {
                         return Err(format!(
-                            "rewrite group {i} does not prove its rows unchanged (old live rows {old:?}, new rows {new:?}, deletions in new fragments: {new_has_deletions})"
+                            "rewrite group {i} does not prove its rows unchanged (old live rows {old:?}, new rows {new:?}, deletions in new fragments: {new_has_deletions}, data overlays in new fragments: {new_has_overlays})"
                         ))
                     }
                 }
@@ -107,7 +109,7 @@ pub(crate) async fn content_preserving_operation(
 /// files contradict its operation): the same reference columns, and
 /// - for a `Rewrite`, the references of the fragments that differ between the two versions net
 ///   to nothing (`crate::version_diff`: a scan of the rewritten fragments' reference columns);
-/// - for the others, exactly the same fragments (data files and deletion files).
+/// - for the others, exactly the same fragments (data files, data overlays and deletion files).
 ///
 /// False when either version cannot be read (version `version - 1` cleaned up, say).
 async fn proven_against_previous(

@@ -175,8 +175,8 @@ struct FragmentChanges<'a> {
     grown: Vec<(&'a Fragment, RemovedRows)>,
     /// Fragments of `v - 1` that `v` no longer has.
     dropped: Vec<Fragment>,
-    /// Fragments in both changed otherwise (other data files or physical rows, a deletion
-    /// vector that shrank): `(old, new)`.
+    /// Fragments in both changed otherwise (other data files, data overlays or physical rows, a
+    /// deletion vector that shrank): `(old, new)`.
     rewritten: Vec<(Fragment, Fragment)>,
     /// Fragments only in `v`.
     added: Vec<&'a Fragment>,
@@ -210,8 +210,10 @@ async fn compare_fragments<'a>(
 }
 
 /// The rows `new`'s deletion vector removes from `old` when the two are the same rows (same data
-/// files, same physical rows: data files are immutable) and the deletion vector only grew.
-/// `None` for any other change (the caller scans the fragment in both versions).
+/// files, same data overlays, same physical rows: data files are immutable) and the deletion
+/// vector only grew. `None` for any other change (the caller scans the fragment in both
+/// versions): a data overlay (Lance 14 `Fragment::overlays`, `Operation::DataOverlay`) changes
+/// cell values without changing the data files, the row count or the deletion vector.
 ///
 /// # Errors
 /// Lance errors reading a deletion file.
@@ -222,7 +224,7 @@ async fn grown_deletions(
     new: &Fragment,
     table: &str,
 ) -> Result<Option<RemovedRows>, LanceEngineError> {
-    if old.files != new.files || old.physical_rows != new.physical_rows {
+    if old.files != new.files || old.overlays != new.overlays || old.physical_rows != new.physical_rows {
         return Ok(None);
     }
     let (Ok(fragment), Some(physical), Ok(index)) = (u32::try_from(old.id), old.physical_rows, usize::try_from(old.id))

@@ -89,9 +89,11 @@ pub fn step(name: &'static str) -> Result<(), StoreError> {
         }
         if std::env::var("LAKE_PAUSEPOINT").is_ok_and(|v| v == name) {
             eprintln!("lake: suspending at `{name}`");
-            let pid = std::process::id().to_string();
-            // The process stops here until it is sent SIGCONT (`kill` of procps/util-linux).
-            let _ = std::process::Command::new("kill").args(["-STOP", &pid]).status();
+            // The process stops here until it is sent SIGCONT. `raise` directs the signal at this
+            // thread, which stops before it returns from the call; a signal sent to the process
+            // (`kill -STOP <pid>`) may be taken by another thread, and under load this one ran on
+            // past the step (a manifest written before the stop took hold).
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
             eprintln!("lake: resumed at `{name}`");
         }
     }

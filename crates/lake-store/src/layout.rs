@@ -5,6 +5,7 @@
 //! _lake/registry/<table>/<seq:020>.json          table registry, one create-only document per advance
 //! _lake/clock/<ulid>                             short-lived probes that read the store's clock
 //! _lake/intents/<table>/<write_id>.json          write intents of commits that may still land
+//! _lake/deleted-branches/<table>@<branch>.json   a branch deleted by the engine: its name is spent
 //! tables/<table>.lance/                          one Lance dataset per table
 //! tables/<table>.lance/_lake/object_refs/<v>.json  the reference journal of version v
 //! tables/<table>.lance/tree/<branch>/            a Lance branch of the table (its own dataset)
@@ -22,6 +23,8 @@ pub const REGISTRY_PREFIX: &str = "_lake/registry";
 pub const CLOCK_PREFIX: &str = "_lake/clock";
 /// Folder of write intents (`crate::intents`), one folder per lineage name.
 pub const INTENTS_PREFIX: &str = "_lake/intents";
+/// Folder of deleted-branch documents ([`deleted_branch_key`]).
+pub const DELETED_BRANCHES_PREFIX: &str = "_lake/deleted-branches";
 /// Folder of the Lance datasets.
 pub const TABLES_PREFIX: &str = "tables";
 /// Folder of managed objects (no trailing slash).
@@ -96,6 +99,15 @@ pub fn reference_log_prefix(table: &str) -> String {
 /// `tables/<name>.lance/_lake/object_ref_logs/<write_id>.arrows`.
 pub fn reference_log_key(table: &str, write_id: &str) -> String {
     format!("{}/{write_id}.arrows", reference_log_prefix(table))
+}
+
+/// Key of the document that says the engine deleted branch lineage `lineage` (`t@b`):
+/// `_lake/deleted-branches/<t@b>.json`, written create-only before Lance deletes the branch and
+/// never removed. A branch name is used once: a write to the deleted branch suspended between its
+/// last check and its manifest write could otherwise land in a new branch of the same name, whose
+/// versions start below the deleted branch's (docs/protocol.md, "Branches").
+pub fn deleted_branch_key(lineage: &str) -> String {
+    format!("{DELETED_BRANCHES_PREFIX}/{lineage}.json")
 }
 
 /// Folder of a table's registry documents.

@@ -86,6 +86,13 @@ impl LanceEngine {
             discard(staged).await;
             return Err(e.into());
         }
+        // A write to a branch starts only while the branch is registered: the engine's deletion
+        // of a registered branch spends its name, so a write that passed this check and lands
+        // late cannot land in a new branch of that name (docs/protocol.md, "Branches").
+        if let Err(e) = self.require_registered_branch(&table, registers).await {
+            discard(staged).await;
+            return Err(e);
+        }
         // The lake's policy, for the guard of a change that may add references.
         let guard = match &adds {
             None => None,
@@ -317,10 +324,30 @@ impl LanceEngine {
     }
 }
 
+impl LanceEngine {
+    /// Refuses a change to branch lineage `table` (`t@b`) that is not registered, unless the
+    /// change is the one that registers it (`registers`: the branch's creation). A table's
+    /// lineage passes.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::InvalidInput`] naming the branch; storage errors reading the registry.
+    async fn require_registered_branch(&self, table: &str, registers: bool) -> Result<(), LanceEngineError> {
+        if registers || lake_store::layout::split_lineage(table).1.is_none() || self.is_registered(table).await? {
+            return Ok(());
+        }
+        Err(LanceEngineError::InvalidInput(format!(
+            "branch `{table}` is not registered with the lake (another Lance client made it, the engine's creation of it did not finish, or it was deleted); nothing was written. Write to a branch the engine created (`lake branch create`); delete this one with `lake branch delete`"
+        )))
+    }
+}
+
 /// Whether Lance's failure `e` says that none of the change's manifest writes landed: it gave up
 /// on create-only conflicts after reading each conflicting version back as another commit's
-/// (`lance::io::commit::verify_commit_outcome`; it returns success when it finds its own), or it
-/// is another writer's create. A commit whose status Lance could not verify is never certain.
+/// (`lance::io::commit::verify_commit_outcome`; it returns success when it finds its own), its
+/// rebase onto such a version found the two incompatible (`IncompatibleTransaction`: an append
+/// after a concurrent overwrite; Lance checks this only after that verification), or it is
+/// another writer's create. A commit whose status Lance could not verify is never certain; the
+/// caller also requires every manifest write to have been answered as a conflict.
 fn refused_for_certain(e: &LanceEngineError) -> bool {
     match e {
         LanceEngineError::ConcurrentCreate { .. } => true,
@@ -330,6 +357,7 @@ fn refused_for_certain(e: &LanceEngineError) -> bool {
                     source,
                     lance::Error::CommitConflict { .. }
                         | lance::Error::RetryableCommitConflict { .. }
+                        | lance::Error::IncompatibleTransaction { .. }
                         | lance::Error::TooMuchWriteContention { .. }
                 )
         }

@@ -9,6 +9,7 @@ use lake_gc::apply::ApplyOptions;
 use lake_gc::plan::GcPlan;
 use lake_gc::unchecked::{plan_with_unchecked_cutoff, PlanOptions};
 use lake_lance::branch::BranchSource;
+use lake_lance::LanceEngineError;
 use lake_store::writer::ManagedObject;
 use lance::Dataset;
 use std::collections::BTreeSet;
@@ -209,8 +210,8 @@ async fn branch_appears_between_groups() {
     assert!(lake.store.head(&kept.key).await.unwrap().is_some(), "the branch references {}", kept.key);
 }
 
-// 7. Delete and re-create a branch of the same name between plan and apply; the new branch
-// reaches the plan's version and references a candidate.
+// 7. Delete a branch between plan and apply and make a new one (a branch name is used once: the
+// old name is refused); the new branch reaches the plan's version and references a candidate.
 #[tokio::test(flavor = "multi_thread")]
 async fn recreated_branch_between_plan_and_apply() {
     let (lake, a) = lake_with_branch().await;
@@ -222,12 +223,14 @@ async fn recreated_branch_between_plan_and_apply() {
     assert!(plan.lineage_complete, "{:?}", plan.problems);
     assert_eq!(candidates(&plan), BTreeSet::from([x.key.clone()]));
     lake.engine.delete_branch("t", "b").await.unwrap();
-    lake.engine.create_branch("t", "b", &BranchSource::Version(1)).await.unwrap();
-    let out = lake.engine.append("t@b", reader(vec![batch(&[("e2", Some(&x))])])).await.unwrap();
+    // A deleted branch's name is spent; the new branch gets another name.
+    assert!(lake.engine.create_branch("t", "b", &BranchSource::Version(1)).await.is_err());
+    lake.engine.create_branch("t", "c", &BranchSource::Version(1)).await.unwrap();
+    let out = lake.engine.append("t@c", reader(vec![batch(&[("e2", Some(&x))])])).await.unwrap();
     assert_eq!(out.version, 2);
     let applied = apply_fresh(&lake, &plan, &ApplyOptions::default()).await;
     eprintln!("apply: {:?}", applied.as_ref().map(|r| (&r.checkpoint.revived, r.checkpoint.deleted)));
-    assert!(lake.store.head(&x.key).await.unwrap().is_some(), "the re-created branch references x");
+    assert!(lake.store.head(&x.key).await.unwrap().is_some(), "the new branch references x");
     assert!(lake.store.head(&a.key).await.unwrap().is_some());
 }
 
@@ -251,7 +254,9 @@ async fn foreign_delete_and_recreate() {
     assert_ne!(assert_live_survive(&lake, cutoff, &[&a, &x]).await, Some(true));
 }
 
-// 9. Another client deletes the registered branch; the engine then re-creates it.
+// 9. Another client deletes the registered branch; the engine then creates it again: refused
+// (the lineage is still registered), a write to it refused, and once the engine finished the
+// deletion the name is spent; a branch of another name takes its place.
 #[tokio::test(flavor = "multi_thread")]
 async fn engine_recreate_after_foreign_delete() {
     let (lake, a) = lake_with_branch().await;
@@ -263,18 +268,19 @@ async fn engine_recreate_after_foreign_delete() {
     let mut ds = Dataset::open(&lake.engine.dataset_uri("t")).await.unwrap();
     ds.delete_branch("b").await.unwrap();
     let made = lake.engine.create_branch("t", "b", &BranchSource::Version(2)).await;
-    eprintln!("engine re-create: {made:?}");
-    if made.is_ok() {
-        lake.engine.append("t@b", reader(vec![batch(&[("e9", Some(&x))])])).await.unwrap();
-        // Main forgets m.
-        lake.engine.delete("t", "episode = 'e3'").await.unwrap();
-        lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
-    }
+    assert!(matches!(&made, Err(LanceEngineError::InvalidInput(m)) if m.contains("still registered")), "{made:?}");
+    lake.engine.delete_branch("t", "b").await.unwrap();
+    let again = lake.engine.create_branch("t", "b", &BranchSource::Version(2)).await;
+    assert!(matches!(&again, Err(LanceEngineError::InvalidInput(m)) if m.contains("used once")), "{again:?}");
+    lake.engine.create_branch("t", "b2", &BranchSource::Version(2)).await.unwrap();
+    lake.engine.append("t@b2", reader(vec![batch(&[("e9", Some(&x))])])).await.unwrap();
+    // Main forgets m; the branch keeps it.
+    lake.engine.delete("t", "episode = 'e3'").await.unwrap();
+    lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
     let cutoff = cutoff_now().await;
-    let live: Vec<&ManagedObject> = if made.is_ok() { vec![&a, &m, &x] } else { vec![&a] };
-    assert_live_survive(&lake, cutoff, &live).await;
+    assert_live_survive(&lake, cutoff, &[&a, &m, &x]).await;
     let report = lake.engine.verify_refs(&[]).await.unwrap();
-    eprintln!("verify: {report:?}");
+    assert!(report.is_ok(), "{report:?}");
 }
 
 // 10. Restore on a branch, then cleanups.

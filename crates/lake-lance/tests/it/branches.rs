@@ -97,6 +97,14 @@ async fn a_branch_from_a_tag_and_a_foreign_branch() {
     ds.create_branch("foreign", 2, None).await.unwrap();
     let found = problems(&lake).await;
     assert_eq!(found, vec![LineageProblem::Branch { table: "t".into(), branch: "foreign".into() }]);
+    // The engine does not write to a branch it did not register (docs/protocol.md, "Branches"):
+    // refused before anything is written.
+    let refused = lake.engine.append("t@foreign", reader(vec![batch(&[("e9", None)])])).await;
+    assert!(
+        matches!(&refused, Err(lake_lance::LanceEngineError::InvalidInput(m)) if m.contains("not registered")),
+        "{refused:?}"
+    );
+    assert_eq!(ds.checkout_branch("foreign").await.unwrap().version().version, 2, "nothing was committed");
     ds.delete_branch("foreign").await.unwrap();
     assert_eq!(problems(&lake).await, vec![]);
 }
