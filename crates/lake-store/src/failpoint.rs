@@ -93,7 +93,9 @@ pub fn step(name: &'static str) -> Result<(), StoreError> {
             // thread, which stops before it returns from the call; a signal sent to the process
             // (`kill -STOP <pid>`) may be taken by another thread, and under load this one ran on
             // past the step (a manifest written before the stop took hold).
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+            // SAFETY: `raise(3)` takes a signal number and has no memory-safety preconditions;
+            // SIGSTOP cannot be caught, so no handler runs.
+            let _ = unsafe { libc::raise(libc::SIGSTOP) };
             eprintln!("lake: resumed at `{name}`");
         }
     }
