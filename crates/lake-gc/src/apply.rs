@@ -32,7 +32,7 @@
 //! Candidates are read in one sequential pass from where the checkpoint stopped
 //! ([`crate::candidates::CandidateCursor`]), so a spilled candidate list is never loaded whole.
 
-use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation, LoadedCheckpoint};
+use crate::checkpoint::{ApplyCheckpoint, HeldCheckpoint, LoadedCheckpoint};
 use crate::deleter::{DeleteOutcome, ObjectDeleter};
 use crate::error::GcError;
 use crate::live_keys::{live_now, LiveKeys};
@@ -85,14 +85,17 @@ impl Default for ApplyOptions {
     }
 }
 
-/// A finished apply of another plan that a new plan's apply replaced at the same checkpoint
-/// path (see [`crate::collector::GarbageCollector::apply`]).
+/// A finished apply of another plan, or an apply of another lake, that a new plan's apply
+/// replaced at the same checkpoint path (see [`crate::collector::GarbageCollector::apply`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplacedApply {
     /// The digest of the plan the checkpoint recorded.
     pub plan_digest: String,
     /// That plan's cutoff.
     pub cutoff: crate::plan_time::PlanTime,
+    /// True when that plan was of another lake (one deleted and created again at this root,
+    /// or a checkpoint copied from another lake), finished or not.
+    pub other_lake: bool,
 }
 
 /// What one apply run did, plus the checkpoint's totals.
@@ -132,7 +135,7 @@ pub struct ApplyReport {
 pub(crate) async fn apply_loaded(
     engine: &dyn Engine,
     deleter: &dyn ObjectDeleter,
-    checkpoint_path: &CheckpointLocation,
+    checkpoint_path: &HeldCheckpoint,
     loaded: Option<LoadedCheckpoint>,
     plan: Option<&GcPlan>,
     options: &ApplyOptions,
@@ -144,10 +147,15 @@ pub(crate) async fn apply_loaded(
             let digest = p.digest()?;
             if loaded.checkpoint.plan_digest == digest {
                 Some(loaded)
-            } else if loaded.checkpoint.complete {
-                tracing::info!(old = %loaded.checkpoint.plan_digest, new = %digest, "the checkpoint records a finished apply of another plan; the new plan replaces it");
-                replaced =
-                    Some(ReplacedApply { plan_digest: loaded.checkpoint.plan_digest, cutoff: loaded.plan.cutoff });
+            } else if loaded.checkpoint.complete || loaded.other_lake {
+                // A finished apply, or one of another lake (deleted and created again at this
+                // root): nothing of it can be resumed here, so the new plan takes its place.
+                tracing::info!(old = %loaded.checkpoint.plan_digest, new = %digest, other_lake = loaded.other_lake, "the checkpoint records a finished apply of another plan, or an apply of another lake; the new plan replaces it");
+                replaced = Some(ReplacedApply {
+                    plan_digest: loaded.checkpoint.plan_digest,
+                    cutoff: loaded.plan.cutoff,
+                    other_lake: loaded.other_lake,
+                });
                 None
             } else {
                 let c = &loaded.checkpoint;

@@ -15,14 +15,16 @@
 //! a local temporary file ([`crate::candidates::LOADED_LIST_BUDGET_BYTES`]).
 
 use crate::error::GcError;
-use crate::output::write_atomically;
 use crate::plan::GcPlan;
 use lake_store::keys::ObjectKey;
+use lake_store::outside::{DocumentFolder, FolderLock};
 use lake_store::store::LakeStore;
 use lake_store::StoreError;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
+use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where a checkpoint is kept.
 #[derive(Debug, Clone)]
@@ -99,15 +101,19 @@ impl CheckpointLocation {
         Ok(Self::Local(path))
     }
 
-    /// Refuses a checkpoint, or the plan document saved beside it, inside the lake `store`'s
-    /// root, by any spelling or route ([`crate::output::check_outside`]: `..`, symbolic links,
-    /// bind mounts, `file:` URLs, S3 spellings of the root's bucket and prefix): apply writes
-    /// both there, and must never write over anything of the lake.
+    /// Checks that this checkpoint and the plan document saved beside it lie outside the lake
+    /// `store`'s root, by any spelling or route ([`lake_store::outside`]: `..`, symbolic links,
+    /// bind mounts, overlays, `file:` URLs, S3 spellings of the root's bucket and prefix), and
+    /// holds the checkpoint's folder open for the apply: every later read, write and removal
+    /// happens relative to that handle, judged again at every write, so that a link re-pointed
+    /// during the apply cannot send a checkpoint into the lake.
     ///
     /// # Errors
-    /// [`StoreError::Root`](lake_store::StoreError::Root) naming the location.
-    pub fn check_outside(&self, store: &LakeStore) -> Result<(), GcError> {
-        use crate::output::{check_outside, Destination};
+    /// [`StoreError::Root`](lake_store::StoreError::Root) naming the location;
+    /// [`StoreError::Io`](lake_store::StoreError::Io) when a local checkpoint's folder cannot be
+    /// opened.
+    pub fn hold(&self, store: &LakeStore) -> Result<HeldCheckpoint, GcError> {
+        use lake_store::outside::{check_outside, Destination};
         for at in [self.clone(), self.plan_location()] {
             let shown = format!("--checkpoint `{}`", at.display());
             match &at {
@@ -119,7 +125,42 @@ impl CheckpointLocation {
                 },
             }
         }
-        Ok(())
+        self.held(|folder| Ok(DocumentFolder::open(folder, store.root())?))
+    }
+
+    /// This location held to read only (no lake to judge it against): a local checkpoint's
+    /// folder opened once.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`](lake_store::StoreError::Io) when a local checkpoint's folder cannot be opened.
+    pub fn to_read(&self) -> Result<HeldCheckpoint, GcError> {
+        self.held(|folder| Ok(DocumentFolder::open_to_read(folder)?))
+    }
+
+    fn held(&self, open: impl FnOnce(&Path) -> Result<DocumentFolder, GcError>) -> Result<HeldCheckpoint, GcError> {
+        let shown = self.display();
+        let (progress, plan) = match self {
+            Self::Local(path) => {
+                let name = path.file_name().ok_or_else(|| GcError::Checkpoint {
+                    path: shown.clone(),
+                    message: "names a folder; the checkpoint is a file: give a file name inside it (say gc.ckpt)"
+                        .into(),
+                })?;
+                let folder = open(crate::output::folder_of(path))?;
+                let mut plan_name = name.to_owned();
+                plan_name.push(PLAN_SUFFIX);
+                (Held::Local { folder: folder.clone(), name: name.to_owned() }, Held::Local { folder, name: plan_name })
+            }
+            Self::Store { store, key, shown } => (
+                Held::Store { store: store.clone(), key: key.clone(), shown: shown.clone() },
+                Held::Store {
+                    store: store.clone(),
+                    key: format!("{key}{PLAN_SUFFIX}"),
+                    shown: format!("{shown}{PLAN_SUFFIX}"),
+                },
+            ),
+        };
+        Ok(HeldCheckpoint { progress, plan, shown, owned: None })
     }
 
     /// Where the plan of the checkpoint at this location is persisted: the same name plus
@@ -139,29 +180,6 @@ impl CheckpointLocation {
         }
     }
 
-    /// Removes the checkpoint at this location (not its plan document); nothing there is no
-    /// error. Apply removes a finished checkpoint this way before a new plan replaces it.
-    ///
-    /// # Errors
-    /// [`StoreError::Io`](lake_store::StoreError::Io) or [`StoreError::Storage`](lake_store::StoreError::Storage).
-    pub(crate) async fn remove(&self) -> Result<(), GcError> {
-        match self {
-            Self::Local(path) => match std::fs::remove_file(path) {
-                Ok(()) => {
-                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                        if let Ok(d) = std::fs::File::open(dir) {
-                            let _ = d.sync_all();
-                        }
-                    }
-                    Ok(())
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(GcError::from(StoreError::Io { path: path.display().to_string(), source: e })),
-            },
-            Self::Store { store, key, .. } => Ok(store.delete(key).await?),
-        }
-    }
-
     /// The location as shown to the operator.
     pub fn display(&self) -> String {
         match self {
@@ -169,30 +187,118 @@ impl CheckpointLocation {
             Self::Store { shown, .. } => shown.clone(),
         }
     }
+}
+
+/// A checkpoint location held for one apply ([`CheckpointLocation::hold`]): a local
+/// checkpoint's folder open, every file in it reached relative to that handle.
+#[derive(Debug, Clone)]
+pub struct HeldCheckpoint {
+    progress: Held,
+    plan: Held,
+    shown: String,
+    /// The lock that makes this apply the checkpoint's only writer ([`HeldCheckpoint::own`]).
+    owned: Option<Arc<FolderLock>>,
+}
+
+/// One document of a held checkpoint.
+#[derive(Debug, Clone)]
+enum Held {
+    Local { folder: DocumentFolder, name: OsString },
+    Store { store: Box<LakeStore>, key: String, shown: String },
+}
+
+/// Appended to a local checkpoint's name to name the file whose lock an apply holds
+/// ([`HeldCheckpoint::own`]).
+pub const LOCK_SUFFIX: &str = ".lock";
+
+impl HeldCheckpoint {
+    /// Makes this apply the only one writing the checkpoint until it ends: a local checkpoint's
+    /// `PATH.lock` file is locked (`flock(2)`, exclusive; the kernel releases it when the
+    /// process ends, so a crashed apply leaves nothing to clean up). Two applies sharing one
+    /// checkpoint would each count the other's deletes and overwrite each other's progress.
+    /// An S3 checkpoint takes no lock (S3 has no lock a crashed process releases): run one
+    /// apply per S3 checkpoint at a time.
+    ///
+    /// # Errors
+    /// [`GcError::Checkpoint`] when another apply (in this process or another) holds the
+    /// checkpoint; [`StoreError::Io`](lake_store::StoreError::Io) when the lock file cannot be
+    /// opened or locked.
+    pub fn own(mut self) -> Result<Self, GcError> {
+        if let Held::Local { folder, name } = &self.progress {
+            let mut lock_name = name.clone();
+            lock_name.push(LOCK_SUFFIX);
+            match folder.lock(&lock_name)? {
+                Some(lock) => self.owned = Some(Arc::new(lock)),
+                None => {
+                    return Err(GcError::Checkpoint {
+                        path: self.shown.clone(),
+                        message: format!(
+                            "another apply is running with this checkpoint now (it holds the lock of {}); two applies of one checkpoint would miscount and overwrite each other's progress. Wait for it to end (or stop it), then run again; nothing was deleted",
+                            folder.shown(&lock_name).display()
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// The checkpoint's location as shown to the operator.
+    pub fn display(&self) -> String {
+        self.shown.clone()
+    }
+
+    /// The plan document's location as shown to the operator.
+    pub fn plan_display(&self) -> String {
+        self.plan.display()
+    }
+
+    /// Removes the checkpoint (not its plan document); nothing there is no error. Apply removes
+    /// a finished checkpoint this way before a new plan replaces it.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`](lake_store::StoreError::Io) or [`StoreError::Storage`](lake_store::StoreError::Storage).
+    pub(crate) async fn remove(&self) -> Result<(), GcError> {
+        match &self.progress {
+            Held::Local { folder, name } => Ok(folder.remove(name)?),
+            Held::Store { store, key, .. } => Ok(store.delete(key).await?),
+        }
+    }
+}
+
+impl Held {
+    fn display(&self) -> String {
+        match self {
+            Self::Local { folder, name } => folder.shown(name).display().to_string(),
+            Self::Store { shown, .. } => shown.clone(),
+        }
+    }
 
     async fn read(&self) -> Result<Option<Vec<u8>>, GcError> {
-        match self {
-            Self::Local(path) => match std::fs::read(path) {
-                Ok(b) => Ok(Some(b)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(GcError::from(StoreError::Io { path: path.display().to_string(), source: e })),
-            },
-            Self::Store { store, key, .. } => Ok(store.get(key).await?.map(|b| b.to_vec())),
+        match self.open().await? {
+            None => Ok(None),
+            Some(mut reader) => {
+                let mut bytes = Vec::new();
+                reader
+                    .read_to_end(&mut bytes)
+                    .map_err(|source| GcError::from(StoreError::Io { path: self.display(), source }))?;
+                Ok(Some(bytes))
+            }
         }
     }
 
     async fn write(&self, bytes: Vec<u8>) -> Result<(), GcError> {
         match self {
-            Self::Local(path) => write_atomically(path, |out| out.write_all(&bytes)),
+            Self::Local { folder, name } => Ok(folder.write_atomically(name, |out| out.write_all(&bytes))?),
             Self::Store { store, key, .. } => Ok(store.put(key, bytes).await?),
         }
     }
 
-    /// Writes what `produce` streams, atomically: a local temporary file renamed into place, or
-    /// a temporary file uploaded whole.
+    /// Writes what `produce` streams, atomically: a temporary file in the held folder renamed
+    /// into place, or a temporary file uploaded whole.
     async fn write_streamed(&self, produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), GcError> {
         match self {
-            Self::Local(path) => write_atomically(path, produce),
+            Self::Local { folder, name } => Ok(folder.write_atomically(name, produce)?),
             Self::Store { store, key, shown } => {
                 let tmp_dir = std::env::temp_dir().display().to_string();
                 let io = |source| GcError::from(StoreError::Io { path: tmp_dir.clone(), source });
@@ -206,19 +312,19 @@ impl CheckpointLocation {
         }
     }
 
-    /// Opens the document at this location for reading (an object is downloaded to a local
-    /// temporary file first); `None` when there is none.
+    /// Opens the document for reading (an object is downloaded to a local temporary file
+    /// first); `None` when there is none.
     async fn open(&self) -> Result<Option<Box<dyn std::io::Read + Send>>, GcError> {
-        let io = |path: String| move |source| GcError::from(StoreError::Io { path, source });
         let file = match self {
-            Self::Local(path) => match std::fs::File::open(path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(io(path.display().to_string())(e)),
+            Self::Local { folder, name } => match folder.open_file(name)? {
+                Some(f) => f,
+                None => return Ok(None),
             },
             Self::Store { store, key, shown } => match store.get_to_file(key).await? {
                 // The file stays readable after its name is removed.
-                Some(tmp) => tmp.reopen().map_err(io(shown.clone()))?,
+                Some(tmp) => {
+                    tmp.reopen().map_err(|source| GcError::from(StoreError::Io { path: shown.clone(), source }))?
+                }
                 None => return Ok(None),
             },
         };
@@ -315,6 +421,9 @@ pub struct LoadedCheckpoint {
     pub checkpoint: ApplyCheckpoint,
     /// The plan, checked against the checkpoint's digest.
     pub plan: GcPlan,
+    /// Whether the plan is of another lake than the one being collected (set by the collector;
+    /// `false` as loaded).
+    pub other_lake: bool,
 }
 
 impl ApplyCheckpoint {
@@ -345,8 +454,16 @@ impl ApplyCheckpoint {
     /// version, when its plan document is missing or malformed, or when the plan does not hash
     /// to the checkpoint's digest (either was edited); storage and local file errors.
     pub async fn load(location: &CheckpointLocation) -> Result<Option<LoadedCheckpoint>, GcError> {
+        Self::load_held(&location.to_read()?).await
+    }
+
+    /// [`ApplyCheckpoint::load`] from a held location ([`CheckpointLocation::hold`]).
+    ///
+    /// # Errors
+    /// As [`ApplyCheckpoint::load`].
+    pub async fn load_held(location: &HeldCheckpoint) -> Result<Option<LoadedCheckpoint>, GcError> {
         let shown = location.display();
-        let Some(bytes) = location.read().await? else {
+        let Some(bytes) = location.progress.read().await? else {
             return Ok(None);
         };
         let err = |m: String| GcError::Checkpoint { path: shown.clone(), message: m };
@@ -364,7 +481,7 @@ impl ApplyCheckpoint {
             Some(CHECKPOINT_FORMAT_VERSION) => {
                 let checkpoint: Self =
                     serde_json::from_slice(&bytes).map_err(|e| err(format!("not a valid checkpoint: {e}")))?;
-                let plan_at = location.plan_location();
+                let plan_at = &location.plan;
                 let reader = plan_at.open().await?.ok_or_else(|| {
                     err(format!(
                         "its plan document {} is missing; it is written before the checkpoint and must stay beside it. Nothing was deleted from it; plan again with a new checkpoint path",
@@ -374,7 +491,7 @@ impl ApplyCheckpoint {
                 // The document's own digest is checked against its plan as it is read.
                 let (plan, digest) = GcPlan::read_document_and_digest(reader, &plan_at.display())
                     .map_err(|e| err(format!("its plan document is not valid: {e}")))?;
-                (LoadedCheckpoint { checkpoint, plan }, digest)
+                (LoadedCheckpoint { checkpoint, plan, other_lake: false }, digest)
             }
             _ => {
                 return Err(err(format!(
@@ -403,9 +520,9 @@ impl ApplyCheckpoint {
     ///
     /// # Errors
     /// [`StoreError::Io`](lake_store::StoreError::Io) or [`StoreError::Storage`](lake_store::StoreError::Storage).
-    pub async fn save(&self, location: &CheckpointLocation) -> Result<(), GcError> {
+    pub async fn save(&self, location: &HeldCheckpoint) -> Result<(), GcError> {
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| GcError::storage(location.display(), e))?;
-        location.write(bytes).await
+        location.progress.write(bytes).await
     }
 
     /// Writes `plan`'s document beside the checkpoint at `location`
@@ -414,8 +531,8 @@ impl ApplyCheckpoint {
     ///
     /// # Errors
     /// [`StoreError::Io`](lake_store::StoreError::Io) or [`StoreError::Storage`](lake_store::StoreError::Storage).
-    pub async fn persist_plan(plan: &GcPlan, location: &CheckpointLocation) -> Result<(), GcError> {
-        let at = location.plan_location();
+    pub async fn persist_plan(plan: &GcPlan, location: &HeldCheckpoint) -> Result<(), GcError> {
+        let at = &location.plan;
         // Something already there is replaced only if it is a plan document (one left by a crash
         // before its checkpoint was written): never another file that happens to have the name.
         if let Some(existing) = at.open().await? {

@@ -294,7 +294,7 @@ impl<'e> GarbageCollector<'e> {
     /// partial read).
     pub async fn plan(&self, horizon: &Horizon, settings: &PlanSettings) -> Result<Planned, GcError> {
         let (cutoff, clock) = self.cutoff(horizon).await?;
-        let options = PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings);
+        let options = self.plan_options(horizon.min_age, cutoff).with_settings(settings);
         let inventory = self.inventory.as_ref();
         let (plan, stats) = if settings.list_streams > 1 && self.store.s3().is_some() && !self.given_inventory {
             let streams = settings.list_streams;
@@ -346,9 +346,12 @@ impl<'e> GarbageCollector<'e> {
         what: &str,
     ) -> Result<ApplyReport, GcError> {
         self.check_plan(plan, horizon, what).await?;
-        checkpoint.check_outside(&self.store)?;
-        let loaded = ApplyCheckpoint::load(checkpoint).await?;
-        apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, loaded, Some(plan), options).await
+        let held = checkpoint.hold(&self.store)?.own()?;
+        let mut loaded = ApplyCheckpoint::load_held(&held).await?;
+        if let Some(loaded) = loaded.as_mut() {
+            loaded.other_lake = self.other_lake(&loaded.plan);
+        }
+        apply_loaded(self.engine, self.deleter.as_ref(), &held, loaded, Some(plan), options).await
     }
 
     /// Resumes the apply recorded at `checkpoint`, after the checks of
@@ -363,8 +366,10 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, GcError> {
-        self.resume_bound(horizon, checkpoint, options, |loaded, what| refuse_shard(&loaded.plan, what).map(|()| true))
-            .await
+        self.resume_bound(horizon, checkpoint, options, false, |loaded, what| {
+            refuse_shard(&loaded.plan, what).map(|()| true)
+        })
+        .await
     }
 
     /// Resumes the apply recorded at `checkpoint` when it is not finished, as
@@ -382,7 +387,7 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, GcError> {
-        self.resume_bound(horizon, checkpoint, options, |loaded, what| {
+        self.resume_bound(horizon, checkpoint, options, true, |loaded, what| {
             refuse_shard(&loaded.plan, what).map(|()| !loaded.checkpoint.complete)
         })
         .await
@@ -390,22 +395,37 @@ impl<'e> GarbageCollector<'e> {
 
     /// Resumes the apply at `checkpoint` after `check` of its loaded checkpoint (`false`: there
     /// is nothing to resume) and the checks every plan passes; `None` when there is no
-    /// checkpoint, or nothing to resume.
+    /// checkpoint, or nothing to resume. A checkpoint of another lake (one deleted and created
+    /// again at this root, or a checkpoint copied from elsewhere) is nothing to resume when
+    /// `other_lake_is_none` (a scheduled run then plans anew, and its apply replaces it);
+    /// else it is refused, saying that a new plan's apply replaces it.
     async fn resume_bound(
         &self,
         horizon: &Horizon,
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
+        other_lake_is_none: bool,
         check: impl FnOnce(&LoadedCheckpoint, &str) -> Result<bool, GcError>,
     ) -> Result<Option<ApplyReport>, GcError> {
-        checkpoint.check_outside(&self.store)?;
-        let Some(loaded) = ApplyCheckpoint::load(checkpoint).await? else { return Ok(None) };
+        let held = checkpoint.hold(&self.store)?.own()?;
+        let Some(loaded) = ApplyCheckpoint::load_held(&held).await? else { return Ok(None) };
         let what = format!("checkpoint {}", checkpoint.display());
+        if self.other_lake(&loaded.plan) {
+            if other_lake_is_none {
+                return Ok(None);
+            }
+            return Err(GcError::refused(Refusal::BoundToRoot, format!(
+                "{what} records an apply for {}, not for the lake now at {} ({}): that lake was deleted and created again there, or the checkpoint was copied from another lake. There is nothing of this lake to resume, and nothing was deleted; make a new plan and apply it with this checkpoint path (the new apply replaces this record)",
+                describe_lake(&loaded.plan),
+                self.store.root(),
+                self.policy.identity()
+            )));
+        }
         if !check(&loaded, &what)? {
             return Ok(None);
         }
         self.check_plan(&loaded.plan, horizon, &what).await?;
-        apply_loaded(self.engine, self.deleter.as_ref(), checkpoint, Some(loaded), None, options).await.map(Some)
+        apply_loaded(self.engine, self.deleter.as_ref(), &held, Some(loaded), None, options).await.map(Some)
     }
 
     /// The coordinator's step of a sharded plan: fixes the cutoff (the store's clock minus
@@ -493,8 +513,7 @@ impl<'e> GarbageCollector<'e> {
         self.check_lake_and_horizon(&spec.root, spec.min_age_seconds, horizon, "the shard spec")?;
         let earlier = Horizon { earlier_cutoff: Some(spec.cutoff_time()), ..horizon.clone() };
         let (cutoff, clock) = self.cutoff(&earlier).await?;
-        let options =
-            PlanOptions::new(self.store.root(), horizon.min_age, cutoff).with_settings(settings).range(range.clone());
+        let options = self.plan_options(horizon.min_age, cutoff).with_settings(settings).range(range.clone());
         let (mut plan, stats) = plan(self.engine, self.inventory.as_ref(), &options).await?;
         plan.shard = Some(PlanShard { index: index as u64, count: spec.count() as u64, range });
         Ok(Planned { plan, stats, clock })
@@ -515,7 +534,7 @@ impl<'e> GarbageCollector<'e> {
         shards: usize,
     ) -> Result<PlannedShards, GcError> {
         let (spec, clock) = self.shard_spec(horizon, shards).await?;
-        let options = PlanOptions::new(self.store.root(), horizon.min_age, spec.cutoff_time()).with_settings(settings);
+        let options = self.plan_options(horizon.min_age, spec.cutoff_time()).with_settings(settings);
         let (mut plans, stats) = plan_ranges(self.engine, self.inventory.as_ref(), &options, &spec.ranges).await?;
         let count = plans.len() as u64;
         for (index, (plan, range)) in plans.iter_mut().zip(&spec.ranges).enumerate() {
@@ -554,9 +573,10 @@ impl<'e> GarbageCollector<'e> {
 
     /// Resumes the apply of a shard recorded at `checkpoint` (its plan read from beside it),
     /// after the checks of [`GarbageCollector::apply_shard`]. `None` when there is no
-    /// checkpoint there, or when it records a finished apply of a shard of another manifest
-    /// (an earlier sharded plan at a fixed checkpoint folder: [`GarbageCollector::apply_shard`]
-    /// replaces it). An unfinished apply of a shard of another manifest is refused.
+    /// checkpoint there, when it records a finished apply of a shard of another manifest (an
+    /// earlier sharded plan at a fixed checkpoint folder: [`GarbageCollector::apply_shard`]
+    /// replaces it), or an apply of another lake (replaced alike). An unfinished apply of a
+    /// shard of another manifest of this lake is refused.
     ///
     /// # Errors
     /// As [`GarbageCollector::apply_shard`].
@@ -567,7 +587,7 @@ impl<'e> GarbageCollector<'e> {
         checkpoint: &CheckpointLocation,
         options: &ApplyOptions,
     ) -> Result<Option<ApplyReport>, GcError> {
-        self.resume_bound(horizon, checkpoint, options, |loaded, _| {
+        self.resume_bound(horizon, checkpoint, options, true, |loaded, _| {
             // The load checked that the plan hashes to the digest the checkpoint records.
             match manifest.check_bound(&loaded.plan, &loaded.checkpoint.plan_digest) {
                 Err(_) if loaded.checkpoint.complete => return Ok(false),
@@ -601,8 +621,27 @@ impl<'e> GarbageCollector<'e> {
         Ok(())
     }
 
+    /// Options of a plan of this lake (its root and identity recorded in the plan).
+    fn plan_options(&self, min_age: std::time::Duration, cutoff: DateTime<Utc>) -> PlanOptions {
+        PlanOptions { lake_id: Some(self.policy.identity()), ..PlanOptions::new(self.store.root(), min_age, cutoff) }
+    }
+
+    /// Whether `plan` was made for another lake than this one: another root, or this root when
+    /// another lake was there (its identity differs, or it records none).
+    fn other_lake(&self, plan: &GcPlan) -> bool {
+        plan.root != self.store.root().to_string() || plan.lake_id.as_deref() != Some(self.policy.identity().as_str())
+    }
+
     async fn check_plan(&self, plan: &GcPlan, horizon: &Horizon, what: &str) -> Result<(), GcError> {
         self.check_lake_and_horizon(&plan.root, plan.min_age_seconds, horizon, what)?;
+        let lake = self.policy.identity();
+        if plan.lake_id.as_deref() != Some(lake.as_str()) {
+            return Err(GcError::refused(Refusal::BoundToRoot, format!(
+                "{what} was made for {}, not for the lake now at {} ({lake}): that lake was deleted and created again here, or the plan was made by an earlier lake build, which recorded no lake identity. Plan again; nothing was deleted",
+                describe_lake(plan),
+                plan.root
+            )));
+        }
         let planned = plan.cutoff.datetime();
         let (now, _) = self.cutoff(&Horizon { earlier_cutoff: None, ..horizon.clone() }).await?;
         if planned > now {
@@ -613,6 +652,14 @@ impl<'e> GarbageCollector<'e> {
             )));
         }
         Ok(())
+    }
+}
+
+/// The lake a plan was made for, in words.
+fn describe_lake(plan: &GcPlan) -> String {
+    match &plan.lake_id {
+        Some(id) => format!("lake {id} at {}", plan.root),
+        None => format!("a lake at {} of unrecorded identity", plan.root),
     }
 }
 

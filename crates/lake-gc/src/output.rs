@@ -3,50 +3,39 @@
 //! [`crate::shards::ShardedPlan::save`]), metrics files (`--metrics-file`), apply checkpoints
 //! and the plan saved beside them ([`crate::checkpoint`]).
 //!
-//! The rule, enforced here for every writer of such files (the CLI, the Python package, a Ray
+//! The rules, enforced here for every writer of such files (the CLI, the Python package, a Ray
 //! task), so that a dry run can never change the lake:
-//! - **Outside the lake root, by any route.** A local destination is resolved before it is
-//!   judged: relative paths against the working folder, `file:` URLs to their path, `..` and
-//!   symbolic links by the file system (the longest existing prefix is canonicalised; a final
-//!   link is followed too). It is inside when the resolved path is under the root's resolved
-//!   folder, or when the kernel's mount table places it on the root's file system below the
-//!   root's folder (or in a file system mounted inside the root): a bind mount of any folder of
-//!   the root, at any depth ([`crate::mount_table`]); where no mount table can be read, when one
-//!   of its folders has the identity (device, inode) of the root folder or of one of the root's
-//!   folders three levels down (`objects/`, `tables/<t>.lance/data`, `_lake/...`). An object destination
-//!   (`s3://bucket/key`) is judged by [`lake_common::normalize_reference`], the one function
-//!   that decides whether a spelling names a key of the root (`s3a://`, percent-encoding,
-//!   letter case, `.`/`..` segments); a spelling it cannot tell is refused too.
+//! - **Outside the lake root, by any route, judged where it is written**
+//!   ([`lake_store::outside`]): the destination's folder is opened once, judged through the
+//!   open handle (by the kernel's account of its path, its mount, an overlay's upper layer), held
+//!   for the whole run, judged again before every write, and every file is created and renamed
+//!   relative to it. An object destination (`s3://bucket/key`) is judged by
+//!   [`lake_common::normalize_reference`].
 //! - **Only over a document of the same kind.** An existing regular file is replaced only when
 //!   it is empty or a document of the kind being written ([`DocumentKind`], recognised from its
-//!   first bytes), unless the caller forces it (`--force`); a folder, device, pipe or socket
-//!   never is (an atomic write would replace the node itself). A sharded plan's folder is
-//!   written into only when it is empty or holds nothing but a manifest and shard documents.
-//! - **Atomically.** A temporary file in the destination's folder, fsynced, renamed over the
+//!   first bytes), unless the caller forces it (`--force`); a folder, symbolic link, device,
+//!   pipe or socket never is (an atomic write would replace the node itself). A sharded plan's
+//!   folder is written into only when it is empty or holds nothing but a manifest and shard
+//!   documents.
+//! - **Atomically.** A temporary file in the held folder, fsynced, renamed over the
 //!   destination, then the folder fsynced: a crash leaves the old document or the new one, never
-//!   a torn one ([`write_atomically`]).
-//!
-//! Size: about 650 lines; resolving a destination against the root (mount table, folder
-//! identities, existing prefixes) and recognising documents by their first bytes take most of it,
-//! with 60 lines of unit tests. One file: the three rules above are one check every writer calls.
+//!   a torn one ([`DocumentFolder::write_atomically`]).
 
 use crate::error::GcError;
-use crate::mount_table::{MountTable, Place};
 pub use lake_common::LakeRootUri;
-use lake_common::{normalize_reference, NormalizedReference};
+use lake_store::outside::Entry;
+pub use lake_store::outside::{check_outside, Destination, DocumentFolder};
 use lake_store::StoreError;
-use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Bytes of an existing file read to recognise its kind.
 const HEAD_BYTES: usize = 4096;
 /// A metrics file larger than this is not one lake wrote (a few KiB).
 const METRICS_MAX_BYTES: u64 = 1 << 20;
-/// Folders of a local root whose identities are collected to recognise a bind mount: more are
-/// not read (a lake has a few tables; `objects/` is not descended into).
-const ROOT_FOLDERS_READ: usize = 10_000;
 
 /// The kind of a document lake writes outside a lake. An existing file is replaced only by a
 /// document of its own kind (see the module documentation).
@@ -144,196 +133,6 @@ fn json_head_is(head: &[u8], pattern: &[&str]) -> bool {
         && tokens.iter().zip(pattern).all(|(t, p)| if *p == "\"" { t.starts_with('"') } else { t == p })
 }
 
-/// Where a document is written: a local file, or an object (`s3://bucket/key`, any spelling
-/// [`lake_common::normalize_reference`] reads).
-#[derive(Debug, Clone, Copy)]
-pub enum Destination<'a> {
-    /// A local path (relative to the working folder, or absolute).
-    Local(&'a Path),
-    /// An object URL.
-    Url(&'a str),
-}
-
-/// Refuses a destination inside the lake `root`, by any spelling or route (see the module
-/// documentation). `shown` is how the operator wrote it (`--out plan.json`).
-///
-/// # Errors
-/// [`StoreError::Root`](lake_store::StoreError::Root) naming the destination, also when it cannot be resolved (a link
-/// loop, a `..` after a folder that does not exist) or its spelling cannot be told apart from
-/// one inside the root.
-pub fn check_outside(shown: &str, destination: Destination<'_>, root: &LakeRootUri) -> Result<(), GcError> {
-    let refuse =
-        |why: String| GcError::from(StoreError::Root { root: root.to_string(), message: format!("{shown} {why}") });
-    let inside = || {
-        refuse("is inside the lake root; lake never writes its documents among the lake's files (a plan, metrics file or checkpoint written there could replace an object, a journal entry or the lake descriptor). Write it outside the lake; nothing was written or deleted".into())
-    };
-    match destination {
-        Destination::Url(url) => match normalize_reference(root, url) {
-            Ok(NormalizedReference::InRoot(_)) => Err(inside()),
-            Ok(NormalizedReference::External(_)) => Ok(()),
-            Err(e) => Err(refuse(format!(
-                "cannot be told apart from a location inside the lake root ({e}); write it as s3://bucket/key, outside the lake; nothing was written or deleted"
-            ))),
-        },
-        Destination::Local(path) => {
-            if root.scheme() != "file" {
-                // A local file is never an object of an S3 root.
-                return Ok(());
-            }
-            let folders = RootFolders::of(Path::new(&format!("/{}", root.path())));
-            // A path written as a `file:` URL is judged as the URL's path too (a caller that
-            // did not parse it may still hand it to a parser that does).
-            let url_path = path.to_str().and_then(|text| parse_local("", text).ok()).filter(|p| p != path);
-            for candidate in std::iter::once(path.to_path_buf()).chain(url_path) {
-                for landed in landing(&candidate).map_err(|e| {
-                    refuse(format!("cannot be resolved on this machine ({e}); give a plain path outside the lake"))
-                })? {
-                    if folders.contains(&landed) {
-                        return Err(inside());
-                    }
-                }
-            }
-            Ok(())
-        }
-    }
-}
-
-/// The resolved folder of a local root and how a path elsewhere is found inside it (see the
-/// module documentation).
-struct RootFolders {
-    /// The root folder, resolved; `None` when it does not exist (nothing can be inside it then).
-    path: Option<PathBuf>,
-    /// How a path outside the root's folder is found to lie inside it (a bind mount).
-    routes: Routes,
-}
-
-/// How a bind mount of a folder of the root is recognised.
-enum Routes {
-    /// By the kernel's mount table: the places of the root's contents on their file systems,
-    /// at any depth ([`crate::mount_table`]).
-    Mounts(MountTable, Vec<Place>),
-    /// Where no mount table can be read: (device, inode) of the root and of its folders down to
-    /// three levels (not below `objects/`).
-    Identities(HashSet<(u64, u64)>),
-}
-
-impl RootFolders {
-    fn of(root: &Path) -> Self {
-        let Ok(path) = std::fs::canonicalize(root) else {
-            return Self { path: None, routes: Routes::Identities(HashSet::new()) };
-        };
-        let routes = match MountTable::read() {
-            Some(table) => {
-                let inside = table.places_inside(&path);
-                Routes::Mounts(table, inside)
-            }
-            None => Routes::Identities(folder_identities(&path)),
-        };
-        Self { path: Some(path), routes }
-    }
-
-    /// Whether the resolved `path` lies inside the root (see the module documentation).
-    fn contains(&self, path: &Path) -> bool {
-        let Some(root) = &self.path else { return false };
-        if path.starts_with(root) {
-            return true;
-        }
-        match &self.routes {
-            Routes::Mounts(table, inside) => table.lies_in(path, inside),
-            // A folder with the identity of the root or of one of its folders.
-            Routes::Identities(ids) => path
-                .ancestors()
-                .any(|a| std::fs::metadata(a).is_ok_and(|m| m.is_dir() && ids.contains(&(m.dev(), m.ino())))),
-        }
-    }
-}
-
-/// (device, inode) of the resolved folder `root` and of its folders down to three levels, not
-/// below `objects/`, at most [`ROOT_FOLDERS_READ`] entries read.
-fn folder_identities(root: &Path) -> HashSet<(u64, u64)> {
-    let mut ids = HashSet::new();
-    let mut read = 0usize;
-    let mut stack = vec![(root.to_path_buf(), 0usize)];
-    while let Some((folder, depth)) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&folder) else { continue };
-        if !meta.is_dir() {
-            continue;
-        }
-        ids.insert((meta.dev(), meta.ino()));
-        let below_objects =
-            folder.strip_prefix(root).is_ok_and(|rel| rel.starts_with(lake_store::layout::OBJECTS_PREFIX));
-        if depth >= 3 || below_objects {
-            continue;
-        }
-        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
-        for entry in entries.flatten() {
-            read += 1;
-            if read > ROOT_FOLDERS_READ {
-                break;
-            }
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push((entry.path(), depth + 1));
-            }
-        }
-    }
-    ids
-}
-
-/// The resolved paths a write at `path` lands on: its folder resolved (the longest existing
-/// prefix canonicalised, so `..` and links are resolved by the file system) joined with its
-/// name, and the path itself resolved when it exists (a final symbolic link followed).
-///
-/// # Errors
-/// A message when the path cannot be resolved: not UTF-8 is fine, but a `..` after a folder that
-/// does not exist, a link loop or a permission error is not.
-fn landing(path: &Path) -> Result<Vec<PathBuf>, String> {
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().map_err(|e| format!("no working folder: {e}"))?.join(path)
-    };
-    let name = absolute.file_name().ok_or("it names no file")?.to_owned();
-    let folder = absolute.parent().ok_or("it names no file")?;
-    let mut landed = vec![resolve_existing_prefix(folder)?.join(name)];
-    match std::fs::canonicalize(&absolute) {
-        Ok(resolved) => landed.push(resolved),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e.to_string()),
-    }
-    Ok(landed)
-}
-
-/// `folder` with its longest existing prefix canonicalised and the rest appended.
-fn resolve_existing_prefix(folder: &Path) -> Result<PathBuf, String> {
-    let mut existing = folder.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        match std::fs::canonicalize(&existing) {
-            Ok(resolved) => {
-                let mut out = resolved;
-                for name in rest.iter().rev() {
-                    out.push(name);
-                }
-                return Ok(out);
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
-                match existing.components().next_back() {
-                    Some(Component::Normal(name)) => rest.push(name.to_owned()),
-                    Some(Component::CurDir) => {}
-                    _ => {
-                        return Err(format!(
-                            "`{}` cannot be resolved: a folder before it does not exist",
-                            existing.display()
-                        ))
-                    }
-                }
-                existing.pop();
-            }
-            Err(e) => return Err(format!("`{}`: {e}", existing.display())),
-        }
-    }
-}
-
 /// The lake root a document names (its `root` field: `file:///abs/path` or `s3://bucket/prefix`),
 /// to judge where the document may be written.
 ///
@@ -378,18 +177,33 @@ pub fn parse_local(flag: &str, text: &str) -> Result<PathBuf, GcError> {
 
 /// A local path lake writes to, outside the lake (see the module documentation): a file that
 /// receives a document of one kind ([`OutputPath::write`]), or the folder of a sharded plan
-/// ([`OutputPath::prepare_folder`], [`OutputPath::file`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// ([`OutputPath::prepare_folder`]).
+///
+/// The folder is opened and judged at the first check, and that handle is held by this value
+/// (and its clones) for every later write: a link re-pointed after the check changes nothing
+/// it writes ([`lake_store::outside::DocumentFolder`]).
+#[derive(Debug, Clone)]
 pub struct OutputPath {
     path: PathBuf,
     force: bool,
+    /// The folder opened for a root (the file's folder, or for [`OutputPath::prepare_folder`]
+    /// the folder itself), held from the first check on.
+    held: Arc<Mutex<Option<(LakeRootUri, DocumentFolder)>>>,
 }
+
+impl PartialEq for OutputPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.force == other.force
+    }
+}
+
+impl Eq for OutputPath {}
 
 impl OutputPath {
     /// The path `path` (relative to the working folder, or absolute); an existing file is
     /// replaced only by a document of the same kind.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), force: false }
+        Self { path: path.into(), force: false, held: Arc::default() }
     }
 
     /// Parses an operator's value of `flag` (see [`parse_local`]).
@@ -401,8 +215,8 @@ impl OutputPath {
     }
 
     /// The same path, replacing an existing regular file of any kind (or, as a sharded plan's
-    /// folder, writing into a folder holding anything) when `force`; never a folder, device,
-    /// pipe or socket as a file, and never inside the lake.
+    /// folder, writing into a folder holding anything) when `force`; never a folder, link,
+    /// device, pipe or socket as a file, and never inside the lake.
     pub fn force(mut self, force: bool) -> Self {
         self.force = force;
         self
@@ -413,32 +227,73 @@ impl OutputPath {
         &self.path
     }
 
+    /// Whether an existing file of any kind is replaced ([`OutputPath::force`]).
+    pub fn forced(&self) -> bool {
+        self.force
+    }
+
+    fn refuse(&self, message: String) -> GcError {
+        GcError::Output { path: self.path.display().to_string(), message }
+    }
+
+    /// The held folder for `root`, opened by `open` at the first call.
+    fn held(
+        &self,
+        root: &LakeRootUri,
+        open: impl FnOnce() -> Result<DocumentFolder, GcError>,
+    ) -> Result<DocumentFolder, GcError> {
+        let mut held = self.held.lock().map_err(|_| self.refuse("was being written by a task that failed".into()))?;
+        if let Some((r, folder)) = held.as_ref() {
+            // The same root however it was obtained (a store's root carries its folder's
+            // identity, a root parsed from a document does not).
+            if r.to_string() == root.to_string() {
+                return Ok(folder.clone());
+            }
+        }
+        let folder = open()?;
+        *held = Some((root.clone(), folder.clone()));
+        Ok(folder)
+    }
+
+    /// The file's name in its folder.
+    fn name(&self) -> Result<&OsStr, GcError> {
+        let text = self.path.as_os_str().as_bytes();
+        match self.path.file_name() {
+            Some(name) if !text.ends_with(b"/") && !text.ends_with(b"/.") => Ok(name),
+            _ => Err(self.refuse("names a folder; give a file path".into())),
+        }
+    }
+
     /// Checks that a document of `kind` may be written here for the lake `root`: the file is
-    /// outside the root by any route, its folder exists, and what is there is nothing, an empty
-    /// file or a document of `kind` (anything regular with [`OutputPath::force`]).
+    /// outside the root by any route, its folder exists (it is opened and held from now on),
+    /// and what is there is nothing, an empty file or a document of `kind` (any regular file
+    /// with [`OutputPath::force`]).
     ///
     /// # Errors
     /// [`StoreError::Root`](lake_store::StoreError::Root) for a file inside the lake (or one whose route cannot be
     /// resolved); [`GcError::Output`] naming the file and what to do otherwise.
-    pub fn check(&self, root: &LakeRootUri, kind: DocumentKind) -> Result<(), GcError> {
+    pub fn check(&self, root: &LakeRootUri, kind: DocumentKind) -> Result<DocumentFolder, GcError> {
         let shown = self.path.display().to_string();
-        let refuse = |m: String| GcError::Output { path: shown.clone(), message: m };
-        if self.path.as_os_str().is_empty() || self.path.to_string_lossy().ends_with('/') {
-            return Err(refuse("names a folder; give a file path".into()));
-        }
-        check_outside(&shown, Destination::Local(&self.path), root)?;
-        let folder = folder_of(&self.path);
-        if !folder.is_dir() {
-            return Err(refuse(format!(
-                "its folder {} does not exist; create it first (lake creates no folders from a file path, so that a typo cannot)",
-                folder.display()
-            )));
-        }
-        check_replaceable(&self.path, kind, self.force).map_err(refuse)
+        let name = self.name()?;
+        // Judged by its path once, as the folder is opened and held; from then on by the held
+        // folder's handle (the path may lead elsewhere by now: it is not used again).
+        let folder = self.held(root, || {
+            check_outside(&shown, Destination::Local(&self.path), root)?;
+            let at = folder_of(&self.path);
+            if !at.is_dir() {
+                return Err(self.refuse(format!(
+                    "its folder {} does not exist; create it first (lake creates no folders from a file path, so that a typo cannot)",
+                    at.display()
+                )));
+            }
+            Ok(DocumentFolder::open(at, root)?)
+        })?;
+        check_replaceable(&folder, name, kind, self.force).map_err(|m| self.refuse(m))?;
+        Ok(folder)
     }
 
     /// Writes a document of `kind`, what `produce` streams, after [`OutputPath::check`],
-    /// atomically ([`write_atomically`]).
+    /// atomically, into the folder held since the first check.
     ///
     /// # Errors
     /// As [`OutputPath::check`]; [`StoreError::Io`](lake_store::StoreError::Io) when writing fails (the destination is
@@ -449,141 +304,130 @@ impl OutputPath {
         kind: DocumentKind,
         produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), GcError> {
-        self.check(root, kind)?;
-        write_atomically(&self.path, produce)
+        let folder = self.check(root, kind)?;
+        Ok(folder.write_atomically(self.name()?, produce)?)
     }
 
-    /// The file `name` in this folder, with this path's `force`.
-    pub fn file(&self, name: &str) -> OutputPath {
-        OutputPath::new(self.path.join(name)).force(self.force)
-    }
-
-    /// Checks this path as the folder of a sharded plan for the lake `root` and creates it when
-    /// it does not exist (its parent must: only the last folder is created, so that a typo
-    /// cannot create a tree). The folder and every file a sharded plan writes in it must be
-    /// outside the root by any route; an existing folder must be empty or hold only a manifest
-    /// and shard documents (anything with [`OutputPath::force`]).
+    /// Checks this path as the folder of a sharded plan for the lake `root`, creates it when it
+    /// does not exist (its parent must: only the last folder is created, so that a typo cannot
+    /// create a tree) and returns it, held. The folder must be outside the root by any route;
+    /// an existing folder must be empty or hold only a manifest and shard documents (anything
+    /// with [`OutputPath::force`]).
     ///
     /// # Errors
-    /// [`GcError::Output`] naming the folder and what to do; [`StoreError::Io`](lake_store::StoreError::Io) when it
-    /// cannot be created or read.
-    pub fn prepare_folder(&self, root: &LakeRootUri) -> Result<(), GcError> {
+    /// [`GcError::Output`] naming the folder and what to do; [`StoreError::Root`](lake_store::StoreError::Root) for a
+    /// folder inside the lake; [`StoreError::Io`](lake_store::StoreError::Io) when it cannot be created or read.
+    pub fn prepare_folder(&self, root: &LakeRootUri) -> Result<DocumentFolder, GcError> {
         let shown = self.path.display().to_string();
-        let refuse = |m: String| GcError::Output { path: shown.clone(), message: m };
-        let io = |source| GcError::from(StoreError::Io { path: shown.clone(), source });
-        // The folder itself and a file in it: a folder that is the root, or inside it.
-        check_outside(&shown, Destination::Local(&self.path), root)?;
-        check_outside(&shown, Destination::Local(&self.path.join(crate::shards::MANIFEST_FILE)), root)?;
-        match std::fs::metadata(&self.path) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(refuse(
-                    "is a file; a sharded plan is written to a folder (manifest.json and one plan document per shard)"
-                        .into(),
-                ))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = folder_of(&self.path);
-                if !parent.is_dir() {
-                    return Err(refuse(format!(
-                        "its parent folder {} does not exist; create it first (lake creates only the last folder, so that a typo cannot create a tree)",
-                        parent.display()
-                    )));
-                }
-                return std::fs::create_dir(&self.path).map_err(io);
-            }
-            Err(e) => return Err(io(e)),
-        }
+        let folder = self.held(root, || {
+            // The folder itself and a file in it (a folder that is the root, or inside it),
+            // judged by path once, as it is opened and held.
+            check_outside(&shown, Destination::Local(&self.path), root)?;
+            check_outside(&shown, Destination::Local(&self.path.join(crate::shards::MANIFEST_FILE)), root)?;
+            self.open_folder(root)
+        })?;
         if self.force {
-            return Ok(());
+            return Ok(folder);
         }
-        for entry in std::fs::read_dir(&self.path).map_err(io)? {
-            let entry = entry.map_err(io)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let kind = if name == crate::shards::MANIFEST_FILE {
+        for name in folder.names()? {
+            let text = name.to_string_lossy();
+            let kind = if text == crate::shards::MANIFEST_FILE {
                 Some(DocumentKind::ShardManifest)
-            } else if crate::shards::parse_shard_file_name(&name).is_some() {
+            } else if crate::shards::parse_shard_file_name(&text).is_some() {
                 Some(DocumentKind::Plan)
             } else {
                 None
             };
-            let fits = kind.is_some_and(|k| check_replaceable(&entry.path(), k, false).is_ok());
+            let fits = kind.is_some_and(|k| check_replaceable(&folder, &name, k, false).is_ok());
             if !fits {
-                return Err(refuse(format!(
-                    "holds `{name}`, which is not part of a sharded plan; lake writes a sharded plan only into an empty folder or over another sharded plan. Choose another folder, or pass --force to write into it; nothing was written"
+                return Err(self.refuse(format!(
+                    "holds `{text}`, which is not part of a sharded plan; lake writes a sharded plan only into an empty folder or over another sharded plan. Choose another folder, or pass --force to write into it; nothing was written"
                 )));
             }
         }
-        Ok(())
+        Ok(folder)
     }
 }
 
-/// Whether an existing `path` may be replaced by a document of `kind`; a message saying why
-/// not.
-fn check_replaceable(path: &Path, kind: DocumentKind, force: bool) -> Result<(), String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+impl OutputPath {
+    /// Opens this path as a sharded plan's folder, creating it when missing (its parent must
+    /// exist).
+    fn open_folder(&self, root: &LakeRootUri) -> Result<DocumentFolder, GcError> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) if m.is_dir() => Ok(DocumentFolder::open(&self.path, root)?),
+            Ok(_) => Err(self.refuse(
+                "is a file; a sharded plan is written to a folder (manifest.json and one plan document per shard)"
+                    .into(),
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let name = self.name()?.to_str().ok_or_else(|| self.refuse("is not a UTF-8 name".into()))?;
+                let parent = folder_of(&self.path);
+                if !parent.is_dir() {
+                    return Err(self.refuse(format!(
+                        "its parent folder {} does not exist; create it first (lake creates only the last folder, so that a typo cannot create a tree)",
+                        parent.display()
+                    )));
+                }
+                Ok(DocumentFolder::open(parent, root)?.subfolder(name, true)?)
+            }
+            Err(e) => Err(GcError::from(StoreError::Io { path: self.path.display().to_string(), source: e })),
+        }
+    }
+}
+
+/// Writes a document of `kind` named `name` into the held `folder`, over nothing, an empty file
+/// or a document of `kind` (any regular file when `force`), atomically.
+///
+/// # Errors
+/// [`GcError::Output`] for something else there; as [`DocumentFolder::write_atomically`].
+pub(crate) fn write_in(
+    folder: &DocumentFolder,
+    name: &str,
+    kind: DocumentKind,
+    force: bool,
+    produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), GcError> {
+    let name = OsStr::new(name);
+    check_replaceable(folder, name, kind, force)
+        .map_err(|message| GcError::Output { path: folder.shown(name).display().to_string(), message })?;
+    Ok(folder.write_atomically(name, produce)?)
+}
+
+/// Whether an existing `name` in `folder` may be replaced by a document of `kind`; a message
+/// saying why not. Read without following a link: a link is never replaced.
+pub(crate) fn check_replaceable(
+    folder: &DocumentFolder,
+    name: &OsStr,
+    kind: DocumentKind,
+    force: bool,
+) -> Result<(), String> {
+    let len = match folder.entry(name) {
+        Ok(Entry::Missing) => return Ok(()),
+        Ok(Entry::File { len }) => len,
+        Ok(Entry::Folder) => return Err("is a folder; give a file path".into()),
+        Ok(Entry::Link) => return Err("is a symbolic link; lake replaces the file at a path, never a link (the write would not go where the link points). Give the path the link points to, or remove the link; nothing was written".into()),
+        Ok(Entry::Other) => return Err("is not a regular file (a device, pipe or socket): lake writes its documents through a temporary file renamed over the destination, which would replace it. Give a regular file path; nothing was written".into()),
         Err(e) => return Err(format!("cannot be inspected before it is replaced ({e}); nothing was written")),
     };
-    if meta.is_dir() {
-        return Err("is a folder; give a file path".into());
-    }
-    if !meta.is_file() {
-        return Err("is not a regular file (a device, pipe or socket): lake writes its documents through a temporary file renamed over the destination, which would replace it. Give a regular file path; nothing was written".into());
-    }
-    if meta.len() == 0 || force {
+    if len == 0 || force {
         return Ok(());
     }
     let limit = if kind == DocumentKind::Metrics { METRICS_MAX_BYTES } else { HEAD_BYTES as u64 };
     let mut head = Vec::new();
-    if let Err(e) = std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut head)) {
+    let read = folder.open_file(name).map_err(|e| e.to_string()).and_then(|f| match f {
+        Some(f) => f.take(limit).read_to_end(&mut head).map(|_| ()).map_err(|e| e.to_string()),
+        None => Ok(()),
+    });
+    if let Err(e) = read {
         return Err(format!("cannot be read to tell what it is ({e}); nothing was written"));
     }
-    if kind.recognises(&head, head.len() as u64 == meta.len()) {
+    if kind.recognises(&head, head.len() as u64 == len) {
         return Ok(());
     }
     Err(format!(
         "already exists and is not a {} (the kind being written); refusing to replace it. Choose another path, remove it, or pass --force to replace it; nothing was written",
         kind.describe()
     ))
-}
-
-/// Writes what `produce` streams to the local file `path` atomically and durably: a temporary
-/// file in the same folder, fsynced, renamed over `path`, then the folder fsynced. A crash
-/// leaves the previous file or the new one, never a torn one. No check: callers check the
-/// destination first ([`OutputPath::check`], [`crate::checkpoint::CheckpointLocation`]).
-///
-/// # Errors
-/// [`StoreError::Io`](lake_store::StoreError::Io); the destination is then unchanged.
-pub fn write_atomically(
-    path: &Path,
-    produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), GcError> {
-    let io = |e: std::io::Error| GcError::from(StoreError::Io { path: path.display().to_string(), source: e });
-    let dir = folder_of(path);
-    // A new file gets the usual mode (0666 less the umask), a replaced one keeps its own (a
-    // metrics file read by another user's exporter, say); tempfile's default would be 0600.
-    use std::os::unix::fs::PermissionsExt;
-    let existing = std::fs::metadata(path).ok().filter(|m| m.is_file()).map(|m| m.permissions());
-    let tmp = tempfile::Builder::new()
-        .prefix(".lake-")
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(io)?;
-    if let Some(permissions) = existing {
-        tmp.as_file().set_permissions(permissions).map_err(io)?;
-    }
-    let mut out = std::io::BufWriter::new(tmp.as_file());
-    produce(&mut out).and_then(|()| out.flush()).map_err(io)?;
-    drop(out);
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 /// The folder `path` lies in (`.` for a bare name).
@@ -597,37 +441,6 @@ pub(crate) fn folder_of(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Where no mount table can be read, a bind mount of the root or of `_lake/` is recognised
-    /// by folder identities (tried only where this machine allows mounts).
-    #[test]
-    fn without_a_mount_table_bind_mounts_are_recognised_by_folder_identities() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("lake");
-        std::fs::create_dir_all(root.join("_lake")).unwrap();
-        let root = root.canonicalize().unwrap();
-        let folders = RootFolders { path: Some(root.clone()), routes: Routes::Identities(folder_identities(&root)) };
-        assert!(folders.contains(&root.join("plan.json")));
-        assert!(!folders.contains(&dir.path().canonicalize().unwrap().join("plan.json")));
-        for (inside, at) in [("", "mnt-root"), ("_lake", "mnt-meta")] {
-            let target = dir.path().join(at);
-            std::fs::create_dir(&target).unwrap();
-            let mounted = std::process::Command::new("mount")
-                .arg("--bind")
-                .arg(root.join(inside))
-                .arg(&target)
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !mounted {
-                eprintln!("mount --bind is not allowed here: the identity route is not tried");
-                return;
-            }
-            let seen = folders.contains(&target.canonicalize().unwrap().join("x.json"));
-            let _ = std::process::Command::new("umount").arg("-l").arg(&target).status();
-            assert!(seen, "a bind mount of `{inside}` at {at}");
-        }
-    }
 
     #[test]
     fn documents_are_recognised_by_their_first_members() {

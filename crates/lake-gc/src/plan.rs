@@ -151,6 +151,12 @@ pub struct GcPlan {
     pub stage: String,
     /// The lake root the plan is for (normalised URI).
     pub root: String,
+    /// The identity of the lake the plan is for ([`lake_store::descriptor::LakeDescriptor::identity`]):
+    /// a lake deleted and created again at the same root is another lake, and a plan of the
+    /// old one is refused by the new one. Absent in plans of earlier builds (and of planners
+    /// run without a collector), which the collector refuses to apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lake_id: Option<String>,
     /// The horizon: `--min-age` in seconds.
     pub min_age_seconds: u64,
     /// Objects younger than this are never candidates.

@@ -88,6 +88,9 @@ pub fn prefetch_pages(memory_budget: usize, page_size: usize) -> usize {
 pub struct PlanOptions {
     /// The normalised lake root (recorded in the plan).
     pub root: String,
+    /// The lake's identity ([`lake_store::descriptor::LakeDescriptor::identity`], recorded in
+    /// the plan); `None` only for plans made without a collector (tests and benchmarks).
+    pub lake_id: Option<String>,
     /// The horizon (`--min-age`).
     pub min_age: Duration,
     /// Objects at or after this instant are young. Truncated to milliseconds.
@@ -111,6 +114,7 @@ impl PlanOptions {
         let settings = crate::collector::PlanSettings::default();
         Self {
             root: root.to_string(),
+            lake_id: None,
             min_age,
             cutoff,
             inventory_page_size: settings.inventory_page_size,
@@ -449,6 +453,7 @@ pub(crate) async fn plan_ranges(
             format_version: PLAN_FORMAT_VERSION,
             stage: STAGE_ORPHAN_OBJECTS.to_string(),
             root: options.root.clone(),
+            lake_id: options.lake_id.clone(),
             min_age_seconds: options.min_age.as_secs(),
             cutoff: PlanTime::from_datetime(cutoff),
             basis: basis.clone(),

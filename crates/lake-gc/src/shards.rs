@@ -30,7 +30,9 @@
 
 use crate::error::GcError;
 use crate::key_range::KeyRange;
-use crate::output::{document_root, DocumentKind, OutputPath};
+use crate::output::{
+    check_outside, check_replaceable, document_root, write_in, Destination, DocumentFolder, DocumentKind, OutputPath,
+};
 use crate::plan::{GcPlan, PlanShard};
 use crate::plan_time::PlanTime;
 use lake_store::Refusal;
@@ -392,13 +394,15 @@ impl ShardManifest {
     /// [`StoreError::Root`](lake_store::StoreError::Root) for a folder inside the lake; [`GcError::Output`] for a file
     /// of another kind there; [`StoreError::Io`](lake_store::StoreError::Io).
     pub fn save(&self, dir: &Path) -> Result<(), GcError> {
-        self.save_in(&OutputPath::new(dir))
+        let root = document_root(&self.root)?;
+        let file = dir.join(MANIFEST_FILE);
+        check_outside(&file.display().to_string(), Destination::Local(&file), &root)?;
+        self.save_in(&DocumentFolder::open(dir, &root)?, false)
     }
 
-    fn save_in(&self, folder: &OutputPath) -> Result<(), GcError> {
+    fn save_in(&self, folder: &DocumentFolder, force: bool) -> Result<(), GcError> {
         let bytes = self.to_document();
-        let root = document_root(&self.root)?;
-        folder.file(MANIFEST_FILE).write(&root, DocumentKind::ShardManifest, |out| out.write_all(&bytes))
+        write_in(folder, MANIFEST_FILE, DocumentKind::ShardManifest, force, |out| out.write_all(&bytes))
     }
 
     /// Checks that `plan` is shard `i` of this manifest: a shard whose index, count and range
@@ -562,25 +566,18 @@ impl ShardedPlan {
     /// folder holding other files; [`StoreError::Io`](lake_store::StoreError::Io).
     pub fn save_to(&self, folder: &OutputPath) -> Result<(), GcError> {
         let root = document_root(&self.manifest.root)?;
-        folder.prepare_folder(&root)?;
+        let held = folder.prepare_folder(&root)?;
         for plan in &self.plans {
             let index = shard_of(plan)?.index;
-            folder.file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))?;
+            write_in(&held, &shard_file_name(index), DocumentKind::Plan, folder.forced(), |out| {
+                plan.write_document(out)
+            })?;
         }
-        self.manifest.save_in(folder)?;
-        let io = |source| GcError::from(StoreError::Io { path: folder.path().display().to_string(), source });
-        for entry in std::fs::read_dir(folder.path()).map_err(io)? {
-            let entry = entry.map_err(io)?;
-            let stale =
-                parse_shard_file_name(&entry.file_name().to_string_lossy()).is_some_and(|i| i >= self.manifest.count);
-            if stale
-                && folder
-                    .file(&entry.file_name().to_string_lossy())
-                    .force(false)
-                    .check(&root, DocumentKind::Plan)
-                    .is_ok()
-            {
-                std::fs::remove_file(entry.path()).map_err(io)?;
+        self.manifest.save_in(&held, folder.forced())?;
+        for name in held.names()? {
+            let stale = parse_shard_file_name(&name.to_string_lossy()).is_some_and(|i| i >= self.manifest.count);
+            if stale && check_replaceable(&held, &name, DocumentKind::Plan, false).is_ok() {
+                held.remove(&name)?;
             }
         }
         Ok(())
@@ -609,5 +606,8 @@ impl ShardedPlan {
 pub fn save_shard(plan: &GcPlan, dir: &Path) -> Result<(), GcError> {
     let index = shard_of(plan)?.index;
     let root = document_root(&plan.root)?;
-    OutputPath::new(dir).file(&shard_file_name(index)).write(&root, DocumentKind::Plan, |out| plan.write_document(out))
+    let file = dir.join(shard_file_name(index));
+    check_outside(&file.display().to_string(), Destination::Local(&file), &root)?;
+    let folder = DocumentFolder::open(dir, &root)?;
+    write_in(&folder, &shard_file_name(index), DocumentKind::Plan, false, |out| plan.write_document(out))
 }

@@ -375,6 +375,7 @@ mod tests {
         let policy = LakeDescriptor {
             format_version: lake_store::descriptor::DESCRIPTOR_FORMAT_VERSION,
             created_at: "2026-01-01T00:00:00.000Z".into(),
+            lake_id: None,
             gc: lake_store::descriptor::GcPolicy { min_age_seconds: 3600 },
         };
         // 3600 s + 2 x 900 s + a 300 s deadline (the 900 s margin clamped to 5 minutes).

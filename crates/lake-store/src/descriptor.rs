@@ -28,6 +28,12 @@ pub struct LakeDescriptor {
     pub format_version: u64,
     /// Creation time, RFC 3339 UTC.
     pub created_at: String,
+    /// The lake's identity: a ULID minted when the lake was created, never changed. A lake
+    /// deleted and created again at the same root is another lake; GC plans and checkpoints
+    /// are bound to it ([`LakeDescriptor::identity`]). Absent in lakes created by earlier
+    /// builds (and then not written back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lake_id: Option<String>,
     /// GC policy floor.
     pub gc: GcPolicy,
 }
@@ -71,6 +77,7 @@ impl LakeDescriptor {
         let descriptor = Self {
             format_version: DESCRIPTOR_FORMAT_VERSION,
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            lake_id: Some(ulid::Ulid::new().to_string()),
             gc: GcPolicy { min_age_seconds: seconds },
         };
         let bytes = serde_json::to_vec_pretty(&descriptor).map_err(|e| StoreError::storage(DESCRIPTOR_KEY, e))?;
@@ -121,6 +128,16 @@ impl LakeDescriptor {
             });
         }
         Ok(d)
+    }
+
+    /// The lake's identity: its `lake_id`, or for a lake created by an earlier build (no
+    /// `lake_id`) `created-<created_at>`, its creation time to the millisecond (a lake deleted
+    /// and created again at the same root has another).
+    pub fn identity(&self) -> String {
+        match &self.lake_id {
+            Some(id) => id.clone(),
+            None => format!("created-{}", self.created_at),
+        }
     }
 
     /// The policy floor as a duration.

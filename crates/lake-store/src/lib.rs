@@ -17,6 +17,9 @@
 //!   reference's size and SHA-256; unverified ranged reads).
 //! - [`guard`]: the writer-side publication guard (refuse references to objects GC may delete).
 //! - [`clock`]: "now" read from the store's clock.
+//! - [`outside`]: where lake writes files that are not the lake's own (plans, checkpoints,
+//!   metrics, copied-out objects): outside the root by any route, judged through a held folder
+//!   handle at every write.
 //! - [`failpoint`]: failure injection points for crash tests (test builds only).
 //! - [`error`]: [`StoreError`] and the transient-or-permanent rule of any error chain;
 //!   [`refusal`]: the kinds of safety refusals ([`Refusal`]).
@@ -29,6 +32,8 @@ pub mod guard;
 pub mod intents;
 pub mod keys;
 pub mod layout;
+mod mount_table;
+pub mod outside;
 pub mod reader;
 pub mod refusal;
 pub mod registry;

@@ -286,6 +286,7 @@ mod tests {
             format_version: PLAN_FORMAT_VERSION,
             stage: STAGE_ORPHAN_OBJECTS.into(),
             root: "file:///lake".into(),
+            lake_id: None,
             min_age_seconds: 4,
             cutoff: now.into(),
             basis: Vec::new(),
@@ -305,6 +306,7 @@ mod tests {
                 policy: LakeDescriptor {
                     format_version: DESCRIPTOR_FORMAT_VERSION,
                     created_at: format_time(now),
+                    lake_id: None,
                     gc: GcPolicy { min_age_seconds: 4 },
                 },
                 plan_seconds: 0.0,

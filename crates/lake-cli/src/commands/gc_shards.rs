@@ -159,7 +159,7 @@ async fn apply(
     manifest.check_folder(folder, &selected)?;
     let checkpoints = selected.iter().map(|&i| shard_checkpoint(checkpoint_dir, i)).collect::<Result<Vec<_>, _>>()?;
     for at in &checkpoints {
-        at.check_outside(collector.store())?;
+        at.hold(collector.store())?;
     }
     let (_, clock) = collector.cutoff(&Horizon { earlier_cutoff: None, ..horizon.clone() }).await?;
     let started = std::time::Instant::now();

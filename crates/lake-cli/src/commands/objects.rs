@@ -6,8 +6,9 @@ use crate::commands::{open_lake, print_json};
 use crate::error::{check_range, CliError};
 use futures::StreamExt;
 use lake_common::{LakeRootUri, ObjectIdentity, ReferenceColumns};
-use lake_gc::output::{check_outside, parse_local, Destination};
+use lake_gc::output::parse_local;
 use lake_lance::{LanceEngineError, RowSelection};
+use lake_store::outside::{check_outside, Destination, DocumentFolder, Entry};
 use lake_store::ObjectReader;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -186,7 +187,8 @@ pub(crate) async fn get(args: &GetArgs) -> Result<(), CliError> {
     let projection = [args.column.clone()];
     let columns = reference_column(&engine, table, &args.column).await?;
     let mut batches = engine.read_rows_stream(table, &selection, Some(&projection)).await?;
-    prepare_dir(&dir)?;
+    // DIR held open from here on: every file is written relative to it, never through a link.
+    let held = prepare_dir(&dir, &root)?;
 
     let reader = ObjectReader::with_concurrency(store, args.concurrency);
     let mut seen: HashSet<ObjectIdentity> = HashSet::new();
@@ -204,13 +206,13 @@ pub(crate) async fn get(args: &GetArgs) -> Result<(), CliError> {
             if !seen.insert(id.clone()) {
                 continue;
             }
-            let path = file_for(&reader, &dir, &id)?;
+            let at = file_for(&reader, &id)?;
             while tasks.len() >= args.concurrency {
                 if let Some(done) = tasks.join_next().await {
                     fetched.push(joined(done)?);
                 }
             }
-            tasks.spawn(fetch(reader.clone(), id, path, root.clone()));
+            tasks.spawn(fetch(reader.clone(), id, held.clone(), at));
         }
     }
     while let Some(done) = tasks.join_next().await {
@@ -272,49 +274,58 @@ async fn reference_column(
     Ok(columns)
 }
 
-/// Creates DIR when it does not exist and its parent does (only the last folder, so that a typo
-/// cannot create a tree).
-fn prepare_dir(dir: &Path) -> Result<(), CliError> {
+/// Opens DIR, held, judged outside the lake root through its handle; creates it when it does
+/// not exist and its parent does (only the last folder, so that a typo cannot create a tree).
+fn prepare_dir(dir: &Path, root: &LakeRootUri) -> Result<DocumentFolder, CliError> {
     let io = |source| CliError::Io { path: dir.display().to_string(), source };
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => Ok(DocumentFolder::open(dir, root)?),
         Ok(_) => Err(CliError::Usage(format!("DIR {} is not a folder; nothing was written", dir.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let parent = match dir.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p,
                 _ => Path::new("."),
             };
-            if !parent.is_dir() {
-                return Err(CliError::Usage(format!(
+            let name = dir.file_name().and_then(|n| n.to_str()).filter(|_| parent.is_dir()).ok_or_else(|| {
+                CliError::Usage(format!(
                     "DIR {}: its parent folder {} does not exist; create it first (lake creates only the last folder, so that a typo cannot create a tree); nothing was written",
                     dir.display(),
                     parent.display()
-                )));
-            }
-            std::fs::create_dir(dir).map_err(io)
+                ))
+            })?;
+            Ok(DocumentFolder::open(parent, root)?.subfolder(name, true)?)
         }
         Err(e) => Err(io(e)),
     }
 }
 
-/// The file of the object `id` in DIR: DIR/<key> for a key of the lake, DIR/external/<sha256
-/// hex> for an object outside its root.
+/// Where the object `id` goes in DIR: the folder below DIR and the file's name (DIR/<key> for a
+/// key of the lake, DIR/external/<sha256 hex> for an object outside its root).
+struct FileAt {
+    folder: String,
+    name: String,
+}
+
+/// The file of the object `id` in DIR ([`FileAt`]).
 ///
 /// # Errors
 /// [`lake_store::StoreError::ObjectUnreachable`] when the lake's store cannot read `id.uri`;
 /// [`CliError::Refused`] for a key that is no safe relative path.
-fn file_for(reader: &ObjectReader, dir: &Path, id: &ObjectIdentity) -> Result<PathBuf, CliError> {
-    let Some(key) = reader.key_of(&id.uri)? else { return Ok(dir.join(EXTERNAL_FOLDER).join(id.sha256_hex())) };
+fn file_for(reader: &ObjectReader, id: &ObjectIdentity) -> Result<FileAt, CliError> {
+    let Some(key) = reader.key_of(&id.uri)? else {
+        return Ok(FileAt { folder: EXTERNAL_FOLDER.to_string(), name: id.sha256_hex() });
+    };
     let safe = !key.starts_with('/')
         && !key.contains('\0')
         && key.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
-    if !safe {
+    let split = key.rsplit_once('/').filter(|_| safe);
+    let Some((folder, name)) = split else {
         return Err(CliError::Refused(format!(
             "the reference `{}` names the key `{key}`, which is not a safe relative path (an empty, `.` or `..` part, or a leading `/`); nothing more was written",
             id.uri
         )));
-    }
-    Ok(dir.join(key))
+    };
+    Ok(FileAt { folder: folder.to_string(), name: name.to_string() })
 }
 
 /// A finished task's result; a task that panicked or was cancelled is an error.
@@ -322,95 +333,69 @@ fn joined(done: Result<Result<Fetched, CliError>, tokio::task::JoinError>) -> Re
     done.map_err(|e| CliError::Io { path: "lake get".into(), source: std::io::Error::other(e) })?
 }
 
-/// Reads the object `id` verified into `path` (a temporary file beside it, renamed once every
-/// byte is verified; never over an existing file), or finds it there already.
-async fn fetch(
-    reader: ObjectReader,
-    id: ObjectIdentity,
-    path: PathBuf,
-    root: LakeRootUri,
-) -> Result<Fetched, CliError> {
+/// Reads the object `id` verified into its file in the held DIR (a temporary file beside it,
+/// renamed once every byte is verified; never over an existing file), or finds it there
+/// already. Every folder below DIR is reached without following a link or crossing a mount.
+async fn fetch(reader: ObjectReader, id: ObjectIdentity, dir: DocumentFolder, at: FileAt) -> Result<Fetched, CliError> {
+    let folder = dir.subfolder(&at.folder, true)?;
+    let name = std::ffi::OsString::from(&at.name);
+    let path = folder.shown(&name);
     let shown = path.display().to_string();
     let io = |source| CliError::Io { path: shown.clone(), source };
     let done = |written| Fetched { uri: id.uri.clone(), path: path.clone(), size: id.size, written };
-    // Before anything is read or created there: no route (a link in DIR) leads into the lake.
-    check_outside(&shown, Destination::Local(&path), &root)?;
-    if existing(&path, &id).await? {
+    if existing(&folder, &name, &id).await? {
         return Ok(done(false));
     }
-    let folder = match path.parent() {
-        Some(folder) => folder.to_path_buf(),
-        None => return Err(io(std::io::Error::other("the file has no folder"))),
-    };
-    tokio::fs::create_dir_all(&folder).await.map_err(io)?;
-    // A new file gets the usual mode (0666 less the umask), not tempfile's 0600.
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::Builder::new()
-        .prefix(".lake-")
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(&folder)
-        .map_err(io)?;
-    let mut file = tokio::fs::File::from_std(tmp.as_file().try_clone().map_err(io)?);
+    let mut tmp = folder.temporary()?;
+    let mut file = tokio::fs::File::from_std(tmp.file()?.try_clone().map_err(io)?);
     let mut stream = reader.open_verified(&id).await?;
     while let Some(chunk) = stream.next().await {
         file.write_all(&chunk?).await.map_err(io)?;
     }
     // The stream ended without an error: the file holds exactly the verified bytes.
     file.flush().await.map_err(io)?;
-    file.sync_all().await.map_err(io)?;
     drop(file);
-    match tmp.persist_noclobber(&path) {
-        Ok(_) => {
-            if let Ok(d) = std::fs::File::open(&folder) {
-                let _ = d.sync_all();
-            }
-            Ok(done(true))
-        }
-        // Another reference to the same file (or another process) wrote it meanwhile.
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-            if existing(&path, &id).await? {
-                Ok(done(false))
-            } else {
-                Err(differs(&path, &id))
-            }
-        }
-        Err(e) => Err(io(e.error)),
+    if tmp.persist(&name, true)? {
+        return Ok(done(true));
+    }
+    // Another reference to the same file (or another process) wrote it meanwhile.
+    if existing(&folder, &name, &id).await? {
+        Ok(done(false))
+    } else {
+        Err(differs(&path, &id))
     }
 }
 
-/// Whether `path` already holds the object `id` (same size and SHA-256): `false` when there is
-/// nothing there.
+/// Whether `name` in `folder` already holds the object `id` (same size and SHA-256): `false`
+/// when there is nothing there.
 ///
 /// # Errors
 /// [`CliError::Refused`] when something else is there (another file, a folder, a link);
 /// [`CliError::Io`] when it cannot be read.
-async fn existing(path: &Path, id: &ObjectIdentity) -> Result<bool, CliError> {
+async fn existing(folder: &DocumentFolder, name: &std::ffi::OsStr, id: &ObjectIdentity) -> Result<bool, CliError> {
+    let path = folder.shown(name);
     let io = |source| CliError::Io { path: path.display().to_string(), source };
-    let meta = match tokio::fs::symlink_metadata(path).await {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io(e)),
-    };
-    if !meta.is_file() || meta.len() != id.size {
-        return Err(differs(path, id));
+    match folder.entry(name)? {
+        Entry::Missing => return Ok(false),
+        Entry::File { len } if len == id.size => {}
+        _ => return Err(differs(&path, id)),
     }
-    let file = path.to_path_buf();
-    let sha256 = tokio::task::spawn_blocking(move || sha256_of(&file))
+    let Some(file) = folder.open_file(name)? else { return Ok(false) };
+    let sha256 = tokio::task::spawn_blocking(move || sha256_of(file))
         .await
         .map_err(|e| io(std::io::Error::other(e)))?
         .map_err(io)?;
     if sha256 == id.sha256 {
         Ok(true)
     } else {
-        Err(differs(path, id))
+        Err(differs(&path, id))
     }
 }
 
-/// The SHA-256 of the local file `path`.
-fn sha256_of(path: &Path) -> std::io::Result<[u8; 32]> {
+/// The SHA-256 of the open local `file`.
+fn sha256_of(mut file: std::fs::File) -> std::io::Result<[u8; 32]> {
     let mut hasher = Sha256::new();
-    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    std::io::copy(&mut file, &mut hasher)?;
     Ok(hasher.finalize().into())
 }
 

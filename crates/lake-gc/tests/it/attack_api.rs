@@ -379,7 +379,7 @@ async fn attack_s3_checkpoint_spellings_of_the_root_are_refused() {
             eprintln!("s3 spelling `{text}`: refused by parse");
             continue;
         };
-        if location.check_outside(&lake).is_err() {
+        if location.hold(&lake).is_err() {
             eprintln!("s3 spelling `{text}`: refused by check_outside");
             continue;
         }

@@ -117,8 +117,10 @@ async fn only_a_plan_bound_to_this_lake_horizon_and_clock_is_applied() {
         PlanOptions::new(l.store.root(), Duration::from_secs(3600), Utc::now() + chrono::Duration::minutes(5))
             .page_size(100)
             .memory_budget(1 << 20);
-    let (too_late, _) =
+    let (mut too_late, _) =
         plan_with_unchecked_cutoff(&engine, inventory::for_store(&l.store).as_ref(), &options_unchecked).await.unwrap();
+    // Bound to this lake, as the collector's own plans are: only the cutoff is wrong.
+    too_late.lake_id = Some(gc.policy().identity());
     refused(real.apply(&too_late, &horizon, &ckpt("d"), &options).await.unwrap_err(), Refusal::CutoffTooLate);
     // A checkpoint inside the lake root.
     let inside = CheckpointLocation::parse(l.dir.path().join("lake/gc.ckpt").to_str().unwrap()).unwrap();

@@ -10,6 +10,7 @@ fn sample() -> GcPlan {
         format_version: PLAN_FORMAT_VERSION,
         stage: STAGE_ORPHAN_OBJECTS.into(),
         root: "file:///lake".into(),
+        lake_id: None,
         min_age_seconds: 604800,
         cutoff: "2026-01-01T00:00:00.000Z".parse().unwrap(),
         basis: vec![BasisEntry::new(
@@ -93,11 +94,11 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
     let cp = ApplyCheckpoint::new(&plan).unwrap();
 
     // A checkpoint whose plan document is missing is refused, naming the document.
-    cp.save(&loc).await.unwrap();
+    cp.save(&loc.to_read().unwrap()).await.unwrap();
     let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
     assert!(err.contains("c.json.plan.json") && err.contains("missing"), "{err}");
 
-    ApplyCheckpoint::persist_plan(&plan, &loc).await.unwrap();
+    ApplyCheckpoint::persist_plan(&plan, &loc.to_read().unwrap()).await.unwrap();
     let loaded = ApplyCheckpoint::load(&loc).await.unwrap().unwrap();
     assert_eq!((&loaded.checkpoint, &loaded.plan), (&cp, &plan));
     // The plan document is the `--out` document; the checkpoint holds no candidate.
@@ -117,7 +118,7 @@ async fn checkpoints_keep_their_plan_beside_them_and_refuse_edits_and_other_form
     std::fs::write(&plan_path, other.to_document().unwrap()).unwrap();
     let err = ApplyCheckpoint::load(&loc).await.unwrap_err().to_string();
     assert!(err.contains("bound to") && err.contains("edited"), "{err}");
-    ApplyCheckpoint::persist_plan(&plan, &loc).await.unwrap();
+    ApplyCheckpoint::persist_plan(&plan, &loc.to_read().unwrap()).await.unwrap();
 
     // A checkpoint whose candidate count was edited.
     let mut v: serde_json::Value = serde_json::to_value(&cp).unwrap();

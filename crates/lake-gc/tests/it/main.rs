@@ -5,6 +5,8 @@
 //! `inventory` checks the local inventory against object_store's full listing; `report` plans
 //! from S3 Inventory reports (LocalStack); `outputs` checks where documents written for an
 //! operator may go, and how plans, checkpoints and shards bind (issue 22, kinds 1, 6, 7, 9);
+//! `written_where_checked` re-points links and mounts overlays after documents are checked;
+//! `lake_identity` binds plans and checkpoints to a lake and one apply to a checkpoint;
 //! `s3_options` runs GC on a store configured by storage
 //! options alone, in a child process without `AWS_*` variables; `delete_proxy` makes DeleteObjects
 //! answer per-key errors.
@@ -15,6 +17,7 @@ mod conformance;
 mod delete_proxy;
 mod documents;
 mod inventory;
+mod lake_identity;
 mod managed_grammar;
 mod outputs;
 mod own_garbage;
@@ -24,6 +27,7 @@ mod report;
 mod s3_options;
 mod s3_requests;
 mod shards;
+mod written_where_checked;
 
 /// Asserts that `err` is a refusal of kind `expected` (tests match the kind, not the message).
 pub fn refused(err: lake_gc::GcError, expected: lake_store::Refusal) {

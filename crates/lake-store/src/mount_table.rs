@@ -2,7 +2,7 @@
 //! (`/proc/self/mountinfo`, Linux `proc(5)`): the mounted file system's device and the path
 //! from that file system's own root. Two paths that are one folder (a bind mount shows a folder
 //! of the lake under another path, at any depth) have the same place, so [`crate::output`] asks
-//! here whether a destination lies inside a lake root by any route.
+//! here whether a destination lies inside a lake root by any route ([`crate::outside`]).
 //!
 //! A line of `mountinfo` is `ID PARENT MAJOR:MINOR ROOT MOUNT_POINT OPTIONS [OPTIONAL...] -
 //! FSTYPE SOURCE SUPER_OPTIONS`, with space, tab, newline and backslash in paths written as
@@ -11,13 +11,16 @@
 
 use std::path::{Path, PathBuf};
 
-/// One mount: the file system's device (`MAJOR:MINOR`), the folder of it that is mounted, and
-/// where.
+/// One mount: its ID, the file system's device (`MAJOR:MINOR`), the folder of it that is
+/// mounted, where, and what kind of file system it is (with the super options of an overlay).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
+    id: u64,
     device: String,
     root: PathBuf,
     point: PathBuf,
+    fs_type: String,
+    super_options: String,
 }
 
 /// A place on a file system: its device and the path from the file system's root.
@@ -25,6 +28,27 @@ struct Mount {
 pub(crate) struct Place {
     device: String,
     path: PathBuf,
+}
+
+impl Place {
+    /// Whether `other` lies in this place (same file system, at or below its path).
+    pub(crate) fn holds(&self, other: &Place) -> bool {
+        self.device == other.device && other.path.starts_with(&self.path)
+    }
+}
+
+/// Where a write into a folder of an overlay file system lands (`overlayfs(5)`, "upper"): the
+/// upper layer's folder at the same path below the overlay's root. Lower layers are never
+/// written (a changed file is copied up first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OverlayUpper {
+    /// The folder is not on an overlay.
+    NotOverlay,
+    /// The upper layer's folder a write here lands in.
+    At(PathBuf),
+    /// An overlay whose upper layer the mount table does not name in a form read here: the
+    /// caller cannot tell where writes land, and refuses.
+    Unknown,
 }
 
 /// The mount table of this process.
@@ -47,11 +71,16 @@ impl MountTable {
         let mounts = text
             .lines()
             .filter_map(|line| {
-                let mut fields = line.split(' ');
-                let device = fields.nth(2)?.to_string();
+                let (head, tail) = line.split_once(" - ")?;
+                let mut fields = head.split(' ');
+                let id = fields.next()?.parse().ok()?;
+                let device = fields.nth(1)?.to_string();
                 let root = PathBuf::from(unescape(fields.next()?));
                 let point = PathBuf::from(unescape(fields.next()?));
-                Some(Mount { device, root, point })
+                let mut tail = tail.split(' ');
+                let fs_type = tail.next()?.to_string();
+                let super_options = tail.nth(1).unwrap_or_default().to_string();
+                Some(Mount { id, device, root, point, fs_type, super_options })
             })
             .collect();
         Self { mounts }
@@ -74,6 +103,39 @@ impl MountTable {
         Some(Place { device: mount.device.clone(), path: mount.root.join(below) })
     }
 
+    /// The place of the absolute `path` on the mount `id` (the kernel's `mnt_id` of an open
+    /// file, `proc(5)` `fdinfo`): exact where the longest-prefix rule of [`MountTable::place`]
+    /// could pick a mount the file is not on. `None` for an unknown mount or a path outside it.
+    pub(crate) fn place_on(&self, id: u64, path: &Path) -> Option<Place> {
+        let mount = self.mounts.iter().rev().find(|m| m.id == id)?;
+        let below = path.strip_prefix(&mount.point).ok()?;
+        Some(Place { device: mount.device.clone(), path: mount.root.join(below) })
+    }
+
+    /// Where a write into the folder `path` of the mount `id` lands when that mount is an
+    /// overlay ([`OverlayUpper`]); `None` for an unknown mount.
+    pub(crate) fn overlay_upper(&self, id: u64, path: &Path) -> Option<OverlayUpper> {
+        let mount = self.mounts.iter().rev().find(|m| m.id == id)?;
+        if mount.fs_type != "overlay" {
+            return Some(OverlayUpper::NotOverlay);
+        }
+        let Ok(below) = path.strip_prefix(&mount.point) else { return Some(OverlayUpper::Unknown) };
+        // `upperdir=` among comma-separated options; an escaped comma (`\,`) in a path is not
+        // read here (the caller refuses).
+        let upper = mount
+            .super_options
+            .split(',')
+            .find_map(|o| o.strip_prefix("upperdir="))
+            .filter(|u| !u.ends_with('\\') && u.starts_with('/'));
+        Some(match upper {
+            Some(upper) => {
+                let inner = mount.root.strip_prefix("/").unwrap_or(&mount.root).join(below);
+                OverlayUpper::At(PathBuf::from(unescape(upper)).join(inner))
+            }
+            None => OverlayUpper::Unknown,
+        })
+    }
+
     /// The places whose contents lie inside the resolved folder `root`: its own, and the
     /// folder mounted at every mount point below it (a file system or bind mount inside the
     /// root is inside it too).
@@ -90,7 +152,7 @@ impl MountTable {
     /// Whether the resolved `path` lies in one of `places` ([`MountTable::places_inside`]).
     pub(crate) fn lies_in(&self, path: &Path, places: &[Place]) -> bool {
         let Some(here) = self.place(path) else { return false };
-        places.iter().any(|p| p.device == here.device && here.path.starts_with(&p.path))
+        places.iter().any(|p| p.holds(&here))
     }
 }
 
@@ -121,7 +183,7 @@ mod tests {
     use super::*;
 
     const TABLE: &str = "\
-22 1 0:21 / / rw,relatime - overlay overlay rw
+22 1 0:21 / / rw,relatime - overlay overlay rw,lowerdir=/l,upperdir=/data/up,workdir=/data/work
 30 22 8:1 / /data rw,relatime - ext4 /dev/sda1 rw
 31 22 8:1 /lake/objects/01J0 /mnt/deep rw,relatime - ext4 /dev/sda1 rw
 32 30 8:2 / /data/lake/tables rw,relatime - ext4 /dev/sdb1 rw
@@ -152,5 +214,20 @@ mod tests {
         let over = format!("{TABLE}40 22 0:50 / /data rw - tmpfs tmpfs rw\n");
         assert_eq!(MountTable::parse(&over).place(Path::new("/data/x")).unwrap().device, "0:50");
         assert_eq!(unescape("a\\040b\\0"), "a b\\0");
+    }
+
+    #[test]
+    fn a_mount_is_found_by_its_id_and_an_overlay_names_its_upper_layer() {
+        let table = MountTable::parse(TABLE);
+        assert_eq!(table.place_on(31, Path::new("/mnt/deep/x")).unwrap().path, PathBuf::from("/lake/objects/01J0/x"));
+        assert_eq!(table.place_on(30, Path::new("/mnt/deep/x")), None, "not on that mount");
+        assert_eq!(table.place_on(99, Path::new("/x")), None);
+        assert_eq!(
+            table.overlay_upper(22, Path::new("/etc/x")),
+            Some(OverlayUpper::At(PathBuf::from("/data/up/etc/x")))
+        );
+        assert_eq!(table.overlay_upper(30, Path::new("/data/x")), Some(OverlayUpper::NotOverlay));
+        let odd = MountTable::parse("5 1 0:9 / /o rw - overlay overlay rw,lowerdir=/l\n");
+        assert_eq!(odd.overlay_upper(5, Path::new("/o/a")), Some(OverlayUpper::Unknown));
     }
 }
