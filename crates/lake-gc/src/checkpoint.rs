@@ -72,6 +72,11 @@ impl CheckpointLocation {
         if text.trim().is_empty() {
             return Err(refuse("is empty: give the checkpoint a file path (say gc.ckpt) or s3://bucket/key"));
         }
+        if text.ends_with(LOCK_SUFFIX) || text.ends_with(PLAN_SUFFIX) {
+            return Err(refuse(&format!(
+                "ends with `{LOCK_SUFFIX}` or `{PLAN_SUFFIX}`, the names of the files apply keeps beside a checkpoint (its lock, its plan); give the checkpoint another name (say gc.ckpt)"
+            )));
+        }
         let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         if matches!(scheme.as_deref(), Some("s3" | "s3a" | "s3n")) {
             let (folder, name) =

@@ -627,17 +627,20 @@ impl<'e> GarbageCollector<'e> {
     }
 
     /// Whether `plan` was made for another lake than this one: another root, or this root when
-    /// another lake was there (its identity differs, or it records none).
+    /// another lake was there (its recorded identity differs). A plan of an earlier build
+    /// records none: it is taken for this root's lake (a checkpoint of one, left unfinished by
+    /// an upgrade, resumes as before; apply revalidates every candidate against the journal).
     fn other_lake(&self, plan: &GcPlan) -> bool {
-        plan.root != self.store.root().to_string() || plan.lake_id.as_deref() != Some(self.policy.identity().as_str())
+        plan.root != self.store.root().to_string()
+            || plan.lake_id.as_deref().is_some_and(|id| id != self.policy.identity())
     }
 
     async fn check_plan(&self, plan: &GcPlan, horizon: &Horizon, what: &str) -> Result<(), GcError> {
         self.check_lake_and_horizon(&plan.root, plan.min_age_seconds, horizon, what)?;
         let lake = self.policy.identity();
-        if plan.lake_id.as_deref() != Some(lake.as_str()) {
+        if plan.lake_id.as_deref().is_some_and(|id| id != lake) {
             return Err(GcError::refused(Refusal::BoundToRoot, format!(
-                "{what} was made for {}, not for the lake now at {} ({lake}): that lake was deleted and created again here, or the plan was made by an earlier lake build, which recorded no lake identity. Plan again; nothing was deleted",
+                "{what} was made for {}, not for the lake now at {} ({lake}): that lake was deleted and created again there. Plan again; nothing was deleted",
                 describe_lake(plan),
                 plan.root
             )));

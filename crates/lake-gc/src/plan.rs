@@ -154,7 +154,7 @@ pub struct GcPlan {
     /// The identity of the lake the plan is for ([`lake_store::descriptor::LakeDescriptor::identity`]):
     /// a lake deleted and created again at the same root is another lake, and a plan of the
     /// old one is refused by the new one. Absent in plans of earlier builds (and of planners
-    /// run without a collector), which the collector refuses to apply.
+    /// run without a collector): those are taken for the lake now at their root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lake_id: Option<String>,
     /// The horizon: `--min-age` in seconds.

@@ -89,6 +89,14 @@ impl MountTable {
     /// The place of the absolute, resolved `path`: by the mount whose point is the longest
     /// prefix of it (the last such line when one point is mounted over: the visible mount).
     pub(crate) fn place(&self, path: &Path) -> Option<Place> {
+        let mount = self.visible(path)?;
+        let below = path.strip_prefix(&mount.point).ok()?;
+        Some(Place { device: mount.device.clone(), path: mount.root.join(below) })
+    }
+
+    /// The mount the absolute `path` is seen on: the one whose point is the longest prefix of
+    /// it (the last such line when one point is mounted over).
+    fn visible(&self, path: &Path) -> Option<&Mount> {
         let mut best: Option<(&Mount, usize)> = None;
         for mount in &self.mounts {
             if path.starts_with(&mount.point) {
@@ -98,9 +106,7 @@ impl MountTable {
                 }
             }
         }
-        let (mount, _) = best?;
-        let below = path.strip_prefix(&mount.point).ok()?;
-        Some(Place { device: mount.device.clone(), path: mount.root.join(below) })
+        best.map(|(mount, _)| mount)
     }
 
     /// The place of the absolute `path` on the mount `id` (the kernel's `mnt_id` of an open
@@ -134,6 +140,28 @@ impl MountTable {
             }
             None => OverlayUpper::Unknown,
         })
+    }
+
+    /// Where the absolute `path` lies in the layers of the overlay file system it is on (the
+    /// visible mount, [`MountTable::place`]): the upper layer's folder and each lower layer's,
+    /// at the same path below the overlay's root; nothing when it is not on an overlay (or the
+    /// layers cannot be read).
+    pub(crate) fn overlay_layers(&self, path: &Path) -> Vec<PathBuf> {
+        let Some(mount) = self.visible(path).filter(|m| m.fs_type == "overlay") else { return Vec::new() };
+        let Ok(below) = path.strip_prefix(&mount.point) else { return Vec::new() };
+        let inner = mount.root.strip_prefix("/").unwrap_or(&mount.root).join(below);
+        let mut layers = Vec::new();
+        for option in mount.super_options.split(',') {
+            let folders = match option.split_once('=') {
+                Some(("upperdir", v)) => vec![v],
+                Some(("lowerdir", v)) => v.split(':').collect(),
+                _ => continue,
+            };
+            for folder in folders.into_iter().filter(|f| f.starts_with('/')) {
+                layers.push(PathBuf::from(unescape(folder)).join(&inner));
+            }
+        }
+        layers
     }
 
     /// The places whose contents lie inside the resolved folder `root`: its own, and the
@@ -227,6 +255,11 @@ mod tests {
             Some(OverlayUpper::At(PathBuf::from("/data/up/etc/x")))
         );
         assert_eq!(table.overlay_upper(30, Path::new("/data/x")), Some(OverlayUpper::NotOverlay));
+        assert_eq!(
+            table.overlay_layers(Path::new("/etc/x")),
+            [PathBuf::from("/l/etc/x"), PathBuf::from("/data/up/etc/x")]
+        );
+        assert!(table.overlay_layers(Path::new("/data/x")).is_empty());
         let odd = MountTable::parse("5 1 0:9 / /o rw - overlay overlay rw,lowerdir=/l\n");
         assert_eq!(odd.overlay_upper(5, Path::new("/o/a")), Some(OverlayUpper::Unknown));
     }

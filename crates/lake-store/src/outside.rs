@@ -98,7 +98,7 @@ pub fn check_outside(shown: &str, destination: Destination<'_>, root: &LakeRootU
             // did not parse it may still hand it to a parser that does).
             let url_path = path
                 .to_str()
-                .filter(|t| t.len() > 5 && t[..5].eq_ignore_ascii_case("file:"))
+                .filter(|t| t.get(..5).is_some_and(|scheme| scheme.eq_ignore_ascii_case("file:")))
                 .and_then(|t| url::Url::parse(t).ok())
                 .and_then(|u| u.to_file_path().ok())
                 .filter(|p| p != path);
@@ -121,6 +121,9 @@ pub fn check_outside(shown: &str, destination: Destination<'_>, root: &LakeRootU
 struct RootFolders {
     /// The root folder, resolved; `None` when it does not exist (nothing can be inside it then).
     path: Option<PathBuf>,
+    /// The root folder's identity (device, inode): a folder with it among the ancestors of an
+    /// open folder is inside, however its path is spelled (a case-insensitive file system).
+    id: Option<(u64, u64)>,
     /// How a path outside the root's folder is found to lie inside it (a bind mount).
     routes: Routes,
 }
@@ -144,16 +147,17 @@ impl RootFolders {
         }
         let root = PathBuf::from(format!("/{}", root.path()));
         let Ok(path) = std::fs::canonicalize(&root) else {
-            return Some(Self { path: None, routes: Routes::Identities(HashSet::new()) });
+            return Some(Self { path: None, id: None, routes: Routes::Identities(HashSet::new()) });
         };
+        let id = std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
         let routes = match MountTable::read() {
             Some(table) => {
-                let inside = table.places_inside(&path);
+                let inside = inside_places(&table, &path);
                 Routes::Mounts(table, inside)
             }
             None => Routes::Identities(folder_identities(&path)),
         };
-        Some(Self { path: Some(path), routes })
+        Some(Self { path: Some(path), id, routes })
     }
 
     /// Whether the resolved `path` lies inside the root (see the module documentation).
@@ -178,14 +182,16 @@ impl RootFolders {
     fn contains_open(&self, fd: &OwnedFd) -> Result<bool, String> {
         let Some(root) = &self.path else { return Ok(false) };
         let path = open_path(fd)?;
-        if path.starts_with(root) {
+        if path.starts_with(root) || self.id.is_some_and(|id| has_ancestor(fd, id)) {
             return Ok(true);
         }
         match &self.routes {
-            Routes::Mounts(table, inside) => {
+            Routes::Mounts(table, _) => {
                 let mount = mount_id(fd)?;
-                // The table read now: a mount made since the root was judged counts.
+                // The table read now: a mount made since the root was judged counts, on either
+                // side (a bind mount of the held folder into the root, or of the root).
                 let now = MountTable::read().unwrap_or_else(|| table.clone());
+                let inside = inside_places(&now, root);
                 let here = now.place_on(mount, &path).ok_or_else(|| {
                     format!("the kernel places it on mount {mount}, which its mount table does not show")
                 })?;
@@ -200,7 +206,7 @@ impl RootFolders {
                     Some(OverlayUpper::NotOverlay) => Ok(false),
                     Some(OverlayUpper::At(upper)) => {
                         let landed = resolve_existing_prefix(&upper)?;
-                        Ok(self.contains(&landed))
+                        Ok(landed.starts_with(root) || now.lies_in(&landed, &inside))
                     }
                 }
             }
@@ -212,6 +218,38 @@ impl RootFolders {
     }
 }
 
+/// The places whose contents lie inside the resolved folder `root` ([`MountTable::places_inside`]),
+/// and where the root lies on an overlay file system, the same folder in each of its layers:
+/// a write into the upper layer's folder, or a lower one's, changes what the root holds.
+fn inside_places(table: &MountTable, root: &Path) -> Vec<Place> {
+    let mut places = table.places_inside(root);
+    for layer in table.overlay_layers(root) {
+        if let Some(place) = resolve_existing_prefix(&layer).ok().and_then(|l| table.place(&l)) {
+            places.push(place);
+        }
+    }
+    places
+}
+
+/// Whether a folder with the identity `id` (device, inode) is the open folder `fd` or one of
+/// its ancestors (followed by `..`, at most 4096 levels).
+fn has_ancestor(fd: &OwnedFd, id: (u64, u64)) -> bool {
+    let Ok(mut here) = rustix::fs::openat(fd, ".", FOLDER, Mode::empty()) else { return false };
+    for _ in 0..4096 {
+        let Ok(stat) = rustix::fs::fstat(&here) else { return false };
+        if (stat.st_dev, stat.st_ino) == id {
+            return true;
+        }
+        let Ok(parent) = rustix::fs::openat(&here, "..", FOLDER, Mode::empty()) else { return false };
+        match rustix::fs::fstat(&parent) {
+            Ok(up) if (up.st_dev, up.st_ino) == (stat.st_dev, stat.st_ino) => return false,
+            Ok(_) => here = parent,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 /// The current path of the open file `fd`, as the kernel tells it (`/proc/self/fd/N`).
 ///
 /// # Errors
@@ -220,7 +258,10 @@ fn open_path(fd: &OwnedFd) -> Result<PathBuf, String> {
     use std::os::fd::AsRawFd;
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let path = std::fs::read_link(&link).map_err(|e| format!("the kernel does not tell where it is ({e})"))?;
-    if !path.is_absolute() || path.as_os_str().as_bytes().ends_with(b" (deleted)") {
+    // A removed folder has no links left (the kernel then appends " (deleted)" to its path; a
+    // folder may also be named so).
+    let removed = rustix::fs::fstat(fd).map_or(true, |s| s.st_nlink == 0);
+    if !path.is_absolute() || removed {
         return Err(format!("it is no longer a folder on this machine's file system ({})", path.display()));
     }
     Ok(path)
@@ -523,7 +564,8 @@ impl DocumentFolder {
         let mut tmp = self.temporary()?;
         if let Ok(stat) = rustix::fs::statat(&self.inner.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
-                let mode = Mode::from_raw_mode(stat.st_mode & 0o7777);
+                // Permission bits only: never set-user-ID, set-group-ID or sticky.
+                let mode = Mode::from_raw_mode(stat.st_mode & 0o777);
                 rustix::fs::fchmod(tmp.file()?, mode).map_err(|e| io(&self.shown(name), e.into()))?;
             }
         }
@@ -542,6 +584,7 @@ impl DocumentFolder {
     /// [`StoreError::Io`] when it cannot be removed.
     pub fn remove(&self, name: &OsStr) -> Result<(), StoreError> {
         check_name(name).map_err(|e| io(&self.shown(name), e))?;
+        self.judge()?;
         match rustix::fs::unlinkat(&self.inner.fd, name, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => {
                 let _ = rustix::fs::fsync(&self.inner.fd);
@@ -558,18 +601,32 @@ impl DocumentFolder {
     /// in this one).
     ///
     /// # Errors
-    /// As [`DocumentFolder::judge`]; [`StoreError::Io`] when the file cannot be opened or locked.
+    /// As [`DocumentFolder::judge`]; [`StoreError::Io`] when the file cannot be opened or
+    /// locked, or was replaced under the lock again and again.
     pub fn lock(&self, name: &OsStr) -> Result<Option<FolderLock>, StoreError> {
         check_name(name).map_err(|e| io(&self.shown(name), e))?;
         self.judge()?;
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.inner.fd, name, flags, Mode::from_raw_mode(0o666))
-            .map_err(|e| io(&self.shown(name), e.into()))?;
-        match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(FolderLock { _fd: fd })),
-            Err(Errno::WOULDBLOCK) => Ok(None),
-            Err(e) => Err(io(&self.shown(name), e.into())),
+        let err = |e: Errno| io(&self.shown(name), e.into());
+        for _ in 0..8 {
+            let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::openat(&self.inner.fd, name, flags, Mode::from_raw_mode(0o666)).map_err(err)?;
+            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {}
+                Err(Errno::WOULDBLOCK) => return Ok(None),
+                Err(e) => return Err(err(e)),
+            }
+            // The lock is the file the name holds now: one renamed over the name between the
+            // open and the lock (whose lock another holder may take) is opened again.
+            let held = rustix::fs::fstat(&fd).map_err(err)?;
+            match rustix::fs::statat(&self.inner.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(now) if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) => {
+                    return Ok(Some(FolderLock { _fd: fd }))
+                }
+                Ok(_) | Err(Errno::NOENT) => continue,
+                Err(e) => return Err(err(e)),
+            }
         }
+        Err(io(&self.shown(name), std::io::Error::other("the lock file was replaced while it was being locked")))
     }
 
     /// The folder `relative` (`/`-separated names) below this one, created when missing (when
@@ -580,6 +637,8 @@ impl DocumentFolder {
     /// [`StoreError::Io`] when a part is a link, a mount, missing (without `create`) or cannot
     /// be created; as [`DocumentFolder::judge`].
     pub fn subfolder(&self, relative: &str, create: bool) -> Result<DocumentFolder, StoreError> {
+        // This folder first: nothing is created below a folder that lies in the root by now.
+        self.judge()?;
         let shown = self.inner.shown.join(relative);
         let mut fd: Option<OwnedFd> = None;
         for part in relative.split('/').filter(|p| !p.is_empty()) {
@@ -731,7 +790,8 @@ mod tests {
         let root = dir.path().join("lake");
         std::fs::create_dir_all(root.join("_lake")).unwrap();
         let root = root.canonicalize().unwrap();
-        let folders = RootFolders { path: Some(root.clone()), routes: Routes::Identities(folder_identities(&root)) };
+        let folders =
+            RootFolders { path: Some(root.clone()), id: None, routes: Routes::Identities(folder_identities(&root)) };
         assert!(folders.contains(&root.join("plan.json")));
         assert!(!folders.contains(&dir.path().canonicalize().unwrap().join("plan.json")));
         for (inside, at) in [("", "mnt-root"), ("_lake", "mnt-meta")] {
@@ -785,6 +845,88 @@ mod tests {
         for at in [lake.join("objects/01J0"), link.clone(), lake.clone()] {
             assert!(matches!(DocumentFolder::open(&at, &root), Err(StoreError::Root { .. })), "{}", at.display());
         }
+    }
+
+    /// A path whose fifth byte lies inside a character is judged, not a panic.
+    #[test]
+    fn a_non_ascii_destination_is_judged() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = root_of(&dir.path().join("lake"));
+        for name in ["计划.json", "plané.ckpt", "fiché", "file:计划"] {
+            assert!(check_outside(name, Destination::Local(Path::new(name)), &root).is_ok(), "{name}");
+        }
+    }
+
+    /// Nothing is created below a held folder that was moved into the root, and a folder bound
+    /// into the root after it was opened is refused at its next write (tried only where this
+    /// machine allows mounts).
+    #[test]
+    fn a_folder_that_came_into_the_root_after_it_was_opened_receives_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().join("lake");
+        std::fs::create_dir_all(lake.join("objects")).unwrap();
+        let root = root_of(&lake);
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let folder = DocumentFolder::open(&out, &root).unwrap();
+        std::fs::rename(&out, lake.join("objects/01J0")).unwrap();
+        assert!(matches!(folder.subfolder("objects/01J1", true), Err(StoreError::Root { .. })));
+        assert!(folder.remove(OsStr::new("x")).is_err());
+        assert!(!lake.join("objects/01J0/objects").exists(), "nothing created in the root");
+
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        let folder = DocumentFolder::open(&other, &root).unwrap();
+        let target = lake.join("objects/01J2");
+        std::fs::create_dir(&target).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(&other)
+            .arg(&target)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("mount --bind is not allowed here: the bind route is not tried");
+            return;
+        }
+        let refused = folder.write_atomically(OsStr::new("plan.json"), |o| o.write_all(b"p"));
+        let _ = std::process::Command::new("umount").arg("-l").arg(&target).status();
+        assert!(matches!(refused, Err(StoreError::Root { .. })), "{refused:?}");
+        assert!(!other.join("plan.json").exists());
+    }
+
+    /// A lake whose root lies on an overlay is inside through the overlay's layers too: a
+    /// folder of the root's upper layer (where the root's files really are) is refused (tried
+    /// only where this machine allows mounts).
+    #[test]
+    fn the_layers_of_a_root_on_an_overlay_are_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lower, upper, work, merged) =
+            (dir.path().join("lower"), dir.path().join("upper"), dir.path().join("work"), dir.path().join("merged"));
+        for d in [&lower, &upper, &work, &merged] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let options = format!("lowerdir={},upperdir={},workdir={}", lower.display(), upper.display(), work.display());
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &options])
+            .arg(&merged)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("overlay mounts are not allowed here: the overlay route is not tried");
+            return;
+        }
+        std::fs::create_dir_all(merged.join("lake/objects/01J0")).unwrap();
+        let root = root_of(&merged.join("lake"));
+        let through_upper = DocumentFolder::open(&upper.join("lake/objects/01J0"), &root);
+        let path_route = check_outside("x", Destination::Local(&upper.join("lake/objects/01J0/x")), &root);
+        let outside = DocumentFolder::open(dir.path(), &root);
+        let _ = std::process::Command::new("umount").arg("-l").arg(&merged).status();
+        assert!(matches!(through_upper, Err(StoreError::Root { .. })), "{through_upper:?}");
+        assert!(matches!(path_route, Err(StoreError::Root { .. })), "{path_route:?}");
+        assert!(outside.is_ok(), "{outside:?}");
     }
 
     /// A folder below a held one is reached without links or mount crossings.
