@@ -1,4 +1,4 @@
-"""Distributed writes from Python (issue 25): pieces prepared by many workers (`Table.prepare`)
+"""Distributed writes from Python: pieces prepared by many workers (`Table.prepare`)
 and committed once (`Table.commit_pieces`), in one process with threads and as Ray Data write
 tasks (`lake.ray.LakeDatasink`, a task retried after its prepare, failed by an exception or by its
 worker process killed, adding its rows once); a driver killed before its commit leaves no version."""

@@ -1,4 +1,4 @@
-"""Where Python users go (issue 22, kind 11): other Arrow producers (pylance, polars, bare C
+"""Where Python users go: other Arrow producers (pylance, polars, bare C
 streams) reading and writing lake's reference columns, `multiprocessing` with fork, exceptions
 across processes, hostile arguments, and large uploads. Each group starts with the input the
 adversarial run found (it failed before the fix) and adds inputs of the same kind.

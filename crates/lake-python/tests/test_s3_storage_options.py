@@ -1,4 +1,4 @@
-"""An S3 lake configured by `storage_options` alone (issue 22, kind 12): every path to the store
+"""An S3 lake configured by `storage_options` alone: every path to the store
 (objects, tables, GC listings and deletes, sharded plans, verification, version cleanup, S3
 checkpoints) uses the lake's one resolved configuration, never the `AWS_*` environment of the
 moment; and a store that fails raises `StorageError` from every call. LocalStack only."""

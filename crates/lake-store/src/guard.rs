@@ -1,5 +1,5 @@
-//! The writer-side publication guard (brief section 5; the lesson of the second seed: make
-//! unsafe publication fail loudly instead of losing data silently).
+//! The writer-side publication guard: an unsafe publication fails loudly instead of losing
+//! data silently.
 //!
 //! GC may delete a managed object once it is older than `min_age` and unreferenced. A writer
 //! that publishes a reference to an object that old could race a GC plan that already lists it.

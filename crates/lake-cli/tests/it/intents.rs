@@ -1,4 +1,4 @@
-//! Write intents through the binary (issue 22, kind 2): a writer killed after writing its
+//! Write intents through the binary: a writer killed after writing its
 //! intent and before its commit leaves the intent; every dry run reports it and keeps its
 //! objects; `lake refs recover` proves the commit can no longer land (a fence after the
 //! deadline), removes the intent, and the objects become orphans.
@@ -64,7 +64,7 @@ fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
     assert_eq!(verify["ok"], true, "{verify}");
 }
 
-/// Issue 25 (a crashed writer recovers without an operator) through the binary: a delete
+/// A crashed writer recovers without an operator, through the binary: a delete
 /// stopped right after its Lance commit (a failure point) leaves a version without a journal
 /// entry and without an intent (deletes write none); `lake gc` refuses (exit 3) naming
 /// `lake refs recover`, which journals the version from the lake's marker in its transaction.

@@ -1,4 +1,4 @@
-//! Issue 22 through the binary: what `lake gc` writes (kind 1), saved plans and checkpoints
+//! GC's documents through the binary: what `lake gc` writes (kind 1), saved plans and checkpoints
 //! (kind 6), sharded applies (kind 7), numeric flags, closed or broken standard streams, and an
 //! apply meeting a writer between its commit and its journal entry (kind 9). Every refusal
 //! exits 1 (4 where the same command resumes) and leaves every path and byte under the lake

@@ -1,4 +1,4 @@
-//! Issue 22's doors of the write commands through the binary: inputs refused before the first
+//! The write commands' refusals through the binary: inputs refused before the first
 //! upload, predicates that are not one SQL expression, writes on a table another Lance client
 //! gave a column lake cannot read (refused, truthfully, before the commit), and the commands
 //! that are the way out of what a killed write or an earlier build left.

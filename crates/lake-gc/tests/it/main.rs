@@ -4,7 +4,7 @@
 //! `planner` and `documents` test planning, plans and checkpoints over a real local store;
 //! `inventory` checks the local inventory against object_store's full listing; `report` plans
 //! from S3 Inventory reports (LocalStack); `outputs` checks where documents written for an
-//! operator may go, and how plans, checkpoints and shards bind (issue 22, kinds 1, 6, 7, 9);
+//! operator may go, and how plans, checkpoints and shards bind;
 //! `written_where_checked` re-points links and mounts overlays after documents are checked;
 //! `lake_identity` binds plans and checkpoints to a lake and one apply to a checkpoint;
 //! `s3_options` runs GC on a store configured by storage

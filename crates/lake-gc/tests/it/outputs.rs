@@ -1,4 +1,4 @@
-//! Documents written for an operator (issue 22): plans, sharded plans, metrics files and
+//! Documents written for an operator: plans, sharded plans, metrics files and
 //! checkpoints never land inside the lake root by any spelling or route, replace only a
 //! document of their own kind, and are written atomically (`lake_gc::output`); a
 //! checkpoint of another plan is replaced when finished and refused when not (kind 6); shard

@@ -1,4 +1,4 @@
-//! An S3 lake configured by storage options alone (issue 22, kind 12): every path to the store
+//! An S3 lake configured by storage options alone: every path to the store
 //! takes its settings from the lake's one resolved configuration (`S3Settings`), never from the
 //! environment. The check runs in a child process of this test binary whose environment has no
 //! `AWS_*` variable, so that nothing can fall back on it: the object writer, the raw listings

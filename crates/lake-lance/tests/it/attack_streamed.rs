@@ -1,4 +1,4 @@
-//! Attacks on streamed journal entries and on plans of one key range (issue 23): each test
+//! Attacks on streamed journal entries and on plans of one key range: each test
 //! asserts the SAFE behaviour, so a failing test is a successful attack.
 
 use crate::support::{new_lake, schema, TestLake};

@@ -1,4 +1,4 @@
-//! Commits reported as failed that land later (issue 22, kind 2): write intents keep their
+//! Commits reported as failed that land later: write intents keep their
 //! objects from GC until resolution finds the version (and journals it) or proves it can no
 //! longer land.
 //!

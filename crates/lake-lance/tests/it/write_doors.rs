@@ -1,4 +1,4 @@
-//! Issue 22's doors of the engine's writes, on real Lance datasets (the second client is plain
+//! Refusals of the engine's writes, on real Lance datasets (the second client is plain
 //! Lance on the dataset URI, as pylance would be):
 //!
 //! - kind 4: a write never reports "nothing was committed" after Lance committed. A table a
