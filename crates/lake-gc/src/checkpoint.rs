@@ -279,16 +279,18 @@ impl Held {
         }
     }
 
+    /// The whole document; `None` when there is none.
     async fn read(&self) -> Result<Option<Vec<u8>>, GcError> {
-        match self.open().await? {
-            None => Ok(None),
-            Some(mut reader) => {
+        match self {
+            Self::Local { folder, name } => {
+                let Some(mut file) = folder.open_file(name)? else { return Ok(None) };
                 let mut bytes = Vec::new();
-                reader
-                    .read_to_end(&mut bytes)
+                file.read_to_end(&mut bytes)
                     .map_err(|source| GcError::from(StoreError::Io { path: self.display(), source }))?;
                 Ok(Some(bytes))
             }
+            // One GET into memory: a checkpoint is a few KiB (the plan is beside it).
+            Self::Store { store, key, .. } => Ok(store.get(key).await?.map(|b| b.to_vec())),
         }
     }
 

@@ -30,6 +30,28 @@ pub(crate) struct Place {
     path: PathBuf,
 }
 
+impl Mount {
+    /// The folders of this overlay's layers at `below` (a path below its mount point): the
+    /// upper layer's (`None` when the super options name none in a form read here: an escaped
+    /// comma, `\,`, in its path is not) and the lower layers'.
+    fn layers(&self, below: &Path) -> (Option<PathBuf>, Vec<PathBuf>) {
+        let inner = self.root.strip_prefix("/").unwrap_or(&self.root).join(below);
+        let (mut upper, mut lower) = (None, Vec::new());
+        for option in self.super_options.split(',') {
+            match option.split_once('=') {
+                Some(("upperdir", v)) if v.starts_with('/') && !v.ends_with('\\') => {
+                    upper = Some(PathBuf::from(unescape(v)).join(&inner));
+                }
+                Some(("lowerdir", v)) => lower.extend(
+                    v.split(':').filter(|f| f.starts_with('/')).map(|f| PathBuf::from(unescape(f)).join(&inner)),
+                ),
+                _ => {}
+            }
+        }
+        (upper, lower)
+    }
+}
+
 impl Place {
     /// Whether `other` lies in this place (same file system, at or below its path).
     pub(crate) fn holds(&self, other: &Place) -> bool {
@@ -126,42 +148,20 @@ impl MountTable {
             return Some(OverlayUpper::NotOverlay);
         }
         let Ok(below) = path.strip_prefix(&mount.point) else { return Some(OverlayUpper::Unknown) };
-        // `upperdir=` among comma-separated options; an escaped comma (`\,`) in a path is not
-        // read here (the caller refuses).
-        let upper = mount
-            .super_options
-            .split(',')
-            .find_map(|o| o.strip_prefix("upperdir="))
-            .filter(|u| !u.ends_with('\\') && u.starts_with('/'));
-        Some(match upper {
-            Some(upper) => {
-                let inner = mount.root.strip_prefix("/").unwrap_or(&mount.root).join(below);
-                OverlayUpper::At(PathBuf::from(unescape(upper)).join(inner))
-            }
+        Some(match mount.layers(below).0 {
+            Some(upper) => OverlayUpper::At(upper),
             None => OverlayUpper::Unknown,
         })
     }
 
     /// Where the absolute `path` lies in the layers of the overlay file system it is on (the
-    /// visible mount, [`MountTable::place`]): the upper layer's folder and each lower layer's,
-    /// at the same path below the overlay's root; nothing when it is not on an overlay (or the
-    /// layers cannot be read).
+    /// visible mount, [`MountTable::place`]): each lower layer's folder and the upper layer's,
+    /// at the same path below the overlay's root; nothing when it is not on an overlay.
     pub(crate) fn overlay_layers(&self, path: &Path) -> Vec<PathBuf> {
         let Some(mount) = self.visible(path).filter(|m| m.fs_type == "overlay") else { return Vec::new() };
         let Ok(below) = path.strip_prefix(&mount.point) else { return Vec::new() };
-        let inner = mount.root.strip_prefix("/").unwrap_or(&mount.root).join(below);
-        let mut layers = Vec::new();
-        for option in mount.super_options.split(',') {
-            let folders = match option.split_once('=') {
-                Some(("upperdir", v)) => vec![v],
-                Some(("lowerdir", v)) => v.split(':').collect(),
-                _ => continue,
-            };
-            for folder in folders.into_iter().filter(|f| f.starts_with('/')) {
-                layers.push(PathBuf::from(unescape(folder)).join(&inner));
-            }
-        }
-        layers
+        let (upper, lower) = mount.layers(below);
+        lower.into_iter().chain(upper).collect()
     }
 
     /// The places whose contents lie inside the resolved folder `root`: its own, and the
