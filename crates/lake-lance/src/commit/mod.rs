@@ -66,8 +66,7 @@ impl LanceEngine {
     }
 
     async fn commit_change(&self, change: Change) -> Result<Committed, LanceEngineError> {
-        let Change { table, operation, make, mut adds, journal, staged, resolve_first, registers, precondition } =
-            change;
+        let Change { table, operation, make, adds, journal, staged, resolve_first, registers, precondition } = change;
         // The write id: a log's (the intent names the log under it), else a new one. A change
         // with an intent may leave a reference log under it (its own, or one written for the
         // intent): kept only when the version's entry names it.
@@ -82,65 +81,16 @@ impl LanceEngine {
             }
             staged.discard(self.store(), &table).await;
         };
-        if let Err(e) = self.store().require_create_only().await {
-            discard(staged).await;
-            return Err(e.into());
-        }
-        // A write to a branch starts only while the branch is registered: the engine's deletion
-        // of a registered branch spends its name, so a write that passed this check and lands
-        // late cannot land in a new branch of that name (docs/protocol.md, "Branches").
-        if let Err(e) = self.require_registered_branch(&table, registers).await {
-            discard(staged).await;
-            return Err(e);
-        }
-        // The lake's policy, for the guard of a change that may add references.
-        let guard = match &adds {
-            None => None,
-            Some(_) => match LakeDescriptor::load(self.store()).await {
-                Ok(descriptor) => Some(PublicationGuard::from_policy(&descriptor)),
-                Err(e) => {
-                    discard(staged).await;
-                    return Err(e.into());
-                }
-            },
-        };
-        let revoked = if resolve_first { self.before_commit(&table).await } else { Vec::new() };
-        let deadline = self
-            .commit_deadline_override()
-            .or_else(|| guard.as_ref().map(default_commit_deadline))
-            .unwrap_or(MIN_COMMIT_DEADLINE);
-        // What the version may add without a check after the commit: what the operation expects,
-        // and what its intent names.
-        let expected = adds.as_mut().and_then(|adds| {
-            let mut ids = adds.expected.take()?;
-            if let change::Named::Identities { named, .. } = &adds.named {
-                ids.extend(named.iter().cloned());
-            }
-            Some(ids.into_iter().collect::<std::collections::BTreeSet<_>>())
-        });
-        let spec = match adds.zip(guard).map(|(adds, guard)| IntentSpec::new(adds, guard, deadline)).transpose() {
-            Ok(spec) => spec,
+        let creating = matches!(make, Make::Transaction { creating: true, .. });
+        let checked =
+            self.check_and_gate(&table, &write_id, adds, resolve_first, registers, creating, precondition).await;
+        let Checked { guard, revoked, deadline, expected, has_intent, gate } = match checked {
+            Ok(checked) => checked,
             Err(e) => {
                 discard(staged).await;
                 return Err(e);
             }
         };
-        let has_intent = spec.is_some();
-        let creating = matches!(make, Make::Transaction { creating: true, .. });
-        let gate = Arc::new(Gate::new(
-            self.store().clone(),
-            &table,
-            &write_id,
-            creating,
-            spec,
-            precondition,
-            self.writer_clock(),
-        ));
-        // A reference the guard refuses is refused before anything of Lance's is written.
-        if let Err(e) = gate.check_guard() {
-            discard(staged).await;
-            return Err(e);
-        }
         let made = match make {
             Make::Transaction { transaction, base, creating, affected_rows } => {
                 let uuid = transaction.uuid.clone();
@@ -242,6 +192,66 @@ impl LanceEngine {
         })
     }
 
+    /// The steps before Lance's commit, each of which may refuse the change (the caller then
+    /// discards what it staged): the store's capability, a branch still registered, the lake's
+    /// policy for a change that may add references, resolution of what earlier writes left
+    /// (when `resolve_first`), the intent's spec, and the gate (of a create when `creating`) with
+    /// its guard checked.
+    ///
+    /// # Errors
+    /// The capability refusal, [`LanceEngineError::InvalidInput`] for an unregistered branch,
+    /// descriptor errors, [`LanceEngineError::Guard`].
+    #[allow(clippy::too_many_arguments)]
+    async fn check_and_gate(
+        &self,
+        table: &str,
+        write_id: &str,
+        mut adds: Option<change::Adds>,
+        resolve_first: bool,
+        registers: bool,
+        creating: bool,
+        precondition: Option<change::Precondition>,
+    ) -> Result<Checked, LanceEngineError> {
+        self.store().require_create_only().await?;
+        // A write to a branch starts only while the branch is registered: the engine's deletion
+        // of a registered branch spends its name, so a write that passed this check and lands
+        // late cannot land in a new branch of that name (docs/protocol.md, "Branches").
+        self.require_registered_branch(table, registers).await?;
+        // The lake's policy, for the guard of a change that may add references.
+        let guard = match &adds {
+            None => None,
+            Some(_) => Some(PublicationGuard::from_policy(&LakeDescriptor::load(self.store()).await?)),
+        };
+        let revoked = if resolve_first { self.before_commit(table).await } else { Vec::new() };
+        let deadline = self
+            .commit_deadline_override()
+            .or_else(|| guard.as_ref().map(default_commit_deadline))
+            .unwrap_or(MIN_COMMIT_DEADLINE);
+        // What the version may add without a check after the commit: what the operation expects,
+        // and what its intent names.
+        let expected = adds.as_mut().and_then(|adds| {
+            let mut ids = adds.expected.take()?;
+            if let change::Named::Identities { named, .. } = &adds.named {
+                ids.extend(named.iter().cloned());
+            }
+            Some(ids.into_iter().collect::<std::collections::BTreeSet<_>>())
+        });
+        let spec = adds.zip(guard).map(|(adds, guard)| IntentSpec::new(adds, guard, deadline)).transpose()?;
+        let has_intent = spec.is_some();
+        let gate = Arc::new(Gate::new(
+            self.store().clone(),
+            table,
+            write_id,
+            creating,
+            spec,
+            precondition,
+            self.writer_clock(),
+        ));
+        // A reference the guard refuses is refused before anything of Lance's is written.
+        gate.check_guard()?;
+        Ok(Checked { guard, revoked, deadline, expected, has_intent, gate })
+    }
+
     /// Lance's commit of a staged transaction: the marker, then the one `CommitBuilder` with the
     /// gate as its commit handler (and Lance's timeout of `deadline` for a write with an intent,
     /// so its caller does not wait longer).
@@ -322,6 +332,22 @@ impl LanceEngine {
         }
         builder.load().await.map_err(lance_err)
     }
+}
+
+/// What [`LanceEngine::check_and_gate`] established for a change.
+struct Checked {
+    /// The publication guard of a change that may add references.
+    guard: Option<PublicationGuard>,
+    /// Intents of the lineage revoked by resolution: this change's commit is their fence.
+    revoked: Vec<lake_store::intents::ListedIntent>,
+    /// The commit deadline (Lance's timeout for a write with an intent).
+    deadline: Duration,
+    /// What the version may add without a check after the commit.
+    expected: Option<std::collections::BTreeSet<lake_common::ObjectIdentity>>,
+    /// Whether the change has an intent.
+    has_intent: bool,
+    /// The gate every manifest write of the change goes through.
+    gate: Arc<Gate>,
 }
 
 impl LanceEngine {
