@@ -10,6 +10,8 @@
 #    `cargo build -p lake-cli` nor a workspace build (`cargo build --workspace`) selects
 #    `unchecked` (GC without its checks), `failpoints` or `test-clock` of lake-gc or lake-store.
 #    Only test builds (dev-dependencies) and the benchmark (`--features lake-bench/bench`) do.
+# 3. The CLI and the Python package stand on the face: lake-cli and lake-python depend (outside
+#    their tests) on the `lake` crate and on no lake crate below it.
 #
 # Prints what breaks a rule and exits 1; prints one line per rule and exits 0 otherwise.
 set -euo pipefail
@@ -49,4 +51,12 @@ for build in binary workspace; do
   fi
 done
 [ "$status" -eq 0 ] && echo "check-builds: no build of the lake binary selects unchecked, failpoints or test-clock" >&2
+for package in lake-cli lake-python; do
+  below=$(cargo tree -p "$package" -e normal --depth 1 --prefix none -f '{p}' | awk '{print $1}' | grep -E '^lake-(common|engine|store|gc|lance)$' || true)
+  if [ -n "$below" ] || ! cargo tree -p "$package" -e normal --depth 1 --prefix none -f '{p}' | awk '{print $1}' | grep -qx lake; then
+    echo "check-builds: $package must depend on the lake crate and on no crate below it; it depends on: ${below:-(not lake)}" >&2
+    status=1
+  fi
+done
+[ "$status" -eq 0 ] && echo "check-builds: lake-cli and lake-python depend on the lake crate alone among lake's crates" >&2
 exit "$status"

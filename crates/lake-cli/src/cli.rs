@@ -318,7 +318,7 @@ pub(crate) struct VerifyArgs {
     /// the journal's counts of the table being verified, its scanned counts, and the referenced
     /// objects still to check; past it they spill to the temporary folder (`TMPDIR`), so
     /// verification's memory does not grow with the lake.
-    #[arg(long, value_name = "MIB", default_value_t = lake_engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    #[arg(long, value_name = "MIB", default_value_t = lake::engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -335,7 +335,7 @@ pub(crate) struct RepairArgs {
     /// Memory for the scan's sorted runs, in MiB (1 to 1048576): past it the scanned
     /// references spill to the temporary folder (`TMPDIR`), and the entry is streamed into a
     /// sorted reference log, so repair's memory does not grow with the version.
-    #[arg(long, value_name = "MIB", default_value_t = lake_engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    #[arg(long, value_name = "MIB", default_value_t = lake::engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
 }
 
@@ -588,7 +588,7 @@ pub(crate) struct GcArgs {
     /// of the table being replayed, half the live keys (and then the candidate list); past it
     /// they spill to the temporary folder (`TMPDIR`), so planning's memory does not grow with
     /// the lake.
-    #[arg(long, value_name = "MIB", default_value_t = lake_engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
+    #[arg(long, value_name = "MIB", default_value_t = lake::engine::budget::DEFAULT_MEMORY_BUDGET / (1024 * 1024))]
     pub memory_budget_mib: usize,
     /// Refuse to run when this host's clock differs from the store's by more than this, 1s to
     /// 1d (GC judges age by the store's clock; a large difference means something is wrong).
@@ -598,7 +598,7 @@ pub(crate) struct GcArgs {
     #[arg(long, default_value_t = 1000)]
     pub page_size: usize,
     /// Delete requests in flight at once (1-64).
-    #[arg(long, default_value_t = lake_gc::apply::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = lake::collect::apply::DEFAULT_CONCURRENCY)]
     pub delete_concurrency: usize,
     /// Stop the apply after this many delete pages, at least 1 (resume later with the same
     /// command).
@@ -655,7 +655,7 @@ pub(crate) struct GcArgs {
     /// concurrently, in key order, each range buffering a bounded number of pages (the plan is
     /// the same whatever N, 1 to 64); 1 lists one page at a time. A local root is listed by one
     /// walk.
-    #[arg(long, value_name = "N", default_value_t = lake_gc::collector::DEFAULT_LIST_STREAMS)]
+    #[arg(long, value_name = "N", default_value_t = lake::collect::collector::DEFAULT_LIST_STREAMS)]
     pub list_streams: usize,
 }
 
@@ -712,7 +712,7 @@ impl Command {
 
     /// Whether the command does its work under `--memory-budget-mib` (GC, `refs verify`,
     /// `refs repair`): it runs with glibc's arenas limited to one per core
-    /// (`lake_engine::allocator`). Writes keep glibc's default: their journal worker allocates
+    /// (`lake::engine::allocator`). Writes keep glibc's default: their journal worker allocates
     /// beside Lance's encoder, and 2 arenas cost `append_throughput_ratio` 0.83 -> 0.72.
     pub(crate) fn runs_under_memory_budget(&self) -> bool {
         matches!(self, Command::Gc(_) | Command::Refs(RefsCommand::Verify(_) | RefsCommand::Repair(_)))

@@ -1,22 +1,23 @@
 //! [`CliError`] and exit codes.
 
-use lake_gc::GcError;
-use lake_lance::LanceEngineError;
+use lake::collect::GcError;
+use lake::common::ErrorKind;
+use lake::lance::LanceEngineError;
 use thiserror::Error;
 
 /// Everything a command can fail with.
 ///
-/// [`CliError::is_transient`] says whether running the command again can help: the library
-/// errors answer for themselves ([`GcError::is_transient`],
-/// [`LanceEngineError::is_transient`], [`lake_engine::EngineError::is_transient`]), a local
-/// file error as [`lake_gc::error::is_transient_error`] classifies it (timeouts,
-/// interruptions, dropped connections), and usage errors, refusals and exits are permanent.
+/// Each error has one [`ErrorKind`] ([`CliError::kind`]): the library errors answer for
+/// themselves, a local file error is a store failure classified like the store's
+/// ([`lake::collect::error::is_transient_error`]), bad flags and the CLI's own refusals of input are
+/// [`ErrorKind::InvalidInput`], and a result that calls for a non-zero exit carries its kind.
+/// The exit code and the `--json` error are tables over that kind ([`exit_code`]).
 #[derive(Debug, Error)]
 pub(crate) enum CliError {
     /// Refused before doing anything: bad flags or values.
     #[error("{0}")]
     Usage(String),
-    /// Refused by a safety rule.
+    /// Refused by a rule of the CLI (a destination, a combination of inputs).
     #[error("{0}")]
     Refused(String),
     /// GC's errors, and the store's under the same kinds ([`GcError`]'s `From<StoreError>`).
@@ -25,67 +26,65 @@ pub(crate) enum CliError {
     #[error(transparent)]
     Engine(#[from] LanceEngineError),
     #[error(transparent)]
-    Lake(#[from] lake_engine::EngineError),
+    Lake(#[from] lake::engine::EngineError),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
-    /// The command ran but its result calls for a non-zero exit (already reported).
+    /// The command ran, reported its result, and that result is a failure of kind `kind`
+    /// (already reported).
     #[error("{message}")]
-    Exit { code: u8, message: String },
+    Exit { kind: ErrorKind, message: String },
 }
 
 /// A store error is reported as GC's error of the same kind.
-impl From<lake_store::StoreError> for CliError {
-    fn from(e: lake_store::StoreError) -> Self {
+impl From<lake::store::StoreError> for CliError {
+    fn from(e: lake::store::StoreError) -> Self {
         CliError::Gc(e.into())
     }
 }
 
-impl CliError {
-    /// Whether running the command again can help (the rule is on [`CliError`]).
-    pub(crate) fn is_transient(&self) -> bool {
-        match self {
-            CliError::Gc(e) => e.is_transient(),
-            CliError::Engine(e) => e.is_transient(),
-            CliError::Lake(e) => e.is_transient(),
-            CliError::Io { source, .. } => lake_gc::error::is_transient_error(source),
-            CliError::Usage(_) | CliError::Refused(_) | CliError::Exit { .. } => false,
-        }
+/// The process exit code of a failure of kind `kind` (docs/errors.md):
+/// - 3: [`ErrorKind::LineageIncomplete`] and [`ErrorKind::PlanIncomplete`]: the journal cannot
+///   account for a table's versions; repair, then plan again;
+/// - 4: [`ErrorKind::JournalPending`] and [`ErrorKind::Incomplete`]: work is left (a writer
+///   between its commit and its journal entry, failed deletes, a page limit reached, write
+///   intents still pending); run the same command again;
+/// - 1: every other kind.
+pub(crate) const fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::LineageIncomplete | ErrorKind::PlanIncomplete => 3,
+        ErrorKind::JournalPending | ErrorKind::Incomplete => 4,
+        _ => 1,
     }
+}
 
-    /// The error's kind, a stable snake_case name (docs/gc.md, "Errors as JSON"): a refusal's
-    /// kind ([`lake_store::Refusal`]) or the library error's ([`GcError::kind`]: the store's
-    /// kinds, `object_missing`, `object_mismatch` and `object_unreachable` among them,
-    /// [`LanceEngineError::kind`], [`lake_engine::EngineError::kind`]); `usage` for bad flags,
-    /// `refused` for the CLI's own refusals of input, `io` for a local file, `exit` for a result
-    /// that calls for a non-zero exit.
-    pub(crate) fn kind(&self) -> &'static str {
+impl CliError {
+    /// The error's kind ([`ErrorKind`]; its name is `--json`'s `kind`).
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self {
-            CliError::Usage(_) => "usage",
-            CliError::Refused(_) => "refused",
+            CliError::Usage(_) | CliError::Refused(_) => ErrorKind::InvalidInput,
             CliError::Gc(e) => e.kind(),
             CliError::Engine(e) => e.kind(),
             CliError::Lake(e) => e.kind(),
-            CliError::Io { .. } => "io",
-            CliError::Exit { .. } => "exit",
+            CliError::Io { source, .. } => ErrorKind::store_failure(lake::collect::error::is_transient_error(source)),
+            CliError::Exit { kind, .. } => *kind,
         }
+    }
+
+    /// Whether running the command again can help, as its kind says.
+    pub(crate) fn is_transient(&self) -> bool {
+        self.kind().is_transient()
     }
 
     /// The error as one JSON object, for `--json`: `{"error": {"kind", "message", "transient"}}`.
     pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "error": { "kind": self.kind(), "message": self.to_string(), "transient": self.is_transient() }
+            "error": { "kind": self.kind().as_str(), "message": self.to_string(), "transient": self.is_transient() }
         })
     }
 
-    /// The process exit code: 4 when an apply stopped because a version committed since its
-    /// plan has no journal entry yet (a writer between its commit and its journal entry: work
-    /// left, run the same command again), 1 for every other failure.
+    /// The process exit code: [`exit_code`] of the error's kind.
     pub(crate) fn exit_code(&self) -> u8 {
-        match self {
-            CliError::Exit { code, .. } => *code,
-            CliError::Gc(GcError::JournalPending { .. }) => 4,
-            _ => 1,
-        }
+        exit_code(self.kind())
     }
 }
 
@@ -169,12 +168,13 @@ mod tests {
         assert!(CliError::Gc(GcError::storage("k", reset())).is_transient());
         assert!(CliError::Engine(LanceEngineError::ConcurrentCreate { table: "t".into() }).is_transient());
         assert!(CliError::Io { path: "p".into(), source: reset() }.is_transient());
-        let engine = lake_engine::EngineError::Storage { path: "k".into(), source: Box::new(reset()), transient: true };
+        let engine =
+            lake::engine::EngineError::Storage { path: "k".into(), source: Box::new(reset()), transient: true };
         assert!(CliError::Lake(engine).is_transient());
-        assert!(!CliError::Gc(GcError::refused(lake_store::Refusal::Horizon, "no")).is_transient());
+        assert!(!CliError::Gc(GcError::refused(ErrorKind::Horizon, "no")).is_transient());
         assert!(!CliError::Usage("bad flag".into()).is_transient());
         assert!(!CliError::Refused("no".into()).is_transient());
-        assert!(!CliError::Exit { code: 3, message: "incomplete".into() }.is_transient());
+        assert!(!CliError::Exit { kind: ErrorKind::LineageIncomplete, message: "incomplete".into() }.is_transient());
         let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "missing");
         assert!(!CliError::Io { path: "p".into(), source: missing }.is_transient());
     }
@@ -183,7 +183,7 @@ mod tests {
     /// library error carries them.
     #[test]
     fn object_errors_keep_their_kinds() {
-        use lake_store::StoreError;
+        use lake::store::StoreError;
         let mismatch = || StoreError::ObjectMismatch {
             key: "objects/k/a".into(),
             expected_size: 1,
@@ -199,9 +199,31 @@ mod tests {
             (CliError::Engine(LanceEngineError::Objects(mismatch())), "object_mismatch"),
             (CliError::Engine(LanceEngineError::Objects(unreachable())), "object_unreachable"),
         ] {
-            assert_eq!(error.kind(), kind, "{error}");
+            assert_eq!(error.kind().as_str(), kind, "{error}");
             assert_eq!(error.to_json()["error"]["kind"], kind);
             assert!(!error.is_transient() && error.exit_code() == 1, "{error}");
+        }
+    }
+
+    /// docs/errors.md lists every kind once, in the enum's order, with whether it is transient
+    /// and its exit code (the Python classes are checked against the same table by Python's
+    /// `test_errors.py`).
+    #[test]
+    fn docs_list_every_kind() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/errors.md");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows: Vec<Vec<String>> = text
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| l.split('|').map(|c| c.trim().trim_matches('`').to_string()).collect())
+            .collect();
+        let listed: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
+        let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(listed, kinds, "docs/errors.md lists the kinds of ErrorKind::ALL, in order");
+        for (row, kind) in rows.iter().zip(ErrorKind::ALL) {
+            let transient = if kind.is_transient() { "yes" } else { "no" };
+            assert_eq!(row[2], transient, "{kind}: transient");
+            assert_eq!(row[3], exit_code(kind).to_string(), "{kind}: exit code");
         }
     }
 

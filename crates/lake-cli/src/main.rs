@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.command.runs_under_memory_budget() {
         // Before any thread starts (docs/cost-model.md, "Bounded memory").
-        lake_engine::allocator::limit_malloc_arenas();
+        lake::engine::allocator::limit_malloc_arenas();
     }
     logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

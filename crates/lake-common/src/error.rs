@@ -275,6 +275,11 @@ pub enum UriError {
 }
 
 impl DecodeError {
+    /// The error's kind: [`crate::ErrorKind::Corrupt`] (a journal entry that cannot be decoded is a damaged document of the lake).
+    pub const fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Corrupt
+    }
+
     /// Whether retrying can help: never. The input itself is wrong; see the module documentation.
     pub const fn is_transient(&self) -> bool {
         false
@@ -282,6 +287,11 @@ impl DecodeError {
 }
 
 impl LocationError {
+    /// The error's kind: [`crate::ErrorKind::InvalidInput`] (a reference column or value the caller gave).
+    pub const fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::InvalidInput
+    }
+
     /// Whether retrying can help: never. The input itself is wrong; see the module documentation.
     pub const fn is_transient(&self) -> bool {
         false
@@ -289,6 +299,11 @@ impl LocationError {
 }
 
 impl UriError {
+    /// The error's kind: [`crate::ErrorKind::InvalidInput`] (a URI the caller gave).
+    pub const fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::InvalidInput
+    }
+
     /// Whether retrying can help: never. The input itself is wrong; see the module documentation.
     pub const fn is_transient(&self) -> bool {
         false

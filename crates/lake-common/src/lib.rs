@@ -24,6 +24,7 @@ pub mod binding;
 pub mod counts;
 pub mod delta;
 pub mod error;
+pub mod error_kind;
 pub mod head;
 pub mod identity;
 pub mod intent;
@@ -41,6 +42,7 @@ pub use delta::{
     UNSEALED_FORMAT_VERSIONS,
 };
 pub use error::{DecodeError, LocationError, UriError};
+pub use error_kind::ErrorKind;
 pub use head::{LogHead, LogRef, SidecarDocument};
 pub use identity::ObjectIdentity;
 pub use location::{

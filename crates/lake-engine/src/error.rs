@@ -1,6 +1,7 @@
 //! [`EngineError`].
 
 use crate::lineage::LineageProblem;
+use lake_common::ErrorKind;
 use thiserror::Error;
 
 /// An error of any type, boxed. `lake-engine` is below the crates that implement [`crate::Engine`]
@@ -13,11 +14,11 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 ///
 /// [`EngineError::is_transient`] says whether retrying the same call can help. This crate cannot
 /// classify an implementation's errors itself (it cannot name their types), so the variants that
-/// carry one ([`EngineError::Storage`], [`EngineError::Backend`]) record the implementation's
-/// verdict in `transient` when they are built (for `lake-lance`: `LanceEngineError::is_transient`,
-/// which is true for throttling, timeouts, dropped connections and other failures the store
-/// reports as retryable). Every other variant is permanent: a table that cannot be operated on,
-/// incomplete lineage and refused input fail the same way until someone changes the lake.
+/// carry one record the implementation's verdict when they are built: [`EngineError::Storage`]
+/// in `transient`, [`EngineError::Backend`] as its [`ErrorKind`] (for `lake-lance`:
+/// `LanceEngineError::kind`). Every other variant is permanent: a table that cannot be
+/// operated on, incomplete lineage and refused input fail the same way until someone changes
+/// the lake.
 #[derive(Debug, Error)]
 pub enum EngineError {
     /// Storage could not be read or written (after retries, where the backend retries). `source`
@@ -58,46 +59,37 @@ pub enum EngineError {
         /// The implementation's error.
         #[source]
         source: BoxError,
-        /// Whether retrying can help (the implementation's classification of `source`).
-        transient: bool,
-        /// The implementation's stable name of `source` (its `kind()`), which
-        /// [`EngineError::kind`] gives.
-        kind: &'static str,
+        /// The implementation's kind of `source` (its `kind()`), which [`EngineError::kind`]
+        /// gives and which decides whether retrying can help.
+        kind: ErrorKind,
     },
 }
 
 impl EngineError {
-    /// The error's kind, a stable snake_case name (`storage`, `table`, `lineage`,
-    /// `invalid_input`, or the implementation's own for [`EngineError::Backend`]) for callers
-    /// that act on it.
-    pub fn kind(&self) -> &'static str {
+    /// The error's kind ([`ErrorKind`]): [`ErrorKind::Unavailable`] or [`ErrorKind::Storage`]
+    /// for [`EngineError::Storage`] (as `transient` says), [`ErrorKind::Table`],
+    /// [`ErrorKind::LineageIncomplete`], [`ErrorKind::InvalidInput`], or the implementation's
+    /// own for [`EngineError::Backend`].
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            EngineError::Storage { .. } => "storage",
-            EngineError::Table { .. } => "table",
-            EngineError::Lineage { .. } => "lineage",
-            EngineError::InvalidInput(_) => "invalid_input",
-            EngineError::Backend { kind, .. } => kind,
+            EngineError::Storage { transient, .. } => ErrorKind::store_failure(*transient),
+            EngineError::Table { .. } => ErrorKind::Table,
+            EngineError::Lineage { .. } => ErrorKind::LineageIncomplete,
+            EngineError::InvalidInput(_) => ErrorKind::InvalidInput,
+            EngineError::Backend { kind, .. } => *kind,
         }
     }
 
-    /// Whether retrying the failed call can help: true only for [`EngineError::Storage`] and
-    /// [`EngineError::Backend`] errors their implementation classified as transient (throttling,
-    /// timeouts, dropped connections, lost races); false for every other variant.
+    /// Whether retrying the failed call can help, as its kind says ([`ErrorKind::is_transient`]):
+    /// a [`EngineError::Storage`] its implementation classified as transient, or a
+    /// [`EngineError::Backend`] of a transient kind.
     pub fn is_transient(&self) -> bool {
-        match self {
-            EngineError::Storage { transient, .. } | EngineError::Backend { transient, .. } => *transient,
-            EngineError::Table { .. } | EngineError::Lineage { .. } | EngineError::InvalidInput(_) => false,
-        }
+        self.kind().is_transient()
     }
 
-    /// An [`EngineError::Backend`] keeping `source` whole, with the implementation's verdict on
-    /// whether retrying can help and its name for the error (`kind`).
-    pub fn backend(
-        source: impl std::error::Error + Send + Sync + 'static,
-        transient: bool,
-        kind: &'static str,
-    ) -> Self {
-        EngineError::Backend { source: Box::new(source), transient, kind }
+    /// An [`EngineError::Backend`] keeping `source` whole, with the implementation's kind of it.
+    pub fn backend(source: impl std::error::Error + Send + Sync + 'static, kind: ErrorKind) -> Self {
+        EngineError::Backend { source: Box::new(source), kind }
     }
 }
 
@@ -123,12 +115,12 @@ mod tests {
         let e = EngineError::Storage { path: "k".into(), source: Box::new(denied), transient: false };
         assert!(!e.is_transient());
 
-        let e = EngineError::backend(Inner, false, "inner");
+        let e = EngineError::backend(Inner, ErrorKind::Corrupt);
         assert!(!e.is_transient());
-        assert_eq!(e.kind(), "inner", "the implementation names its error");
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "the implementation names its error");
         assert_eq!(e.to_string(), "backend said no");
         assert!(e.source().is_some_and(|s| s.is::<Inner>()), "the backend's error is the source");
-        assert!(EngineError::backend(Inner, true, "inner").is_transient());
+        assert!(EngineError::backend(Inner, ErrorKind::Conflict).is_transient());
     }
 
     #[test]

@@ -66,6 +66,7 @@
 
 use crate::apply::{apply_loaded, ApplyOptions, ApplyReport};
 use crate::checkpoint::{ApplyCheckpoint, CheckpointLocation, LoadedCheckpoint};
+use crate::cutoff::{check_horizon, gc_cutoff};
 use crate::deleter::ObjectDeleter;
 use crate::error::GcError;
 use crate::inventory::parallel::{buffered_pages, ParallelInventory};
@@ -76,11 +77,11 @@ use crate::plan_time::PlanTime;
 use crate::planner::{format_time, plan, plan_ranges, PlanOptions, PlanStats};
 use crate::shards::{check_count, ShardManifest, ShardSpec, ShardedPlan};
 use chrono::{DateTime, Utc};
+use lake_common::ErrorKind;
 use lake_engine::Engine;
-use lake_store::clock::{gc_cutoff, ClockReading, ProbeClock, StoreClock};
+use lake_store::clock::{ClockReading, ProbeClock, StoreClock};
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::store::LakeStore;
-use lake_store::Refusal;
 use lake_store::StoreError;
 use std::time::Duration;
 
@@ -253,28 +254,16 @@ impl<'e> GarbageCollector<'e> {
     /// cutoff), after the policy and skew checks.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`Refusal::Horizon`], [`Refusal::PolicyFloor`], [`Refusal::ClockSkew`], [`Refusal::CutoffTooLate`]) for a horizon below 1 s or below the policy floor (without the
+    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::Horizon`], [`ErrorKind::PolicyFloor`], [`ErrorKind::ClockSkew`], [`ErrorKind::CutoffTooLate`]) for a horizon below 1 s or below the policy floor (without the
     /// override), a clock skew past the bound, or a requested cutoff later than allowed;
     /// storage errors of the clock probe.
     pub async fn cutoff(&self, horizon: &Horizon) -> Result<(DateTime<Utc>, ClockReading), GcError> {
-        if horizon.min_age < Duration::from_secs(1) {
-            return Err(GcError::refused(Refusal::Horizon, format!(
-                "min_age {} must be at least 1s: a shorter horizon would race writers that are still publishing; nothing was deleted",
-                humantime::format_duration(horizon.min_age)
-            )));
-        }
-        if horizon.min_age < self.policy.min_age() && !horizon.allow_below_policy {
-            return Err(GcError::refused(Refusal::PolicyFloor, format!(
-                "min_age {} is below this lake's policy floor of {}; nothing was deleted. Use a larger min_age, or allow it below the policy (--allow-below-policy) if you are sure no writer is still publishing objects that old",
-                humantime::format_duration(horizon.min_age),
-                humantime::format_duration(self.policy.min_age())
-            )));
-        }
+        check_horizon(horizon.min_age, self.policy.min_age(), horizon.allow_below_policy)?;
         let reading = self.clock.read(&self.store).await?;
         let latest = gc_cutoff(&reading, horizon.min_age, horizon.max_clock_skew)?;
         let cutoff = match horizon.earlier_cutoff {
             Some(c) if c > latest => {
-                return Err(GcError::refused(Refusal::CutoffTooLate, format!(
+                return Err(GcError::refused(ErrorKind::CutoffTooLate, format!(
                     "the cutoff {} is later than the store's now minus min_age ({}); objects that young may still be published. Nothing was deleted",
                     format_time(c),
                     format_time(latest)
@@ -321,7 +310,7 @@ impl<'e> GarbageCollector<'e> {
     ///   another checkpoint path.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`Refusal::BoundToRoot`], [`Refusal::BoundToMinAge`], [`Refusal::CutoffTooLate`], [`Refusal::BoundToManifest`]) for a plan of another lake, horizon or a cutoff too late, or a shard;
+    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::BoundToRoot`], [`ErrorKind::BoundToMinAge`], [`ErrorKind::CutoffTooLate`], [`ErrorKind::BoundToManifest`]) for a plan of another lake, horizon or a cutoff too late, or a shard;
     /// [`StoreError::Root`](lake_store::StoreError::Root) for a checkpoint inside the lake; [`GcError::Checkpoint`] for
     /// a checkpoint of another, unfinished plan; as [`crate::apply`] otherwise.
     pub async fn apply(
@@ -414,7 +403,7 @@ impl<'e> GarbageCollector<'e> {
             if other_lake_is_none {
                 return Ok(None);
             }
-            return Err(GcError::refused(Refusal::BoundToRoot, format!(
+            return Err(GcError::refused(ErrorKind::BoundToRoot, format!(
                 "{what} records an apply for {}, not for the lake now at {} ({}): that lake was deleted and created again there, or the checkpoint was copied from another lake. There is nothing of this lake to resume, and nothing was deleted; make a new plan and apply it with this checkpoint path (the new apply replaces this record)",
                 describe_lake(&loaded.plan),
                 self.store.root(),
@@ -438,7 +427,7 @@ impl<'e> GarbageCollector<'e> {
     /// 1000 listed). Hand the spec to [`GarbageCollector::plan_shard`], in any process.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`Refusal::ShardMismatch`]) for `shards` outside 1 to [`crate::shards::MAX_SHARDS`]; as
+    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::ShardMismatch`]) for `shards` outside 1 to [`crate::shards::MAX_SHARDS`]; as
     /// [`GarbageCollector::cutoff`]; storage errors of the listing.
     pub async fn shard_ranges(&self, horizon: &Horizon, shards: usize) -> Result<ShardSpec, GcError> {
         self.shard_spec(horizon, shards).await.map(|(spec, _)| spec)
@@ -502,7 +491,7 @@ impl<'e> GarbageCollector<'e> {
         spec.check()?;
         let range = spec.ranges.get(index).cloned().ok_or_else(|| {
             GcError::refused(
-                Refusal::ShardMismatch,
+                ErrorKind::ShardMismatch,
                 format!(
                     "shard {index} does not exist: the spec has {} shards (0 to {})",
                     spec.count(),
@@ -555,7 +544,7 @@ impl<'e> GarbageCollector<'e> {
     /// checkpoint; a retry with the same checkpoint resumes where it stopped.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`Refusal::BoundToManifest`]) for a shard not bound to `manifest`, or as
+    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::BoundToManifest`]) for a shard not bound to `manifest`, or as
     /// [`GarbageCollector::apply`]; [`GcError::PlanIncomplete`] when a shard of the
     /// manifest was planned on incomplete lineage.
     pub async fn apply_shard(
@@ -608,12 +597,12 @@ impl<'e> GarbageCollector<'e> {
         let lake = self.store.root().to_string();
         if root != lake {
             return Err(GcError::refused(
-                Refusal::BoundToRoot,
+                ErrorKind::BoundToRoot,
                 format!("{what} belongs to lake {root}, not {lake}; nothing was deleted"),
             ));
         }
         if min_age_seconds != horizon.min_age.as_secs() {
-            return Err(GcError::refused(Refusal::BoundToMinAge, format!(
+            return Err(GcError::refused(ErrorKind::BoundToMinAge, format!(
                 "{what} was made with min_age {min_age_seconds}s, not {}s; pass the same min_age (--min-age), or plan again; nothing was deleted",
                 horizon.min_age.as_secs()
             )));
@@ -639,7 +628,7 @@ impl<'e> GarbageCollector<'e> {
         self.check_lake_and_horizon(&plan.root, plan.min_age_seconds, horizon, what)?;
         let lake = self.policy.identity();
         if plan.lake_id.as_deref().is_some_and(|id| id != lake) {
-            return Err(GcError::refused(Refusal::BoundToRoot, format!(
+            return Err(GcError::refused(ErrorKind::BoundToRoot, format!(
                 "{what} was made for {}, not for the lake now at {} ({lake}): that lake was deleted and created again there. Plan again; nothing was deleted",
                 describe_lake(plan),
                 plan.root
@@ -648,7 +637,7 @@ impl<'e> GarbageCollector<'e> {
         let planned = plan.cutoff.datetime();
         let (now, _) = self.cutoff(&Horizon { earlier_cutoff: None, ..horizon.clone() }).await?;
         if planned > now {
-            return Err(GcError::refused(Refusal::CutoffTooLate, format!(
+            return Err(GcError::refused(ErrorKind::CutoffTooLate, format!(
                 "{what} has the cutoff {}, later than the store's now minus min_age ({}): objects that young may still be published. Nothing was deleted",
                 plan.cutoff,
                 format_time(now)
@@ -670,7 +659,7 @@ fn describe_lake(plan: &GcPlan) -> String {
 /// with its manifest.
 fn refuse_shard(plan: &GcPlan, what: &str) -> Result<(), GcError> {
     match &plan.shard {
-        Some(shard) => Err(GcError::refused(Refusal::BoundToManifest, format!(
+        Some(shard) => Err(GcError::refused(ErrorKind::BoundToManifest, format!(
             "{what} is shard {} of {} of a sharded plan; apply it with its manifest (GarbageCollector::apply_shard, or lake gc --apply --manifest DIR/manifest.json --checkpoint-dir DIR); nothing was deleted",
             shard.index, shard.count
         ))),

@@ -1,14 +1,14 @@
 //! [`GcError`]: every refusal of garbage collection, each naming what was wrong and what to do.
 //!
-//! The store's errors (and its safety refusals, [`StoreError::Refused`]) arrive whole as
-//! [`GcError::Store`]; [`GcError::kind`] names any of them by a stable name, and
-//! [`GcError::refusal`] gives a refusal's kind. Errors keep what they came from (a storage
-//! error's source is the store's error), and [`is_transient_error`] classifies any error chain
-//! as transient or permanent, GC's errors included at any depth.
+//! The store's errors arrive whole as [`GcError::Store`]; GC's safety rules refuse with
+//! [`GcError::Refused`], whose kind names the rule. [`GcError::kind`] maps every error to its
+//! [`ErrorKind`] once. Errors keep what they came from (a storage error's source is the store's
+//! error), and [`is_transient_error`] classifies any error chain as transient or permanent,
+//! GC's errors included at any depth.
 
+use lake_common::ErrorKind;
 use lake_engine::{EngineError, LineageProblem};
 use lake_store::error::{transient_verdict, StoreError};
-use lake_store::Refusal;
 use std::error::Error as StdError;
 use thiserror::Error;
 
@@ -28,10 +28,19 @@ pub use lake_engine::error::BoxError;
 #[derive(Debug, Error)]
 pub enum GcError {
     /// The store refused or failed: storage and local file errors, a root or destination GC may
-    /// not use, a corrupt document, a safety refusal ([`StoreError::Refused`], built here with
-    /// [`GcError::refused`]), ...
+    /// not use, a corrupt document, ...
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A GC safety rule refused the request; nothing was deleted or written. `kind` names the
+    /// rule (one of the kinds [`ErrorKind::is_refusal`] accepts), `message` says what was
+    /// wrong and what to do.
+    #[error("{message}")]
+    Refused {
+        /// Which rule.
+        kind: ErrorKind,
+        /// What was wrong, and what to do.
+        message: String,
+    },
     /// Lineage is incomplete: apply refuses.
     #[error("lineage is incomplete; nothing was deleted. Problems:\n  - {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n  - "))]
     LineageIncomplete {
@@ -108,34 +117,27 @@ impl From<lake_engine::spill::SpillError> for GcError {
 }
 
 impl GcError {
-    /// A refusal of kind `refusal` saying `message`.
-    pub fn refused(refusal: Refusal, message: impl Into<String>) -> Self {
-        Self::Store(StoreError::refused(refusal, message))
+    /// A refusal by the rule `kind` (one [`ErrorKind::is_refusal`] accepts) saying `message`.
+    pub fn refused(kind: ErrorKind, message: impl Into<String>) -> Self {
+        debug_assert!(kind.is_refusal(), "{kind} is not a refusal");
+        Self::Refused { kind, message: message.into() }
     }
 
-    /// The refusal's kind when this is one ([`StoreError::Refused`]).
-    pub fn refusal(&self) -> Option<Refusal> {
+    /// The error's kind ([`ErrorKind`]), mapped once here: the store's for
+    /// [`GcError::Store`] (a storage or local file error's source judged by
+    /// [`is_transient_error`], which sees GC's errors too), the engine's for
+    /// [`GcError::Engine`], the rule's for [`GcError::Refused`], else the variant's own.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::Store(StoreError::Refused { refusal, .. }) => Some(*refusal),
-            _ => None,
-        }
-    }
-
-    /// The error's kind, a stable snake_case name for callers that act on it (`lake --json`'s
-    /// `kind`, the Python exception's `kind`): the store's for [`GcError::Store`]
-    /// ([`StoreError::kind`]: a refusal's name, `storage`, `root`, ...), the engine's for
-    /// [`GcError::Engine`], else `lineage_incomplete`, `plan_incomplete`, `checkpoint`,
-    /// `output`, `journal_pending`, `inventory_report`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            GcError::Store(e) => e.kind(),
+            GcError::Store(e) => Self::kind_of_store(e),
+            GcError::Refused { kind, .. } => *kind,
             GcError::Engine(e) => e.kind(),
-            GcError::LineageIncomplete { .. } => "lineage_incomplete",
-            GcError::PlanIncomplete { .. } => "plan_incomplete",
-            GcError::Checkpoint { .. } => "checkpoint",
-            GcError::Output { .. } => "output",
-            GcError::JournalPending { .. } => "journal_pending",
-            GcError::InventoryReport { .. } => "inventory_report",
+            GcError::LineageIncomplete { .. } => ErrorKind::LineageIncomplete,
+            GcError::PlanIncomplete { .. } => ErrorKind::PlanIncomplete,
+            GcError::Checkpoint { .. } => ErrorKind::Checkpoint,
+            GcError::Output { .. } => ErrorKind::Output,
+            GcError::JournalPending { .. } => ErrorKind::JournalPending,
+            GcError::InventoryReport { .. } => ErrorKind::InventoryReport,
         }
     }
 
@@ -158,28 +160,21 @@ impl GcError {
         }
     }
 
-    /// Whether retrying the failed operation can help (the rule is on [`GcError`]).
+    /// Whether retrying the failed operation can help, as its kind says (the rule is on
+    /// [`GcError`]).
     pub fn is_transient(&self) -> bool {
-        match self {
-            GcError::Store(e) => store_is_transient(e),
-            GcError::Engine(e) => e.is_transient(),
-            GcError::JournalPending { .. } => true,
-            GcError::LineageIncomplete { .. }
-            | GcError::PlanIncomplete { .. }
-            | GcError::Checkpoint { .. }
-            | GcError::InventoryReport { .. }
-            | GcError::Output { .. } => false,
-        }
+        self.kind().is_transient()
     }
 }
 
-/// [`StoreError::is_transient`], except that the source of a storage or local file error is
-/// judged by [`is_transient_error`], which sees GC's errors where the store's rule cannot.
-fn store_is_transient(e: &StoreError) -> bool {
-    match e {
-        StoreError::Storage { source, .. } => is_transient_error(source.as_ref()),
-        StoreError::Io { source, .. } => is_transient_error(source),
-        other => other.is_transient(),
+impl GcError {
+    /// The kind of a store error seen from GC: as [`GcError::kind`] of [`GcError::Store`].
+    fn kind_of_store(e: &StoreError) -> ErrorKind {
+        match e {
+            StoreError::Storage { source, .. } => ErrorKind::store_failure(is_transient_error(source.as_ref())),
+            StoreError::Io { source, .. } => ErrorKind::store_failure(is_transient_error(source)),
+            other => other.kind(),
+        }
     }
 }
 
@@ -193,7 +188,7 @@ pub fn is_transient_error(error: &(dyn StdError + 'static)) -> bool {
         let verdict = if let Some(gc) = e.downcast_ref::<GcError>() {
             Some(gc.is_transient())
         } else if let Some(store) = e.downcast_ref::<StoreError>() {
-            Some(store_is_transient(store))
+            Some(GcError::kind_of_store(store).is_transient())
         } else {
             transient_verdict(e)
         };
@@ -208,23 +203,23 @@ pub fn is_transient_error(error: &(dyn StdError + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::ErrorKind;
+    use std::io::ErrorKind as IoKind;
 
-    fn io(kind: ErrorKind) -> std::io::Error {
+    fn io(kind: IoKind) -> std::io::Error {
         std::io::Error::new(kind, format!("{kind:?}"))
     }
 
     #[test]
     fn store_errors_keep_their_kind_and_class() {
-        let e: GcError = StoreError::storage("objects/k", io(ErrorKind::ConnectionReset)).into();
-        assert!(e.kind() == "storage" && e.is_transient());
+        let e: GcError = StoreError::storage("objects/k", io(IoKind::ConnectionReset)).into();
+        assert!(e.kind() == ErrorKind::Unavailable && e.is_transient());
         let e: GcError = StoreError::Registry { table: "t".into(), message: "lost".into() }.into();
-        assert!(e.kind() == "registry" && e.is_transient());
+        assert!(e.kind() == ErrorKind::Conflict && e.is_transient());
         let e: GcError = StoreError::NotALake { root: "r".into(), key: "k".into() }.into();
-        assert!(e.kind() == "not_a_lake" && !e.is_transient());
-        for refusal in Refusal::ALL {
-            let gc = GcError::refused(refusal, "m");
-            assert_eq!((gc.kind(), gc.refusal()), (refusal.as_str(), Some(refusal)));
+        assert!(e.kind() == ErrorKind::NotALake && !e.is_transient());
+        for kind in ErrorKind::ALL.into_iter().filter(|k| k.is_refusal()) {
+            let gc = GcError::refused(kind, "m");
+            assert!(gc.kind() == kind && !gc.is_transient());
         }
     }
 
@@ -232,10 +227,10 @@ mod tests {
     fn lake_errors_by_class() {
         assert!(GcError::JournalPending { pending: vec![("t".into(), 3)] }.is_transient());
         let storage =
-            EngineError::Storage { path: "k".into(), source: Box::new(io(ErrorKind::TimedOut)), transient: true };
+            EngineError::Storage { path: "k".into(), source: Box::new(io(IoKind::TimedOut)), transient: true };
         assert!(GcError::Engine(storage).is_transient());
         let permanent = [
-            GcError::refused(Refusal::PolicyFloor, "below the floor"),
+            GcError::refused(ErrorKind::PolicyFloor, "below the floor"),
             GcError::LineageIncomplete { problems: Vec::new() },
             GcError::PlanIncomplete { problems: vec![crate::plan::PlanProblem::new("p", "p")] },
             GcError::Checkpoint { path: "c".into(), message: "m".into() },
@@ -249,12 +244,12 @@ mod tests {
         // Nested: a GcError boxed as another error's source decides for it.
         let nested = GcError::storage("k", GcError::JournalPending { pending: vec![("t".into(), 3)] });
         assert!(nested.is_transient());
-        let nested = GcError::storage("k", GcError::refused(Refusal::Horizon, "no"));
+        let nested = GcError::storage("k", GcError::refused(ErrorKind::Horizon, "no"));
         assert!(!nested.is_transient());
         // At any depth, under the store's errors too.
         let pending = GcError::JournalPending { pending: vec![("t".into(), 3)] };
         assert!(GcError::storage("k", StoreError::storage("k2", pending)).is_transient());
-        let refusal = GcError::refused(Refusal::Horizon, "no");
+        let refusal = GcError::refused(ErrorKind::Horizon, "no");
         assert!(!GcError::storage("k", StoreError::storage("k2", refusal)).is_transient());
     }
 }

@@ -4,7 +4,10 @@
 //! writer and its guard, the store's clock) is `lake_store`, which never imports from here.
 //!
 //! The entry to garbage collection is [`collector::GarbageCollector`]: it enforces the horizon,
-//! the store's clock and the binding of plans and checkpoints for every caller.
+//! the store's clock and the binding of plans and checkpoints for every caller, and
+//! [`run`] decides for every caller whether a run resumes, replaces or plans anew.
+//! [`cutoff`] holds the horizon's rules (at least 1 s, the policy floor) and the cutoff by the
+//! store's clock.
 //!
 //! Where each rule lives:
 //! - [`key_range`]: ranges of keys (`after < key <= until`) and their split by ULID time, for
@@ -34,6 +37,7 @@ pub mod apply;
 pub mod candidates;
 pub mod checkpoint;
 pub mod collector;
+pub mod cutoff;
 pub mod deleter;
 pub mod error;
 pub mod inventory;
@@ -45,6 +49,7 @@ pub mod plan;
 pub mod plan_time;
 pub mod planner;
 mod revalidation;
+pub mod run;
 pub mod shards;
 pub mod spill;
 

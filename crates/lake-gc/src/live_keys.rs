@@ -73,7 +73,7 @@ pub(crate) async fn push_intent_keys(engine: &dyn Engine, runs: &mut SortedRuns)
         }
         runs.push(identity.uri).map_err(|e| {
             let kind = e.kind();
-            EngineError::backend(e, false, kind)
+            EngineError::backend(e, kind)
         })
     };
     Ok(engine.write_intents(&mut push).await?)

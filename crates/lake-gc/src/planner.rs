@@ -63,10 +63,10 @@ use crate::plan::{
 use crate::plan_time::PlanTime;
 use crate::spill::SortedRuns;
 use chrono::{DateTime, Utc};
+use lake_common::ErrorKind;
 use lake_engine::{Engine, LineageBasis};
 use lake_store::keys::{first_key_at, garbage_kind, minted_at, GarbageKind};
 use lake_store::layout::OBJECTS_PREFIX;
-use lake_store::Refusal;
 use std::time::Duration;
 
 /// Fewest inventory pages listed ahead of the sweep while the live set is read.
@@ -199,7 +199,7 @@ pub(crate) async fn plan(
 ) -> Result<(GcPlan, PlanStats), GcError> {
     let (plans, stats) = plan_ranges(engine, inventory, options, std::slice::from_ref(&options.range)).await?;
     let plan =
-        plans.into_iter().next().ok_or_else(|| GcError::refused(Refusal::ShardMismatch, "no key range to plan"))?;
+        plans.into_iter().next().ok_or_else(|| GcError::refused(ErrorKind::ShardMismatch, "no key range to plan"))?;
     Ok((plan, stats))
 }
 
@@ -221,7 +221,7 @@ pub(crate) async fn plan_ranges(
 ) -> Result<(Vec<GcPlan>, PlanStats), GcError> {
     if ranges.is_empty() || ranges.windows(2).any(|w| w[0].until.is_none() || w[0].until != w[1].after) {
         return Err(GcError::refused(
-            Refusal::ShardMismatch,
+            ErrorKind::ShardMismatch,
             "key ranges to plan must be contiguous (each range ends where the next begins); nothing was planned",
         ));
     }

@@ -35,7 +35,7 @@ use crate::output::{
 };
 use crate::plan::{GcPlan, PlanShard};
 use crate::plan_time::PlanTime;
-use lake_store::Refusal;
+use lake_common::ErrorKind;
 use lake_store::StoreError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -100,7 +100,7 @@ impl ShardSpec {
         check_count(self.ranges.len())?;
         KeyRange::check_partition(&self.ranges).map_err(|m| {
             GcError::refused(
-                Refusal::ShardMismatch,
+                ErrorKind::ShardMismatch,
                 format!("the shard spec's ranges are not usable: {m}; nothing was planned"),
             )
         })
@@ -114,7 +114,7 @@ impl ShardSpec {
 
 pub(crate) fn check_count(count: usize) -> Result<(), GcError> {
     if count == 0 || count > MAX_SHARDS {
-        return Err(GcError::refused(Refusal::ShardMismatch, format!(
+        return Err(GcError::refused(ErrorKind::ShardMismatch, format!(
             "{count} shards: a sharded plan has 1 to {MAX_SHARDS} shards (each reads the whole journal; only the listing is split)"
         )));
     }
@@ -162,7 +162,7 @@ fn shard_of(plan: &GcPlan) -> Result<&PlanShard, GcError> {
     match plan.shard.as_ref() {
         Some(shard) => Ok(shard),
         None => Err(GcError::refused(
-            Refusal::BoundToManifest,
+            ErrorKind::BoundToManifest,
             format!(
                 "the plan of cutoff {} (digest {}) is a whole plan, not a shard of a sharded plan",
                 plan.cutoff,
@@ -213,12 +213,12 @@ impl ShardManifest {
     /// not a partition of the key space (as [`KeyRange::split_at`] makes).
     pub fn assemble(plans: &[GcPlan]) -> Result<Self, GcError> {
         let first =
-            plans.first().ok_or_else(|| GcError::refused(Refusal::ShardMismatch, "no shard plans to assemble"))?;
+            plans.first().ok_or_else(|| GcError::refused(ErrorKind::ShardMismatch, "no shard plans to assemble"))?;
         for plan in plans {
-            plan.check_format().map_err(|m| GcError::refused(Refusal::ShardMismatch, m))?;
+            plan.check_format().map_err(|m| GcError::refused(ErrorKind::ShardMismatch, m))?;
             let shard = shard_of(plan)?;
             if plan.root != first.root || plan.min_age_seconds != first.min_age_seconds || plan.cutoff != first.cutoff {
-                return Err(GcError::refused(Refusal::ShardMismatch, format!(
+                return Err(GcError::refused(ErrorKind::ShardMismatch, format!(
                     "shard {} was planned for lake {} with min_age {}s at cutoff {}, shard {} for lake {} with min_age {}s at cutoff {}: they are not shards of one plan",
                     shard.index,
                     plan.root,
@@ -232,7 +232,7 @@ impl ShardManifest {
             }
             if shard.count != plans.len() as u64 {
                 return Err(GcError::refused(
-                    Refusal::ShardMismatch,
+                    ErrorKind::ShardMismatch,
                     format!(
                         "shard {} is one of {} shards, but {} shard plans were given",
                         shard.index,
@@ -258,7 +258,7 @@ impl ShardManifest {
             let expected = usize::try_from(entry.index).ok().and_then(|i| spec.ranges.get(i));
             if expected != Some(&entry.range) {
                 return Err(GcError::refused(
-                    Refusal::ShardMismatch,
+                    ErrorKind::ShardMismatch,
                     format!(
                     "shard {} covers {}, which is not the spec's range of that index; it is a shard of another plan",
                     entry.index, entry.range
@@ -268,7 +268,7 @@ impl ShardManifest {
         }
         if entries.len() != spec.ranges.len() {
             return Err(GcError::refused(
-                Refusal::ShardMismatch,
+                ErrorKind::ShardMismatch,
                 format!("the spec has {} shards but {} entries were given", spec.ranges.len(), entries.len()),
             ));
         }
@@ -290,7 +290,7 @@ impl ShardManifest {
             count: entries.len() as u64,
             shards: entries,
         };
-        manifest.check_structure().map_err(|m| GcError::refused(Refusal::ShardMismatch, m))?;
+        manifest.check_structure().map_err(|m| GcError::refused(ErrorKind::ShardMismatch, m))?;
         Ok(manifest)
     }
 
@@ -421,14 +421,15 @@ impl ShardManifest {
     /// its document, or a checkpoint's load).
     pub(crate) fn check_bound(&self, plan: &GcPlan, digest: &str) -> Result<(), GcError> {
         let refuse = |m: String| {
-            GcError::refused(Refusal::BoundToManifest, format!(
+            GcError::refused(ErrorKind::BoundToManifest, format!(
                 "{m}; it is not a shard of manifest {} (an edited shard plan, or a shard of another sharded plan). Nothing was deleted",
                 self.digest()
             ))
         };
         // A manifest built in memory (its fields are public) is held to a read one's rules.
-        self.check_structure()
-            .map_err(|m| GcError::refused(Refusal::ShardMismatch, format!("the shard manifest is not usable: {m}")))?;
+        self.check_structure().map_err(|m| {
+            GcError::refused(ErrorKind::ShardMismatch, format!("the shard manifest is not usable: {m}"))
+        })?;
         plan.check_format().map_err(refuse)?;
         let shard = shard_of(plan)?;
         let entry = usize::try_from(shard.index)
@@ -498,7 +499,7 @@ impl ShardManifest {
         let (plan, digest) = GcPlan::read_document_and_digest(std::io::BufReader::new(file), &shown)?;
         let found = shard_of(&plan)?.index;
         if found != index {
-            return Err(GcError::refused(Refusal::BoundToManifest, format!(
+            return Err(GcError::refused(ErrorKind::BoundToManifest, format!(
                 "{shown} holds shard {found} of manifest {}, not shard {index}: shard documents were renamed or swapped. Nothing was deleted; put each document back under its own name, or plan again",
                 self.digest()
             )));
@@ -520,7 +521,7 @@ impl ShardManifest {
         for &index in indexes {
             if index >= self.count {
                 return Err(GcError::refused(
-                    Refusal::ShardMismatch,
+                    ErrorKind::ShardMismatch,
                     format!(
                         "shard {index} does not exist: manifest {} has {} shards (0 to {})",
                         self.digest(),

@@ -1,6 +1,6 @@
 //! [`LanceEngineError`].
 
-use lake_common::LocationError;
+use lake_common::{ErrorKind, LocationError};
 use lake_engine::EngineError;
 use lake_store::error::is_transient_error;
 use lake_store::StoreError;
@@ -11,8 +11,10 @@ use thiserror::Error;
 ///
 /// # Transient or permanent
 ///
-/// [`LanceEngineError::is_transient`] says whether retrying the same operation can help:
-/// - [`LanceEngineError::Lance`]: as [`lance_is_transient`] classifies the `lance::Error`:
+/// [`LanceEngineError::kind`] maps each error to its [`ErrorKind`] once, and
+/// [`LanceEngineError::is_transient`] answers from it whether retrying the same operation can
+/// help:
+/// - [`LanceEngineError::Lance`]: as [`lance_kind`] classifies the `lance::Error`:
 ///   Lance's own timeouts, retryable commit conflicts, write contention and backpressure, and
 ///   I/O failures whose store error is transient (throttling, timeouts, dropped connections:
 ///   see [`lake_store::error::is_transient_error`]).
@@ -235,96 +237,114 @@ impl LanceEngineError {
         }
     }
 
-    /// The error's kind, a stable snake_case name for callers that act on it (`lake --json`'s
-    /// `kind`, the Python exception's `kind`): the store's kind for [`LanceEngineError::Objects`]
-    /// ([`StoreError::kind`]), the inner error's for [`LanceEngineError::NotCommitted`], else the
-    /// variant's (`lance`, `location`, `unreadable`, `unjournaled`, `guard`, ...).
-    pub fn kind(&self) -> &'static str {
+    /// The error's kind ([`ErrorKind`]), mapped once here: the store's for
+    /// [`LanceEngineError::Objects`], the failure's for [`LanceEngineError::NotCommitted`],
+    /// Lance's error classified by [`lance_kind`] for [`LanceEngineError::Lance`], else the
+    /// variant's. A version committed whose journal entry is missing or in conflict
+    /// ([`LanceEngineError::SidecarWrite`], [`LanceEngineError::Unjournaled`],
+    /// [`LanceEngineError::SidecarConflict`]) is [`ErrorKind::LineageIncomplete`], never a
+    /// transient kind: retrying the write would commit another version.
+    pub fn kind(&self) -> ErrorKind {
         match self {
             LanceEngineError::Objects(e) => e.kind(),
             LanceEngineError::NotCommitted { source, .. } => source.kind(),
-            LanceEngineError::Lance { .. } => "lance",
-            LanceEngineError::Location { .. } => "location",
-            LanceEngineError::Unreadable { .. } => "unreadable",
-            LanceEngineError::UnreadableTable { .. } => "unreadable_table",
-            LanceEngineError::Unjournaled { .. } => "unjournaled",
-            LanceEngineError::CommittedUnchecked { .. } => "committed_unchecked",
-            LanceEngineError::NoSuchTable { .. } => "no_such_table",
-            LanceEngineError::SidecarWrite { .. } => "sidecar_write",
-            LanceEngineError::JournalLog { .. } => "journal_log",
-            LanceEngineError::SidecarConflict { .. } => "sidecar_conflict",
-            LanceEngineError::ConcurrentCreate { .. } => "concurrent_create",
-            LanceEngineError::Guard { .. } => "guard",
-            LanceEngineError::InvalidInput(_) => "invalid_input",
-            LanceEngineError::PieceRefused { .. } => "piece_refused",
-            LanceEngineError::CommitUncertain { .. } => "commit_uncertain",
-            LanceEngineError::Revoked { .. } => "revoked",
-            LanceEngineError::OutcomeLost { .. } => "outcome_lost",
+            LanceEngineError::Lance { source, .. } => lance_kind(source),
+            LanceEngineError::Location { .. } | LanceEngineError::InvalidInput(_) => ErrorKind::InvalidInput,
+            LanceEngineError::Unreadable { .. } | LanceEngineError::UnreadableTable { .. } => ErrorKind::Unreadable,
+            LanceEngineError::Unjournaled { .. }
+            | LanceEngineError::SidecarWrite { .. }
+            | LanceEngineError::SidecarConflict { .. } => ErrorKind::LineageIncomplete,
+            LanceEngineError::CommittedUnchecked { .. } => ErrorKind::CommittedUnchecked,
+            LanceEngineError::NoSuchTable { .. } => ErrorKind::NoSuchTable,
+            LanceEngineError::JournalLog { .. } => ErrorKind::Storage,
+            LanceEngineError::ConcurrentCreate { .. } | LanceEngineError::Revoked { .. } => ErrorKind::Conflict,
+            LanceEngineError::Guard { .. } => ErrorKind::Guard,
+            LanceEngineError::PieceRefused { .. } => ErrorKind::PieceRefused,
+            LanceEngineError::CommitUncertain { .. } | LanceEngineError::OutcomeLost { .. } => {
+                ErrorKind::CommitUncertain
+            }
         }
     }
 
-    /// Whether retrying the failed operation can help (the rule is on [`LanceEngineError`]).
+    /// Whether retrying the failed operation can help, as its kind says (the rule is on
+    /// [`LanceEngineError`]).
     pub fn is_transient(&self) -> bool {
-        match self {
-            LanceEngineError::Lance { source, .. } => lance_is_transient(source),
-            LanceEngineError::Objects(e) => e.is_transient(),
-            LanceEngineError::ConcurrentCreate { .. } | LanceEngineError::Revoked { .. } => true,
-            LanceEngineError::Location { .. }
-            | LanceEngineError::Unreadable { .. }
-            | LanceEngineError::UnreadableTable { .. }
-            | LanceEngineError::Unjournaled { .. }
-            | LanceEngineError::CommittedUnchecked { .. }
-            | LanceEngineError::NoSuchTable { .. }
-            | LanceEngineError::SidecarWrite { .. }
-            | LanceEngineError::JournalLog { .. }
-            | LanceEngineError::SidecarConflict { .. }
-            | LanceEngineError::Guard { .. }
-            | LanceEngineError::InvalidInput(_)
-            | LanceEngineError::PieceRefused { .. }
-            | LanceEngineError::CommitUncertain { .. }
-            | LanceEngineError::OutcomeLost { .. } => false,
-            // Proven not committed: retrying can help as much as it could the failure.
-            LanceEngineError::NotCommitted { source, .. } => source.is_transient(),
-        }
+        self.kind().is_transient()
     }
 }
 
-/// Whether retrying can help with a Lance error:
-/// - transient: `Timeout`, `RetryableCommitConflict`, `TooMuchWriteContention`, `Backpressure`
-///   (Lance's own "try again" errors);
-/// - `IO`, `Wrapped`, `External` and `Namespace`: as the error they carry (an `object_store`
-///   error, an I/O error, or lake's own error handed to Lance by a reader), judged by
-///   [`lake_store::error::is_transient_error`]; except a commit whose outcome is unknown, which
-///   is permanent (a blind retry could commit twice: read the table first);
-/// - every other variant (not found, corrupt file, schema mismatch, a plain commit conflict,
-///   invalid input, ...) is permanent.
-pub fn lance_is_transient(e: &lance::Error) -> bool {
+/// The kind of a Lance error:
+/// - a commit whose outcome is unknown: [`ErrorKind::CommitUncertain`] (a blind retry could
+///   commit twice: read the table first);
+/// - Lance's own "try again" errors: `Timeout`, `TooMuchWriteContention` and `Backpressure`
+///   are [`ErrorKind::Unavailable`], `RetryableCommitConflict` is [`ErrorKind::Conflict`];
+/// - `IO`, `Wrapped`, `External` and `Namespace`: the kind of the error they carry (an
+///   `object_store` error, an I/O error, an Arrow error of the caller's stream, or lake's own
+///   error handed to Lance by a reader), by [`cause_kind`];
+/// - input Lance refuses (invalid input, a schema mismatch, a missing field, version or
+///   reference, a reference conflict, an Arrow error): [`ErrorKind::InvalidInput`];
+/// - every other variant (not found, a corrupt file, a plain commit conflict, ...):
+///   [`ErrorKind::Table`].
+pub fn lance_kind(e: &lance::Error) -> ErrorKind {
     use lance::Error as L;
     if e.is_commit_status_unknown() {
-        return false;
+        return ErrorKind::CommitUncertain;
     }
     match e.find_root() {
-        L::Timeout { .. }
-        | L::RetryableCommitConflict { .. }
-        | L::TooMuchWriteContention { .. }
-        | L::Backpressure { .. } => true,
-        L::IO { source, .. } | L::External { source } | L::Namespace { source, .. } => {
-            cause_is_transient(source.as_ref())
-        }
-        L::Wrapped { error, .. } => cause_is_transient(error.as_ref()),
-        _ => false,
+        L::Timeout { .. } | L::TooMuchWriteContention { .. } | L::Backpressure { .. } => ErrorKind::Unavailable,
+        L::RetryableCommitConflict { .. } => ErrorKind::Conflict,
+        L::IO { source, .. } | L::External { source } | L::Namespace { source, .. } => cause_kind(source.as_ref()),
+        L::Wrapped { error, .. } => cause_kind(error.as_ref()),
+        L::InvalidInput { .. }
+        | L::SchemaMismatch { .. }
+        | L::Schema { .. }
+        | L::FieldNotFound { .. }
+        | L::VersionNotFound { .. }
+        | L::InvalidRef { .. }
+        | L::RefNotFound { .. }
+        | L::RefConflict { .. }
+        | L::Arrow { .. } => ErrorKind::InvalidInput,
+        _ => ErrorKind::Table,
     }
 }
 
-/// As [`is_transient_error`], seeing lake-lance's own error types too.
-fn cause_is_transient(e: &(dyn StdError + 'static)) -> bool {
+/// Whether retrying can help with a Lance error: as its kind says ([`lance_kind`]).
+pub fn lance_is_transient(e: &lance::Error) -> bool {
+    lance_kind(e).is_transient()
+}
+
+/// The kind of an error Lance carries: lake's own errors (this crate's, the store's, the
+/// engine's, the guard's, a reference's) and Lance's by their own kind; an Arrow error by what
+/// it wraps (a failed read) or as [`ErrorKind::InvalidInput`] (a stream that cannot be read);
+/// anything else (an `object_store` error, an I/O error) as a store failure, transient as
+/// [`is_transient_error`] classifies it.
+fn cause_kind(e: &(dyn StdError + 'static)) -> ErrorKind {
     if let Some(e) = e.downcast_ref::<LanceEngineError>() {
-        return e.is_transient();
+        return e.kind();
     }
     if let Some(e) = e.downcast_ref::<lance::Error>() {
-        return lance_is_transient(e);
+        return lance_kind(e);
     }
-    is_transient_error(e)
+    if let Some(e) = e.downcast_ref::<StoreError>() {
+        return e.kind();
+    }
+    if let Some(e) = e.downcast_ref::<EngineError>() {
+        return e.kind();
+    }
+    if e.is::<lake_store::guard::GuardError>() {
+        return ErrorKind::Guard;
+    }
+    if e.is::<LocationError>() || e.is::<lake_common::UriError>() {
+        return ErrorKind::InvalidInput;
+    }
+    if let Some(arrow) = e.downcast_ref::<arrow_schema::ArrowError>() {
+        return match arrow {
+            arrow_schema::ArrowError::ExternalError(inner) => cause_kind(inner.as_ref()),
+            arrow_schema::ArrowError::IoError(..) => ErrorKind::store_failure(is_transient_error(e)),
+            _ => ErrorKind::InvalidInput,
+        };
+    }
+    ErrorKind::store_failure(is_transient_error(e))
 }
 
 /// The engine's error as an [`EngineError`]: a storage failure stays [`EngineError::Storage`]
@@ -335,20 +355,17 @@ fn cause_is_transient(e: &(dyn StdError + 'static)) -> bool {
 /// [`LanceEngineError::is_transient`] goes with it.
 impl From<LanceEngineError> for EngineError {
     fn from(e: LanceEngineError) -> Self {
-        let transient = e.is_transient();
+        let kind = e.kind();
         match e {
             LanceEngineError::Objects(StoreError::Storage { path, source }) => {
-                EngineError::Storage { path, source, transient }
+                EngineError::Storage { path, source, transient: kind.is_transient() }
             }
             LanceEngineError::Objects(StoreError::Engine(inner)) => inner,
             LanceEngineError::NoSuchTable { table, uri } => {
                 EngineError::Table { table, message: format!("no dataset at {uri}") }
             }
             LanceEngineError::InvalidInput(message) => EngineError::InvalidInput(message),
-            other => {
-                let kind = other.kind();
-                EngineError::Backend { source: Box::new(other), transient, kind }
-            }
+            other => EngineError::Backend { source: Box::new(other), kind },
         }
     }
 }
@@ -403,7 +420,7 @@ mod tests {
             lance::Error::from(http(HttpErrorKind::Decode)),
             lance::Error::from(io(ErrorKind::NotFound)),
             lance::Error::io("plain message"),
-            lance::Error::external(Box::new(StoreError::refused(lake_store::Refusal::Horizon, "no"))),
+            lance::Error::external(Box::new(StoreError::InvalidInput("no".into()))),
         ];
         for e in permanent {
             let text = e.to_string();
@@ -420,7 +437,7 @@ mod tests {
                 table: "t".into(),
                 source: LocationError::MissingColumn { column: "c".into() },
             },
-            LanceEngineError::Objects(StoreError::refused(lake_store::Refusal::PolicyFloor, "below the floor")),
+            LanceEngineError::Objects(StoreError::Capability { message: "no create-only writes".into() }),
             LanceEngineError::NoSuchTable { table: "t".into(), uri: "u".into() },
             LanceEngineError::SidecarWrite {
                 table: "t".into(),
@@ -503,7 +520,7 @@ mod tests {
         let e: EngineError = LanceEngineError::SidecarConflict { table: "t".into(), version: 2 }.into();
         assert!(!e.is_transient());
         assert_eq!(e.to_string(), LanceEngineError::SidecarConflict { table: "t".into(), version: 2 }.to_string());
-        assert_eq!(e.kind(), "sidecar_conflict", "the kind crosses the engine trait");
+        assert_eq!(e.kind(), lake_common::ErrorKind::LineageIncomplete, "the kind crosses the engine trait");
         let e: EngineError = LanceEngineError::ConcurrentCreate { table: "t".into() }.into();
         assert!(e.is_transient());
 

@@ -1,17 +1,18 @@
 //! GC: dry runs (whole or sharded), applies and resumes, and the plan documents' files. The
 //! rules live in `lake_gc`; this module only carries documents across as JSON text.
 
-use crate::errors::{Failure, Kind};
+use crate::errors::Failure;
 use crate::json;
 use crate::lake::NativeLake;
 use crate::runtime::{parse_duration, run};
-use lake_gc::apply::ApplyOptions;
-use lake_gc::checkpoint::{ApplyCheckpoint, CheckpointLocation};
-use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings};
-use lake_gc::plan::GcPlan;
-use lake_gc::shards::{ShardManifest, ShardSpec, ShardedPlan};
-use lake_gc::GcError;
-use lake_store::Refusal;
+use lake::collect::apply::ApplyOptions;
+use lake::collect::checkpoint::CheckpointLocation;
+use lake::collect::collector::{GarbageCollector, Horizon, PlanSettings};
+use lake::collect::plan::GcPlan;
+use lake::collect::run::{PlanSource, RunRequest};
+use lake::collect::shards::{ShardManifest, ShardSpec, ShardedPlan};
+use lake::collect::GcError;
+use lake::common::ErrorKind;
 use pyo3::prelude::*;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ impl NativeLake {
         let (store, engine) = self.gc_parts()?;
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
-            let planned = gc.plan(&horizon, &PlanSettings::default()).await?;
+            let planned = gc.run(&RunRequest::dry_run(horizon)).await?;
             Ok((text(planned.plan.to_document()?)?, planned.plan.digest()?))
         })
     }
@@ -50,29 +51,20 @@ impl NativeLake {
         };
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
-            let no_checkpoint = || {
-                Failure::new(
-                    Kind::Policy,
-                    format!("no checkpoint at {checkpoint} to resume and no plan given; pass the plan to apply"),
-                )
+            // The horizon is the plan's; resuming without one, the checkpoint's plan's (the
+            // collector reads it). The decision (resume, replace, refuse) is the collector's.
+            let min_age = plan.as_ref().map_or(0, |plan| plan.min_age_seconds);
+            let request = RunRequest {
+                checkpoint: Some(&location),
+                plan: plan.as_ref().map_or(PlanSource::Resume, PlanSource::Given),
+                apply: options,
+                ..RunRequest::dry_run(horizon(Duration::from_secs(min_age), allow_below_policy))
             };
-            // The horizon is the plan's; resuming without one, the checkpoint's plan's (checked
-            // against the lake's policy floor like any horizon).
-            let min_age = match &plan {
-                Some(plan) => plan.min_age_seconds,
-                None => match ApplyCheckpoint::load(&location).await? {
-                    Some(loaded) => loaded.plan.min_age_seconds,
-                    None => return Err(no_checkpoint()),
-                },
-            };
-            let horizon = horizon(Duration::from_secs(min_age), allow_below_policy);
-            // With a plan, `apply` resumes a checkpoint of that same plan and refuses one of
-            // another (never resuming an older plan in its place); without, `resume`.
-            let report = match &plan {
-                Some(plan) => gc.apply(plan, &horizon, &location, &options).await?,
-                None => gc.resume(&horizon, &location, &options).await?.ok_or_else(no_checkpoint)?,
-            };
-            json(&report.checkpoint)
+            let done = gc.run(&request).await?;
+            match &done.apply {
+                Some(report) => json(&report.checkpoint),
+                None => Err(Failure::new(ErrorKind::Internal, "an apply with a checkpoint reported no apply".into())),
+            }
         })
     }
 
@@ -95,8 +87,9 @@ impl NativeLake {
 
     /// A worker's step: the plan document of shard `index` of the spec (JSON).
     fn gc_plan_shard(&self, py: Python<'_>, spec: String, index: usize, allow_below_policy: bool) -> PyResult<String> {
-        let spec: ShardSpec = serde_json::from_str(&spec)
-            .map_err(|e| Failure::new(Kind::Input, format!("the shard spec is not a ShardSpec document: {e}")))?;
+        let spec: ShardSpec = serde_json::from_str(&spec).map_err(|e| {
+            Failure::new(ErrorKind::InvalidInput, format!("the shard spec is not a ShardSpec document: {e}"))
+        })?;
         let horizon = horizon(Duration::from_secs(spec.min_age_seconds), allow_below_policy);
         let (store, engine) = self.gc_parts()?;
         run(py, async move {
@@ -135,7 +128,7 @@ impl NativeLake {
         let root = self.store()?.root().to_string();
         if manifest.root != root {
             let message = format!("the shards belong to lake {}, not {root}", manifest.root);
-            return Err(Failure::from(GcError::refused(Refusal::BoundToRoot, message)).into());
+            return Err(Failure::from(GcError::refused(ErrorKind::BoundToRoot, message)).into());
         }
         Ok(text(manifest.to_document())?)
     }
@@ -173,8 +166,8 @@ impl NativeLake {
 /// What an apply call works with.
 struct Apply {
     options: ApplyOptions,
-    store: lake_store::LakeStore,
-    engine: lake_lance::LanceEngine,
+    store: lake::store::LakeStore,
+    engine: lake::lance::LanceEngine,
     location: CheckpointLocation,
 }
 
@@ -193,10 +186,13 @@ impl NativeLake {
 /// most `max_pages` pages in this call (at least 1).
 fn apply_options(page_size: usize, max_pages: Option<u64>) -> Result<ApplyOptions, Failure> {
     if !(1..=1000).contains(&page_size) {
-        return Err(Failure::new(Kind::Input, format!("page_size {page_size} must be 1 to 1000 keys")));
+        return Err(Failure::new(ErrorKind::InvalidInput, format!("page_size {page_size} must be 1 to 1000 keys")));
     }
     if max_pages == Some(0) {
-        return Err(Failure::new(Kind::Input, "max_pages 0 would delete nothing; give at least 1, or None".into()));
+        return Err(Failure::new(
+            ErrorKind::InvalidInput,
+            "max_pages 0 would delete nothing; give at least 1, or None".into(),
+        ));
     }
     Ok(ApplyOptions { page_size, max_pages, ..ApplyOptions::default() })
 }
@@ -206,7 +202,7 @@ fn horizon(min_age: Duration, allow_below_policy: bool) -> Horizon {
 }
 
 fn text(bytes: Vec<u8>) -> Result<String, Failure> {
-    String::from_utf8(bytes).map_err(|e| Failure::new(Kind::Lake, format!("a document is not UTF-8: {e}")))
+    String::from_utf8(bytes).map_err(|e| Failure::new(ErrorKind::Corrupt, format!("a document is not UTF-8: {e}")))
 }
 
 /// The manifest document and the shards' plan documents of `plan`.
@@ -216,13 +212,13 @@ fn sharded_documents(plan: &ShardedPlan) -> Result<(String, Vec<String>), Failur
 }
 
 /// Writes a plan document into the file `path`, under the library's rules for written documents
-/// (`lake_gc::output`): outside the plan's lake, over nothing or another plan (any regular
+/// (`lake::collect::output`): outside the plan's lake, over nothing or another plan (any regular
 /// file when `force`), atomically.
 #[pyfunction]
 #[pyo3(signature = (path, document, force=false))]
 pub(crate) fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
     let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(Failure::input)?;
-    Ok(plan.save(&lake_gc::output::OutputPath::new(path).force(force)).map_err(Failure::from)?)
+    Ok(plan.save(&lake::collect::output::OutputPath::new(path).force(force)).map_err(Failure::from)?)
 }
 
 /// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created when its
@@ -243,7 +239,7 @@ pub(crate) fn sharded_save(
         .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::input)?;
-    let folder = lake_gc::output::OutputPath::new(dir).force(force);
+    let folder = lake::collect::output::OutputPath::new(dir).force(force);
     Ok(ShardedPlan { manifest, plans }.save_to(&folder).map_err(Failure::from)?)
 }
 

@@ -25,11 +25,12 @@ mod reader;
 mod runtime;
 mod tables;
 
-use errors::{Failure, Kind};
+use errors::Failure;
 
 /// `value` as JSON text.
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Failure> {
-    serde_json::to_string(value).map_err(|e| Failure::new(Kind::Lake, format!("cannot encode the report: {e}")))
+    serde_json::to_string(value)
+        .map_err(|e| Failure::new(lake::common::ErrorKind::Internal, format!("cannot encode the report: {e}")))
 }
 
 /// The native module.

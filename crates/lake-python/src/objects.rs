@@ -4,12 +4,13 @@
 //! (`lake.locations`).
 
 use crate::arrow_ffi;
-use crate::errors::{Failure, Kind};
+use crate::errors::Failure;
 use crate::lake::NativeLake;
 use crate::reader::PyFileReader;
 use crate::runtime::{run, runtime};
-use lake_common::DataLocationBuilder;
-use lake_store::writer::{ManagedObject, ManagedObjectWriter};
+use lake::common::DataLocationBuilder;
+use lake::common::ErrorKind;
+use lake::store::writer::{ManagedObject, ManagedObjectWriter};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -41,7 +42,7 @@ impl NativeLake {
                 None => writer.upload_file(&path).await,
                 Some(name) => match tokio::fs::File::open(&path).await {
                     Ok(file) => writer.upload(&name, file).await,
-                    Err(e) => Err(lake_store::StoreError::Io { path: path.display().to_string(), source: e }),
+                    Err(e) => Err(lake::store::StoreError::Io { path: path.display().to_string(), source: e }),
                 },
             };
             Ok(uploaded.map(|o| location_tuple(&o))?)
@@ -58,11 +59,11 @@ impl NativeLake {
 }
 
 /// The identity of a reference as Python gives it: `uri`, `sha256` (32 bytes), `size` (bytes).
-fn identity(uri: String, sha256: &[u8], size: u64) -> Result<lake_common::ObjectIdentity, Failure> {
-    let sha: [u8; 32] = sha256
-        .try_into()
-        .map_err(|_| Failure::new(Kind::Input, format!("the sha256 of `{uri}` has {} bytes, not 32", sha256.len())))?;
-    Ok(lake_common::ObjectIdentity::new(uri, sha, size))
+fn identity(uri: String, sha256: &[u8], size: u64) -> Result<lake::common::ObjectIdentity, Failure> {
+    let sha: [u8; 32] = sha256.try_into().map_err(|_| {
+        Failure::new(ErrorKind::InvalidInput, format!("the sha256 of `{uri}` has {} bytes, not 32", sha256.len()))
+    })?;
+    Ok(lake::common::ObjectIdentity::new(uri, sha, size))
 }
 
 #[pymethods]

@@ -2,7 +2,8 @@
 //! read, or a GC step: Ctrl-C drops it at an await point) and [`run_write`] (a call that may
 //! commit a table version: Ctrl-C stops its input, never the commit).
 
-use crate::errors::{Committed, Failure, Kind};
+use crate::errors::{Committed, Failure};
+use lake::common::ErrorKind;
 use pyo3::prelude::*;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +30,7 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, Failure> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::new(Kind::Lake, format!("cannot start the I/O runtime: {e}")))?;
+        .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot start the I/O runtime: {e}")))?;
     let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
     *current = Some((pid, rt));
     Ok(rt)
@@ -112,6 +113,9 @@ pub(crate) fn run_write<T: Send + 'static>(
 /// `text` as a duration (humantime: `7d`, `12h`, `90s`); `PolicyError` naming `what` otherwise.
 pub(crate) fn parse_duration(what: &str, text: &str) -> Result<Duration, Failure> {
     humantime::parse_duration(text).map_err(|e| {
-        Failure::new(Kind::Policy, format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"))
+        Failure::new(
+            ErrorKind::InvalidInput,
+            format!("{what} `{text}` is not a duration ({e}); write e.g. `7d`, `12h`, `90s`"),
+        )
     })
 }

@@ -4,14 +4,15 @@
 //! from its journal entry; the versions; and `refs verify`.
 
 use crate::arrow_ffi::ArrowStream;
-use crate::errors::{Failure, Kind};
+use crate::errors::Failure;
 use crate::json;
 use crate::lake::NativeLake;
 use crate::marking::MarkingReader;
 use crate::runtime::{parse_duration, run, run_write};
 use arrow_array::{RecordBatchReader, StructArray};
-use lake_lance::update::Assignment;
-use lake_lance::{PieceMode, PreparedPiece, RowSelection};
+use lake::common::ErrorKind;
+use lake::lance::update::Assignment;
+use lake::lance::{PieceMode, PreparedPiece, RowSelection};
 use pyo3::prelude::*;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ fn source(data: ArrowStream, stop: &Arc<AtomicBool>) -> Box<dyn RecordBatchReade
 /// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
 /// The version has landed: a failure to encode the report says so (never inviting a retry that
 /// would write the rows twice).
-fn commit_json(o: &lake_lance::CommitOutcome) -> Result<String, Failure> {
+fn commit_json(o: &lake::lance::CommitOutcome) -> Result<String, Failure> {
     json(o).map_err(|f| {
         Failure::after_commit(o.version, format!("version {} was committed and journaled, but {f}", o.version))
     })
@@ -48,7 +49,7 @@ impl NativeLake {
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let selection = match (indices, filter) {
             (Some(_), Some(_)) => {
-                return Err(Failure::new(Kind::Input, "give indices or a filter, not both".into()).into())
+                return Err(Failure::new(ErrorKind::InvalidInput, "give indices or a filter, not both".into()).into())
             }
             (Some(indices), None) => RowSelection::Indices(indices),
             (None, Some(filter)) => RowSelection::Filter(filter),
@@ -105,7 +106,7 @@ impl NativeLake {
             .map(|(i, piece)| {
                 serde_json::from_str::<PreparedPiece>(piece).map_err(|e| {
                     Failure::new(
-                        Kind::Input,
+                        ErrorKind::InvalidInput,
                         format!("piece {i} is not a prepared piece's JSON ({e}); nothing was committed"),
                     )
                 })
@@ -207,11 +208,11 @@ impl NativeLake {
     #[pyo3(signature = (table=None, wait=true))]
     fn refs_recover(&self, py: Python<'_>, table: Option<String>, wait: bool) -> PyResult<String> {
         if let Some(table) = &table {
-            lake_store::layout::validate_table_name(table).map_err(Failure::from)?;
+            lake::store::layout::validate_table_name(table).map_err(Failure::from)?;
         }
         let engine = self.engine()?;
-        let options = lake_lance::commit::RecoverOptions {
-            wait: if wait { lake_lance::commit::Wait::UntilDue } else { lake_lance::commit::Wait::No },
+        let options = lake::lance::commit::RecoverOptions {
+            wait: if wait { lake::lance::commit::Wait::UntilDue } else { lake::lance::commit::Wait::No },
             progress: None,
         };
         run_write(py, async move { json(&engine.recover_writes_with(table.as_deref(), &options).await?) }, None)

@@ -222,7 +222,7 @@ def test_policy_floors_are_whole_seconds_rounded_up_and_representable(tmp_path):
     with pytest.raises(lake.PolicyError, match="policy floor"):
         lk.gc.plan(min_age="1s")
     assert lk.gc.plan(min_age="2s").lineage_complete
-    with pytest.raises(lake.PolicyError, match="represent"):
+    with pytest.raises(lake.InputError, match="represent"):
         lake.init(str(tmp_path / "b"), min_age="1000000000y")
 
 
@@ -450,9 +450,15 @@ def test_odd_horizons_are_refused(local_root):
     """`min_age` spelled to get a later cutoff than allowed: refused, or rounded to the safe
     side (a plan's `min_age_seconds` never exceeds what was asked while its cutoff uses it all)."""
     lk = lake.init(local_root, min_age="2s")
-    for bad in ["0s", "-1s", "1ms", "1999ms", "1s", "soon", "584942417355y"]:
+    for bad in ["0s", "1ms", "1999ms", "1s"]:
         with pytest.raises(lake.PolicyError):
             lk.gc.plan(min_age=bad)
+    for bad in ["-1s", "soon"]:
+        with pytest.raises(lake.InputError):
+            lk.gc.plan(min_age=bad)
+    # Past what a duration holds (InputError) or what a cutoff can represent (PolicyError).
+    with pytest.raises((lake.InputError, lake.PolicyError)):
+        lk.gc.plan(min_age="584942417355y")
     with pytest.raises(lake.PolicyError, match="1s"):
         lk.gc.plan(min_age="999ms", allow_below_policy=True)
     with pytest.raises(lake.PolicyError):

@@ -84,7 +84,7 @@ def test_pieces_of_another_table_or_not_pieces_are_refused(local_root):
     assert refused.value.kind == "piece_refused" and "piece 0" in str(refused.value)
     with pytest.raises(lake.InputError, match="piece 1") as garbled:
         t.commit_pieces([piece, '{"format_version": 1}'])
-    assert garbled.value.kind is None
+    assert garbled.value.kind == "invalid_input"
     with pytest.raises(lake.InputError) as none:
         t.commit_pieces([])
     assert none.value.kind == "piece_refused"

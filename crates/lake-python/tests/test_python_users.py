@@ -313,7 +313,7 @@ def test_every_exception_pickles_with_its_attributes(local_root, tmp_path):
     lk = lake.init(local_root, min_age="1h")
     raised = []
     for call in [
-        lambda: lk.gc.plan(min_age="soon"),  # PolicyError
+        lambda: lk.gc.plan(min_age="soon"),  # InputError (not a duration)
         lambda: lk.table("../x").uri,  # InputError
         lambda: lake.open(str(tmp_path / "nothing-here")),  # LakeError (no lake)
         lambda: lake.Plan.load(tmp_path / "missing.json"),  # StorageError
@@ -393,7 +393,7 @@ def test_hostile_arguments_raise_lake_errors_or_type_errors(local_root, tmp_path
         (lambda: lk.gc.apply(plan, ck, max_pages=0), lake.InputError),
         (lambda: lk.gc.apply(plan, 5), TypeError),
         (lambda: lk.gc.apply(42, ck), TypeError),
-        (lambda: lk.gc.apply(None, str(tmp_path / "never.ckpt")), lake.PolicyError),
+        (lambda: lk.gc.apply(None, str(tmp_path / "never.ckpt")), lake.LakeError),
         (lambda: lk.gc.apply(str(not_json), ck), lake.InputError),
         (lambda: lk.gc.apply(str(no_digest), ck), lake.InputError),
         (lambda: lk.gc.apply(str(binary), ck), lake.InputError),

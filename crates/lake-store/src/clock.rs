@@ -12,7 +12,6 @@
 
 use crate::error::StoreError;
 use crate::layout::CLOCK_PREFIX;
-use crate::refusal::Refusal;
 use crate::store::LakeStore;
 use chrono::{DateTime, Utc};
 
@@ -115,59 +114,4 @@ pub async fn read_store_clock(store: &LakeStore) -> Result<ClockReading, StoreEr
     }
     let local_now = local_before + (local_after - local_before) / 2;
     Ok(ClockReading { store_now: meta.last_modified, local_now })
-}
-
-/// The GC cutoff from a clock reading: the store's now minus `min_age`. The local clock only
-/// serves to report (and bound) the skew; it never moves the cutoff.
-///
-/// # Errors
-/// [`StoreError::Refused`] ([`Refusal::ClockSkew`]) when the local clock differs from the store's by more than
-/// `max_skew` (an operator should fix the host's clock, or raise the bound knowingly), or when
-/// `min_age` is out of range.
-pub fn gc_cutoff(
-    reading: &ClockReading,
-    min_age: std::time::Duration,
-    max_skew: std::time::Duration,
-) -> Result<DateTime<Utc>, StoreError> {
-    let skew = reading.skew_ms().unsigned_abs();
-    if u128::from(skew) > max_skew.as_millis() {
-        return Err(StoreError::refused(Refusal::ClockSkew, format!(
-            "this host's clock differs from the store's by {} ({} ms; local {}, store {}), more than --max-clock-skew {}; nothing was deleted. Fix the host's clock, or raise --max-clock-skew if you know why",
-            humantime::format_duration(std::time::Duration::from_millis(skew)),
-            reading.skew_ms(),
-            reading.local_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            reading.store_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            humantime::format_duration(max_skew)
-        )));
-    }
-    let min_age = chrono::Duration::from_std(min_age)
-        .map_err(|_| StoreError::refused(Refusal::Horizon, "--min-age is too large"))?;
-    reading.store_now.checked_sub_signed(min_age).ok_or_else(|| {
-        StoreError::refused(
-            Refusal::Horizon,
-            format!(
-                "--min-age {} reaches before the earliest time this build can represent; use a shorter horizon",
-                humantime::format_duration(std::time::Duration::from_secs(min_age.num_seconds().unsigned_abs()))
-            ),
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn the_cutoff_follows_the_store_clock_and_large_skews_are_refused() {
-        let store_now = DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z").unwrap().with_timezone(&Utc);
-        let days_ahead = ClockReading { store_now, local_now: store_now + chrono::Duration::days(3) };
-        let cutoff = gc_cutoff(&days_ahead, Duration::from_secs(3600), Duration::from_secs(7 * 86400)).unwrap();
-        assert_eq!(cutoff, store_now - chrono::Duration::hours(1), "a host clock days ahead does not move the cutoff");
-        let err = gc_cutoff(&days_ahead, Duration::from_secs(3600), Duration::from_secs(300)).unwrap_err();
-        assert!(err.to_string().contains("differs from the store's by 3days"), "{err}");
-        let behind = ClockReading { store_now, local_now: store_now - chrono::Duration::minutes(10) };
-        assert!(gc_cutoff(&behind, Duration::from_secs(1), Duration::from_secs(300)).is_err());
-        assert!(gc_cutoff(&behind, Duration::from_secs(1), Duration::from_secs(3600)).is_ok());
-    }
 }

@@ -2,7 +2,6 @@
 
 use crate::error::StoreError;
 use crate::layout::DESCRIPTOR_KEY;
-use crate::refusal::Refusal;
 use crate::store::{CreateOutcome, LakeStore};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -44,15 +43,17 @@ impl LakeDescriptor {
     /// ever be older, and GC would never collect anything).
     ///
     /// # Errors
-    /// [`StoreError::Refused`] ([`Refusal::Horizon`]) naming the floor.
+    /// [`StoreError::InvalidInput`] naming the floor.
     pub fn check_floor(min_age: Duration) -> Result<(), StoreError> {
         if min_age.is_zero() {
-            return Err(StoreError::refused(Refusal::Horizon, "--min-age must be positive (for example 7d)"));
+            return Err(StoreError::InvalidInput(
+                "the policy floor (min_age) must be positive (for example 7d)".into(),
+            ));
         }
         let since_epoch = chrono::Utc::now().signed_duration_since(chrono::DateTime::UNIX_EPOCH);
         if chrono::Duration::from_std(min_age).map_or(true, |floor| floor > since_epoch) {
-            return Err(StoreError::refused(Refusal::Horizon, format!(
-                "--min-age {} is longer than any age a managed object can represent (its key's time counts from 1970): no object could ever be that old, so GC would never collect anything; use a floor such as 7d",
+            return Err(StoreError::InvalidInput(format!(
+                "the policy floor (min_age) {} is longer than any age a managed object can represent (its key's time counts from 1970): no object could ever be that old, so GC would never collect anything; use a floor such as 7d",
                 humantime::format_duration(min_age)
             )));
         }
@@ -63,8 +64,8 @@ impl LakeDescriptor {
     /// rounded up.
     ///
     /// # Errors
-    /// [`StoreError::Refused`] ([`Refusal::Horizon`]) for a floor [`LakeDescriptor::check_floor`] refuses,
-    /// ([`Refusal::StoreCapability`]) for a store that does not refuse create-only writes over
+    /// [`StoreError::InvalidInput`] for a floor [`LakeDescriptor::check_floor`] refuses,
+    /// [`StoreError::Capability`] for a store that does not refuse create-only writes over
     /// existing keys ([`LakeStore::require_create_only`]); [`StoreError::Root`] when a lake with a
     /// different descriptor already exists at the root.
     pub async fn create(store: &LakeStore, min_age: Duration) -> Result<(Self, bool), StoreError> {

@@ -5,7 +5,7 @@
 //! `object_store::Error`, an I/O error, a failed raw S3 request) as its source, and
 //! [`is_transient_error`] classifies any error chain as transient or permanent.
 
-use crate::refusal::Refusal;
+use lake_common::ErrorKind;
 use lake_engine::EngineError;
 use object_store::client::{HttpError, HttpErrorKind};
 use std::error::Error as StdError;
@@ -17,14 +17,16 @@ pub use lake_engine::error::BoxError;
 ///
 /// # Transient or permanent
 ///
-/// [`StoreError::is_transient`] says whether retrying the same operation can help:
+/// [`StoreError::kind`] maps each error to its [`ErrorKind`] once, and
+/// [`StoreError::is_transient`] answers from it whether retrying the same operation can help:
 /// - [`StoreError::Storage`] and [`StoreError::Io`]: as [`is_transient_error`] classifies
 ///   their source: throttling (HTTP 429, 503 `SlowDown`, other 5xx), timeouts, connection
 ///   failures and resets, and other failures the store's client reports as retryable.
-/// - [`StoreError::Registry`]: transient. The registry's compare-and-swap lost to other
-///   writers every time it tried; the race passes once they are done.
+/// - [`StoreError::Registry`]: transient ([`ErrorKind::Conflict`]). The registry's
+///   compare-and-swap lost to other writers every time it tried; the race passes once they
+///   are done.
 /// - [`StoreError::Engine`]: as [`EngineError::is_transient`].
-/// - Everything else is permanent: refusals, corrupt documents, policy and bad names fail the
+/// - Everything else is permanent: a store that cannot prove create-only writes, corrupt documents, policy and bad names fail the
 ///   same way until someone changes the lake or the request; so do missing, mismatched and
 ///   unreachable objects ([`StoreError::ObjectMissing`], [`StoreError::ObjectMismatch`],
 ///   [`StoreError::ObjectUnreachable`]): the store answered, and its answer is final.
@@ -67,15 +69,16 @@ pub enum StoreError {
         /// What is wrong with it (often the decoder's message).
         message: String,
     },
-    /// A safety rule refused the request; nothing was deleted or written. `refusal` is its kind
-    /// (stable, for callers that act on it), `message` says what was wrong and what to do.
+    /// The store overwrites on a create-only write, so the write protocol's proofs do not
+    /// hold on it; nothing was written.
     #[error("{message}")]
-    Refused {
-        /// Which rule.
-        refusal: Refusal,
-        /// What was wrong, and what to do.
+    Capability {
+        /// What the store did, and what to do.
         message: String,
     },
+    /// A value the caller gave is unusable (a lake's policy floor, ...); nothing was written.
+    #[error("{0}")]
+    InvalidInput(String),
     /// A table name breaks the naming rule.
     #[error("invalid table name `{0}`: use 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-` (and `<table>@<branch>` for a branch, the branch name alike)")]
     TableName(String),
@@ -162,32 +165,26 @@ impl From<lake_engine::spill::SpillError> for StoreError {
 }
 
 impl StoreError {
-    /// A refusal of kind `refusal` saying `message`.
-    pub fn refused(refusal: Refusal, message: impl Into<String>) -> Self {
-        Self::Refused { refusal, message: message.into() }
-    }
-
-    /// The error's kind, a stable snake_case name for callers that act on it (`lake --json`'s
-    /// `kind`, the Python exception's `kind`): the refusal's name for
-    /// [`StoreError::Refused`] ([`Refusal::as_str`]), else the variant's (`storage`, `root`,
-    /// `not_a_lake`, `corrupt`, `table_name`, `registry`, `injected`, `object_missing`,
-    /// `object_mismatch`, `object_unreachable`, `io`; the engine's kind for
-    /// [`StoreError::Engine`]).
-    pub fn kind(&self) -> &'static str {
+    /// The error's kind ([`ErrorKind`]), mapped once here: [`ErrorKind::Unavailable`] or
+    /// [`ErrorKind::Storage`] for a failed request or local file (as [`is_transient_error`]
+    /// classifies its source), [`ErrorKind::Conflict`] for a registry race, the engine's
+    /// kind for [`StoreError::Engine`], else the variant's own.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            StoreError::Refused { refusal, .. } => refusal.as_str(),
-            StoreError::Storage { .. } => "storage",
-            StoreError::Root { .. } => "root",
-            StoreError::NotALake { .. } => "not_a_lake",
-            StoreError::Corrupt { .. } => "corrupt",
-            StoreError::TableName(_) => "table_name",
-            StoreError::Registry { .. } => "registry",
-            StoreError::Injected(_) => "injected",
+            StoreError::Storage { source, .. } => ErrorKind::store_failure(is_transient_error(source.as_ref())),
+            StoreError::Io { source, .. } => ErrorKind::store_failure(is_transient_error(source)),
+            StoreError::Registry { .. } => ErrorKind::Conflict,
             StoreError::Engine(e) => e.kind(),
-            StoreError::ObjectMissing { .. } => "object_missing",
-            StoreError::ObjectMismatch { .. } => "object_mismatch",
-            StoreError::ObjectUnreachable { .. } => "object_unreachable",
-            StoreError::Io { .. } => "io",
+            StoreError::Capability { .. } => ErrorKind::StoreCapability,
+            StoreError::InvalidInput(_) => ErrorKind::InvalidInput,
+            StoreError::Root { .. } => ErrorKind::Root,
+            StoreError::NotALake { .. } => ErrorKind::NotALake,
+            StoreError::Corrupt { .. } => ErrorKind::Corrupt,
+            StoreError::TableName(_) => ErrorKind::TableName,
+            StoreError::Injected(_) => ErrorKind::Internal,
+            StoreError::ObjectMissing { .. } => ErrorKind::ObjectMissing,
+            StoreError::ObjectMismatch { .. } => ErrorKind::ObjectMismatch,
+            StoreError::ObjectUnreachable { .. } => ErrorKind::ObjectUnreachable,
         }
     }
 
@@ -197,23 +194,10 @@ impl StoreError {
         Self::Storage { path: path.into(), source: e.into() }
     }
 
-    /// Whether retrying the failed operation can help (the rule is on [`StoreError`]).
+    /// Whether retrying the failed operation can help, as its kind says (the rule is on
+    /// [`StoreError`]).
     pub fn is_transient(&self) -> bool {
-        match self {
-            StoreError::Storage { source, .. } => is_transient_error(source.as_ref()),
-            StoreError::Io { source, .. } => is_transient_error(source),
-            StoreError::Registry { .. } => true,
-            StoreError::Engine(e) => e.is_transient(),
-            StoreError::Root { .. }
-            | StoreError::NotALake { .. }
-            | StoreError::Corrupt { .. }
-            | StoreError::Refused { .. }
-            | StoreError::TableName(_)
-            | StoreError::Injected(_)
-            | StoreError::ObjectMissing { .. }
-            | StoreError::ObjectMismatch { .. }
-            | StoreError::ObjectUnreachable { .. } => false,
-        }
+        self.kind().is_transient()
     }
 }
 
@@ -445,7 +429,8 @@ mod tests {
             StoreError::Root { root: "r".into(), message: "m".into() },
             StoreError::NotALake { root: "r".into(), key: "k".into() },
             StoreError::Corrupt { path: "p".into(), what: "plan", message: "m".into() },
-            StoreError::refused(Refusal::PolicyFloor, "below the floor"),
+            StoreError::Capability { message: "m".into() },
+            StoreError::InvalidInput("m".into()),
             StoreError::TableName("a b".into()),
             StoreError::Injected("x"),
             StoreError::ObjectMissing { key: "objects/k".into() },
@@ -469,7 +454,7 @@ mod tests {
     #[test]
     fn object_errors_have_stable_kinds_and_name_the_object() {
         let missing = StoreError::ObjectMissing { key: "objects/k/a".into() };
-        assert_eq!(missing.kind(), "object_missing");
+        assert_eq!(missing.kind().as_str(), "object_missing");
         assert!(missing.to_string().contains("objects/k/a"));
         let mismatch = StoreError::ObjectMismatch {
             key: "objects/k/a".into(),
@@ -478,7 +463,7 @@ mod tests {
             expected_sha256: [0xab; 32],
             actual_sha256: Some([0xcd; 32]),
         };
-        assert_eq!(mismatch.kind(), "object_mismatch");
+        assert_eq!(mismatch.kind().as_str(), "object_mismatch");
         assert_eq!(
             mismatch.to_string(),
             format!(
@@ -488,7 +473,7 @@ mod tests {
             )
         );
         let unreachable = StoreError::ObjectUnreachable { uri: "s3://other/k".into(), reason: "another bucket".into() };
-        assert_eq!(unreachable.kind(), "object_unreachable");
+        assert_eq!(unreachable.kind().as_str(), "object_unreachable");
         assert_eq!(unreachable.to_string(), "cannot read `s3://other/k`: another bucket");
     }
 

@@ -22,7 +22,6 @@
 //!   handle at every write.
 //! - [`failpoint`]: failure injection points for crash tests (test builds only).
 //! - [`error`]: [`StoreError`] and the transient-or-permanent rule of any error chain;
-//!   [`refusal`]: the kinds of safety refusals ([`Refusal`]).
 
 pub mod clock;
 pub mod descriptor;
@@ -35,7 +34,6 @@ pub mod layout;
 mod mount_table;
 pub mod outside;
 pub mod reader;
-pub mod refusal;
 pub mod registry;
 pub mod s3_requests;
 pub mod store;
@@ -43,5 +41,4 @@ pub mod writer;
 
 pub use error::StoreError;
 pub use reader::{ObjectReader, VerifiedStream};
-pub use refusal::Refusal;
 pub use store::LakeStore;

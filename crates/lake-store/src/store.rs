@@ -299,7 +299,7 @@ impl LakeStore {
     /// on such a store concurrent writers would silently replace each other's versions.
     ///
     /// # Errors
-    /// [`StoreError::Refused`] ([`crate::refusal::Refusal::StoreCapability`]) when the second write
+    /// [`StoreError::Capability`] when the second write
     /// was accepted; [`StoreError::Storage`] when the probe cannot be written or read.
     pub async fn require_create_only(&self) -> Result<(), StoreError> {
         use std::sync::{Mutex, OnceLock};
@@ -325,13 +325,12 @@ impl LakeStore {
         if honoured {
             return Ok(());
         }
-        Err(StoreError::refused(
-            crate::refusal::Refusal::StoreCapability,
-            format!(
+        Err(StoreError::Capability {
+            message: format!(
                 "the store at `{}` does not refuse a create-only write over an existing key (a PUT with `If-None-Match: *`, object_store's `PutMode::Create`): it overwrote a probe object. lake's registry, journal and write intents, and Lance's manifests, rely on create-only writes; on this store concurrent writers would replace each other's versions and lose rows. Nothing was written. Use a store with conditional writes (Amazon S3, MinIO, LocalStack; enable them if the store has a setting), or one writer process at a time on a local folder",
                 self.display_root()
             ),
-        ))
+        })
     }
 
     /// Writes a probe create-only twice; true when the second write was refused.

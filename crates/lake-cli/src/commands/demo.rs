@@ -4,13 +4,13 @@ use crate::cli::DemoArgs;
 use crate::commands::gc::{run_gc, GcReport, GcRequest};
 use crate::commands::ingest;
 use crate::error::CliError;
-use lake_gc::apply::ApplyOptions;
-use lake_lance::ingest::ingest_dir_with;
-use lake_lance::verify::check_retained_objects;
-use lake_lance::LanceEngine;
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::writer::ManagedObjectWriter;
-use lake_store::LakeStore;
+use lake::collect::apply::ApplyOptions;
+use lake::lance::ingest::ingest_dir_with;
+use lake::lance::verify::check_retained_objects;
+use lake::lance::LanceEngine;
+use lake::store::descriptor::LakeDescriptor;
+use lake::store::writer::ManagedObjectWriter;
+use lake::store::LakeStore;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -137,11 +137,11 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
     println!("1. init       lake at {root} (GC policy floor {})", humantime::format_duration(MIN_AGE));
     let engine = LanceEngine::new(store.clone());
     let (v1, bytes1) =
-        ingest_dir_with(&engine, TABLE, &stage1, &ingest::options(&stage1, lake_lance::ingest::IngestMode::Append))
+        ingest_dir_with(&engine, TABLE, &stage1, &ingest::options(&stage1, lake::lance::ingest::IngestMode::Append))
             .await?;
     println!("2. ingest     {} files, {bytes1} bytes -> table `{TABLE}` version {}", v1.rows, v1.version);
     let (v2, bytes2) =
-        ingest_dir_with(&engine, TABLE, &stage2, &ingest::options(&stage2, lake_lance::ingest::IngestMode::Append))
+        ingest_dir_with(&engine, TABLE, &stage2, &ingest::options(&stage2, lake::lance::ingest::IngestMode::Append))
             .await?;
     println!("3. ingest     {} files, {bytes2} bytes -> version {}", v2.rows, v2.version);
 
@@ -161,7 +161,7 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let predicate = format!("episode = '{}'", victim.replace('\'', "''"));
     // The objects the delete will orphan, read before deleting (a scan of the latest version).
     let ds = engine.open(TABLE).await?;
-    let doomed = lake_lance::scan::count_references(&ds, TABLE, store.root(), Some(&predicate)).await?;
+    let doomed = lake::lance::scan::count_references(&ds, TABLE, store.root(), Some(&predicate)).await?;
     let deleted = engine.delete(TABLE, &predicate).await?;
     let deleted_version = deleted.as_ref().map(|d| d.version).unwrap_or(v2.version);
     println!(
@@ -196,14 +196,14 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
             ..ApplyOptions::default()
         },
         list_page_size: 100,
-        list_streams: lake_gc::collector::DEFAULT_LIST_STREAMS,
+        list_streams: lake::collect::collector::DEFAULT_LIST_STREAMS,
         out: None,
         metrics: None,
         plan: None,
         max_clock_skew: Duration::from_secs(300),
-        memory_budget: lake_engine::budget::DEFAULT_MEMORY_BUDGET,
+        memory_budget: lake::engine::budget::DEFAULT_MEMORY_BUDGET,
     };
-    let collector = lake_gc::collector::GarbageCollector::open(store.clone(), &engine).await?;
+    let collector = lake::collect::collector::GarbageCollector::open(store.clone(), &engine).await?;
     let dry = run_gc(&collector, &dry_req).await?;
     println!(
         "9. gc dry run  cutoff {}: {} candidates, {} bytes, digest {}",
@@ -226,7 +226,7 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
     let checkpoint = base.join("gc-checkpoint.json");
     let apply_req = GcRequest {
         cutoff: Some(dry.plan.cutoff.datetime()),
-        checkpoint: Some(lake_gc::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
+        checkpoint: Some(lake::collect::checkpoint::CheckpointLocation::Local(checkpoint.clone())),
         ..dry_req
     };
     let applied: GcReport = run_gc(&collector, &apply_req).await?;
@@ -282,6 +282,9 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
         for f in &failures {
             eprintln!("CHECK FAILED: {f}");
         }
-        Err(CliError::Exit { code: 1, message: format!("demo checks failed ({})", failures.len()) })
+        Err(CliError::Exit {
+            kind: lake::common::ErrorKind::Internal,
+            message: format!("demo checks failed ({})", failures.len()),
+        })
     }
 }

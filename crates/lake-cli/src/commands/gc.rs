@@ -9,13 +9,14 @@ use crate::commands::gc_shards::{run_sharded, shard_request};
 use crate::commands::open_lake;
 use crate::error::{check_range, memory_budget_bytes, parse_duration, parse_duration_within, CliError};
 use chrono::{DateTime, Utc};
-use lake_engine::budget::share;
-use lake_gc::apply::ApplyOptions;
-use lake_gc::checkpoint::CheckpointLocation;
-use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings, Planned};
-use lake_gc::inventory::report::{ReportInventory, ReportOptions};
-use lake_gc::output::{DocumentKind, LakeRootUri, OutputPath};
-use lake_gc::plan::GcPlan;
+use lake::collect::apply::ApplyOptions;
+use lake::collect::checkpoint::CheckpointLocation;
+use lake::collect::collector::{GarbageCollector, Horizon, PlanSettings};
+use lake::collect::inventory::report::{ReportInventory, ReportOptions};
+use lake::collect::output::{DocumentKind, LakeRootUri, OutputPath};
+use lake::collect::plan::GcPlan;
+use lake::collect::run::{PlanSource, RunRequest};
+use lake::engine::budget::share;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,8 +71,8 @@ pub(crate) fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
     })?;
     let min_age = parse_duration("--min-age", text)?;
     if min_age.as_secs() == 0 {
-        return Err(CliError::Gc(lake_gc::GcError::refused(
-            lake_store::Refusal::Horizon,
+        return Err(CliError::Gc(lake::collect::GcError::refused(
+            lake::common::ErrorKind::Horizon,
             format!("--min-age {text} must be at least 1s: a zero horizon would race writers that are still publishing; nothing was deleted"),
         )));
     }
@@ -180,17 +181,6 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
         earlier_cutoff: req.cutoff,
     };
     let policy = collector.policy().clone();
-    let report = |plan: GcPlan, stats, clock, apply, resumed, plan_seconds, apply_seconds| {
-        Ok::<_, CliError>(GcReport {
-            digest: plan.digest()?,
-            inventory: None,
-            restore_tags: Vec::new(),
-            plan,
-            run: RunFacts { stats, clock, policy: policy.clone(), plan_seconds, apply_seconds },
-            apply,
-            resumed,
-        })
-    };
     // Every file this run writes is checked before anything is planned or deleted: none may
     // lie inside the lake, or replace a file of another kind.
     let root = collector.store().root();
@@ -200,51 +190,46 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
     if let Some(metrics) = &req.metrics {
         metrics.check(root, DocumentKind::Metrics)?;
     }
-    // The reading reported with a resumed or saved plan; the collector checks its own.
-    let (_, clock) = collector.cutoff(&horizon).await?;
-    if let Some(file) = &req.plan {
-        let shown = file.display().to_string();
-        let reader = std::fs::File::open(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
-        let saved = GcPlan::read_document(std::io::BufReader::new(reader), &shown)?;
-        let Some(path) = &req.checkpoint else {
-            return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
-        };
-        // The saved plan, never the checkpoint's: the collector resumes it when the checkpoint
-        // records it, replaces a finished apply of another plan, and refuses an unfinished one.
-        let started = std::time::Instant::now();
-        let done = collector.apply(&saved, &horizon, path, &req.apply).await?;
-        let resumed = done.resumed;
-        return report(saved, None, clock, Some(done), resumed, 0.0, started.elapsed().as_secs_f64());
-    }
-    if let Some(path) = &req.checkpoint {
-        // An unfinished apply at PATH is resumed (no new plan: finish it first); a finished one
-        // is no reason to do nothing: plan anew below, and the new plan replaces it.
-        let started = std::time::Instant::now();
-        if let Some(done) = collector.resume_unfinished(&horizon, path, &req.apply).await? {
-            let seconds = started.elapsed().as_secs_f64();
-            return report(done.plan.clone(), None, clock, Some(done), true, 0.0, seconds);
+    let saved = match &req.plan {
+        Some(file) => {
+            let shown = file.display().to_string();
+            let reader = std::fs::File::open(file).map_err(|e| CliError::Io { path: shown.clone(), source: e })?;
+            if req.checkpoint.is_none() {
+                return Err(CliError::Usage("--plan requires --apply --checkpoint PATH".into()));
+            }
+            Some(GcPlan::read_document(std::io::BufReader::new(reader), &shown)?)
         }
-    }
-    let settings = PlanSettings {
-        inventory_page_size: req.list_page_size,
-        memory_budget: share(req.memory_budget).1,
-        list_streams: req.list_streams,
-    };
-    let planning = std::time::Instant::now();
-    let Planned { plan: gc_plan, stats, clock } = collector.plan(&horizon, &settings).await?;
-    let plan_seconds = planning.elapsed().as_secs_f64();
-    if let Some(out) = &req.out {
-        // Streamed (a spilled candidate list goes from its temporary file to the document),
-        // atomically, checked again.
-        gc_plan.save(out)?;
-    }
-    let applying = std::time::Instant::now();
-    let apply_report = match &req.checkpoint {
-        Some(path) => Some(collector.apply(&gc_plan, &horizon, path, &req.apply).await?),
         None => None,
     };
-    let apply_seconds = if apply_report.is_some() { applying.elapsed().as_secs_f64() } else { 0.0 };
-    report(gc_plan, Some(stats), clock, apply_report, false, plan_seconds, apply_seconds)
+    // The decision (resume, replace or plan anew) is the collector's, as for every caller.
+    let request = RunRequest {
+        horizon,
+        plan: saved.as_ref().map_or(PlanSource::New, PlanSource::Given),
+        checkpoint: req.checkpoint.as_ref(),
+        out: req.out.as_ref(),
+        apply: req.apply.clone(),
+        settings: PlanSettings {
+            inventory_page_size: req.list_page_size,
+            memory_budget: share(req.memory_budget).1,
+            list_streams: req.list_streams,
+        },
+    };
+    let run = collector.run(&request).await?;
+    Ok(GcReport {
+        digest: run.plan.digest()?,
+        inventory: None,
+        restore_tags: Vec::new(),
+        plan: run.plan,
+        run: RunFacts {
+            stats: run.stats,
+            clock: run.clock,
+            policy,
+            plan_seconds: run.plan_time.as_secs_f64(),
+            apply_seconds: run.apply_time.as_secs_f64(),
+        },
+        apply: run.apply,
+        resumed: run.resumed,
+    })
 }
 
 /// Runs `lake gc`.
@@ -278,7 +263,7 @@ pub(crate) async fn run(args: &GcArgs) -> Result<(), CliError> {
     let bar = indicatif::ProgressBar::new_spinner().with_message("planning: reading lineage and listing objects");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let hook_bar = bar.clone();
-    req.apply.progress = Some(lake_gc::apply::ProgressHook(std::sync::Arc::new(move |done, total| {
+    req.apply.progress = Some(lake::collect::apply::ProgressHook(std::sync::Arc::new(move |done, total| {
         if hook_bar.length() != Some(total) {
             hook_bar.set_style(
                 indicatif::ProgressStyle::with_template("deleting {bar:40} {pos}/{len} candidates ({eta} left)")
@@ -323,11 +308,11 @@ pub(crate) async fn run(args: &GcArgs) -> Result<(), CliError> {
 /// # Errors
 /// Engine and storage errors.
 async fn restore_tags(
-    engine: &lake_lance::LanceEngine,
+    engine: &lake::lance::LanceEngine,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<Vec<lake_lance::history::RestoreTag>, CliError> {
+) -> Result<Vec<lake::lance::history::RestoreTag>, CliError> {
     let mut found = Vec::new();
-    for table in lake_store::registry::tables(engine.store()).await? {
+    for table in lake::store::registry::tables(engine.store()).await? {
         if engine.table_exists(&table).await? {
             found.extend(engine.restore_tags(&table, now).await?);
         }
@@ -367,11 +352,11 @@ fn finish(
     match code {
         0 => Ok(()),
         3 => Err(CliError::Exit {
-            code: 3,
+            kind: lake::common::ErrorKind::LineageIncomplete,
             message: "lineage is incomplete: the plan has no candidates and apply would refuse (see problems)".into(),
         }),
-        code => Err(CliError::Exit {
-            code,
+        _ => Err(CliError::Exit {
+            kind: lake::common::ErrorKind::Incomplete,
             message: "the apply has work left; run the same command again to resume".into(),
         }),
     }

@@ -2,10 +2,10 @@
 //! (its candidate array streamed from the plan's list), and Prometheus text metrics.
 
 use super::gc_run::{apply_counts_text, apply_json, intents_json, RunFacts};
-use lake_gc::apply::ApplyReport;
-use lake_gc::inventory::report::ReportSummary;
-use lake_gc::plan::GcPlan;
-use lake_gc::planner::format_time;
+use lake::collect::apply::ApplyReport;
+use lake::collect::inventory::report::ReportSummary;
+use lake::collect::plan::GcPlan;
+use lake::collect::planner::format_time;
 use serde_json::{json, Value};
 
 /// What a GC run did.
@@ -26,7 +26,7 @@ pub(crate) struct GcReport {
     pub inventory: Option<ReportSummary>,
     /// Restore tags of the lake's tables (`lake-restore-*`): each pins its version (and the
     /// objects it references) until its restore ends, or, stale, until `lake cleanup`.
-    pub restore_tags: Vec<lake_lance::history::RestoreTag>,
+    pub restore_tags: Vec<lake::lance::history::RestoreTag>,
 }
 
 /// The `--json` document of a run: [`GcReport::to_json`]'s fields and `candidates`, the plan's
@@ -213,8 +213,8 @@ impl GcReport {
         match p.candidates.first(50) {
             Ok(first) => {
                 for c in first {
-                    let kind = match lake_store::keys::garbage_kind(c.key.as_str()) {
-                        Some(lake_store::keys::GarbageKind::Object) | None => String::new(),
+                    let kind = match lake::store::keys::garbage_kind(c.key.as_str()) {
+                        Some(lake::store::keys::GarbageKind::Object) | None => String::new(),
                         Some(kind) => format!("  ({})", kind.name().replace('_', " ")),
                     };
                     out += &format!("    {}  {} bytes  {}{kind}\n", c.key, c.size, c.last_modified);
@@ -257,7 +257,7 @@ impl GcReport {
 }
 
 /// The same as lines of text.
-fn intents_text(stats: &lake_gc::planner::PlanStats, root: &str) -> String {
+fn intents_text(stats: &lake::collect::planner::PlanStats, root: &str) -> String {
     let v = intents_json(stats);
     let mut out = format!(
         "  write intents: {} (oldest {}) in table(s) {}: commits that may still land; their {} references are kept. `lake refs recover {root}` resolves those whose writer stopped\n",
@@ -275,10 +275,10 @@ fn intents_text(stats: &lake_gc::planner::PlanStats, root: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lake_gc::candidates::{CandidateList, CandidateWriter};
-    use lake_gc::plan::{Candidate, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
-    use lake_store::clock::ClockReading;
-    use lake_store::descriptor::{GcPolicy, LakeDescriptor, DESCRIPTOR_FORMAT_VERSION};
+    use lake::collect::candidates::{CandidateList, CandidateWriter};
+    use lake::collect::plan::{Candidate, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS};
+    use lake::store::clock::ClockReading;
+    use lake::store::descriptor::{GcPolicy, LakeDescriptor, DESCRIPTOR_FORMAT_VERSION};
 
     fn report(candidates: CandidateList) -> GcReport {
         let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z").unwrap().with_timezone(&chrono::Utc);

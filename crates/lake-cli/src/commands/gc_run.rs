@@ -2,12 +2,12 @@
 //! store's clock, the lake's policy, the planning counters, wall times) and how they, and an
 //! apply's counts, read as text and as `--json` fields.
 
-use lake_gc::apply::ApplyReport;
-use lake_gc::checkpoint::ApplyCheckpoint;
-use lake_gc::plan_time::PlanTime;
-use lake_gc::planner::{format_time, PlanStats};
-use lake_store::clock::ClockReading;
-use lake_store::descriptor::LakeDescriptor;
+use lake::collect::apply::ApplyReport;
+use lake::collect::checkpoint::ApplyCheckpoint;
+use lake::collect::plan_time::PlanTime;
+use lake::collect::planner::{format_time, PlanStats};
+use lake::store::clock::ClockReading;
+use lake::store::descriptor::LakeDescriptor;
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -10,11 +10,11 @@ use crate::cli::GcArgs;
 use crate::commands::gc::GcRequest;
 use crate::commands::gc_run::RunFacts;
 use crate::error::CliError;
-use lake_engine::budget::share;
-use lake_gc::checkpoint::CheckpointLocation;
-use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings, PlannedShards};
-use lake_gc::output::OutputPath;
-use lake_gc::shards::{shard_checkpoint_name, ShardEntry, ShardManifest, MAX_SHARDS};
+use lake::collect::checkpoint::CheckpointLocation;
+use lake::collect::collector::{GarbageCollector, Horizon, PlanSettings, PlannedShards};
+use lake::collect::output::OutputPath;
+use lake::collect::shards::{shard_checkpoint_name, ShardEntry, ShardManifest, MAX_SHARDS};
+use lake::engine::budget::share;
 use std::path::{Path, PathBuf};
 
 /// The sharded part of a `lake gc` request.
@@ -85,7 +85,7 @@ async fn plan(
         dir.prepare_folder(collector.store().root())?;
     }
     if let Some(metrics) = &req.metrics {
-        metrics.check(collector.store().root(), lake_gc::output::DocumentKind::Metrics)?;
+        metrics.check(collector.store().root(), lake::collect::output::DocumentKind::Metrics)?;
     }
     let settings = PlanSettings {
         inventory_page_size: req.list_page_size,
@@ -138,8 +138,8 @@ async fn apply(
     let folder = manifest_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let selected: Vec<u64> = match only {
         Some(i) if i >= manifest.count => {
-            return Err(CliError::Gc(lake_gc::GcError::refused(
-                lake_store::Refusal::ShardMismatch,
+            return Err(CliError::Gc(lake::collect::GcError::refused(
+                lake::common::ErrorKind::ShardMismatch,
                 format!(
                     "--shard {i}: the manifest has {} shards (0 to {}); nothing was deleted",
                     manifest.count,
@@ -151,7 +151,7 @@ async fn apply(
         None => (0..manifest.count).collect(),
     };
     if let Some(metrics) = &req.metrics {
-        metrics.check(collector.store().root(), lake_gc::output::DocumentKind::Metrics)?;
+        metrics.check(collector.store().root(), lake::collect::output::DocumentKind::Metrics)?;
     }
     // Before the first delete: every selected shard document against the manifest (its index,
     // digest, range and candidates), and every checkpoint outside the lake. An edited, swapped,

@@ -2,9 +2,9 @@
 //! shard counts; the candidates are in the shard plans), and Prometheus text metrics.
 
 use super::gc_run::{apply_counts_text, apply_json, RunFacts};
-use lake_gc::apply::ApplyReport;
-use lake_gc::plan::PlanProblem;
-use lake_gc::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
+use lake::collect::apply::ApplyReport;
+use lake::collect::plan::PlanProblem;
+use lake::collect::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;

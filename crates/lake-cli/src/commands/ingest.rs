@@ -1,10 +1,10 @@
-//! `lake ingest ROOT --table NAME DIR`: the flags and the output over [`lake_lance::ingest`]
+//! `lake ingest ROOT --table NAME DIR`: the flags and the output over [`lake::lance::ingest`]
 //! (walk, streamed uploads, one append), with a spinner on stderr while the files upload.
 
 use crate::cli::{IngestArgs, TableArgs, UpsertArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
-use lake_lance::ingest::{ingest_dir_with, FileRow, IngestError, IngestMode, IngestOptions, UploadProgress};
+use lake::lance::ingest::{ingest_dir_with, FileRow, IngestError, IngestMode, IngestOptions, UploadProgress};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl From<IngestError> for CliError {
 /// Runs `lake ingest`.
 ///
 /// # Errors
-/// As [`lake_lance::ingest::ingest_dir_with`].
+/// As [`lake::lance::ingest::ingest_dir_with`].
 pub(crate) async fn run(args: &IngestArgs) -> Result<(), CliError> {
     let mode = if args.overwrite { IngestMode::Overwrite } else { IngestMode::Append };
     report(&args.table, &args.dir, options(&args.dir, mode)).await
@@ -59,7 +59,7 @@ pub(crate) async fn run(args: &IngestArgs) -> Result<(), CliError> {
 /// Runs `lake upsert`.
 ///
 /// # Errors
-/// As [`lake_lance::ingest::ingest_dir_with`] with an upsert.
+/// As [`lake::lance::ingest::ingest_dir_with`] with an upsert.
 pub(crate) async fn upsert(args: &UpsertArgs) -> Result<(), CliError> {
     report(&args.table, &args.dir, options(&args.dir, IngestMode::Upsert { on: args.on.clone() })).await
 }

@@ -2,8 +2,8 @@
 
 use crate::cli::InitArgs;
 use crate::error::{parse_duration, CliError};
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::LakeStore;
+use lake::store::descriptor::LakeDescriptor;
+use lake::store::LakeStore;
 
 /// Creates the lake (idempotent when the same policy is already there).
 ///

@@ -15,9 +15,9 @@ pub(crate) mod refs;
 pub(crate) mod tables;
 
 use crate::error::CliError;
-use lake_lance::LanceEngine;
-use lake_store::descriptor::LakeDescriptor;
-use lake_store::LakeStore;
+use lake::lance::LanceEngine;
+use lake::store::descriptor::LakeDescriptor;
+use lake::store::LakeStore;
 
 /// Opens an existing lake: its store (checked to hold a lake descriptor) and engine.
 ///

@@ -1,15 +1,15 @@
 //! `lake cat`, `lake get`: objects read back through the lake's store, verified against the
-//! size and SHA-256 of their reference (`lake_store::ObjectReader`).
+//! size and SHA-256 of their reference (`lake::store::ObjectReader`).
 
 use crate::cli::{CatArgs, GetArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::{check_range, CliError};
 use futures::StreamExt;
-use lake_common::{LakeRootUri, ObjectIdentity, ReferenceColumns};
-use lake_gc::output::parse_local;
-use lake_lance::{LanceEngineError, RowSelection};
-use lake_store::outside::{check_outside, Destination, DocumentFolder, Entry};
-use lake_store::ObjectReader;
+use lake::collect::output::parse_local;
+use lake::common::{LakeRootUri, ObjectIdentity, ReferenceColumns};
+use lake::lance::{LanceEngineError, RowSelection};
+use lake::store::outside::{check_outside, Destination, DocumentFolder, Entry};
+use lake::store::ObjectReader;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -33,8 +33,8 @@ const EXTERNAL_FOLDER: &str = "external";
 ///
 /// # Errors
 /// [`CliError::Usage`] for --sha256 without --size (or the reverse) or a bad SHA-256;
-/// [`lake_store::StoreError::ObjectMissing`], [`lake_store::StoreError::ObjectMismatch`],
-/// [`lake_store::StoreError::ObjectUnreachable`] and storage errors (as [`CliError::Gc`]).
+/// [`lake::store::StoreError::ObjectMissing`], [`lake::store::StoreError::ObjectMismatch`],
+/// [`lake::store::StoreError::ObjectUnreachable`] and storage errors (as [`CliError::Gc`]).
 pub(crate) async fn cat(args: &CatArgs) -> Result<(), CliError> {
     let expected = match (&args.sha256, args.size) {
         (Some(sha256), Some(size)) => Some((parse_sha256(sha256)?, size)),
@@ -164,9 +164,9 @@ struct Fetched {
 ///
 /// # Errors
 /// [`CliError::Usage`] for a --concurrency out of range or a --column that is not a reference
-/// column; [`lake_store::StoreError::Root`] for a DIR inside the lake (as [`CliError::Gc`]); engine errors
-/// (no such table or column, a bad predicate); [`lake_store::StoreError::ObjectMissing`],
-/// [`lake_store::StoreError::ObjectMismatch`], [`lake_store::StoreError::ObjectUnreachable`] and storage errors;
+/// column; [`lake::store::StoreError::Root`] for a DIR inside the lake (as [`CliError::Gc`]); engine errors
+/// (no such table or column, a bad predicate); [`lake::store::StoreError::ObjectMissing`],
+/// [`lake::store::StoreError::ObjectMismatch`], [`lake::store::StoreError::ObjectUnreachable`] and storage errors;
 /// [`CliError::Refused`] for an existing file that differs from its object or a key that is no
 /// safe relative path; [`CliError::Io`] for DIR's files.
 pub(crate) async fn get(args: &GetArgs) -> Result<(), CliError> {
@@ -178,7 +178,7 @@ pub(crate) async fn get(args: &GetArgs) -> Result<(), CliError> {
     let shown = dir.display().to_string();
     // The folder itself, and a file in it (DIR may be the root's parent: not its own files).
     check_outside(&shown, Destination::Local(&dir), &root)?;
-    check_outside(&shown, Destination::Local(&dir.join(lake_store::layout::OBJECTS_PREFIX)), &root)?;
+    check_outside(&shown, Destination::Local(&dir.join(lake::store::layout::OBJECTS_PREFIX)), &root)?;
 
     let selection = match &args.predicate {
         Some(predicate) => RowSelection::Filter(predicate.clone()),
@@ -253,7 +253,7 @@ pub(crate) async fn get(args: &GetArgs) -> Result<(), CliError> {
 /// cannot read references from with certainty; [`CliError::Usage`] for a column that is not a
 /// reference column.
 async fn reference_column(
-    engine: &lake_lance::LanceEngine,
+    engine: &lake::lance::LanceEngine,
     table: &str,
     column: &str,
 ) -> Result<ReferenceColumns, CliError> {
@@ -309,7 +309,7 @@ struct FileAt {
 /// The file of the object `id` in DIR ([`FileAt`]).
 ///
 /// # Errors
-/// [`lake_store::StoreError::ObjectUnreachable`] when the lake's store cannot read `id.uri`;
+/// [`lake::store::StoreError::ObjectUnreachable`] when the lake's store cannot read `id.uri`;
 /// [`CliError::Refused`] for a key that is no safe relative path.
 fn file_for(reader: &ObjectReader, id: &ObjectIdentity) -> Result<FileAt, CliError> {
     let Some(key) = reader.key_of(&id.uri)? else {

@@ -5,8 +5,8 @@
 use crate::cli::{BranchCommand, ColumnsCommand, IndexCommand, UpdateArgs};
 use crate::commands::{open_lake, print_json};
 use crate::error::CliError;
-use lake_lance::index::IndexKind;
-use lake_lance::update::Assignment;
+use lake::lance::index::IndexKind;
+use lake::lance::update::Assignment;
 use serde_json::json;
 
 /// Runs `lake update`.
@@ -91,9 +91,9 @@ pub(crate) async fn columns(command: &ColumnsCommand) -> Result<(), CliError> {
     let (table, outcome, what) = match command {
         ColumnsCommand::AddFiles(a) => {
             let (_, _, engine) = open_lake(&a.table.root).await?;
-            let mode = lake_lance::ingest::IngestMode::AddColumn { column: a.name.clone() };
+            let mode = lake::lance::ingest::IngestMode::AddColumn { column: a.name.clone() };
             let options = crate::commands::ingest::options(&a.dir, mode);
-            let (o, _) = lake_lance::ingest::ingest_dir_with(&engine, &a.table.table, &a.dir, &options).await?;
+            let (o, _) = lake::lance::ingest::ingest_dir_with(&engine, &a.table.table, &a.dir, &options).await?;
             (&a.table, o, format!("added column `{}`", a.name))
         }
         ColumnsCommand::Drop(a) => {
@@ -130,7 +130,7 @@ pub(crate) async fn branch(command: &BranchCommand) -> Result<(), CliError> {
     match command {
         BranchCommand::Create(a) => {
             let (_, _, engine) = open_lake(&a.table.root).await?;
-            let from: lake_lance::branch::BranchSource = match a.from.parse() {
+            let from: lake::lance::branch::BranchSource = match a.from.parse() {
                 Ok(from) => from,
                 Err(never) => match never {},
             };

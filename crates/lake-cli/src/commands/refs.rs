@@ -24,14 +24,14 @@ async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
     let engine = engine.with_memory_budget(args.memory_budget_mib.saturating_mul(1024 * 1024));
     let tables = match &args.table {
         Some(t) => vec![t.clone()],
-        None => lake_store::registry::tables(&store).await?,
+        None => lake::store::registry::tables(&store).await?,
     };
     let mut bound = Vec::new();
     let mut refused = Vec::new();
     for table in &tables {
         match engine.bind_refs(table).await {
             Ok(report) => bound.push(report),
-            Err(e @ lake_lance::LanceEngineError::InvalidInput(_)) => refused.push((table.clone(), e.to_string())),
+            Err(e @ lake::lance::LanceEngineError::InvalidInput(_)) => refused.push((table.clone(), e.to_string())),
             Err(e) => return Err(e.into()),
         }
     }
@@ -58,19 +58,22 @@ async fn bind(args: &VerifyArgs) -> Result<(), CliError> {
     if refused.is_empty() {
         Ok(())
     } else {
-        Err(CliError::Exit { code: 1, message: format!("{} table(s) not bound (see the report)", refused.len()) })
+        Err(CliError::Exit {
+            kind: lake::common::ErrorKind::LineageIncomplete,
+            message: format!("{} table(s) not bound (see the report)", refused.len()),
+        })
     }
 }
 
 async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
-    use lake_lance::commit::Resolution;
-    use lake_lance::commit::VersionRecovery;
+    use lake::lance::commit::Resolution;
+    use lake::lance::commit::VersionRecovery;
     let (_, _, engine) = open_lake(&args.root).await?;
     if let Some(table) = &args.table {
-        lake_store::layout::validate_table_name(table)?;
+        lake::store::layout::validate_table_name(table)?;
     }
-    let options = lake_lance::commit::RecoverOptions {
-        wait: if args.no_wait { lake_lance::commit::Wait::No } else { lake_lance::commit::Wait::UntilDue },
+    let options = lake::lance::commit::RecoverOptions {
+        wait: if args.no_wait { lake::lance::commit::Wait::No } else { lake::lance::commit::Wait::UntilDue },
         progress: Some(std::sync::Arc::new(|line: &str| eprintln!("lake: {line}"))),
     };
     let report = engine.recover_writes_with(args.table.as_deref(), &options).await?;
@@ -115,11 +118,11 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
     match (report.pending(), report.left()) {
         (0, 0) => Ok(()),
         (pending, 0) => Err(CliError::Exit {
-            code: 1,
+            kind: lake::common::ErrorKind::Incomplete,
             message: format!("{pending} write intent(s) still pending; their objects stay protected (see the report)"),
         }),
         (pending, left) => Err(CliError::Exit {
-            code: 1,
+            kind: lake::common::ErrorKind::LineageIncomplete,
             message: format!(
                 "{left} version(s) without a journal entry are not provably this lake's and {pending} write intent(s) are pending; GC refuses until each is journaled (see the report for the command)"
             ),
@@ -162,7 +165,10 @@ async fn verify(args: &VerifyArgs) -> Result<(), CliError> {
     if report.is_ok() {
         Ok(())
     } else {
-        Err(CliError::Exit { code: 1, message: "the journal does not match the tables (see the report)".into() })
+        Err(CliError::Exit {
+            kind: lake::common::ErrorKind::LineageIncomplete,
+            message: "the journal does not match the tables (see the report)".into(),
+        })
     }
 }
 

@@ -65,7 +65,7 @@ pub(crate) async fn cleanup(args: &CleanupArgs) -> Result<(), CliError> {
                 "removed the stale restore tag `{}` (a restore of version {} killed at {}); the version is no longer pinned",
                 t.name,
                 t.version,
-                lake_gc::planner::format_time(t.started)
+                lake::collect::planner::format_time(t.started)
             );
         }
         println!(
@@ -131,7 +131,7 @@ pub(crate) async fn config(args: &ConfigArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let config = engine.config(table).await?;
-    let blocking: Vec<String> = lake_lance::settings::version_removing_settings(&config.clone().into_iter().collect())
+    let blocking: Vec<String> = lake::lance::settings::version_removing_settings(&config.clone().into_iter().collect())
         .into_iter()
         .map(|(key, _, _)| key)
         .collect();

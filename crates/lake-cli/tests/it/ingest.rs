@@ -1,6 +1,6 @@
 //! `lake ingest` streams its uploads into one append: what it reports, the objects and the one
 //! version it produces, and failures that commit nothing (the rows themselves are checked by
-//! `lake_lance::ingest`'s tests).
+//! `lake::lance::ingest`'s tests).
 
 use crate::{json, lake, object_files, ok, stderr, write_files};
 use std::os::unix::ffi::OsStrExt;

@@ -4,9 +4,9 @@
 //! deadline), removes the intent, and the objects become orphans.
 
 use crate::{json, lake_command, ok, stderr, write_files};
-use lake_common::intent::{IntentOperation, IntentReferences, WriteIntent, INTENT_FORMAT_VERSION};
-use lake_store::writer::ManagedObjectWriter;
-use lake_store::LakeStore;
+use lake::common::intent::{IntentOperation, IntentReferences, WriteIntent, INTENT_FORMAT_VERSION};
+use lake::store::writer::ManagedObjectWriter;
+use lake::store::LakeStore;
 use std::time::Duration;
 
 #[test]
@@ -35,7 +35,7 @@ fn an_intent_left_by_a_killed_writer_is_reported_protected_and_recovered() {
             references: IntentReferences::Inline(vec![object.identity()]),
             schema: None,
         };
-        (object, lake_store::intents::write(&store, &intent).await.unwrap())
+        (object, lake::store::intents::write(&store, &intent).await.unwrap())
     });
     crate::advance_clock(Duration::from_millis(4200));
 
@@ -106,7 +106,7 @@ fn a_stopped_delete_is_recovered_from_its_marker_and_a_foreign_version_is_left_f
         ds.delete("episode = 'kept'").await.unwrap();
     });
     let o = lake(&["refs", "recover", &root, "--json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(3), "a version recover cannot prove is a lineage problem: {}", stderr(&o));
     let report = json(&stdout(&o));
     assert_eq!((report["versions"][0]["version"].as_u64(), report["left"].as_u64()), (Some(3), Some(1)), "{report}");
     assert_eq!(report["versions"][0]["state"], "left", "{report}");
@@ -142,7 +142,7 @@ fn killed_writers_intent(root: &str, deadline_ms: u64) -> String {
             references: IntentReferences::Inline(vec![object.identity()]),
             schema: None,
         };
-        lake_store::intents::write(&store, &intent).await.unwrap()
+        lake::store::intents::write(&store, &intent).await.unwrap()
     })
 }
 
@@ -160,7 +160,7 @@ fn recover_says_what_it_waits_for_and_no_wait_reports_and_exits() {
     ok(&["ingest", &root, "--table", "t", src.to_str().unwrap()]);
     let key = killed_writers_intent(&root, 3_600_000);
     let out = lake_command().args(["refs", "recover", &root, "--no-wait", "--json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(4), "a pending write is work left: {}", stderr(&out));
     let report = json(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(report["pending"], 1, "{report}");
     assert_eq!(report["intents"][0]["key"], key.as_str());

@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 
 thread_local! {
     /// How far this test moved the store's clock forward (test builds of `lake` read
-    /// `LAKE_UNCHECKED_CLOCK_SHIFT`; see `lake_store::clock`). Each test runs on its own thread.
+    /// `LAKE_UNCHECKED_CLOCK_SHIFT`; see `lake::store::clock`). Each test runs on its own thread.
     static CLOCK_SHIFT: std::cell::Cell<std::time::Duration> = const { std::cell::Cell::new(std::time::Duration::ZERO) };
 }
 

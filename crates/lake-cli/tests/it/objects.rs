@@ -112,7 +112,7 @@ fn cat_writes_the_bytes_verified_or_says_it_did_not_verify() {
         let mut full = vec!["cat", lake.root.as_str(), key.as_str(), "--json"];
         full.extend(args);
         let o = run(&full);
-        error_kind(&o, "usage");
+        error_kind(&o, "invalid_input");
         assert!(o.stdout.is_empty());
     }
 }
@@ -203,7 +203,7 @@ fn get_writes_the_objects_of_the_matching_rows_and_skips_them_the_second_time() 
     let c = out.join(lake.key("c.bin"));
     std::fs::write(&c, "not the object").unwrap();
     let o = run(&["get", &lake.root, "--table", "t", "--column", "file", out_s, "--json"]);
-    let error = error_kind(&o, "refused");
+    let error = error_kind(&o, "invalid_input");
     assert!(error["error"]["message"].as_str().unwrap().contains(&c.display().to_string()), "{error}");
     assert_eq!(std::fs::read(&c).unwrap(), b"not the object");
 
@@ -213,10 +213,10 @@ fn get_writes_the_objects_of_the_matching_rows_and_skips_them_the_second_time() 
     // Not a reference column, an unknown column or table, a bad --concurrency: refused by kind.
     let other = lake.outside("other");
     for (args, kind) in [
-        (vec!["--column", "path"], "usage"),
+        (vec!["--column", "path"], "invalid_input"),
         (vec!["--column", "nope"], "invalid_input"),
-        (vec!["--column", "file", "--concurrency", "0"], "usage"),
-        (vec!["--column", "file", "--concurrency", "65"], "usage"),
+        (vec!["--column", "file", "--concurrency", "0"], "invalid_input"),
+        (vec!["--column", "file", "--concurrency", "65"], "invalid_input"),
     ] {
         let mut full = vec!["get", lake.root.as_str(), "--table", "t", other.to_str().unwrap(), "--json"];
         full.extend(args);
@@ -388,7 +388,7 @@ fn s3_cat_and_get_read_objects_back_verified() {
     assert!(stderr(&o).contains("NOT verified") && stderr(&o).contains(&sha), "{}", stderr(&o));
 
     // The object replaced in place: one byte changed, truncated, lengthened.
-    let store = lake_store::LakeStore::open(&root).unwrap();
+    let store = lake::store::LakeStore::open(&root).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut changed = bytes.as_bytes().to_vec();
     changed[5] ^= 0x01;

@@ -9,8 +9,8 @@
 //! makes orphans and the `refused` helpers.
 
 use crate::{json, lake, lake_command, ok, stderr, stdout, tree, write_files};
-use lake_gc::plan::GcPlan;
-use lake_gc::shards::ShardManifest;
+use lake::collect::plan::GcPlan;
+use lake::collect::shards::ShardManifest;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -280,7 +280,7 @@ fn a_sharded_apply_checks_every_shard_before_the_first_delete() {
             "1",
         ])
     };
-    let shard = |i: u64| dir.join(lake_gc::shards::shard_file_name(i));
+    let shard = |i: u64| dir.join(lake::collect::shards::shard_file_name(i));
     let originals: Vec<Vec<u8>> = (0..3).map(|i| std::fs::read(shard(i)).unwrap()).collect();
     let original_manifest = std::fs::read(&manifest).unwrap();
     let restore = || {
@@ -307,7 +307,7 @@ fn a_sharded_apply_checks_every_shard_before_the_first_delete() {
     std::fs::write(shard(1), &originals[0]).unwrap();
     expect_refused("swapped shards", "renamed or swapped");
     // A shard of another manifest; a shard renamed to a missing index.
-    std::fs::copy(other.join(lake_gc::shards::shard_file_name(1)), shard(1)).unwrap();
+    std::fs::copy(other.join(lake::collect::shards::shard_file_name(1)), shard(1)).unwrap();
     expect_refused("a shard of another manifest", "not a shard of manifest");
     std::fs::rename(shard(2), shard(3)).unwrap();
     expect_refused("a shard renamed to a missing index", "shard-00002.json");
@@ -318,7 +318,7 @@ fn a_sharded_apply_checks_every_shard_before_the_first_delete() {
     let forged: GcPlan = serde_json::from_value(doc["plan"].clone()).unwrap();
     std::fs::write(shard(0), forged.to_document().unwrap()).unwrap();
     let mut m: serde_json::Value = serde_json::from_slice(&original_manifest).unwrap();
-    let entry = lake_gc::shards::ShardEntry::of(&forged).unwrap();
+    let entry = lake::collect::shards::ShardEntry::of(&forged).unwrap();
     m["manifest"]["shards"][0] = serde_json::to_value(&entry).unwrap();
     let forged_manifest: ShardManifest = serde_json::from_value(m["manifest"].clone()).unwrap();
     std::fs::write(&manifest, forged_manifest.to_document()).unwrap();
@@ -565,7 +565,7 @@ fn s3_checkpoints_inside_the_lake_by_any_spelling_are_refused() {
     ok(&["gc", &root, "--min-age", "10s", "--shards", "2", "--out", plan_dir.to_str().unwrap()]);
     let manifest = plan_dir.join("manifest.json");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let store = lake_store::LakeStore::open(&root).unwrap();
+    let store = lake::store::LakeStore::open(&root).unwrap();
     let listing = || {
         rt.block_on(store.list_all(""))
             .unwrap()

@@ -101,7 +101,9 @@ fn apply_on_incomplete_lineage_is_refused() {
     assert_eq!(v["problems"][0]["kind"], "missing_sidecar", "{v}");
     assert!(v["problems"][0]["message"].as_str().unwrap().contains("version 2"), "{v}");
     let ckpt = l._dir.path().join("c.json");
-    refused(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", ckpt.to_str().unwrap()], "incomplete lineage");
+    let o = lake(&["gc", root, "--min-age", "4s", "--apply", "--checkpoint", ckpt.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "an apply refused on incomplete lineage exits 3: {}", stderr(&o));
+    assert!(stderr(&o).contains("incomplete lineage"), "{}", stderr(&o));
     assert_eq!(object_files(std::path::Path::new(root)), before);
 }
 
@@ -166,7 +168,7 @@ fn a_saved_plan_is_applied_only_if_unedited() {
 
 /// `lake gc --json` names every refusal by its kind on standard error
 /// (`{"error": {"kind", "message", "transient"}}`), one command per kind of
-/// `lake_store::Refusal`, and deletes nothing.
+/// `lake::store::Refusal`, and deletes nothing.
 #[test]
 fn every_refusal_kind_is_named_in_the_json_error() {
     let l = lake_with_orphan();

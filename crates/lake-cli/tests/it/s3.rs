@@ -2,7 +2,7 @@
 //! apply killed mid-way (SIGKILL to the process) and resumed from its checkpoint.
 
 use crate::{json, lake, ok, stderr, write_files};
-use lake_store::LakeStore;
+use lake::store::LakeStore;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -100,8 +100,8 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
         for c in &candidates {
             assert!(store.head(c).await.unwrap().is_none(), "{c} still exists");
         }
-        let engine = lake_lance::LanceEngine::new(store);
-        let report = lake_lance::verify::check_retained_objects(&engine).await.unwrap();
+        let engine = lake::lance::LanceEngine::new(store);
+        let report = lake::lance::verify::check_retained_objects(&engine).await.unwrap();
         assert!(report.is_ok(), "{report:?}");
         assert_eq!(report.objects_checked, 5);
     });
@@ -115,8 +115,8 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
 #[test]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 fn s3_gc_plans_from_an_inventory_report() {
-    use lake_gc::inventory::report::writer::{write_report, WriteOptions};
-    use lake_gc::inventory::report::ReportFormat;
+    use lake::collect::inventory::report::writer::{write_report, WriteOptions};
+    use lake::collect::inventory::report::ReportFormat;
     let bucket =
         std::env::var("LAKE_TEST_S3_BUCKET").expect("LAKE_TEST_S3_BUCKET is not set: run through scripts/test.sh");
     let id = ulid::Ulid::new().to_string().to_lowercase();

@@ -3,12 +3,12 @@
 //! attack succeeds.
 
 use chrono::{DateTime, Utc};
+use lake_common::ErrorKind;
 use lake_engine::memory::MemoryEngine;
 use lake_gc::apply::ApplyOptions;
 use lake_gc::candidates::CandidateList;
 use lake_gc::checkpoint::CheckpointLocation;
 use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings};
-use lake_store::Refusal;
 
 use lake_gc::plan::{Candidate, GcPlan};
 use lake_gc::GcError;
@@ -277,24 +277,16 @@ async fn attack_a_plan_allowed_below_policy_is_not_applied_without_the_override(
     assert_eq!(plan.candidates.len(), 1);
     // Same min_age, no override: the floor must still hold at apply (and at resume).
     let r = gc.apply(&plan, &one_sec(), &ckpt(&l, "p.ckpt"), &ApplyOptions::default()).await;
-    assert!(
-        matches!(r, Err(GcError::Store(StoreError::Refused { refusal: Refusal::PolicyFloor, .. }))),
-        "{:?}",
-        r.map(|r| r.checkpoint)
-    );
+    assert!(matches!(r, Err(GcError::Refused { kind: ErrorKind::PolicyFloor, .. })), "{:?}", r.map(|r| r.checkpoint));
     // A sub-second horizon that rounds to the plan's min_age_seconds.
     let frac = Horizon { min_age: Duration::from_millis(1999), allow_below_policy: false, ..one_sec() };
     let r = gc.apply(&plan, &frac, &ckpt(&l, "q.ckpt"), &ApplyOptions::default()).await;
-    assert!(
-        matches!(r, Err(GcError::Store(StoreError::Refused { refusal: Refusal::PolicyFloor, .. }))),
-        "{:?}",
-        r.map(|r| r.checkpoint)
-    );
+    assert!(matches!(r, Err(GcError::Refused { kind: ErrorKind::PolicyFloor, .. })), "{:?}", r.map(|r| r.checkpoint));
     // A zero horizon with the override.
     let zero = Horizon { min_age: Duration::ZERO, allow_below_policy: true, ..one_sec() };
     assert!(matches!(
         gc.plan(&zero, &PlanSettings::default()).await,
-        Err(GcError::Store(StoreError::Refused { refusal: Refusal::Horizon, .. }))
+        Err(GcError::Refused { kind: ErrorKind::Horizon, .. })
     ));
     assert!(exists(&l, &orphan.key).await);
 }
@@ -312,7 +304,7 @@ async fn attack_huge_min_age_is_a_typed_refusal_not_a_panic() {
     let gc = GarbageCollector::open(l.store.clone(), &engine).await.unwrap();
     // Duration::MAX does not fit chrono: a typed refusal.
     let max = gc.plan(&Horizon::new(Duration::MAX), &PlanSettings::default()).await;
-    assert!(matches!(max, Err(GcError::Store(StoreError::Refused { refusal: Refusal::Horizon, .. }))), "{max:?}");
+    assert!(matches!(max, Err(GcError::Refused { kind: ErrorKind::Horizon, .. })), "{max:?}");
     // 10^13 s (about 317,000 years) fits chrono's TimeDelta but not store_now - min_age.
     let huge = Horizon::new(Duration::from_secs(10_000_000_000_000));
     let task = tokio::spawn(async move {
@@ -343,7 +335,7 @@ async fn attack_huge_skew_bound_and_early_cutoff_do_not_plan_young_objects() {
     let latest = Horizon { earlier_cutoff: Some(DateTime::<Utc>::MAX_UTC), ..one_sec() };
     assert!(matches!(
         gc.plan(&latest, &PlanSettings::default()).await,
-        Err(GcError::Store(StoreError::Refused { refusal: Refusal::CutoffTooLate, .. }))
+        Err(GcError::Refused { kind: ErrorKind::CutoffTooLate, .. })
     ));
     assert!(exists(&l, &young.key).await);
 }

@@ -5,6 +5,7 @@
 
 use crate::refused;
 use chrono::{DateTime, Utc};
+use lake_common::ErrorKind;
 use lake_engine::memory::MemoryEngine;
 use lake_gc::apply::ApplyOptions;
 use lake_gc::checkpoint::CheckpointLocation;
@@ -16,7 +17,6 @@ use lake_store::clock::{ClockReading, FixedClock, StoreClock};
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::writer::ManagedObjectWriter;
 use lake_store::LakeStore;
-use lake_store::Refusal;
 use lake_store::StoreError;
 use std::time::Duration;
 
@@ -61,10 +61,10 @@ async fn policy_floors_round_up_and_stay_representable() {
     let gc = GarbageCollector::open(store, &engine).await.unwrap();
     refused(
         gc.plan(&Horizon::new(Duration::from_secs(1)), &PlanSettings::default()).await.unwrap_err(),
-        Refusal::PolicyFloor,
+        ErrorKind::PolicyFloor,
     );
     let huge = LakeStore::open(dir.path().join("b").to_str().unwrap()).unwrap();
-    refused(LakeDescriptor::create(&huge, Duration::from_secs(u64::MAX)).await.unwrap_err().into(), Refusal::Horizon);
+    refused(LakeDescriptor::create(&huge, Duration::from_secs(u64::MAX)).await.unwrap_err().into(), ErrorKind::Horizon);
 }
 
 #[tokio::test]
@@ -73,16 +73,16 @@ async fn unsafe_horizons_and_cutoffs_are_refused_by_the_library() {
     let engine = MemoryEngine::new();
     let gc = GarbageCollector::open(l.store.clone(), &engine).await.unwrap().with_unchecked_clock(later());
     let settings = PlanSettings::default();
-    refused(gc.plan(&Horizon::new(Duration::from_secs(60)), &settings).await.unwrap_err(), Refusal::PolicyFloor);
-    refused(gc.plan(&Horizon::new(Duration::from_millis(500)), &settings).await.unwrap_err(), Refusal::Horizon);
+    refused(gc.plan(&Horizon::new(Duration::from_secs(60)), &settings).await.unwrap_err(), ErrorKind::PolicyFloor);
+    refused(gc.plan(&Horizon::new(Duration::from_millis(500)), &settings).await.unwrap_err(), ErrorKind::Horizon);
     let future = Horizon {
         earlier_cutoff: Some(Utc::now() + chrono::Duration::hours(3)),
         ..Horizon::new(Duration::from_secs(3600))
     };
-    refused(gc.plan(&future, &settings).await.unwrap_err(), Refusal::CutoffTooLate);
+    refused(gc.plan(&future, &settings).await.unwrap_err(), ErrorKind::CutoffTooLate);
     let skewed =
         GarbageCollector::open(l.store.clone(), &engine).await.unwrap().with_unchecked_clock(Skewed(Utc::now()));
-    refused(skewed.plan(&Horizon::new(Duration::from_secs(3600)), &settings).await.unwrap_err(), Refusal::ClockSkew);
+    refused(skewed.plan(&Horizon::new(Duration::from_secs(3600)), &settings).await.unwrap_err(), ErrorKind::ClockSkew);
     // Below the policy only when asked explicitly; then the (old) orphan is planned.
     let below = Horizon { allow_below_policy: true, ..Horizon::new(Duration::from_secs(60)) };
     let planned = gc.plan(&below, &settings).await.unwrap();
@@ -105,14 +105,14 @@ async fn only_a_plan_bound_to_this_lake_horizon_and_clock_is_applied() {
 
     // Another horizon than the plan's.
     let other = Horizon::new(Duration::from_secs(7200));
-    refused(gc.apply(&plan, &other, &ckpt("a"), &options).await.unwrap_err(), Refusal::BoundToMinAge);
+    refused(gc.apply(&plan, &other, &ckpt("a"), &options).await.unwrap_err(), ErrorKind::BoundToMinAge);
     // A plan of another lake.
     let elsewhere = lake().await;
     let foreign = GarbageCollector::open(elsewhere.store.clone(), &engine).await.unwrap().with_unchecked_clock(later());
-    refused(foreign.apply(&plan, &horizon, &ckpt("b"), &options).await.unwrap_err(), Refusal::BoundToRoot);
+    refused(foreign.apply(&plan, &horizon, &ckpt("b"), &options).await.unwrap_err(), ErrorKind::BoundToRoot);
     // A plan made at a cutoff the store's clock does not allow now (here: by the real clock).
     let real = GarbageCollector::open(l.store.clone(), &engine).await.unwrap();
-    refused(real.apply(&plan, &horizon, &ckpt("c"), &options).await.unwrap_err(), Refusal::CutoffTooLate);
+    refused(real.apply(&plan, &horizon, &ckpt("c"), &options).await.unwrap_err(), ErrorKind::CutoffTooLate);
     let options_unchecked =
         PlanOptions::new(l.store.root(), Duration::from_secs(3600), Utc::now() + chrono::Duration::minutes(5))
             .page_size(100)
@@ -121,7 +121,7 @@ async fn only_a_plan_bound_to_this_lake_horizon_and_clock_is_applied() {
         plan_with_unchecked_cutoff(&engine, inventory::for_store(&l.store).as_ref(), &options_unchecked).await.unwrap();
     // Bound to this lake, as the collector's own plans are: only the cutoff is wrong.
     too_late.lake_id = Some(gc.policy().identity());
-    refused(real.apply(&too_late, &horizon, &ckpt("d"), &options).await.unwrap_err(), Refusal::CutoffTooLate);
+    refused(real.apply(&too_late, &horizon, &ckpt("d"), &options).await.unwrap_err(), ErrorKind::CutoffTooLate);
     // A checkpoint inside the lake root.
     let inside = CheckpointLocation::parse(l.dir.path().join("lake/gc.ckpt").to_str().unwrap()).unwrap();
     assert!(matches!(
@@ -133,7 +133,7 @@ async fn only_a_plan_bound_to_this_lake_horizon_and_clock_is_applied() {
     // The bound plan is applied; resuming its checkpoint from another lake is refused.
     let done = gc.apply(&plan, &horizon, &ckpt("e"), &options).await.unwrap();
     assert!(done.checkpoint.complete && done.checkpoint.deleted == 1);
-    refused(foreign.resume(&horizon, &ckpt("e"), &options).await.unwrap_err(), Refusal::BoundToRoot);
+    refused(foreign.resume(&horizon, &ckpt("e"), &options).await.unwrap_err(), ErrorKind::BoundToRoot);
     assert!(gc.resume(&horizon, &ckpt("e"), &options).await.unwrap().unwrap().was_complete);
     assert!(gc.resume(&horizon, &ckpt("none"), &options).await.unwrap().is_none());
 }

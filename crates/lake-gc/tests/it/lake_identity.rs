@@ -5,6 +5,7 @@
 //! owns a checkpoint at a time.
 
 use crate::refused;
+use lake_common::ErrorKind;
 use lake_engine::memory::MemoryEngine;
 use lake_gc::apply::ApplyOptions;
 use lake_gc::checkpoint::CheckpointLocation;
@@ -13,7 +14,7 @@ use lake_gc::GcError;
 use lake_store::clock::FixedClock;
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::writer::ManagedObjectWriter;
-use lake_store::{LakeStore, Refusal};
+use lake_store::LakeStore;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -88,7 +89,7 @@ async fn resuming_a_checkpoint_of_a_deleted_lake_says_a_new_apply_replaces_it() 
     let gc = collector(&new, &engine).await;
     let err = gc.resume(&horizon(), &ckpt(dir.path(), "gc.ckpt"), &ApplyOptions::default()).await.unwrap_err();
     assert!(err.to_string().contains("replaces this record"), "{err}");
-    refused(err, Refusal::BoundToRoot);
+    refused(err, ErrorKind::BoundToRoot);
     let objects = walk(&root.join("objects"));
     assert_eq!(objects, 2, "nothing deleted");
 }
@@ -109,7 +110,7 @@ async fn a_plan_of_a_deleted_lake_is_refused_by_the_lake_created_again() {
     assert_eq!(old_plan.root, gc.store().root().to_string());
     let err = gc.apply(&old_plan, &horizon(), &ckpt(dir.path(), "a"), &ApplyOptions::default()).await.unwrap_err();
     assert!(err.to_string().contains("deleted and created again"), "{err}");
-    refused(err, Refusal::BoundToRoot);
+    refused(err, ErrorKind::BoundToRoot);
     assert_eq!(walk(&root.join("objects")), 1, "nothing deleted");
     let mut anonymous = gc.plan(&horizon(), &PlanSettings::default()).await.unwrap().plan;
     anonymous.lake_id = None;

@@ -30,11 +30,9 @@ mod shards;
 mod written_where_checked;
 
 /// Asserts that `err` is a refusal of kind `expected` (tests match the kind, not the message).
-pub fn refused(err: lake_gc::GcError, expected: lake_store::Refusal) {
+pub fn refused(err: lake_gc::GcError, expected: lake_common::ErrorKind) {
     match err {
-        lake_gc::GcError::Store(lake_store::StoreError::Refused { refusal, message }) => {
-            assert_eq!(refusal, expected, "{message}")
-        }
+        lake_gc::GcError::Refused { kind, message } => assert_eq!(kind, expected, "{message}"),
         other => panic!("expected a {expected} refusal, got {other:?}"),
     }
 }

@@ -9,6 +9,7 @@
 
 use crate::attack_api::tree;
 use chrono::{DateTime, Utc};
+use lake_common::ErrorKind;
 use lake_common::ObjectIdentity;
 use lake_engine::memory::MemoryEngine;
 use lake_gc::apply::ApplyOptions;
@@ -21,7 +22,6 @@ use lake_gc::GcError;
 use lake_store::clock::FixedClock;
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::LakeStore;
-use lake_store::Refusal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use ulid::Ulid;
@@ -401,8 +401,8 @@ async fn shard_documents_are_checked_against_the_manifest_before_any_delete() {
     std::fs::write(&one, &a).unwrap();
     for result in [m.check_folder(&dir, &all).map(|_| ()), m.load_shard(&dir, 0).map(|_| ())] {
         match result {
-            Err(lake_gc::GcError::Store(lake_store::StoreError::Refused { refusal, message })) => {
-                assert_eq!(refusal, Refusal::BoundToManifest, "{message}")
+            Err(lake_gc::GcError::Refused { kind: refusal, message }) => {
+                assert_eq!(refusal, ErrorKind::BoundToManifest, "{message}")
             }
             other => panic!("swapped shard documents accepted: {other:?}"),
         }
@@ -415,7 +415,7 @@ async fn shard_documents_are_checked_against_the_manifest_before_any_delete() {
     std::fs::rename(dir.join(shard_file_name(3)), dir.join(shard_file_name(2))).unwrap();
     assert!(matches!(
         m.check_folder(&dir, &[3]),
-        Err(lake_gc::GcError::Store(lake_store::StoreError::Refused { refusal: Refusal::ShardMismatch, .. }))
+        Err(lake_gc::GcError::Refused { kind: ErrorKind::ShardMismatch, .. })
     ));
     // Shard 0 forged to name shard 2's first key, its digest and the manifest's recomputed.
     let stolen = sharded.plans[2].candidates.to_vec().unwrap()[0].clone();
@@ -435,8 +435,8 @@ async fn shard_documents_are_checked_against_the_manifest_before_any_delete() {
             .map(|_| ()),
     ] {
         match result {
-            Err(lake_gc::GcError::Store(lake_store::StoreError::Refused { refusal, message })) => {
-                assert_eq!(refusal, Refusal::BoundToManifest, "{message}")
+            Err(lake_gc::GcError::Refused { kind: refusal, message }) => {
+                assert_eq!(refusal, ErrorKind::BoundToManifest, "{message}")
             }
             other => panic!("a shard naming a key outside its range was accepted: {other:?}"),
         }

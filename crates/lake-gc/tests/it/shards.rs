@@ -6,6 +6,7 @@
 use crate::refused;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use lake_common::ErrorKind;
 use lake_common::ObjectIdentity;
 use lake_engine::memory::MemoryEngine;
 use lake_engine::{Engine, EngineError, LineageStamp, TableLocation, TableSet, TableSnapshot, UnreferencedFile};
@@ -21,7 +22,6 @@ use lake_gc::GcError;
 use lake_store::clock::FixedClock;
 use lake_store::descriptor::LakeDescriptor;
 use lake_store::LakeStore;
-use lake_store::Refusal;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
@@ -308,9 +308,9 @@ async fn edited_manifests_and_shards_and_shards_of_another_manifest_are_refused(
         corrupt(ShardManifest::from_document(&edited_manifest(&dir, edit, false), "m").unwrap_err(), "digest mismatch");
     }
     let forged = ShardManifest::from_document(&edited_manifest(&dir, digest, true), "m").unwrap();
-    refused(forged.load_shard(&dir, 1).unwrap_err(), Refusal::BoundToManifest);
+    refused(forged.load_shard(&dir, 1).unwrap_err(), ErrorKind::BoundToManifest);
     let forged = ShardManifest::from_document(&edited_manifest(&dir, range, true), "m").unwrap();
-    refused(forged.load_shard(&dir, 0).unwrap_err(), Refusal::BoundToManifest);
+    refused(forged.load_shard(&dir, 0).unwrap_err(), ErrorKind::BoundToManifest);
     corrupt(ShardManifest::from_document(&edited_manifest(&dir, count, true), "m").unwrap_err(), "says 2 shards");
     let gap = |v: &mut serde_json::Value| v["shards"][1]["range"]["after"] = "objects/0".into();
     corrupt(ShardManifest::from_document(&edited_manifest(&dir, gap, true), "m").unwrap_err(), "cover every key");
@@ -329,27 +329,27 @@ async fn edited_manifests_and_shards_and_shards_of_another_manifest_are_refused(
     corrupt(m.load_shard(&dir, 2).unwrap_err(), "digest mismatch");
     let plan: GcPlan = serde_json::from_value(doc["plan"].clone()).unwrap();
     std::fs::write(&shard_path, plan.to_document().unwrap()).unwrap();
-    refused(m.load_shard(&dir, 2).unwrap_err(), Refusal::BoundToManifest);
+    refused(m.load_shard(&dir, 2).unwrap_err(), ErrorKind::BoundToManifest);
     std::fs::write(&shard_path, &original).unwrap();
 
     // A shard of another manifest (another cutoff), in the folder or passed to apply.
     let earlier = Horizon { earlier_cutoff: Some(l.now - chrono::Duration::hours(1)), ..horizon() };
     let other = gc.plan_sharded(&earlier, &settings(), 3).await.unwrap().plan;
     std::fs::write(dir.join(shard_file_name(1)), other.plans[1].to_document().unwrap()).unwrap();
-    refused(m.load_shard(&dir, 1).unwrap_err(), Refusal::BoundToManifest);
+    refused(m.load_shard(&dir, 1).unwrap_err(), ErrorKind::BoundToManifest);
     let before = keys(&l).await;
     let other_shard =
         gc.apply_shard(m, &other.plans[1], &horizon(), &ckpt(&l, "x.ckpt"), &ApplyOptions::default()).await;
-    refused(other_shard.unwrap_err(), Refusal::BoundToManifest);
+    refused(other_shard.unwrap_err(), ErrorKind::BoundToManifest);
     // A shard applied as a whole plan, or a whole plan as a shard.
     let whole = gc.plan(&horizon(), &settings()).await.unwrap().plan;
     refused(
         gc.apply(&sharded.plans[0], &horizon(), &ckpt(&l, "y.ckpt"), &ApplyOptions::default()).await.unwrap_err(),
-        Refusal::BoundToManifest,
+        ErrorKind::BoundToManifest,
     );
     refused(
         gc.apply_shard(m, &whole, &horizon(), &ckpt(&l, "z.ckpt"), &ApplyOptions::default()).await.unwrap_err(),
-        Refusal::BoundToManifest,
+        ErrorKind::BoundToManifest,
     );
     // A forger who recomputes every digest to add a key of shard 1 to shard 0: apply deletes
     // only keys of a shard's own range, and stops before the group that holds it.
@@ -366,8 +366,8 @@ async fn edited_manifests_and_shards_and_shards_of_another_manifest_are_refused(
     // Refused before its first delete (every candidate is checked against the shard's range
     // when the shard is bound to its manifest), not when apply reaches the stolen key.
     match refused {
-        Err(lake_gc::GcError::Store(lake_store::StoreError::Refused { refusal, message })) => {
-            assert_eq!(refusal, Refusal::BoundToManifest, "{message}")
+        Err(lake_gc::GcError::Refused { kind: refusal, message }) => {
+            assert_eq!(refusal, ErrorKind::BoundToManifest, "{message}")
         }
         other => panic!("expected the forged shard refused, got {other:?}"),
     }
@@ -384,19 +384,19 @@ async fn a_shard_spec_is_checked_like_a_cutoff() {
     let gc = collector(&l).await;
     let spec = gc.shard_ranges(&horizon(), 3).await.unwrap();
     let s = settings();
-    refused(gc.plan_shard(&horizon(), &s, &spec, 3).await.unwrap_err(), Refusal::ShardMismatch);
+    refused(gc.plan_shard(&horizon(), &s, &spec, 3).await.unwrap_err(), ErrorKind::ShardMismatch);
     refused(
         gc.plan_shard(&Horizon::new(Duration::from_secs(7200)), &s, &spec, 0).await.unwrap_err(),
-        Refusal::BoundToMinAge,
+        ErrorKind::BoundToMinAge,
     );
     let later = ShardSpec { cutoff: "2999-01-01T00:00:00.000Z".parse().unwrap(), ..spec.clone() };
-    refused(gc.plan_shard(&horizon(), &s, &later, 0).await.unwrap_err(), Refusal::CutoffTooLate);
+    refused(gc.plan_shard(&horizon(), &s, &later, 0).await.unwrap_err(), ErrorKind::CutoffTooLate);
     let gap = ShardSpec { ranges: vec![spec.ranges[0].clone(), spec.ranges[2].clone()], ..spec.clone() };
-    refused(gc.plan_shard(&horizon(), &s, &gap, 0).await.unwrap_err(), Refusal::ShardMismatch);
+    refused(gc.plan_shard(&horizon(), &s, &gap, 0).await.unwrap_err(), ErrorKind::ShardMismatch);
     let other = ShardSpec { root: "file:///elsewhere".into(), ..spec.clone() };
-    refused(gc.plan_shard(&horizon(), &s, &other, 0).await.unwrap_err(), Refusal::BoundToRoot);
-    refused(gc.shard_ranges(&horizon(), 0).await.unwrap_err(), Refusal::ShardMismatch);
-    refused(gc.shard_ranges(&horizon(), 257).await.unwrap_err(), Refusal::ShardMismatch);
+    refused(gc.plan_shard(&horizon(), &s, &other, 0).await.unwrap_err(), ErrorKind::BoundToRoot);
+    refused(gc.shard_ranges(&horizon(), 0).await.unwrap_err(), ErrorKind::ShardMismatch);
+    refused(gc.shard_ranges(&horizon(), 257).await.unwrap_err(), ErrorKind::ShardMismatch);
     // A spec round-trips through JSON (what a coordinator hands its workers).
     let json = serde_json::to_string(&spec).unwrap();
     assert_eq!(serde_json::from_str::<ShardSpec>(&json).unwrap(), spec);
@@ -448,13 +448,13 @@ async fn an_interrupted_shard_apply_resumes_from_its_checkpoint() {
     let one_page = ApplyOptions { page_size: 2, max_pages: Some(1), concurrency: 1, ..ApplyOptions::default() };
     let first = gc.apply_shard(m, shard, &horizon(), &at, &one_page).await.unwrap();
     assert!(!first.checkpoint.complete && first.checkpoint.deleted == 2, "{:?}", first.checkpoint);
-    refused(gc.resume(&horizon(), &at, &ApplyOptions::default()).await.unwrap_err(), Refusal::BoundToManifest);
+    refused(gc.resume(&horizon(), &at, &ApplyOptions::default()).await.unwrap_err(), ErrorKind::BoundToManifest);
     // The unfinished checkpoint of shard 2 resumed with another sharded plan's manifest is
     // refused.
     let other = gc.plan_sharded(&horizon(), &settings(), 2).await.unwrap().plan;
     refused(
         gc.resume_shard(&other.manifest, &horizon(), &at, &ApplyOptions::default()).await.unwrap_err(),
-        Refusal::BoundToManifest,
+        ErrorKind::BoundToManifest,
     );
     let retried = gc.apply_shard(m, shard, &horizon(), &at, &one_page).await.unwrap();
     assert_eq!(retried.checkpoint.deleted, 4, "a retry with the plan continues from the checkpoint");

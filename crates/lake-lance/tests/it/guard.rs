@@ -56,7 +56,8 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
 /// A GC host whose clock is days ahead still plans by the store's clock: nothing young is deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gc_host_clock_days_ahead_deletes_nothing_young() {
-    use lake_store::clock::{gc_cutoff, ClockReading};
+    use lake_gc::cutoff::gc_cutoff;
+    use lake_store::clock::ClockReading;
     let dir = tempfile::tempdir().unwrap();
     let lake = new_lake_with_policy(dir.path().join("lake").to_str().unwrap(), Duration::from_secs(1)).await;
     let old = lake.upload("old", b"old orphan").await;

@@ -30,7 +30,6 @@ mod operations;
 mod operations_model;
 mod protocol;
 mod protocol_races;
-mod readme_example;
 mod rebase;
 mod recovery;
 mod replay_checkpoint;

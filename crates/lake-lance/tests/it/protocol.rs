@@ -485,7 +485,7 @@ async fn s3_a_store_that_ignores_create_only_writes_is_refused() {
     let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
     let proxy = crate::hold_proxy::HoldProxy::start(&endpoint).await;
     proxy.ignore_conditions(true);
-    let capability = |e: &lake_store::StoreError| matches!(e, lake_store::StoreError::Refused { refusal, .. } if refusal.as_str() == "store_capability");
+    let capability = |e: &lake_store::StoreError| matches!(e, lake_store::StoreError::Capability { .. });
     // `lake init` there.
     let (_, store) = s3_lake_behind(&proxy, "capability-init").await;
     let err = LakeDescriptor::create(&store, HOUR).await.unwrap_err();

@@ -94,9 +94,9 @@ async fn a_filter_selects_the_matching_rows_in_scan_order() {
     let none = lake.engine.read_rows("t", &RowSelection::Filter("episode = 'x'".into()), None).await.unwrap();
     assert_eq!(none.iter().map(RecordBatch::num_rows).sum::<usize>(), 0);
     // More than one expression is refused as delete refuses it; an unknown column is Lance's error.
-    for (bad, kind) in [("episode = 'e1'; DROP TABLE t", "invalid_input"), ("nope = 1", "lance")] {
+    for (bad, kind) in [("episode = 'e1'; DROP TABLE t", "invalid_input"), ("nope = 1", "invalid_input")] {
         let err = lake.engine.read_rows("t", &RowSelection::Filter(bad.into()), None).await.unwrap_err();
-        assert_eq!(err.kind(), kind, "{bad}: {err}");
+        assert_eq!(err.kind().as_str(), kind, "{bad}: {err}");
     }
 }
 

@@ -6,12 +6,13 @@
 use crate::support::{batch, new_lake_with_policy, reader, TestLake};
 use lake_gc::apply::ApplyOptions;
 use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::cutoff::gc_cutoff;
 use lake_gc::inventory;
 use lake_gc::unchecked::apply_unchecked as apply;
 use lake_gc::unchecked::{plan_with_unchecked_cutoff as plan, PlanOptions};
 use lake_lance::verify::check_retained_objects;
 use lake_lance::LanceEngineError;
-use lake_store::clock::{gc_cutoff, read_store_clock};
+use lake_store::clock::read_store_clock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

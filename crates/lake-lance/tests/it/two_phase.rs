@@ -148,7 +148,7 @@ async fn prepared_pieces_overwrite_the_table_as_one_snapshot() {
 fn refused(outcome: Result<lake_lance::CommitOutcome, LanceEngineError>, piece: usize, says: &str) {
     match outcome {
         Err(e @ LanceEngineError::PieceRefused { .. }) => {
-            assert_eq!(e.kind(), "piece_refused");
+            assert_eq!(e.kind().as_str(), "piece_refused");
             let LanceEngineError::PieceRefused { piece: p, reason, .. } = &e else { unreachable!() };
             assert_eq!(*p, piece, "{e}");
             assert!(reason.contains(says), "{e}");

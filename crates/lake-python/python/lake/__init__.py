@@ -84,8 +84,9 @@ def init(root: str, min_age: str = "7d", storage_options: Optional[dict] = None)
     once, when the lake is opened: every request of the lake (objects, tables, GC listings and
     deletes, S3 checkpoints) uses the same settings. Ignored for local roots.
 
-    Raises `PolicyError` for a bad duration or root, or a lake that exists with another floor;
-    `InputError` for an option that is not an S3 setting; `StorageError` when the store fails;
+    Raises `PolicyError` for a root lake may not use or a lake that exists with another floor;
+    `InputError` for a floor that is not a positive duration or an option that is not an S3
+    setting; `StorageError` when the store fails;
     `TypeError` for arguments of the wrong type."""
     return Lake(_lake.init(_text("root", root), _text("min_age", min_age), _options(storage_options)))
 

@@ -2,8 +2,12 @@
 
 They are plain Python classes whose `__module__` is `lake`, so that they pickle by reference
 (`ProcessPoolExecutor`, `multiprocessing`, Ray): an exception raised in a worker process is
-re-raised in the caller as the same class, with its message and `transient`. The native module
-raises them through `lake._lake`'s one mapping from the library's errors.
+re-raised in the caller as the same class, with its message, `kind` and `transient`.
+
+Every error of lake's libraries has one kind (a name from one closed list, the same as
+`lake --json`'s `{"error": {"kind"}}`); its class is a table over that kind, `_CLASS_OF_KIND`
+below, which docs/errors.md lists and a test keeps equal to it. The native module raises every
+error through `error_of_kind`.
 """
 
 from __future__ import annotations
@@ -29,11 +33,11 @@ class LakeError(Exception):
     that raised committed nothing unless its message says otherwise.
 
     `kind` names the error for code that acts on it, stable across releases (the same names as
-    `lake --json`'s `{"error": {"kind"}}`): a refusal's rule (`horizon`, `policy_floor`,
-    `clock_skew`, `cutoff_too_late`, `bound_to_root`, `bound_to_min_age`, `bound_to_manifest`,
-    `shard_mismatch`), or what failed (`storage`, `lineage_incomplete`, `plan_incomplete`,
-    `journal_pending`, `guard`, `table_name`, `corrupt`, ...); `None` when lake's libraries did
-    not name it (a Python-side check)."""
+    `lake --json`'s `{"error": {"kind"}}`, listed in docs/errors.md): a GC rule's (`horizon`,
+    `policy_floor`, `clock_skew`, `cutoff_too_late`, `bound_to_root`, ...), or what failed
+    (`unavailable`, `storage`, `lineage_incomplete`, `journal_pending`, `guard`, `table_name`,
+    `corrupt`, `invalid_input`, ...). `transient` follows from it: only `unavailable`,
+    `conflict` and `journal_pending` are transient."""
 
     transient: bool = False
     kind: "str | None" = None
@@ -52,22 +56,23 @@ class LakeError(Exception):
 class GuardError(LakeError):
     """The publication guard refused a reference to an object too old to publish (GC may be
     collecting it): nothing was committed. Copy the object to a fresh key
-    (`ManagedObjectWriter::copy_fresh` in Rust) or upload it again."""
+    or upload it again."""
 
 
 class PolicyError(LakeError):
-    """A GC safety rule refused the call: a horizon below the policy floor or not a duration, a
-    clock skew past the bound, a plan of another lake or horizon, a checkpoint inside the lake."""
+    """A GC safety rule refused the call: a horizon below the policy floor, a clock skew past the
+    bound, a plan of another lake or horizon, a document GC would write inside the lake."""
 
 
 class LineageError(LakeError):
     """The journal cannot account for a table's versions (a version another Lance client wrote,
     a missing or edited journal entry, a table that went backwards): GC plans nothing and apply
-    deletes nothing until it is repaired (`lake refs repair`) or a new plan is made."""
+    deletes nothing until it is repaired (`Refs.repair`) or a new plan is made."""
 
 
 class StorageError(LakeError):
-    """The store failed (a local file, or S3): `transient` says whether retrying can help."""
+    """The store failed (a local file, or S3): `transient` says whether retrying can help
+    (`kind` `unavailable`: throttling, timeouts, dropped connections) or not (`storage`)."""
 
 
 class InputError(LakeError, ValueError):
@@ -86,6 +91,52 @@ class ObjectMismatchError(LakeError):
     SHA-256 (rewritten, truncated or corrupted outside lake): `kind` is `object_mismatch`, and the
     message names the object, the expected size and digest, and what was found. A verified read
     raises it instead of returning the bytes."""
+
+
+#: The class of each kind: every kind of lake's libraries, in the order of docs/errors.md.
+_CLASS_OF_KIND: "dict[str, type[LakeError]]" = {
+    "unavailable": StorageError,
+    "conflict": LakeError,
+    "journal_pending": LineageError,
+    "invalid_input": InputError,
+    "table_name": InputError,
+    "piece_refused": InputError,
+    "guard": GuardError,
+    "object_unreachable": InputError,
+    "object_missing": ObjectMissingError,
+    "object_mismatch": ObjectMismatchError,
+    "not_a_lake": LakeError,
+    "no_such_table": LakeError,
+    "corrupt": LakeError,
+    "lineage_incomplete": LineageError,
+    "plan_incomplete": LineageError,
+    "unreadable": LakeError,
+    "commit_uncertain": LakeError,
+    "committed_unchecked": LakeError,
+    "table": LakeError,
+    "checkpoint": LakeError,
+    "inventory_report": LakeError,
+    "horizon": PolicyError,
+    "policy_floor": PolicyError,
+    "clock_skew": PolicyError,
+    "cutoff_too_late": PolicyError,
+    "bound_to_root": PolicyError,
+    "bound_to_min_age": PolicyError,
+    "bound_to_manifest": PolicyError,
+    "shard_mismatch": PolicyError,
+    "store_capability": PolicyError,
+    "root": PolicyError,
+    "output": PolicyError,
+    "storage": StorageError,
+    "incomplete": LakeError,
+    "internal": LakeError,
+}
+
+
+def error_of_kind(kind: str, message: str, transient: bool) -> LakeError:
+    """The exception for an error of `kind` (its class from `_CLASS_OF_KIND`; `LakeError` for a
+    kind this package does not know, from a newer native module)."""
+    return _CLASS_OF_KIND.get(kind, LakeError)(message, transient, kind)
 
 
 for _cls in (LakeError, GuardError, PolicyError, LineageError, StorageError, InputError, ObjectMissingError, ObjectMismatchError):

@@ -59,21 +59,21 @@ fn assert_mismatch(e: &StoreError, reference: &ObjectIdentity, actual: &[u8], wh
         }
         other => panic!("expected an object mismatch, got {other:?}"),
     }
-    assert_eq!(e.kind(), "object_mismatch");
+    assert_eq!(e.kind().as_str(), "object_mismatch");
     assert!(!e.is_transient());
     assert!(e.to_string().contains(&reference.uri), "{e}");
 }
 
 fn assert_missing(e: &StoreError, key: &str) {
     assert!(matches!(e, StoreError::ObjectMissing { key: k } if k == key), "{e:?}");
-    assert_eq!(e.kind(), "object_missing");
+    assert_eq!(e.kind().as_str(), "object_missing");
     assert!(!e.is_transient());
     assert!(e.to_string().contains(key), "{e}");
 }
 
 fn assert_unreachable(e: &StoreError, uri: &str) {
     assert!(matches!(e, StoreError::ObjectUnreachable { uri: u, .. } if u == uri), "{e:?}");
-    assert_eq!(e.kind(), "object_unreachable");
+    assert_eq!(e.kind().as_str(), "object_unreachable");
     assert!(!e.is_transient());
 }
 
