@@ -503,7 +503,7 @@ fn own_candidate(
 /// the keys of a folder `f` are all below `f` followed by `0` (`/` sorts just before `0`), and
 /// a folder below `until`'s own has all its keys below `until`. Reading more live keys than a
 /// range holds is always safe (they only keep objects). Test:
-/// `attack_streamed::attack_link_at_a_shard_boundary`.
+/// `shard_ranges_keep_live_keys::attack_link_at_a_shard_boundary`.
 fn live_until(until: &str) -> String {
     let folder = OBJECTS_PREFIX.len() + 1 + 26;
     match until.get(..folder) {

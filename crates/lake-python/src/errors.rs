@@ -8,10 +8,10 @@
 //! never inspects an error's type. The classes' `__module__` is `lake`, so that they pickle by
 //! reference (`ProcessPoolExecutor`, Ray); every raised instance has `kind` and `transient`.
 
-use lake::collect::GcError;
-use lake::common::ErrorKind;
-use lake::lance::LanceEngineError;
-use lake::store::StoreError;
+use ::lake::collect::GcError;
+use ::lake::common::ErrorKind;
+use ::lake::lance::LanceEngineError;
+use ::lake::store::StoreError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -113,8 +113,8 @@ impl From<StoreError> for Failure {
     }
 }
 
-impl From<lake::engine::EngineError> for Failure {
-    fn from(e: lake::engine::EngineError) -> Self {
+impl From<::lake::engine::EngineError> for Failure {
+    fn from(e: ::lake::engine::EngineError) -> Self {
         Failure::new(e.kind(), e.to_string())
     }
 }

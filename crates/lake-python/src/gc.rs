@@ -5,14 +5,14 @@ use crate::errors::Failure;
 use crate::json;
 use crate::lake::NativeLake;
 use crate::runtime::{parse_duration, run};
-use lake::collect::apply::ApplyOptions;
-use lake::collect::checkpoint::CheckpointLocation;
-use lake::collect::collector::{GarbageCollector, Horizon, PlanSettings};
-use lake::collect::plan::GcPlan;
-use lake::collect::run::{PlanSource, RunRequest};
-use lake::collect::shards::{ShardManifest, ShardSpec, ShardedPlan};
-use lake::collect::GcError;
-use lake::common::ErrorKind;
+use ::lake::collect::apply::ApplyOptions;
+use ::lake::collect::checkpoint::CheckpointLocation;
+use ::lake::collect::collector::{GarbageCollector, Horizon, PlanSettings};
+use ::lake::collect::plan::GcPlan;
+use ::lake::collect::run::{PlanSource, RunRequest};
+use ::lake::collect::shards::{ShardManifest, ShardSpec, ShardedPlan};
+use ::lake::collect::GcError;
+use ::lake::common::ErrorKind;
 use pyo3::prelude::*;
 use std::time::Duration;
 
@@ -166,8 +166,8 @@ impl NativeLake {
 /// What an apply call works with.
 struct Apply {
     options: ApplyOptions,
-    store: lake::store::LakeStore,
-    engine: lake::lance::LanceEngine,
+    store: ::lake::store::LakeStore,
+    engine: ::lake::lance::LanceEngine,
     location: CheckpointLocation,
 }
 
@@ -212,13 +212,13 @@ fn sharded_documents(plan: &ShardedPlan) -> Result<(String, Vec<String>), Failur
 }
 
 /// Writes a plan document into the file `path`, under the library's rules for written documents
-/// (`lake::collect::output`): outside the plan's lake, over nothing or another plan (any regular
+/// (`::lake::collect::output`): outside the plan's lake, over nothing or another plan (any regular
 /// file when `force`), atomically.
 #[pyfunction]
 #[pyo3(signature = (path, document, force=false))]
 pub(crate) fn plan_save(path: std::path::PathBuf, document: String, force: bool) -> PyResult<()> {
     let plan = GcPlan::from_document(document.as_bytes(), "the plan").map_err(Failure::input)?;
-    Ok(plan.save(&lake::collect::output::OutputPath::new(path).force(force)).map_err(Failure::from)?)
+    Ok(plan.save(&::lake::collect::output::OutputPath::new(path).force(force)).map_err(Failure::from)?)
 }
 
 /// Writes a sharded plan (manifest and shard documents) into the folder `dir` (created when its
@@ -239,7 +239,7 @@ pub(crate) fn sharded_save(
         .map(|(i, d)| GcPlan::from_document(d.as_bytes(), &format!("shard document {i}")))
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::input)?;
-    let folder = lake::collect::output::OutputPath::new(dir).force(force);
+    let folder = ::lake::collect::output::OutputPath::new(dir).force(force);
     Ok(ShardedPlan { manifest, plans }.save_to(&folder).map_err(Failure::from)?)
 }
 

@@ -4,10 +4,10 @@
 
 use crate::errors::Failure;
 use crate::runtime::{parse_duration, run};
-use lake::lance::LanceEngine;
-use lake::store::descriptor::LakeDescriptor;
-use lake::store::layout::validate_table_name;
-use lake::store::{LakeStore, ObjectReader};
+use ::lake::lance::LanceEngine;
+use ::lake::store::descriptor::LakeDescriptor;
+use ::lake::store::layout::validate_table_name;
+use ::lake::store::{LakeStore, ObjectReader};
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::Mutex;

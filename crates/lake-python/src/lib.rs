@@ -30,7 +30,7 @@ use errors::Failure;
 /// `value` as JSON text.
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Failure> {
     serde_json::to_string(value)
-        .map_err(|e| Failure::new(lake::common::ErrorKind::Internal, format!("cannot encode the report: {e}")))
+        .map_err(|e| Failure::new(::lake::common::ErrorKind::Internal, format!("cannot encode the report: {e}")))
 }
 
 /// The native module.

@@ -3,7 +3,7 @@
 //! makes nullable, and without the `lake.data_location` extension marker; polars and other
 //! Arrow producers give the same columns (a lake table read back, say) with a `string_view` or
 //! `large_string` uri and a variable-size binary sha256. The engine treats a column of exactly
-//! the layout as a reference column whether or not it is marked (`lake::common::location`), but
+//! the layout as a reference column whether or not it is marked (`::lake::common::location`), but
 //! refuses one of another layout (a marked one, or a look-alike).
 //!
 //! [`MarkingReader`] wraps an Arrow stream and, for every top-level column of an *equivalent
@@ -26,7 +26,7 @@ use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, LargeListArray, ListArray, RecordBatch, RecordBatchReader, StructArray,
 };
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef};
-use lake::common::location::{data_location_field, data_location_list_field, data_location_type};
+use ::lake::common::location::{data_location_field, data_location_list_field, data_location_type};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

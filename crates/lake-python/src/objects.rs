@@ -8,9 +8,9 @@ use crate::errors::Failure;
 use crate::lake::NativeLake;
 use crate::reader::PyFileReader;
 use crate::runtime::{run, runtime};
-use lake::common::DataLocationBuilder;
-use lake::common::ErrorKind;
-use lake::store::writer::{ManagedObject, ManagedObjectWriter};
+use ::lake::common::DataLocationBuilder;
+use ::lake::common::ErrorKind;
+use ::lake::store::writer::{ManagedObject, ManagedObjectWriter};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -42,7 +42,7 @@ impl NativeLake {
                 None => writer.upload_file(&path).await,
                 Some(name) => match tokio::fs::File::open(&path).await {
                     Ok(file) => writer.upload(&name, file).await,
-                    Err(e) => Err(lake::store::StoreError::Io { path: path.display().to_string(), source: e }),
+                    Err(e) => Err(::lake::store::StoreError::Io { path: path.display().to_string(), source: e }),
                 },
             };
             Ok(uploaded.map(|o| location_tuple(&o))?)
@@ -59,11 +59,11 @@ impl NativeLake {
 }
 
 /// The identity of a reference as Python gives it: `uri`, `sha256` (32 bytes), `size` (bytes).
-fn identity(uri: String, sha256: &[u8], size: u64) -> Result<lake::common::ObjectIdentity, Failure> {
+fn identity(uri: String, sha256: &[u8], size: u64) -> Result<::lake::common::ObjectIdentity, Failure> {
     let sha: [u8; 32] = sha256.try_into().map_err(|_| {
         Failure::new(ErrorKind::InvalidInput, format!("the sha256 of `{uri}` has {} bytes, not 32", sha256.len()))
     })?;
-    Ok(lake::common::ObjectIdentity::new(uri, sha, size))
+    Ok(::lake::common::ObjectIdentity::new(uri, sha, size))
 }
 
 #[pymethods]

@@ -3,7 +3,7 @@
 //! commit a table version: Ctrl-C stops its input, never the commit).
 
 use crate::errors::{Committed, Failure};
-use lake::common::ErrorKind;
+use ::lake::common::ErrorKind;
 use pyo3::prelude::*;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,9 +10,9 @@ use crate::lake::NativeLake;
 use crate::marking::MarkingReader;
 use crate::runtime::{parse_duration, run, run_write};
 use arrow_array::{RecordBatchReader, StructArray};
-use lake::common::ErrorKind;
-use lake::lance::update::Assignment;
-use lake::lance::{PieceMode, PreparedPiece, RowSelection};
+use ::lake::common::ErrorKind;
+use ::lake::lance::update::Assignment;
+use ::lake::lance::{PieceMode, PreparedPiece, RowSelection};
 use pyo3::prelude::*;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ fn source(data: ArrowStream, stop: &Arc<AtomicBool>) -> Box<dyn RecordBatchReade
 /// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
 /// The version has landed: a failure to encode the report says so (never inviting a retry that
 /// would write the rows twice).
-fn commit_json(o: &lake::lance::CommitOutcome) -> Result<String, Failure> {
+fn commit_json(o: &::lake::lance::CommitOutcome) -> Result<String, Failure> {
     json(o).map_err(|f| {
         Failure::after_commit(o.version, format!("version {} was committed and journaled, but {f}", o.version))
     })
@@ -208,11 +208,11 @@ impl NativeLake {
     #[pyo3(signature = (table=None, wait=true))]
     fn refs_recover(&self, py: Python<'_>, table: Option<String>, wait: bool) -> PyResult<String> {
         if let Some(table) = &table {
-            lake::store::layout::validate_table_name(table).map_err(Failure::from)?;
+            ::lake::store::layout::validate_table_name(table).map_err(Failure::from)?;
         }
         let engine = self.engine()?;
-        let options = lake::lance::commit::RecoverOptions {
-            wait: if wait { lake::lance::commit::Wait::UntilDue } else { lake::lance::commit::Wait::No },
+        let options = ::lake::lance::commit::RecoverOptions {
+            wait: if wait { ::lake::lance::commit::Wait::UntilDue } else { ::lake::lance::commit::Wait::No },
             progress: None,
         };
         run_write(py, async move { json(&engine.recover_writes_with(table.as_deref(), &options).await?) }, None)

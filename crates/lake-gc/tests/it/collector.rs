@@ -64,7 +64,8 @@ async fn policy_floors_round_up_and_stay_representable() {
         ErrorKind::PolicyFloor,
     );
     let huge = LakeStore::open(dir.path().join("b").to_str().unwrap()).unwrap();
-    refused(LakeDescriptor::create(&huge, Duration::from_secs(u64::MAX)).await.unwrap_err().into(), ErrorKind::Horizon);
+    let e = LakeDescriptor::create(&huge, Duration::from_secs(u64::MAX)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "a floor no object can reach is refused at init: {e}");
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@
 //! options alone, in a child process without `AWS_*` variables; `delete_proxy` makes DeleteObjects
 //! answer per-key errors.
 
-mod attack_api;
+mod public_api_refusals;
 mod collector;
 mod conformance;
 mod delete_proxy;

@@ -7,7 +7,7 @@
 //! Every test asserts the safe outcome on a real local store, and that nothing under the root
 //! changed (every path and byte).
 
-use crate::attack_api::tree;
+use crate::public_api_refusals::tree;
 use chrono::{DateTime, Utc};
 use lake_common::ErrorKind;
 use lake_common::ObjectIdentity;

@@ -177,7 +177,7 @@ fn files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 }
 
 fn minted_ago(ago: Duration) -> ulid::Ulid {
-    crate::local_doors::minted_ago(ago)
+    crate::local_links_spellings_and_own_garbage::minted_ago(ago)
 }
 
 /// A bind mount is no symbolic link: `objects/<old ULID>` made a bind mount of the table's

@@ -149,7 +149,7 @@ async fn a_link_swapped_in_after_the_plan_or_referenced_by_a_row_deletes_nothing
     // A row that names an object through a link (`objects/<L>/y.bin`, L -> the object's folder).
     let lake = new_lake().await;
     let y = lake.upload("y.bin", b"y").await;
-    let root = crate::local_doors::root(&lake);
+    let root = crate::local_links_spellings_and_own_garbage::root(&lake);
     let (folder, name) = y.key.rsplit_once('/').unwrap();
     let link = format!("objects/{}", ulid::Ulid::new());
     std::os::unix::fs::symlink(root.join(folder), root.join(&link)).unwrap();
