@@ -78,7 +78,12 @@ impl CliError {
     /// The error as one JSON object, for `--json`: `{"error": {"kind", "message", "transient"}}`.
     pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "error": { "kind": self.kind().as_str(), "message": self.to_string(), "transient": self.is_transient() }
+            "error": {
+                "kind": self.kind().as_str(),
+                "message": self.to_string(),
+                "transient": self.is_transient(),
+                "hints": crate::remedy::hints(&self.to_string()),
+            }
         })
     }
 

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod error;
 mod logging;
+mod remedy;
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
                 // One line on standard error: `{"error": {"kind", "message", "transient"}}`.
                 eprintln!("{}", e.to_json());
             } else {
-                eprintln!("lake: {e}");
+                eprintln!("lake: {}", crate::remedy::with_hints(&e.to_string(), "  "));
             }
             e.exit_code()
         }

@@ -24,13 +24,13 @@ pub enum DecodeError {
         supported: u64,
     },
     /// A sidecar of a format written by earlier builds, which bound nothing by a digest.
-    #[error("sidecar format version {found} was written by an earlier lake build and is not sealed by a digest, so an edited entry or reference log could not be detected; verify it against the table (`lake refs verify`), then move it aside and rebuild it with `lake refs repair`")]
+    #[error("sidecar format version {found} was written by an earlier lake build and is not sealed by a digest, so an edited entry or reference log could not be detected; verify it against the table (`refs verify`), then move it aside and rebuild it with `refs repair`")]
     Unsealed {
         /// The `format_version` the document declares (one of the unsealed formats 1 and 2).
         found: u64,
     },
     /// The document's content does not hash to the seal it records: it was edited.
-    #[error("sidecar does not match its seal (recorded sha256 {recorded}, content hashes to {actual}): it was edited or damaged; restore it from a backup, or move it aside and rebuild it with `lake refs repair`")]
+    #[error("sidecar does not match its seal (recorded sha256 {recorded}, content hashes to {actual}): it was edited or damaged; restore it from a backup, or move it aside and rebuild it with `refs repair`")]
     SealMismatch {
         /// The seal the document records in its `sha256` field (lowercase hex).
         recorded: String,

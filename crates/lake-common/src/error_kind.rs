@@ -75,8 +75,9 @@ pub enum ErrorKind {
     /// journal it.
     Unreadable,
     /// A commit's outcome is not known (the store did not answer whether the manifest
-    /// landed): read the table before writing again, a blind retry could commit twice. Its
-    /// write intent keeps what it references from GC meanwhile.
+    /// landed), or was lost (the versions that could tell were cleaned up since): read the
+    /// table before writing again, a blind retry could commit twice. While the outcome is
+    /// unknown, the write intent keeps what it references from GC.
     CommitUncertain,
     /// A version was committed by a path that skipped one of lake's checks (another Lance
     /// client, or a failure between Lance's commit and lake's check): it is journaled from

@@ -32,6 +32,7 @@ mod local_route;
 pub mod location;
 pub mod managed;
 pub mod reflog;
+pub mod remedy;
 mod s3_url;
 pub mod uri;
 
@@ -54,6 +55,7 @@ pub use reflog::{
     decode_reference_log, visit_reference_log, LogBlock, LogDecoder, LogIndex, LogTotals, ReferenceLogEncoder,
     SortedLogEncoder,
 };
+pub use remedy::Remedy;
 pub use uri::{
     all_plain_keys, is_external_identity, is_plain_key, normalize_reference, LakeRootUri, NormalizedReference,
 };

@@ -23,7 +23,7 @@ use crate::MANAGED_PREFIX;
 pub const MAX_MANAGED_NAME_BYTES: usize = 200;
 
 /// What a managed key looks like, for error messages.
-pub const MANAGED_KEY_GRAMMAR: &str = "objects/<ULID>/<name> (a ULID of 26 upper-case Crockford base-32 characters, then a name of 1 to 200 characters of A-Z a-z 0-9 . _ - not starting with `.`), the key `lake ingest` or ManagedObjectWriter returned";
+pub const MANAGED_KEY_GRAMMAR: &str = "objects/<ULID>/<name> (a ULID of 26 upper-case Crockford base-32 characters, then a name of 1 to 200 characters of A-Z a-z 0-9 . _ - not starting with `.`), the key an upload through lake returned";
 
 /// True for a Crockford base-32 digit in canonical (upper-case) form.
 const fn crockford(b: u8) -> bool {

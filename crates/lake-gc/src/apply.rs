@@ -162,7 +162,7 @@ pub(crate) async fn apply_loaded(
                 return Err(GcError::Checkpoint {
                     path: shown,
                     message: format!(
-                        "it records the apply of plan {} (cutoff {}), which is not finished ({} of {} candidates attempted, {} failed), but this run's plan is {digest} (cutoff {}); nothing was deleted. Finish the recorded apply first (resume it: the same command without a plan, e.g. `lake gc ROOT --min-age D --apply --checkpoint {}`, or Gc.apply(None, checkpoint=...)), then apply the new plan; or apply the new plan with another checkpoint path",
+                        "it records the apply of plan {} (cutoff {}), which is not finished ({} of {} candidates attempted, {} failed), but this run's plan is {digest} (cutoff {}); nothing was deleted. Finish the recorded apply first (resume it: an apply at checkpoint {} without a plan), then apply the new plan; or apply the new plan with another checkpoint path",
                         c.plan_digest,
                         loaded.plan.cutoff,
                         c.next_index,

@@ -66,9 +66,8 @@ impl CheckpointLocation {
     }
 
     fn parse_with(text: &str, open: impl FnOnce(&str) -> Result<LakeStore, GcError>) -> Result<Self, GcError> {
-        let refuse = |m: &str| {
-            GcError::from(StoreError::Root { root: format!("--checkpoint `{text}`"), message: m.to_string() })
-        };
+        let refuse =
+            |m: &str| GcError::from(StoreError::Root { root: format!("checkpoint `{text}`"), message: m.to_string() });
         if text.trim().is_empty() {
             return Err(refuse("is empty: give the checkpoint a file path (say gc.ckpt) or s3://bucket/key"));
         }
@@ -120,7 +119,7 @@ impl CheckpointLocation {
     pub fn hold(&self, store: &LakeStore) -> Result<HeldCheckpoint, GcError> {
         use lake_store::outside::{check_outside, Destination};
         for at in [self.clone(), self.plan_location()] {
-            let shown = format!("--checkpoint `{}`", at.display());
+            let shown = format!("checkpoint `{}`", at.display());
             match &at {
                 Self::Local(path) => check_outside(&shown, Destination::Local(path), store.root())?,
                 // A store location on a local store (built by hand): where its file lands.

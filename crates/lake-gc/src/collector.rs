@@ -254,7 +254,7 @@ impl<'e> GarbageCollector<'e> {
     /// cutoff), after the policy and skew checks.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::Horizon`], [`ErrorKind::PolicyFloor`], [`ErrorKind::ClockSkew`], [`ErrorKind::CutoffTooLate`]) for a horizon below 1 s or below the policy floor (without the
+    /// [`GcError::Refused`] ([`ErrorKind::Horizon`], [`ErrorKind::PolicyFloor`], [`ErrorKind::ClockSkew`], [`ErrorKind::CutoffTooLate`]) for a horizon below 1 s or below the policy floor (without the
     /// override), a clock skew past the bound, or a requested cutoff later than allowed;
     /// storage errors of the clock probe.
     pub async fn cutoff(&self, horizon: &Horizon) -> Result<(DateTime<Utc>, ClockReading), GcError> {
@@ -310,7 +310,7 @@ impl<'e> GarbageCollector<'e> {
     ///   another checkpoint path.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::BoundToRoot`], [`ErrorKind::BoundToMinAge`], [`ErrorKind::CutoffTooLate`], [`ErrorKind::BoundToManifest`]) for a plan of another lake, horizon or a cutoff too late, or a shard;
+    /// [`GcError::Refused`] ([`ErrorKind::BoundToRoot`], [`ErrorKind::BoundToMinAge`], [`ErrorKind::CutoffTooLate`], [`ErrorKind::BoundToManifest`]) for a plan of another lake, horizon or a cutoff too late, or a shard;
     /// [`StoreError::Root`](lake_store::StoreError::Root) for a checkpoint inside the lake; [`GcError::Checkpoint`] for
     /// a checkpoint of another, unfinished plan; as [`crate::apply`] otherwise.
     pub async fn apply(
@@ -427,7 +427,7 @@ impl<'e> GarbageCollector<'e> {
     /// 1000 listed). Hand the spec to [`GarbageCollector::plan_shard`], in any process.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::ShardMismatch`]) for `shards` outside 1 to [`crate::shards::MAX_SHARDS`]; as
+    /// [`GcError::Refused`] ([`ErrorKind::ShardMismatch`]) for `shards` outside 1 to [`crate::shards::MAX_SHARDS`]; as
     /// [`GarbageCollector::cutoff`]; storage errors of the listing.
     pub async fn shard_ranges(&self, horizon: &Horizon, shards: usize) -> Result<ShardSpec, GcError> {
         self.shard_spec(horizon, shards).await.map(|(spec, _)| spec)
@@ -477,7 +477,7 @@ impl<'e> GarbageCollector<'e> {
     /// shard's range. Changes nothing under the lake root.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) for a spec of another lake or `min_age`, an index out of the
+    /// [`GcError::Refused`] for a spec of another lake or `min_age`, an index out of the
     /// spec, ranges that are not a partition of the keys, or a cutoff later than the store's
     /// now minus `min_age` (the checks of [`GarbageCollector::cutoff`]); engine and storage
     /// errors.
@@ -544,7 +544,7 @@ impl<'e> GarbageCollector<'e> {
     /// checkpoint; a retry with the same checkpoint resumes where it stopped.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) ([`ErrorKind::BoundToManifest`]) for a shard not bound to `manifest`, or as
+    /// [`GcError::Refused`] ([`ErrorKind::BoundToManifest`]) for a shard not bound to `manifest`, or as
     /// [`GarbageCollector::apply`]; [`GcError::PlanIncomplete`] when a shard of the
     /// manifest was planned on incomplete lineage.
     pub async fn apply_shard(
@@ -603,7 +603,7 @@ impl<'e> GarbageCollector<'e> {
         }
         if min_age_seconds != horizon.min_age.as_secs() {
             return Err(GcError::refused(ErrorKind::BoundToMinAge, format!(
-                "{what} was made with min_age {min_age_seconds}s, not {}s; pass the same min_age (--min-age), or plan again; nothing was deleted",
+                "{what} was made with min_age {min_age_seconds}s, not {}s; apply it with the same min_age, or plan again; nothing was deleted",
                 horizon.min_age.as_secs()
             )));
         }
@@ -660,7 +660,7 @@ fn describe_lake(plan: &GcPlan) -> String {
 fn refuse_shard(plan: &GcPlan, what: &str) -> Result<(), GcError> {
     match &plan.shard {
         Some(shard) => Err(GcError::refused(ErrorKind::BoundToManifest, format!(
-            "{what} is shard {} of {} of a sharded plan; apply it with its manifest (GarbageCollector::apply_shard, or lake gc --apply --manifest DIR/manifest.json --checkpoint-dir DIR); nothing was deleted",
+            "{what} is shard {} of {} of a sharded plan; apply it with its shard manifest (a sharded apply); nothing was deleted",
             shard.index, shard.count
         ))),
         None => Ok(()),

@@ -101,7 +101,7 @@ pub enum GcError {
 fn journal_pending_message(pending: &[(String, u64)]) -> String {
     let versions: Vec<String> = pending.iter().map(|(t, v)| format!("table `{t}` version {v}")).collect();
     let repairs: Vec<String> =
-        pending.iter().map(|(t, v)| format!("`lake refs repair ROOT --table {t} --version {v}`")).collect();
+        pending.iter().map(|(t, v)| format!("`refs repair` (table `{t}`, version {v})")).collect();
     format!(
         "apply stopped: {} was committed since the plan and has no journal entry yet; nothing more was deleted (the checkpoint records the progress). If a writer is running on that table, it is between its Lance commit and its journal entry, which it writes next: run the same command again once it has finished, and the apply resumes (do not repair: a repair now would race the writer). Only if no writer is running (one crashed after its commit, or the version was written around the engine) repair it with {}, then run the same command again",
         versions.join(", "),

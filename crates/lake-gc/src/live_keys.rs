@@ -51,7 +51,7 @@ pub(crate) fn push_live_keys(
         }
         if parse_managed_key(&identity.uri).is_none() && problems.len() < 100 {
             problems.push(PlanProblem::new(PlanProblem::UNMANAGED_REFERENCE, format!(
-                "table `{table}` references {:?}, inside the lake root but not a managed object key (objects/<ULID>/<name>): GC cannot tell which object it names (a route through a link, a mistyped key?). Remove the reference: `lake delete ROOT --table {table} --where \"<column>.uri = '...'\"` (or `lake update ... --set` the object's own key), then remove the versions that still hold it (`lake cleanup ROOT --table {table} --older-than DUR`, after deleting any tag on them)",
+                "table `{table}` references {:?}, inside the lake root but not a managed object key (objects/<ULID>/<name>): GC cannot tell which object it names (a route through a link, a mistyped key?). Remove the reference (delete the rows of table `{table}` that hold it, or update them to the object's own key), then remove the versions that still hold it (`cleanup` of table `{table}`, after deleting any tag on them)",
                 identity.uri
             )));
         }

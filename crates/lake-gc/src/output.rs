@@ -341,7 +341,7 @@ impl OutputPath {
             let fits = kind.is_some_and(|k| check_replaceable(&folder, &name, k, false).is_ok());
             if !fits {
                 return Err(self.refuse(format!(
-                    "holds `{text}`, which is not part of a sharded plan; lake writes a sharded plan only into an empty folder or over another sharded plan. Choose another folder, or pass --force to write into it; nothing was written"
+                    "holds `{text}`, which is not part of a sharded plan; lake writes a sharded plan only into an empty folder or over another sharded plan. Choose another folder, or force the write into it; nothing was written"
                 )));
             }
         }
@@ -425,7 +425,7 @@ pub(crate) fn check_replaceable(
         return Ok(());
     }
     Err(format!(
-        "already exists and is not a {} (the kind being written); refusing to replace it. Choose another path, remove it, or pass --force to replace it; nothing was written",
+        "already exists and is not a {} (the kind being written); refusing to replace it. Choose another path, remove it, or force its replacement; nothing was written",
         kind.describe()
     ))
 }

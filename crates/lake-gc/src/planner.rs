@@ -211,7 +211,7 @@ pub(crate) async fn plan(
 /// budget is shared; past it a list spills, which changes neither its bytes nor its digest).
 ///
 /// # Errors
-/// [`StoreError::Refused`](lake_store::StoreError::Refused) when `ranges` is empty or not contiguous (each range's `until` the
+/// [`GcError::Refused`] when `ranges` is empty or not contiguous (each range's `until` the
 /// next one's `after`); otherwise as [`plan`].
 pub(crate) async fn plan_ranges(
     engine: &dyn Engine,

@@ -95,7 +95,7 @@ impl ShardSpec {
     /// spelling was checked where the spec was read ([`PlanTime`]).
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) naming what is wrong.
+    /// [`GcError::Refused`] naming what is wrong.
     pub fn check(&self) -> Result<(), GcError> {
         check_count(self.ranges.len())?;
         KeyRange::check_partition(&self.ranges).map_err(|m| {
@@ -144,7 +144,7 @@ impl ShardEntry {
     /// A worker hands this to the coordinator ([`ShardManifest::from_entries`]).
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) when `plan` is not a shard.
+    /// [`GcError::Refused`] when `plan` is not a shard.
     pub fn of(plan: &GcPlan) -> Result<Self, GcError> {
         let shard = shard_of(plan)?;
         Ok(Self {
@@ -208,7 +208,7 @@ impl ShardManifest {
     /// one's digest).
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) when a plan is not a shard, when they differ in lake, `min_age`,
+    /// [`GcError::Refused`] when a plan is not a shard, when they differ in lake, `min_age`,
     /// cutoff or shard count, when an index is missing or repeated, or when their ranges are
     /// not a partition of the key space (as [`KeyRange::split_at`] makes).
     pub fn assemble(plans: &[GcPlan]) -> Result<Self, GcError> {
@@ -250,7 +250,7 @@ impl ShardManifest {
     /// report them ([`ShardEntry::of`]): a coordinator need not hold the shards' candidates.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) when an index is missing, repeated or out of `spec`, or an
+    /// [`GcError::Refused`] when an index is missing, repeated or out of `spec`, or an
     /// entry's range is not `spec`'s range of its index.
     pub fn from_entries(spec: &ShardSpec, entries: Vec<ShardEntry>) -> Result<Self, GcError> {
         spec.check()?;
@@ -410,7 +410,7 @@ impl ShardManifest {
     /// entry's digest with its counts.
     ///
     /// # Errors
-    /// [`StoreError::Refused`](lake_store::StoreError::Refused) naming the first difference (an edited shard plan, or a shard
+    /// [`GcError::Refused`] naming the first difference (an edited shard plan, or a shard
     /// of another manifest), or a manifest whose own structure is not usable (as
     /// [`ShardManifest::from_document`] checks it).
     pub fn check_shard(&self, plan: &GcPlan) -> Result<(), GcError> {
@@ -489,7 +489,7 @@ impl ShardManifest {
     ///
     /// # Errors
     /// [`StoreError::Io`](lake_store::StoreError::Io) when it cannot be read; [`StoreError::Corrupt`](lake_store::StoreError::Corrupt) for a document
-    /// that does not match its own digest; [`StoreError::Refused`](lake_store::StoreError::Refused) for a document of another
+    /// that does not match its own digest; [`GcError::Refused`] for a document of another
     /// index, and as [`ShardManifest::check_shard`].
     pub fn load_shard(&self, dir: &Path, index: u64) -> Result<GcPlan, GcError> {
         let path = dir.join(shard_file_name(index));
@@ -516,7 +516,7 @@ impl ShardManifest {
     ///
     /// # Errors
     /// As [`ShardManifest::load_shard`], for the first shard at fault; an index outside the
-    /// manifest is [`StoreError::Refused`](lake_store::StoreError::Refused).
+    /// manifest is [`GcError::Refused`].
     pub fn check_folder(&self, dir: &Path, indexes: &[u64]) -> Result<(), GcError> {
         for &index in indexes {
             if index >= self.count {
@@ -601,7 +601,7 @@ impl ShardedPlan {
 /// [`crate::output`]: outside the plan's lake, over nothing or another plan document.
 ///
 /// # Errors
-/// [`StoreError::Refused`](lake_store::StoreError::Refused) when `plan` is not a shard; [`StoreError::Root`](lake_store::StoreError::Root) for a folder
+/// [`GcError::Refused`] when `plan` is not a shard; [`StoreError::Root`](lake_store::StoreError::Root) for a folder
 /// inside the lake; [`GcError::Output`] for a file of another kind there;
 /// [`StoreError::Io`](lake_store::StoreError::Io).
 pub fn save_shard(plan: &GcPlan, dir: &Path) -> Result<(), GcError> {

@@ -84,7 +84,7 @@ impl LanceEngine {
         let existing = ds.list_branches().await.map_err(lance_err("list branches"))?;
         if existing.contains_key(branch) || self.lance_files_of_branch(&lineage).await? {
             return Err(LanceEngineError::InvalidInput(format!(
-                "table `{table}` already has a branch `{branch}` (or files of one under `{}/`); nothing was created. Choose another name, or delete that branch first (`lake branch delete ROOT --table {table} --name {branch}`)",
+                "table `{table}` already has a branch `{branch}` (or files of one under `{}/`); nothing was created. Choose another name, or delete that branch first (`branch delete` (branch `{branch}` of table `{table}`))",
                 dataset_key(&lineage)
             )));
         }
@@ -95,7 +95,7 @@ impl LanceEngine {
         }
         if self.is_registered(&lineage).await? {
             return Err(LanceEngineError::InvalidInput(format!(
-                "branch `{lineage}` is still registered although Lance has no such branch (another client deleted it); nothing was created. Finish its deletion with `lake branch delete ROOT --table {table} --name {branch}`, then choose another name"
+                "branch `{lineage}` is still registered although Lance has no such branch (another client deleted it); nothing was created. Finish its deletion with `branch delete` (branch `{branch}` of table `{table}`), then choose another name"
             )));
         }
         let version = match from {
@@ -160,7 +160,7 @@ impl LanceEngine {
             .collect();
         if !pending.is_empty() {
             return Err(LanceEngineError::InvalidInput(format!(
-                "branch `{lineage}` has writes that cannot be resolved yet: {}; nothing was deleted. Run `lake refs recover {} --table {lineage}`, then delete the branch again",
+                "branch `{lineage}` has writes that cannot be resolved yet: {}; nothing was deleted. Run `refs recover` (table `{lineage}`), then delete the branch again",
                 pending.join("; "),
                 self.store().display_root()
             )));

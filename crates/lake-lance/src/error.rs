@@ -70,7 +70,7 @@ pub enum LanceEngineError {
     /// A write refused before its commit because the schema of the version it starts from, or
     /// of the version it would produce, has a column lake cannot read references from: the
     /// version it would commit could not be journaled. Nothing was committed.
-    #[error("table `{table}` version {version}: {source}. Refusing to write to it (nothing was committed): lake could not journal the version this write would commit, and GC refuses this table until the column is fixed. Drop the column (`lake columns drop ROOT --table {table} --column {column}`), restore a version without it (`lake restore`), or overwrite the table (`lake ingest --overwrite`)", column = crate::scan::top_level_column(source))]
+    #[error("table `{table}` version {version}: {source}. Refusing to write to it (nothing was committed): lake could not journal the version this write would commit, and GC refuses this table until the column is fixed. Drop the column `{column}`, restore a version without it, or overwrite the table", column = crate::scan::top_level_column(source))]
     UnreadableTable {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
@@ -81,7 +81,7 @@ pub enum LanceEngineError {
     },
     /// Lance committed `version`, then its journal entry could not be computed: the version
     /// exists without a journal entry (GC reports it and refuses to apply until it is journaled).
-    #[error("table `{table}` version {version} was committed, but its journal entry could not be computed: {reason}. GC reports version {version} as a version without a journal entry and refuses to apply until it is journaled: `lake refs repair ROOT --table {table} --version {version}` once its rows can be read")]
+    #[error("table `{table}` version {version} was committed, but its journal entry could not be computed: {reason}. GC reports version {version} as a version without a journal entry and refuses to apply until it is journaled: `refs repair` (table `{table}`, version {version}) once its rows can be read")]
     Unjournaled {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
@@ -102,6 +102,19 @@ pub enum LanceEngineError {
         /// What the version references that the checks did not see, and what to do.
         reason: String,
     },
+    /// The version was committed, but publishing it (its binding, its journal entry, the
+    /// registry) failed. The write's intent stays, so GC keeps what it references; the next
+    /// write to the table, or `refs recover`, journals the version. Never transient: retrying
+    /// the write would commit its rows again.
+    #[error("table `{table}` version {version} was committed, but publishing it failed ({source}); do not retry the write (it would commit its rows again): the next write to the table or `refs recover` journals the version, and its write intent keeps what it references from GC until then")]
+    Unpublished {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// The version committed (Lance's version number).
+        version: u64,
+        /// Why publishing failed.
+        source: Box<LanceEngineError>,
+    },
     /// Storage, registry or descriptor failure.
     #[error(transparent)]
     Objects(#[from] StoreError),
@@ -114,7 +127,7 @@ pub enum LanceEngineError {
         uri: String,
     },
     /// The sidecar of a committed version could not be written; the registry was not advanced.
-    #[error("table `{table}` version {version} was committed but its reference sidecar could not be written ({source}); GC refuses to apply until `lake refs repair` rebuilds it")]
+    #[error("table `{table}` version {version} was committed but its reference sidecar could not be written ({source}); GC refuses to apply until `refs repair` rebuilds it")]
     SidecarWrite {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
@@ -210,7 +223,7 @@ pub enum LanceEngineError {
     /// A commit failed after it issued a manifest write and its outcome is not known yet: the
     /// version may still land. Its objects stay protected from GC by the write intent `intent`
     /// until it is resolved.
-    #[error("table `{table}`: the commit's outcome is unknown ({source}): the version may still land. Its objects stay protected from garbage collection by the write intent {intent} until it is resolved ({reason}). Run `lake refs recover {root} --table {table}` once the writer has stopped: it journals the version if it landed, or proves it never will; retrying the write before that may commit the rows twice")]
+    #[error("table `{table}`: the commit's outcome is unknown ({source}): the version may still land. Its objects stay protected from garbage collection by the write intent {intent} until it is resolved ({reason}). Run `refs recover` (table `{table}`) once the writer has stopped: it journals the version if it landed, or proves it never will; retrying the write before that may commit the rows twice")]
     CommitUncertain {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
@@ -232,6 +245,7 @@ impl LanceEngineError {
         match self {
             LanceEngineError::SidecarWrite { version, .. }
             | LanceEngineError::Unjournaled { version, .. }
+            | LanceEngineError::Unpublished { version, .. }
             | LanceEngineError::CommittedUnchecked { version, .. } => Some(*version),
             _ => None,
         }
@@ -253,6 +267,7 @@ impl LanceEngineError {
             LanceEngineError::Unreadable { .. } | LanceEngineError::UnreadableTable { .. } => ErrorKind::Unreadable,
             LanceEngineError::Unjournaled { .. }
             | LanceEngineError::SidecarWrite { .. }
+            | LanceEngineError::Unpublished { .. }
             | LanceEngineError::SidecarConflict { .. } => ErrorKind::LineageIncomplete,
             LanceEngineError::CommittedUnchecked { .. } => ErrorKind::CommittedUnchecked,
             LanceEngineError::NoSuchTable { .. } => ErrorKind::NoSuchTable,

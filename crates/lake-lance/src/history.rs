@@ -292,7 +292,7 @@ impl LanceEngine {
         let lineage = tag_lineage(table, &contents);
         if lineage != table {
             return Err(LanceEngineError::InvalidInput(format!(
-                "tag `{name}` names version {} of `{lineage}`, not a version of `{table}` (a table and its branches share tag names); nothing was changed. Use `--table {lineage}` (to delete the tag: `lake tag ROOT --table {lineage} --delete {name}`)",
+                "tag `{name}` names version {} of `{lineage}`, not a version of `{table}` (a table and its branches share tag names); nothing was changed. Name the table `{lineage}` (also to delete the tag)",
                 contents.version
             )));
         }
@@ -312,7 +312,7 @@ impl LanceEngine {
         // tag under that prefix would be removed as one, and its version cleaned up.
         if name.to_ascii_lowercase().starts_with(RESTORE_TAG_PREFIX) {
             return Err(LanceEngineError::InvalidInput(format!(
-                "tag names starting with `{RESTORE_TAG_PREFIX}` are reserved for `lake restore`'s own tags (removed once stale); nothing was tagged. Choose another name"
+                "tag names starting with `{RESTORE_TAG_PREFIX}` are reserved for restores' own tags (removed once stale); nothing was tagged. Choose another name"
             )));
         }
         let ds = self.open(table).await?;

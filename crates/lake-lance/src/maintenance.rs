@@ -85,7 +85,7 @@ impl LanceEngine {
             .filter(|d| chrono::Utc::now().checked_sub_signed(*d).is_some())
             .ok_or_else(|| {
                 LanceEngineError::InvalidInput(format!(
-                    "--older-than {}s reaches before the earliest time this build can represent; use a shorter duration",
+                    "the duration {}s (versions older than it are removed) reaches before the earliest time this build can represent; use a shorter duration",
                     older_than.as_secs()
                 ))
             })?;

@@ -184,7 +184,7 @@ impl LanceEngine {
                 .map(|m| format!("version {} `{}`: journal {} != scan {}", m.version, m.uri, m.journal, m.scan))
                 .collect();
             return refuse(format!(
-                "the journal differs from the table's Lance files in {} counts ({}{}): the entries describe other versions than these files hold. Put back the table's own Lance files, or move its journal (`_lake/object_refs/`) aside and rebuild it with `lake refs repair`",
+                "the journal differs from the table's Lance files in {} counts ({}{}): the entries describe other versions than these files hold. Put back the table's own Lance files, or move its journal (`_lake/object_refs/`) aside and rebuild it with `refs repair`",
                 report.mismatch_count,
                 listed.join(", "),
                 if report.mismatch_count > 10 { ", ..." } else { "" }

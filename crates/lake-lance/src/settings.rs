@@ -79,14 +79,14 @@ pub(crate) fn setting_problems(table: &str, version: u64, config: &HashMap<Strin
     }
     let setting = settings.iter().map(|(k, v, _)| format!("`{k}={v}`")).collect::<Vec<_>>().join(", ");
     let what = settings.iter().map(|(k, _, what)| format!("`{k}` {what}")).collect::<Vec<_>>().join("; ");
-    let unset = settings.iter().map(|(k, _, _)| format!(" --unset {k}")).collect::<String>();
+    let unset = settings.iter().map(|(k, _, _)| format!("`{k}`")).collect::<Vec<_>>().join(", ");
     let keys = settings.iter().map(|(k, _, _)| format!("\"{k}\"")).collect::<Vec<_>>().join(", ");
     vec![LineageProblem::TableSetting {
         table: table.into(),
         version,
         setting,
         reason: format!(
-            "{what}. A version another client committed without a sidecar is proven by its transaction, which auto-cleanup removes with the version: GC would then be blocked for good. Unset it: `lake config ROOT --table {table}{unset}` (Lance: `Dataset::delete_config_keys(&[{keys}])`), then plan again"
+            "{what}. A version another client committed without a sidecar is proven by its transaction, which auto-cleanup removes with the version: GC would then be blocked for good. Unset it (`config unset` of {unset} on table `{table}`; Lance: `Dataset::delete_config_keys(&[{keys}])`), then plan again"
         ),
     }]
 }
@@ -161,7 +161,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "lake config ROOT --table t --unset lance.auto_cleanup.interval --unset lance.auto_cleanup.older_than"
+                "`config unset` of `lance.auto_cleanup.interval`, `lance.auto_cleanup.older_than` on table `t`"
             ),
             "{text}"
         );

@@ -276,7 +276,7 @@ impl LanceEngine {
                 format!(
                     "it is committed already: its data file {path} is in a fragment of version {read_version}; \
                      committing it again would add its rows twice (a retry after a commit that landed: check \
-                     `lake versions`, and `lake refs recover` after an uncertain commit)"
+                     the table's versions, and `refs recover` after an uncertain commit)"
                 ),
             ));
         }

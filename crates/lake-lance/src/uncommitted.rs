@@ -159,7 +159,7 @@ impl LanceEngine {
         let folder = dataset_key(table);
         if registry::current(self.store(), table).await?.is_some() || self.table_exists(table).await? {
             return Err(LanceEngineError::InvalidInput(format!(
-                "table `{table}` has versions; its uncommitted files are Lance's to clean up (`lake cleanup` of its versions)"
+                "table `{table}` has versions; its uncommitted files are Lance's to clean up (`cleanup` of its versions)"
             )));
         }
         let intents = pending_intents(self.store(), table).await?;
@@ -168,8 +168,11 @@ impl LanceEngine {
                 "a write to table `{table}` may still land (write intent `{intent}`); nothing was removed from `{folder}/`. Run this again once that write has landed or been resolved"
             )));
         }
-        let older = chrono::Duration::from_std(older_than)
-            .map_err(|_| LanceEngineError::InvalidInput(format!("--older-than {older_than:?} is too large")))?;
+        let older = chrono::Duration::from_std(older_than).map_err(|_| {
+            LanceEngineError::InvalidInput(format!(
+                "the duration {older_than:?} (files older than it are removed) is too large"
+            ))
+        })?;
         let cutoff = chrono::Utc::now() - older;
         let files = self.uncommitted_files(table).await?;
         let mut outcome = UncommittedCleanup::default();
@@ -189,7 +192,7 @@ impl LanceEngine {
         // age rule is what prevents it; say so loudly if it happened anyway.
         if self.table_exists(table).await? {
             return Err(LanceEngineError::InvalidInput(format!(
-                "table `{table}` got a version while its uncommitted files were removed: a write older than --older-than {older_than:?} was still running. Check the table (`lake versions`) and rerun that write"
+                "table `{table}` got a version while its uncommitted files were removed: a write older than {older_than:?} was still running. Check the table's versions and rerun that write"
             )));
         }
         Ok(outcome)

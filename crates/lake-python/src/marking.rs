@@ -20,13 +20,13 @@
 //! The reader also ends the stream with an error once its `stop` flag is set (Ctrl-C): the
 //! write then fails before its commit, unless Lance had already read every batch.
 
+use ::lake::common::location::{data_location_field, data_location_list_field, data_location_type};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_array::cast::AsArray;
 use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, LargeListArray, ListArray, RecordBatch, RecordBatchReader, StructArray,
 };
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef};
-use ::lake::common::location::{data_location_field, data_location_list_field, data_location_type};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

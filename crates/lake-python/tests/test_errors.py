@@ -30,3 +30,13 @@ def test_the_docs_table_is_the_class_table():
 def test_a_kind_from_a_newer_native_module_is_a_lake_error():
     e = _errors.error_of_kind("some_new_kind", "m", False)
     assert type(e) is lake.LakeError and e.kind == "some_new_kind"
+
+
+def test_every_remedy_has_a_python_spelling_and_lands_in_a_note():
+    import re
+
+    source = (DOCS.parents[1] / "crates" / "lake-common" / "src" / "remedy.rs").read_text()
+    names = re.findall(r'Remedy::\w+ => "([a-z ]+)"', source)
+    assert names and set(names) == set(_errors._REMEDIES)
+    e = _errors.error_of_kind("lineage_incomplete", "run `refs recover` first", False)
+    assert getattr(e, "__notes__", None) == ["in Python: " + _errors._REMEDIES["refs recover"]]

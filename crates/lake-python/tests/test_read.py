@@ -179,7 +179,7 @@ def test_refs_recover_reports_every_intent(local_root):
     assert report["left"] == 1 and report["pending"] == 0, report
     [left] = report["versions"]
     assert (left["table"], left["version"], left["state"]) == ("episodes", 2, "left"), report
-    assert "carries no lake marker" in left["reason"] and "lake refs repair" in left["reason"], left
+    assert "carries no lake marker" in left["reason"] and "`refs repair`" in left["reason"], left
 
 
 def test_a_mismatch_stays_raised_and_files_behave_as_files(local_root):

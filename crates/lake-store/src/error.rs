@@ -51,7 +51,7 @@ pub enum StoreError {
         message: String,
     },
     /// No lake descriptor at the root.
-    #[error("no lake at `{root}` (missing {key}); create one with `lake init {root}`")]
+    #[error("no lake at `{root}` (missing {key}); create one there first (`init`)")]
     NotALake {
         /// The lake root as shown to the operator.
         root: String,

@@ -91,7 +91,7 @@ impl WriterClock for FixedWriterClock {
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum GuardError {
     /// A newly referenced managed object is too old to be published safely.
-    #[error("refusing to publish a reference to {uri}: the object is {} old, but new references must be younger than {} (the lake's min_age {} minus the margin {}); GC may already plan to delete it. Copy it to a fresh key first (ManagedObjectWriter::copy_fresh) and reference the copy. Nothing was committed", humantime::format_duration(*age), humantime::format_duration(*limit), humantime::format_duration(*min_age), humantime::format_duration(*margin))]
+    #[error("refusing to publish a reference to {uri}: the object is {} old, but new references must be younger than {} (the lake's min_age {} minus the margin {}); GC may already plan to delete it. Copy it to a fresh key first (`copy fresh`) and reference the copy. Nothing was committed", humantime::format_duration(*age), humantime::format_duration(*limit), humantime::format_duration(*min_age), humantime::format_duration(*margin))]
     TooOld {
         /// The object's managed key, relative to the lake root.
         uri: String,

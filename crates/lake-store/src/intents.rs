@@ -367,7 +367,7 @@ pub async fn read_all(
         };
         if let Err(why) = read {
             found.problems.push(format!(
-                "write intent {} cannot be read ({why}): GC cannot know which objects its write may still reference; restore it from a backup, or, once no writer of table `{}` can still commit it, resolve it with `lake refs recover`",
+                "write intent {} cannot be read ({why}): GC cannot know which objects its write may still reference; restore it from a backup, or, once no writer of table `{}` can still commit it, resolve it with `refs recover`",
                 intent.key, intent.table
             ));
         }

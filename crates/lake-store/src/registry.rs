@@ -186,7 +186,7 @@ async fn attempt(store: &LakeStore, table: &str, version: u64, first: First) -> 
         return Err(Attempt::Failed(StoreError::Registry {
             table: table.into(),
             message: format!(
-                "the branch is not registered (deleted while this write committed?); version {version} is not journaled into it. Check `lake versions` of the table and delete what is left of the branch with `lake branch delete`"
+                "the branch is not registered (deleted while this write committed?); version {version} is not journaled into it. Check the table's versions and delete what is left of the branch with `branch delete`"
             ),
         }));
     }

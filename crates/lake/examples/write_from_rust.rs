@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // lake. `run-2.log` is still referenced by version 1, which the lake retains, so it stays.
     let plan = lake.gc().plan(Duration::from_secs(1)).await?;
     println!("{} candidates, lineage complete: {}", plan.candidates.len(), plan.lineage_complete);
-    let applied = lake.gc().apply(&plan, &dir.path().join("gc.ckpt")).await?;
+    let applied = lake.gc().apply(&plan, &dir.path().join("gc.ckpt").to_string_lossy()).await?;
     assert!(applied.checkpoint.complete);
     lake.objects().read(&dropped.identity()).await?;
 

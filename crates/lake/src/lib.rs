@@ -351,17 +351,21 @@ impl Gc<'_> {
         Ok(gc.run(&RunRequest::dry_run(Horizon::new(min_age))).await?.plan)
     }
 
-    /// Applies `plan`, recording its progress in the local file `checkpoint` (outside the
-    /// lake), or resumes the apply recorded there.
+    /// Applies `plan`, recording its progress at `checkpoint` (a local file path, or an
+    /// `s3://` URL opened with the lake's S3 settings; outside the lake either way), or resumes
+    /// the apply recorded there.
     ///
     /// # Errors
+    /// [`ErrorKind::Output`] or [`ErrorKind::Root`] for a checkpoint location that is not one
+    /// (a folder, a missing folder, a name ending `.lock` or `.plan.json`);
     /// [`ErrorKind::BoundToRoot`] and the other binding refusals for a plan of another lake or
     /// horizon, [`ErrorKind::Root`] for a checkpoint inside the lake, [`ErrorKind::Checkpoint`]
     /// for an unfinished apply of another plan there, [`ErrorKind::LineageIncomplete`] when the
     /// journal cannot account for a version; store failures.
-    pub async fn apply(&self, plan: &GcPlan, checkpoint: &std::path::Path) -> Result<ApplyReport, Error> {
+    pub async fn apply(&self, plan: &GcPlan, checkpoint: &str) -> Result<ApplyReport, Error> {
         let gc = GarbageCollector::open(self.lake.store.clone(), self.lake.engine.as_ref()).await?;
-        let location = CheckpointLocation::Local(checkpoint.to_path_buf());
+        // Parsed as every caller's is: a name a lock or a plan document takes is refused.
+        let location = CheckpointLocation::parse_for(checkpoint, &self.lake.store)?;
         let request = RunRequest {
             plan: PlanSource::Given(plan),
             checkpoint: Some(&location),
@@ -393,6 +397,23 @@ mod tests {
             readme[start..close] == file,
             "README.md's copy of {FILE} differs from the file; paste the file between the comments"
         );
+    }
+
+    /// A checkpoint named like the lock or the plan document of another checkpoint is refused
+    /// before anything runs, as the CLI refuses it.
+    #[tokio::test]
+    async fn a_checkpoint_named_like_a_lock_or_a_plan_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = super::Lake::init(dir.path().join("lake").to_str().unwrap(), std::time::Duration::from_secs(1))
+            .await
+            .unwrap();
+        let plan = lake.gc().plan(std::time::Duration::from_secs(1)).await.unwrap();
+        for name in ["gc.ckpt.lock", "gc.ckpt.plan.json"] {
+            let path = dir.path().join(name);
+            let err = lake.gc().apply(&plan, path.to_str().unwrap()).await.unwrap_err();
+            assert!(matches!(err.kind(), super::ErrorKind::Root | super::ErrorKind::Output), "{name}: {err}");
+            assert!(!path.exists(), "{name}: nothing was written");
+        }
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl GcReport {
         if !p.lineage_complete {
             out += "  LINEAGE INCOMPLETE: no candidates are proposed and apply refuses. Problems:\n";
             for problem in &p.problems {
-                out += &format!("    - {problem}\n");
+                out += &format!("    - {}\n", crate::remedy::with_hints(&problem.to_string(), "      "));
             }
         }
         if p.foreign_count > 0 {

@@ -100,6 +100,7 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
                 ),
                 Resolution::Pending { reason } => format!("PENDING: {reason}"),
             };
+            let what = crate::remedy::with_hints(&what, "    ");
             println!("  {} ({} on `{}`, written {}): {what}", i.key, i.operation, i.table, i.written);
         }
         if report.stray_markers_removed > 0 {
@@ -112,6 +113,7 @@ async fn recover(args: &RecoverArgs) -> Result<(), CliError> {
                 }
                 VersionRecovery::Left { reason } => format!("LEFT: {reason}"),
             };
+            let what = crate::remedy::with_hints(&what, "    ");
             println!("  table `{}` version {} had no journal entry: {what}", v.table, v.version);
         }
     }

@@ -146,7 +146,8 @@ fn lake_config_shows_and_unsets_a_setting_that_blocks_gc() {
     assert!(shown.contains("lance.auto_cleanup.interval=1000  (lets Lance remove versions"), "{shown}");
     let gc = lake(&["gc", &root, "--min-age", "4s"]);
     assert_eq!(gc.status.code(), Some(3), "{}", stderr(&gc));
-    assert!(stdout(&gc).contains("lake config ROOT --table t --unset lance.auto_cleanup.interval"), "{}", stdout(&gc));
+    assert!(stdout(&gc).contains("`config unset` of `lance.auto_cleanup.interval`"), "{}", stdout(&gc));
+    assert!(stdout(&gc).contains("with lake: lake config ROOT --table TABLE --unset KEY"), "{}", stdout(&gc));
     let unset = json(&ok(&["config", &root, "--table", "t", "--unset", "lance.auto_cleanup.interval", "--json"]));
     assert_eq!(unset["version"], 3, "{unset}");
     let shown = json(&ok(&["config", &root, "--table", "t", "--json"]));

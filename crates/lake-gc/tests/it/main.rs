@@ -11,7 +11,6 @@
 //! options alone, in a child process without `AWS_*` variables; `delete_proxy` makes DeleteObjects
 //! answer per-key errors.
 
-mod public_api_refusals;
 mod collector;
 mod conformance;
 mod delete_proxy;
@@ -23,6 +22,7 @@ mod outputs;
 mod own_garbage;
 mod parallel_listing;
 mod planner;
+mod public_api_refusals;
 mod report;
 mod s3_options;
 mod s3_requests;

@@ -163,7 +163,13 @@ impl LanceEngine {
         if !ours.contains(&version) {
             ours.push(version);
         }
-        let published = self.publish(&table, journal, &ds, registers, &ours).await?;
+        // Past the manifest, a failure must say the version landed (a caller retrying the write
+        // would commit its rows again), whatever failed.
+        let published = match self.publish(&table, journal, &ds, registers, &ours).await {
+            Ok(published) => published,
+            Err(e) if e.committed_version().is_some() => return Err(e),
+            Err(e) => return Err(LanceEngineError::Unpublished { table: table.clone(), version, source: Box::new(e) }),
+        };
         if let Some(intent) = gate.intent().await {
             intent.end(self.store()).await;
         }
@@ -362,7 +368,7 @@ impl LanceEngine {
             return Ok(());
         }
         Err(LanceEngineError::InvalidInput(format!(
-            "branch `{table}` is not registered with the lake (another Lance client made it, the engine's creation of it did not finish, or it was deleted); nothing was written. Write to a branch the engine created (`lake branch create`); delete this one with `lake branch delete`"
+            "branch `{table}` is not registered with the lake (another Lance client made it, the engine's creation of it did not finish, or it was deleted); nothing was written. Write to a branch the engine created (`branch create`); delete this one with `branch delete`"
         )))
     }
 }
@@ -405,14 +411,14 @@ fn unchecked_references(
     let mut reasons = Vec::new();
     for id in unseen {
         if let Err(e) = lake_common::check_new_reference(&id.uri, &id.uri) {
-            reasons.push(format!("{e}. It blocks every GC plan until no retained version references it: update or delete the rows that hold it, then remove the versions that still do (`lake cleanup`)"));
+            reasons.push(format!("{e}. It blocks every GC plan until no retained version references it: update or delete the rows that hold it, then remove the versions that still do (`cleanup`)"));
         }
     }
     // The guard's own message says nothing was committed; here the version was.
     if let Err(lake_store::guard::GuardError::TooOld { uri, age, limit, .. }) = guard.check(unseen.iter().copied(), now)
     {
         reasons.push(format!(
-            "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `lake refs verify`, and reference a fresh copy of it"
+            "it references {uri}, {age:?} old, past the {limit:?} the publication guard allows; a GC apply running now may delete that object: check with `refs verify`, and reference a fresh copy of it"
         ));
     }
     if reasons.is_empty() {

@@ -55,7 +55,7 @@ impl LanceEngine {
             return Err(lake_store::StoreError::Registry {
                 table: table.into(),
                 message: format!(
-                    "version {version} was committed into a branch that is no longer registered (deleted while this write committed); nothing was journaled into it. Delete what is left of it with `lake branch delete`, then write again"
+                    "version {version} was committed into a branch that is no longer registered (deleted while this write committed); nothing was journaled into it. Delete what is left of it with `branch delete`, then write again"
                 ),
             }
             .into());

@@ -263,9 +263,7 @@ impl LanceEngine {
         };
         let transaction = match at.read_transaction_by_version(version).await {
             Ok(Some(transaction)) => transaction,
-            Ok(None) => {
-                return left("it records no Lance transaction: check who wrote it, then `lake refs repair`".into())
-            }
+            Ok(None) => return left("it records no Lance transaction: check who wrote it, then `refs repair`".into()),
             Err(e) => return left(format!("its Lance transaction cannot be read ({e})")),
         };
         let root = self.store().root().to_string();
@@ -274,9 +272,9 @@ impl LanceEngine {
         let claimed = claims.claims(&transaction.uuid, marker.as_ref().map(|m| m.write_id.as_str()));
         if !ours && !claimed {
             return left(match &marker {
-                None => "its Lance transaction carries no lake marker and no write intent names it: another client's commit, or a build before markers; check who wrote it, then `lake refs repair`".into(),
+                None => "its Lance transaction carries no lake marker and no write intent names it: another client's commit, or a build before markers; check who wrote it, then `refs repair`".into(),
                 Some(m) => format!(
-                    "its marker names the lake at {}, not this one: check who wrote it, then `lake refs repair`",
+                    "its marker names the lake at {}, not this one: check who wrote it, then `refs repair`",
                     m.root
                 ),
             });
@@ -303,7 +301,7 @@ impl LanceEngine {
                     let why =
                         guard.check(std::iter::once(id), written).err().map(|e| e.to_string()).unwrap_or_default();
                     return left(format!(
-                        "its manifest was written at {} and {why}; no write intent of the table protects that object: not provably safe to journal without a check; check the version, then `lake refs repair`",
+                        "its manifest was written at {} and {why}; no write intent of the table protects that object: not provably safe to journal without a check; check the version, then `refs repair`",
                         crate::engine::fmt_time(written)
                     ));
                 }

@@ -306,14 +306,14 @@ impl LanceEngine {
                     if options.wait == Wait::No {
                         return Ok(Resolution::Pending {
                             reason: format!(
-                                "its writer may still be running: it can be resolved from {} (its deadline, by the store's clock); run `lake refs recover` then, or without --no-wait to wait for it",
+                                "its writer may still be running: it can be resolved from {} (its deadline, by the store's clock); run `refs recover` then, or let it wait for that time",
                                 crate::engine::fmt_time(due)
                             ),
                         });
                     }
                     if let Some(progress) = &options.progress {
                         progress(&format!(
-                            "waiting until {} (store clock) for write intent {} of table `{}` ({}, written {}): its writer may still be running; --no-wait reports and exits instead",
+                            "waiting until {} (store clock) for write intent {} of table `{}` ({}, written {}): its writer may still be running (recovery without waiting reports and stops instead)",
                             crate::engine::fmt_time(due),
                             listed.key,
                             listed.table,
@@ -340,7 +340,7 @@ impl LanceEngine {
                 Ok(None) => return self.conclude_lineage_gone(listed, intent).await,
                 Err(e) => {
                     return Ok(Resolution::Pending {
-                        reason: format!("its fence could not be committed ({e}); run `lake refs recover` again"),
+                        reason: format!("its fence could not be committed ({e}); run `refs recover` again"),
                     })
                 }
             };

@@ -67,7 +67,9 @@ class PolicyError(LakeError):
 class LineageError(LakeError):
     """The journal cannot account for a table's versions (a version another Lance client wrote,
     a missing or edited journal entry, a table that went backwards): GC plans nothing and apply
-    deletes nothing until it is repaired (`Refs.repair`) or a new plan is made."""
+    deletes nothing until it is repaired or a new plan is made. With `transient` True (kind
+    `journal_pending`) it is a writer between its Lance commit and its journal entry: run the same
+    call again once it has finished, and do not repair (a repair would race the writer)."""
 
 
 class StorageError(LakeError):
@@ -133,10 +135,41 @@ _CLASS_OF_KIND: "dict[str, type[LakeError]]" = {
 }
 
 
+#: Python's spelling of each action a library message may advise. A message names an action
+#: neutrally, in backquotes (`refs recover`); the exception gets a note with the way to do it from
+#: Python. The names are `lake_common::Remedy::name`'s (a test keeps them equal).
+_REMEDIES: "dict[str, str]" = {
+    "init": "lake.init(root, min_age=...)",
+    "refs recover": "lk.refs.recover() (or recover(wait=False))",
+    "refs repair": "the command `lake refs repair ROOT --table TABLE --version VERSION` (no Python method yet)",
+    "refs bind": "the command `lake refs bind ROOT --table TABLE` (no Python method yet)",
+    "refs verify": "lk.refs.verify()",
+    "cleanup": "lk.table(name).cleanup(older_than=...)",
+    "branch create": "the command `lake branch create ROOT --table TABLE --name BRANCH --from VERSION`",
+    "branch delete": "the command `lake branch delete ROOT --table TABLE --name BRANCH`",
+    "config unset": "the command `lake config ROOT --table TABLE --unset KEY`",
+    "copy fresh": "upload the file again with lk.objects.put(...) (a fresh key) and reference that",
+    "allow below policy": "lk.gc.plan(..., allow_below_policy=True)",
+    "max clock skew": "the command `lake gc ... --max-clock-skew DUR` (the Python package keeps the default bound)",
+}
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # Python < 3.11: the attribute `add_note` would set.
+        error.__notes__ = [*getattr(error, "__notes__", []), note]
+
+
 def error_of_kind(kind: str, message: str, transient: bool) -> LakeError:
     """The exception for an error of `kind` (its class from `_CLASS_OF_KIND`; `LakeError` for a
-    kind this package does not know, from a newer native module)."""
-    return _CLASS_OF_KIND.get(kind, LakeError)(message, transient, kind)
+    kind this package does not know, from a newer native module), with a note giving Python's way
+    to do each action its message advises."""
+    error = _CLASS_OF_KIND.get(kind, LakeError)(message, transient, kind)
+    for name, spelling in _REMEDIES.items():
+        if f"`{name}`" in message:
+            _add_note(error, f"in Python: {spelling}")
+    return error
 
 
 for _cls in (LakeError, GuardError, PolicyError, LineageError, StorageError, InputError, ObjectMissingError, ObjectMismatchError):

@@ -182,7 +182,7 @@ struct Inner {
 fn parse_url(url: &str) -> Result<(String, String), GcError> {
     let refuse = || {
         GcError::from(StoreError::Root {
-            root: format!("--inventory `{url}`"),
+            root: format!("inventory report `{url}`"),
             message: "an S3 Inventory report is named by its manifest: s3://bucket/path/manifest.json".into(),
         })
     };
@@ -284,7 +284,7 @@ impl ReportInventory {
         if store.s3_requests().is_none() {
             return Err(GcError::from(StoreError::Root {
                 root: store.display_root(),
-                message: "an S3 Inventory report describes an S3 bucket, and this lake is a local folder; plan from its own listing (drop --inventory)".into(),
+                message: "an S3 Inventory report describes an S3 bucket, and this lake is a local folder; plan from its own listing, without the report".into(),
             }));
         }
         let (bucket, key) = parse_url(manifest_url)?;

@@ -72,7 +72,7 @@ pub enum ReportProblem {
         schema: String,
     },
     /// The report is older than the bound, by the store's clock.
-    #[error("it was created at {} and is {} old by the store's clock, more than the bound of {}; use a newer report, or raise the bound (--inventory-max-age)", created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), humantime::format_duration(*age), humantime::format_duration(*max_age))]
+    #[error("it was created at {} and is {} old by the store's clock, more than the bound of {}; use a newer report, or raise the bound on a report's age", created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), humantime::format_duration(*age), humantime::format_duration(*max_age))]
     Stale {
         /// The report's `creationTimestamp`.
         created: DateTime<Utc>,
