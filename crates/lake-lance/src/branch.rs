@@ -162,7 +162,6 @@ impl LanceEngine {
             return Err(LanceEngineError::InvalidInput(format!(
                 "branch `{lineage}` has writes that cannot be resolved yet: {}; nothing was deleted. Run `refs recover` (table `{lineage}`), then delete the branch again",
                 pending.join("; "),
-                self.store().display_root()
             )));
         }
         let mut ds = self.open(table).await?;

@@ -121,7 +121,7 @@ fn lake_tag_and_versions_keep_to_the_lineage_they_name() {
     let refused = lake(&["tag", &root, "--table", "t", "--delete", "onb"]);
     assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
     assert!(stderr(&refused).contains("names version 2 of `t@b`"), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("--table t@b --delete onb"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("Name the table `t@b`"), "{}", stderr(&refused));
     let refused = lake(&["tag", &root, "--table", "t", "--version", "2", "onb"]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(stderr(&refused).contains("already exists"), "{}", stderr(&refused));

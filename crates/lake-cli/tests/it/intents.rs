@@ -165,7 +165,7 @@ fn recover_says_what_it_waits_for_and_no_wait_reports_and_exits() {
     assert_eq!(report["pending"], 1, "{report}");
     assert_eq!(report["intents"][0]["key"], key.as_str());
     let reason = report["intents"][0]["resolution"]["reason"].as_str().unwrap();
-    assert!(reason.contains("can be resolved from") && reason.contains("--no-wait"), "{reason}");
+    assert!(reason.contains("can be resolved from") && reason.contains("let it wait for that time"), "{reason}");
     // Two hours on (the store's clock, as the binary's test clock reads it): due, resolved.
     crate::advance_clock(Duration::from_secs(7200));
     let recovered = json(&ok(&["refs", "recover", &root, "--json"]));
@@ -188,7 +188,7 @@ fn recover_announces_its_wait_then_resolves() {
     assert!(out.status.success(), "{}", stderr(&out));
     let waited = stderr(&out);
     assert!(
-        waited.contains("waiting until") && waited.contains("(store clock)") && waited.contains("--no-wait"),
+        waited.contains("waiting until") && waited.contains("(store clock)") && waited.contains("without waiting"),
         "{waited}"
     );
     let report = json(&String::from_utf8_lossy(&out.stdout));

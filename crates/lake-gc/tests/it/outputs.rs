@@ -484,7 +484,7 @@ async fn an_apply_meeting_a_writer_between_its_commit_and_its_journal_entry_says
         other => panic!("expected JournalPending, got {other}"),
     }
     let message = err.to_string();
-    for needle in ["run the same command again", "do not repair", "Only if no writer is running", "lake refs repair"] {
+    for needle in ["run the same command again", "do not repair", "Only if no writer is running", "`refs repair`"] {
         assert!(message.contains(needle), "`{needle}` not in: {message}");
     }
     assert_eq!(tree(&l.root), before, "nothing deleted");

@@ -280,7 +280,7 @@ async fn s3_bad_reports_are_refused() {
     let stale = write_report(&l.store, &l.destination, &write("stale", stale)).await.unwrap();
     let p = problem(open(stale.manifest_url.clone()).await);
     assert!(matches!(p, ReportProblem::Stale { .. }), "{p}");
-    assert!(p.to_string().contains("--inventory-max-age"), "{p}");
+    assert!(p.to_string().contains("raise the bound on a report's age"), "{p}");
     let relaxed = ReportOptions { max_age: Duration::from_secs(40 * 24 * 3600), ..options() };
     let p = problem(ReportInventory::open(&l.store, &stale.manifest_url, &relaxed).await);
     assert!(matches!(p, ReportProblem::OlderThanLake { .. }), "a report from before the lake: {p}");

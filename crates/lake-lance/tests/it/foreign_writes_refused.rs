@@ -302,7 +302,8 @@ async fn a_restore_a_branch_or_a_drop_that_keeps_an_unreadable_schema_commits_no
     }
     let err = lake.engine.drop_columns("t", &["meta"]).await.unwrap_err();
     assert!(
-        matches!(&err, LanceEngineError::UnreadableTable { .. }) && err.to_string().contains("--column lookalike"),
+        matches!(&err, LanceEngineError::UnreadableTable { .. })
+            && err.to_string().contains("Drop the column `lookalike`"),
         "the column that stays is named: {err}"
     );
     assert!(lake.engine.branches("t").await.unwrap().is_empty());
@@ -605,7 +606,7 @@ async fn a_killed_first_write_has_a_command_as_the_way_out(lake: &TestLake) {
     let problems = lake_problems(lake).await;
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(matches!(&problems[0], LineageProblem::UncommittedDataset { table, intent: None, .. } if table == "k"));
-    assert!(problems[0].to_string().contains("lake cleanup ROOT --table k --older-than"), "{}", problems[0]);
+    assert!(problems[0].to_string().contains("`cleanup` of table `k`"), "{}", problems[0]);
 
     // A write intent: a write may still land; the intent protects what it may publish, so the
     // folder is no lineage problem of the lake (the problem stays with the table); cleanup
@@ -681,7 +682,7 @@ async fn a_bad_reference_written_by_an_earlier_build_has_a_command_as_the_way_ou
         problem.message.contains("table `t`") && problem.message.contains("delete the rows of table `t`"),
         "{problem}"
     );
-    assert!(problem.message.contains("lake cleanup ROOT --table t"), "{problem}");
+    assert!(problem.message.contains("`cleanup` of table `t`"), "{problem}");
 
     let predicate = format!("file.uri = '{bad}'");
     let out = lake.engine.delete("t", &predicate).await.unwrap().unwrap();

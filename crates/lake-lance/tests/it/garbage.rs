@@ -151,7 +151,7 @@ async fn tags_of_a_branch_are_shown_and_changed_only_on_its_lineage() {
     assert_eq!(tags_of(&lake, "t@b").await, vec![(1, vec![]), (2, vec!["onb".to_string()])]);
     let refused = lake.engine.delete_tag("t", "onb").await.unwrap_err().to_string();
     assert!(refused.contains("version 2 of `t@b`") && refused.contains("nothing was changed"), "{refused}");
-    assert!(refused.contains("--table t@b --delete onb"), "{refused}");
+    assert!(refused.contains("Name the table `t@b`"), "{refused}");
     assert_eq!(tags_of(&lake, "t@b").await[1].1, vec!["onb".to_string()], "the branch's tag is still there");
     let refused = lake.engine.delete_tag("t@b", "onmain").await.unwrap_err().to_string();
     assert!(refused.contains("version 1 of `t`"), "{refused}");
@@ -225,9 +225,9 @@ async fn auto_cleanup_turned_on_by_another_client_is_named_until_unset() {
         .expect("named");
     assert!(problem.message.contains("lance.auto_cleanup.older_than=0s"), "{problem}");
     assert!(
-        problem.message.contains(
-            "lake config ROOT --table t --unset lance.auto_cleanup.interval --unset lance.auto_cleanup.older_than"
-        ),
+        problem
+            .message
+            .contains("`config unset` of `lance.auto_cleanup.interval`, `lance.auto_cleanup.older_than` on table `t`"),
         "{problem}"
     );
     assert!(problem.message.contains("delete_config_keys"), "{problem}");
@@ -314,7 +314,11 @@ async fn auto_cleanup_keeping_n_versions_on_a_branch_is_the_branchs_problem() {
         named[0].message.contains("table `t@b`") && named[0].message.contains("lance.auto_cleanup.retain_versions=1"),
         "{named:?}"
     );
-    assert!(named[0].message.contains("--table t@b --unset lance.auto_cleanup.interval"), "{named:?}");
+    assert!(
+        named[0].message.contains("`config unset` of `lance.auto_cleanup.interval`")
+            && named[0].message.contains("on table `t@b`"),
+        "{named:?}"
+    );
     lake.engine
         .unset_config("t@b", &["lance.auto_cleanup.interval", "lance.auto_cleanup.retain_versions"])
         .await

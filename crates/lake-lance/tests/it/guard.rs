@@ -36,7 +36,7 @@ async fn a_stalled_writer_is_refused_until_it_copies_the_object() {
             }
             other => panic!("expected the guard's refusal, got {other}"),
         }
-        assert!(err.to_string().contains("copy_fresh"), "the error says what to do: {err}");
+        assert!(err.to_string().contains("`copy fresh`"), "the error says what to do: {err}");
     }
     assert_eq!(lake.engine.versions("t").await.unwrap().len(), 1, "nothing was committed");
     assert!(

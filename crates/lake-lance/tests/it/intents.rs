@@ -108,7 +108,7 @@ async fn an_append_held_past_its_deadline_lands_later_and_gc_keeps_its_objects()
         other => panic!("expected an uncertain commit, got {other}"),
     };
     let text = err.to_string();
-    assert!(text.contains("may still land") && text.contains(&intent) && text.contains("lake refs recover"), "{text}");
+    assert!(text.contains("may still land") && text.contains(&intent) && text.contains("`refs recover`"), "{text}");
     assert_eq!(intent_keys(&lake).await, vec![intent.clone()]);
     assert_eq!(hold.held().len(), 2, "the append's manifest and the writer's fence are held");
 

@@ -615,7 +615,7 @@ async fn a_killed_update_blocks_gc_for_no_time_and_recover_says_what_it_waits_fo
         "{report:?}"
     );
     assert!(
-        matches!(&report.intents[0].resolution, Resolution::Pending { reason } if reason.contains("--no-wait")),
+        matches!(&report.intents[0].resolution, Resolution::Pending { reason } if reason.contains("let it wait for that time")),
         "{report:?}"
     );
     lineage_complete(&lake).await.unwrap();
@@ -631,7 +631,10 @@ async fn a_killed_update_blocks_gc_for_no_time_and_recover_says_what_it_waits_fo
     let report = lake.engine.recover_writes_with(None, &options).await.unwrap();
     assert_eq!(report.intents[0].resolution, Resolution::Committed { version: 2 });
     let lines = lines.lock().unwrap().clone();
-    assert!(!lines.is_empty() && lines[0].contains("waiting until") && lines[0].contains("--no-wait"), "{lines:?}");
+    assert!(
+        !lines.is_empty() && lines[0].contains("waiting until") && lines[0].contains("without waiting"),
+        "{lines:?}"
+    );
 }
 
 /// The run's input: a GC apply that met a branch deleted meanwhile (its dataset gone, its

@@ -213,7 +213,7 @@ async fn another_clients_version_stays_a_lineage_problem_with_or_without_a_forge
             "another lake" => "names the lake at file:///elsewhere",
             _ => "not provably safe",
         };
-        assert!(reason.contains(expected) && reason.contains("lake refs repair"), "{case}: {reason}");
+        assert!(reason.contains(expected) && reason.contains("`refs repair`"), "{case}: {reason}");
         // The next write leaves it too; GC still refuses.
         let c = lake.upload("c", b"c").await;
         assert_eq!(lake.engine.append("t", one("c", &c)).await.unwrap().version, 3);
