@@ -8,14 +8,16 @@ pub(crate) const fn spelling(remedy: Remedy) -> &'static str {
     match remedy {
         Remedy::InitLake => "lake init ROOT --min-age DUR",
         Remedy::RefsRecover => "lake refs recover ROOT [--table TABLE]",
-        Remedy::RefsRepair => "lake refs repair ROOT --table TABLE --version VERSION",
+        Remedy::RefsRepair => {
+            "lake refs repair ROOT --table TABLE --version VERSION (only once no writer of that table is running: a repair races a live writer)"
+        }
         Remedy::RefsBind => "lake refs bind ROOT --table TABLE",
         Remedy::RefsVerify => "lake refs verify ROOT",
         Remedy::Cleanup => "lake cleanup ROOT --table TABLE --older-than DUR",
         Remedy::BranchCreate => "lake branch create ROOT --table TABLE --name BRANCH --from VERSION",
         Remedy::BranchDelete => "lake branch delete ROOT --table TABLE --name BRANCH",
         Remedy::ConfigUnset => "lake config ROOT --table TABLE --unset KEY",
-        Remedy::CopyFresh => "lake ingest ROOT --table TABLE FOLDER (upload the file again: a fresh key)",
+        Remedy::CopyFresh => "no lake command copies an object; upload the file again (a fresh key) and reference that",
         Remedy::AllowBelowPolicy => "lake gc ... --allow-below-policy",
         Remedy::MaxClockSkew => "lake gc ... --max-clock-skew DUR",
     }
@@ -44,12 +46,12 @@ mod tests {
     #[test]
     fn every_remedy_has_a_command() {
         for remedy in Remedy::ALL {
-            assert!(spelling(remedy).starts_with("lake "), "{remedy:?}");
+            assert!(spelling(remedy).starts_with("lake ") || remedy == Remedy::CopyFresh, "{remedy:?}");
         }
         let text = with_hints("run `refs recover`, then `refs repair` it", "  ");
         assert_eq!(
             text,
-            "run `refs recover`, then `refs repair` it\n  with lake: lake refs recover ROOT [--table TABLE]\n  with lake: lake refs repair ROOT --table TABLE --version VERSION"
+            "run `refs recover`, then `refs repair` it\n  with lake: lake refs recover ROOT [--table TABLE]\n  with lake: lake refs repair ROOT --table TABLE --version VERSION (only once no writer of that table is running: a repair races a live writer)"
         );
     }
 }

@@ -66,8 +66,10 @@ pub enum ErrorKind {
     /// checkpoint) fails its seal or cannot be parsed: it was edited or damaged.
     Corrupt,
     /// The journal cannot account for a table's versions (a version another Lance client
-    /// wrote, a missing or edited journal entry, a table that went backwards): GC plans
-    /// nothing from that table and apply deletes nothing until it is repaired.
+    /// wrote, a missing or edited journal entry, a table that went backwards, or a write that
+    /// committed and then failed to publish its version): GC plans nothing from that table and
+    /// apply deletes nothing until it is journaled or repaired. A write failing so says which
+    /// version it committed: do not retry it.
     LineageIncomplete,
     /// A plan was made on incomplete lineage; apply refuses it. Repair, then plan again.
     PlanIncomplete,
@@ -77,7 +79,7 @@ pub enum ErrorKind {
     /// A commit's outcome is not known (the store did not answer whether the manifest
     /// landed), or was lost (the versions that could tell were cleaned up since): read the
     /// table before writing again, a blind retry could commit twice. While the outcome is
-    /// unknown, the write intent keeps what it references from GC.
+    /// unknown, a write's intent keeps what it references from GC.
     CommitUncertain,
     /// A version was committed by a path that skipped one of lake's checks (another Lance
     /// client, or a failure between Lance's commit and lake's check): it is journaled from

@@ -88,7 +88,7 @@ impl CheckpointLocation {
             let store = open(folder)?;
             return Ok(Self::Store { store: Box::new(store), key: name.to_string(), shown: text.to_string() });
         }
-        let path = crate::output::parse_local("--checkpoint", text)?;
+        let path = crate::output::parse_local("checkpoint", text)?;
         if text.ends_with('/') || path.is_dir() {
             return Err(refuse("names a folder; the checkpoint is a file: give a file name inside it (say gc.ckpt)"));
         }

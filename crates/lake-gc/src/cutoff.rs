@@ -30,7 +30,7 @@ pub fn check_horizon(min_age: Duration, floor: Duration, allow_below_policy: boo
     }
     if min_age < floor && !allow_below_policy {
         return Err(GcError::refused(ErrorKind::PolicyFloor, format!(
-            "min_age {} is below this lake's policy floor of {}; nothing was deleted. Use a larger min_age, or allow a horizon below the policy floor if you are sure no writer is still publishing objects that old",
+            "min_age {} is below this lake's policy floor of {}; nothing was deleted. Use a larger min_age, or allow a horizon below the policy floor (`allow below policy`) if you are sure no writer is still publishing objects that old",
             humantime::format_duration(min_age),
             humantime::format_duration(floor)
         )));
@@ -53,7 +53,7 @@ pub fn gc_cutoff(
     let skew = reading.skew_ms().unsigned_abs();
     if u128::from(skew) > max_skew.as_millis() {
         return Err(GcError::refused(ErrorKind::ClockSkew, format!(
-            "this host's clock differs from the store's by {} ({} ms; local {}, store {}), more than the bound on clock skew ({}); nothing was deleted. Fix the host's clock, or raise the bound if you know why",
+            "this host's clock differs from the store's by {} ({} ms; local {}, store {}), more than the bound on clock skew ({}); nothing was deleted. Fix the host's clock, or raise the bound (`max clock skew`) if you know why",
             humantime::format_duration(std::time::Duration::from_millis(skew)),
             reading.skew_ms(),
             reading.local_now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

@@ -84,7 +84,7 @@ impl LanceEngine {
         let existing = ds.list_branches().await.map_err(lance_err("list branches"))?;
         if existing.contains_key(branch) || self.lance_files_of_branch(&lineage).await? {
             return Err(LanceEngineError::InvalidInput(format!(
-                "table `{table}` already has a branch `{branch}` (or files of one under `{}/`); nothing was created. Choose another name, or delete that branch first (`branch delete` (branch `{branch}` of table `{table}`))",
+                "table `{table}` already has a branch `{branch}` (or files of one under `{}/`); nothing was created. Choose another name, or delete that branch first (`branch delete` of branch `{branch}` of table `{table}`)",
                 dataset_key(&lineage)
             )));
         }
@@ -95,7 +95,7 @@ impl LanceEngine {
         }
         if self.is_registered(&lineage).await? {
             return Err(LanceEngineError::InvalidInput(format!(
-                "branch `{lineage}` is still registered although Lance has no such branch (another client deleted it); nothing was created. Finish its deletion with `branch delete` (branch `{branch}` of table `{table}`), then choose another name"
+                "branch `{lineage}` is still registered although Lance has no such branch (another client deleted it); nothing was created. Finish its deletion (`branch delete` of branch `{branch}` of table `{table}`), then choose another name"
             )));
         }
         let version = match from {

@@ -106,13 +106,24 @@ pub enum LanceEngineError {
     /// registry) failed. The write's intent stays, so GC keeps what it references; the next
     /// write to the table, or `refs recover`, journals the version. Never transient: retrying
     /// the write would commit its rows again.
-    #[error("table `{table}` version {version} was committed, but publishing it failed ({source}); do not retry the write (it would commit its rows again): the next write to the table or `refs recover` journals the version, and its write intent keeps what it references from GC until then")]
+    #[error("table `{table}` version {version} was committed, but publishing it failed ({source}); do not retry the write (it would commit its rows again): the next write to the table or `refs recover` journals the version (unless the failure above says the table or branch is gone), and its write intent keeps what it references from GC until then")]
     Unpublished {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
         /// The version committed (Lance's version number).
         version: u64,
         /// Why publishing failed.
+        source: Box<LanceEngineError>,
+    },
+    /// A change that adds no references (a delete, a compaction, a setting) failed after its
+    /// manifest write was issued: it may have landed. Never transient: read the table's versions
+    /// before doing it again; a version that landed is journaled by the next write or
+    /// `refs recover`.
+    #[error("table `{table}`: the change may have been committed ({source}); read the table's versions before doing it again (a blind retry could apply it twice); a version that landed is journaled by the next write or `refs recover`")]
+    OutcomeUnknown {
+        /// The table (lineage name: `t` or `t@b`).
+        table: String,
+        /// What the commit reported.
         source: Box<LanceEngineError>,
     },
     /// Storage, registry or descriptor failure.
@@ -223,7 +234,7 @@ pub enum LanceEngineError {
     /// A commit failed after it issued a manifest write and its outcome is not known yet: the
     /// version may still land. Its objects stay protected from GC by the write intent `intent`
     /// until it is resolved.
-    #[error("table `{table}`: the commit's outcome is unknown ({source}): the version may still land. Its objects stay protected from garbage collection by the write intent {intent} until it is resolved ({reason}). Run `refs recover` (table `{table}`) once the writer has stopped: it journals the version if it landed, or proves it never will; retrying the write before that may commit the rows twice")]
+    #[error("table `{table}`: the commit's outcome is unknown ({source}): the version may still land. Its objects stay protected from garbage collection by the write intent {intent} until it is resolved ({reason}). Run `refs recover` for table `{table}` of the lake at `{root}` once the writer has stopped: it journals the version if it landed, or proves it never will; retrying the write before that may commit the rows twice")]
     CommitUncertain {
         /// The table (lineage name: `t` or `t@b`).
         table: String,
@@ -275,9 +286,9 @@ impl LanceEngineError {
             LanceEngineError::ConcurrentCreate { .. } | LanceEngineError::Revoked { .. } => ErrorKind::Conflict,
             LanceEngineError::Guard { .. } => ErrorKind::Guard,
             LanceEngineError::PieceRefused { .. } => ErrorKind::PieceRefused,
-            LanceEngineError::CommitUncertain { .. } | LanceEngineError::OutcomeLost { .. } => {
-                ErrorKind::CommitUncertain
-            }
+            LanceEngineError::CommitUncertain { .. }
+            | LanceEngineError::OutcomeLost { .. }
+            | LanceEngineError::OutcomeUnknown { .. } => ErrorKind::CommitUncertain,
         }
     }
 

@@ -123,9 +123,12 @@ impl From<LanceEngineError> for Failure {
     fn from(e: LanceEngineError) -> Self {
         let committed = match (&e, e.committed_version()) {
             (_, Some(version)) => Committed::Version(version),
-            (LanceEngineError::CommitUncertain { .. } | LanceEngineError::OutcomeLost { .. }, None) => {
-                Committed::Unknown
-            }
+            (
+                LanceEngineError::CommitUncertain { .. }
+                | LanceEngineError::OutcomeLost { .. }
+                | LanceEngineError::OutcomeUnknown { .. },
+                None,
+            ) => Committed::Unknown,
             _ => Committed::Nothing,
         };
         Failure { committed, ..Failure::new(e.kind(), e.to_string()) }

@@ -31,11 +31,16 @@ pub use lake_gc as collect;
 pub use lake_lance as lance;
 pub use lake_store as store;
 
+/// Lance's dataset, as [`Table::dataset`] returns it, and the Arrow crates rows are built with
+/// (the versions Lance uses).
+pub use ::lance::Dataset;
+pub use arrow_array;
+pub use arrow_schema;
 pub use lake_common::{
     data_location_field, data_location_list_field, data_location_type, DataLocationBuilder, ErrorKind, ObjectIdentity,
 };
 pub use lake_gc::plan::GcPlan;
-pub use lake_lance::CommitOutcome;
+pub use lake_lance::{CleanupOutcome, CommitOutcome, VersionInfo};
 pub use lake_store::writer::ManagedObject;
 
 use arrow_array::RecordBatchReader;
@@ -69,6 +74,12 @@ impl Error {
     /// Whether retrying the same call can help ([`ErrorKind::is_transient`]).
     pub fn is_transient(&self) -> bool {
         self.kind.is_transient()
+    }
+
+    /// The version a failed write committed before it failed, when it says so (retrying such a
+    /// write would commit it again).
+    pub fn committed_version(&self) -> Option<u64> {
+        self.downcast_ref::<lake_lance::LanceEngineError>().and_then(lake_lance::LanceEngineError::committed_version)
     }
 
     /// The library error, if it is a `T`.
@@ -314,11 +325,30 @@ impl Table {
         Ok(self.engine.delete(self.name.as_str(), predicate).await?)
     }
 
+    /// The table's versions, oldest first.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoSuchTable`]; store failures.
+    pub async fn versions(&self) -> Result<Vec<VersionInfo>, Error> {
+        Ok(self.engine.versions(self.name.as_str()).await?)
+    }
+
+    /// Removes the table's versions older than `older_than` (never the latest, nor a tagged
+    /// one), and the files no remaining version needs: the objects only removed versions
+    /// referenced become orphans GC can collect.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a duration past what a time can represent;
+    /// [`ErrorKind::NoSuchTable`]; store failures.
+    pub async fn cleanup(&self, older_than: Duration) -> Result<CleanupOutcome, Error> {
+        Ok(self.engine.cleanup(self.name.as_str(), older_than).await?)
+    }
+
     /// The latest version's Lance dataset, to read with Lance itself.
     ///
     /// # Errors
     /// [`ErrorKind::NoSuchTable`]; store failures.
-    pub async fn dataset(&self) -> Result<::lance::Dataset, Error> {
+    pub async fn dataset(&self) -> Result<Dataset, Error> {
         Ok(self.engine.open(self.name.as_str()).await?)
     }
 

@@ -165,7 +165,7 @@ fn recover_says_what_it_waits_for_and_no_wait_reports_and_exits() {
     assert_eq!(report["pending"], 1, "{report}");
     assert_eq!(report["intents"][0]["key"], key.as_str());
     let reason = report["intents"][0]["resolution"]["reason"].as_str().unwrap();
-    assert!(reason.contains("can be resolved from") && reason.contains("let it wait for that time"), "{reason}");
+    assert!(reason.contains("can be resolved from") && reason.contains("allowing it to wait"), "{reason}");
     // Two hours on (the store's clock, as the binary's test clock reads it): due, resolved.
     crate::advance_clock(Duration::from_secs(7200));
     let recovered = json(&ok(&["refs", "recover", &root, "--json"]));

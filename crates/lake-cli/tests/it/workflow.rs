@@ -322,7 +322,7 @@ fn an_earlier_builds_lake_is_bound_by_refs_bind() {
     let old = json(&crate::stdout(&o));
     assert_eq!((old["lineage_complete"].as_bool(), old["candidate_count"].as_u64()), (Some(false), Some(0)));
     assert_eq!(old["problems"][0]["kind"], "unbound_entry", "{old}");
-    assert!(old["problems"].to_string().contains("`refs bind` (table `t`)"), "{old}");
+    assert!(old["problems"].to_string().contains("`refs bind` on table `t`"), "{old}");
     let report = json(&ok(&["refs", "bind", &root, "--json"]));
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(report["tables"][0]["bound"], serde_json::json!([2]), "only the retained version: {report}");

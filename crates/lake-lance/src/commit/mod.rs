@@ -136,8 +136,10 @@ impl LanceEngine {
                 }
                 let Some(intent) = gate.intent().await else {
                     // A change without references (a delete): its version, if it lands, is
-                    // journaled from its marker by the next write or `lake refs recover`.
-                    return Err(e);
+                    // journaled from its marker by the next write or `refs recover`. Its
+                    // manifest may have landed, so the failure is never transient: a blind
+                    // retry could apply the change twice (a delete of other rows).
+                    return Err(LanceEngineError::OutcomeUnknown { table: table.clone(), source: Box::new(e) });
                 };
                 let version = self.settle(&intent, &gate.uuids().await, e).await?;
                 let (added, removed) = self.entry_counts(&table, version).await;

@@ -306,7 +306,7 @@ impl LanceEngine {
                     if options.wait == Wait::No {
                         return Ok(Resolution::Pending {
                             reason: format!(
-                                "its writer may still be running: it can be resolved from {} (its deadline, by the store's clock); run `refs recover` then, or let it wait for that time",
+                                "its writer may still be running: it can be resolved from {} (its deadline, by the store's clock); run `refs recover` after that time, or run it allowing it to wait (this run did not wait)",
                                 crate::engine::fmt_time(due)
                             ),
                         });

@@ -293,7 +293,7 @@ async fn a_lake_of_an_earlier_build_is_refused_until_refs_bind_checks_and_binds_
                 && p.message.contains(&format!(
                     "table `t` version {version}: its journal entry was written by an earlier lake build"
                 ))
-                && p.message.contains("`refs bind` (table `t`)")),
+                && p.message.contains("`refs bind` on table `t`")),
             "{:?}",
             old.problems
         );

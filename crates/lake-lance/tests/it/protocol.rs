@@ -615,7 +615,7 @@ async fn a_killed_update_blocks_gc_for_no_time_and_recover_says_what_it_waits_fo
         "{report:?}"
     );
     assert!(
-        matches!(&report.intents[0].resolution, Resolution::Pending { reason } if reason.contains("let it wait for that time")),
+        matches!(&report.intents[0].resolution, Resolution::Pending { reason } if reason.contains("allowing it to wait")),
         "{report:?}"
     );
     lineage_complete(&lake).await.unwrap();

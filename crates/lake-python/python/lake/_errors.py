@@ -141,7 +141,7 @@ _CLASS_OF_KIND: "dict[str, type[LakeError]]" = {
 _REMEDIES: "dict[str, str]" = {
     "init": "lake.init(root, min_age=...)",
     "refs recover": "lk.refs.recover() (or recover(wait=False))",
-    "refs repair": "the command `lake refs repair ROOT --table TABLE --version VERSION` (no Python method yet)",
+    "refs repair": "the command `lake refs repair ROOT --table TABLE --version VERSION` (no Python method yet), only once no writer of that table is running",
     "refs bind": "the command `lake refs bind ROOT --table TABLE` (no Python method yet)",
     "refs verify": "lk.refs.verify()",
     "cleanup": "lk.table(name).cleanup(older_than=...)",
