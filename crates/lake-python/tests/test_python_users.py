@@ -489,3 +489,26 @@ def test_put_streams_a_large_file_in_bounded_memory(how, tmp_path):
     uploaded, growth = map(int, out.split())
     assert uploaded == size
     assert growth < size // 2, f"{how}: peak RSS grew by {growth >> 20} MiB for a {size >> 20} MiB file"
+
+
+def test_durations_take_a_timedelta_objects_show_what_they_are_and_a_lake_pickles(local_root):
+    """pylance takes `datetime.timedelta` for durations: so do `init`, `Gc.plan` and
+    `Table.cleanup`, beside humantime text. `Table`, `Objects`, `Gc` and `Refs` print what they
+    are, and a `Lake` pickles as its root and storage options (a Ray task reopens it)."""
+    import datetime
+
+    lk = lake.init(local_root, min_age=datetime.timedelta(hours=1))
+    assert lk.gc.plan(min_age=datetime.timedelta(hours=1)).min_age_seconds == 3600
+    with pytest.raises(lake.PolicyError) as below:
+        lk.gc.plan(min_age=datetime.timedelta(seconds=1))
+    assert below.value.kind == "policy_floor"
+    with pytest.raises(lake.InputError):
+        lk.gc.plan(min_age=datetime.timedelta(seconds=-1))
+    with pytest.raises(TypeError):
+        lk.gc.plan(min_age=3600)
+    assert repr(lk.table("t")) == f"lake.Table('t', root={lk.root!r})"
+    for part, name in [(lk.objects(), "Objects"), (lk.gc, "Gc"), (lk.refs, "Refs")]:
+        assert repr(part) == f"lake.{name}(root={lk.root!r})"
+    back = pickle.loads(pickle.dumps(lk))
+    assert isinstance(back, lake.Lake) and back.root == lk.root
+    assert back.gc.plan(min_age="1h").lineage_complete

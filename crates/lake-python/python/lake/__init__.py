@@ -20,6 +20,7 @@ builds its own I/O runtime and reopens each lake's store on its first call.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import io
 import json
@@ -72,7 +73,7 @@ class Location(dict):
         return locations([self])[0]
 
 
-def init(root: str, min_age: str = "7d", storage_options: Optional[dict] = None) -> "Lake":
+def init(root: str, min_age: Duration = "7d", storage_options: Optional[dict] = None) -> "Lake":
     """Create a lake at `root` (a local folder, `file:///...` or `s3://bucket/prefix`) whose GC
     policy floor is `min_age` (humantime: `7d`, `12h`; GC never collects objects younger than
     it unless told so explicitly), or open it when it exists with that floor.
@@ -88,13 +89,14 @@ def init(root: str, min_age: str = "7d", storage_options: Optional[dict] = None)
     `InputError` for a floor that is not a positive duration or an option that is not an S3
     setting; `StorageError` when the store fails;
     `TypeError` for arguments of the wrong type."""
-    return Lake(_lake.init(_text("root", root), _text("min_age", min_age), _options(storage_options)))
+    return Lake(_lake.init(_text("root", root), _duration("min_age", min_age), _options(storage_options)))
 
 
 def open(root: str, storage_options: Optional[dict] = None) -> "Lake":  # noqa: A001 (the API's name)
     """Open the lake at `root` (`storage_options` as for `init`). Raises `LakeError` when there
     is no lake there."""
-    return Lake(_lake.open(_text("root", root), _options(storage_options)))
+    options = _options(storage_options)
+    return Lake(_lake.open(_text("root", root), options), options)
 
 
 _STRINGS = (pa.string(), pa.large_string(), pa.string_view())
@@ -190,6 +192,24 @@ def locations(items: Iterable[Location]) -> pa.ExtensionArray:
     return pa.ExtensionArray.from_storage(DataLocationType(), storage)
 
 
+#: A duration: humantime text (`7d`, `12h`, `90s`) or a `datetime.timedelta`.
+Duration = Union[str, datetime.timedelta]
+
+
+def _duration(what: str, value: Any) -> str:
+    """A duration as the native module takes it: humantime text as given, or a
+    `datetime.timedelta` (as pylance takes them) in whole microseconds. A negative timedelta is
+    bad input (`InputError`)."""
+    if isinstance(value, datetime.timedelta):
+        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        if micros < 0:
+            raise _errors.error_of_kind("invalid_input", f"{what} {value!r} is negative; give a positive duration", False)
+        return f"{micros}us"
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str (humantime, e.g. '7d') or a datetime.timedelta, not {type(value).__name__}")
+    return value
+
+
 def _text(what: str, value: Any) -> str:
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
@@ -228,12 +248,17 @@ def _options(options: Optional[dict]) -> Optional[dict]:
 
 
 class Lake:
-    """An opened lake."""
+    """An opened lake. It pickles as its root and storage options (a Ray task or a process pool
+    worker opens the same lake again)."""
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: Any, storage_options: Optional[dict] = None) -> None:
         self._native = native
+        self._storage_options = dict(storage_options or {})
         self.gc = Gc(native)
         self.refs = Refs(native)
+
+    def __reduce__(self) -> Any:
+        return (open, (self.root, self._storage_options or None))
 
     @property
     def root(self) -> str:
@@ -259,6 +284,9 @@ class Objects:
 
     def __init__(self, native: Any) -> None:
         self._native = native
+
+    def __repr__(self) -> str:
+        return f"lake.Objects(root={self._native.root!r})"
 
     def put(self, data: Union[bytes, bytearray, memoryview, str, os.PathLike, Any], name: Optional[str] = None) -> Location:
         """Upload `data` and return its `Location` (`{"uri", "sha256", "size"}`, size in bytes;
@@ -557,6 +585,9 @@ class Table:
     `KeyboardInterrupt` is raised with a note (`__notes__`, Python 3.11+) saying whether the
     write committed."""
 
+    def __repr__(self) -> str:
+        return f"lake.Table({self.name!r}, root={self._native.root!r})"
+
     def __init__(self, native: Any, name: str) -> None:
         self._native = native
         self.name = name
@@ -659,12 +690,12 @@ class Table:
         out = self._native.compact(self.name)
         return None if out is None else json.loads(out)
 
-    def cleanup(self, older_than: str) -> dict:
+    def cleanup(self, older_than: Duration) -> dict:
         """Remove versions older than `older_than` (humantime, e.g. `"7d"`, `"0s"`) through
         Lance's cleanup; never the latest or tagged versions. Objects only removed versions
         referenced become orphans for GC. Returns `{"old_versions": int, "bytes_removed": int}`
         (bytes of Lance files removed)."""
-        versions, removed = self._native.cleanup(self.name, _text("older_than", older_than))
+        versions, removed = self._native.cleanup(self.name, _duration("older_than", older_than))
         return {"old_versions": versions, "bytes_removed": removed}
 
     def versions(self) -> list:
@@ -934,12 +965,15 @@ class Gc:
     def __init__(self, native: Any) -> None:
         self._native = native
 
-    def plan(self, min_age: str, allow_below_policy: bool = False) -> Plan:
+    def __repr__(self) -> str:
+        return f"lake.Gc(root={self._native.root!r})"
+
+    def plan(self, min_age: Duration, allow_below_policy: bool = False) -> Plan:
         """A dry run at horizon `min_age` (humantime). Raises `PolicyError` for a horizon below
         the lake's policy floor (unless `allow_below_policy`) or a clock skew past the bound,
         `StorageError` when the store fails. A plan made on incomplete lineage is returned
         (`lineage_complete` False, `problems` naming why): it proposes nothing."""
-        document, digest = self._native.gc_plan(_text("min_age", min_age), _flag(allow_below_policy))
+        document, digest = self._native.gc_plan(_duration("min_age", min_age), _flag(allow_below_policy))
         return Plan(document, digest)
 
     def apply(
@@ -985,12 +1019,12 @@ class Gc:
         document = None if plan is None else plan._document
         return json.loads(self._native.gc_apply(document, *_apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)))
 
-    def plan_sharded(self, min_age: str, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
+    def plan_sharded(self, min_age: Duration, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
         """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
         process, from one read of the journal and one listing. Each shard's candidates are the
         unsharded plan's within its range. Raises as `plan`."""
         shards = _count("shards", shards, 1, 256)
-        manifest, documents = self._native.gc_plan_sharded(_text("min_age", min_age), shards, _flag(allow_below_policy))
+        manifest, documents = self._native.gc_plan_sharded(_duration("min_age", min_age), shards, _flag(allow_below_policy))
         return ShardedPlan(manifest, documents)
 
     def apply_shard(
@@ -1015,9 +1049,9 @@ class Gc:
         )
 
     # The steps `lake.ray` runs in its driver and tasks (documents travel as JSON text).
-    def _shard_spec(self, min_age: str, shards: int, allow_below_policy: bool) -> str:
+    def _shard_spec(self, min_age: Duration, shards: int, allow_below_policy: bool) -> str:
         shards = _count("shards", shards, 1, 256)
-        return self._native.gc_shard_spec(_text("min_age", min_age), shards, _flag(allow_below_policy))
+        return self._native.gc_shard_spec(_duration("min_age", min_age), shards, _flag(allow_below_policy))
 
     @staticmethod
     def _spec_count(spec: str) -> int:
@@ -1047,6 +1081,9 @@ class Refs:
 
     def __init__(self, native: Any) -> None:
         self._native = native
+
+    def __repr__(self) -> str:
+        return f"lake.Refs(root={self._native.root!r})"
 
     def verify(self) -> dict:
         """Compare the journal with full scans of every retained version (`ok` is the verdict)."""
