@@ -512,3 +512,22 @@ def test_durations_take_a_timedelta_objects_show_what_they_are_and_a_lake_pickle
     back = pickle.loads(pickle.dumps(lk))
     assert isinstance(back, lake.Lake) and back.root == lk.root
     assert back.gc.plan(min_age="1h").lineage_complete
+
+
+def test_tables_speak_pylances_names(local_root):
+    """`delete(predicate=)`, `update(updates=)`, `count_rows`, `schema`, `to_table`, `version`
+    and `checkout` as pylance spells them; the earlier names keep working."""
+    lk = lake.init(local_root, min_age="1h")
+    t = lk.table("t")
+    t.append(pa.table({"episode": ["a", "b", "c"], "n": [1, 2, 3]}))
+    assert (t.version, t.count_rows(), t.count_rows("n > 1")) == (1, 3, 2)
+    assert t.schema.names == ["episode", "n"]
+    assert t.delete(predicate="episode = 'a'")["version"] == 2
+    assert t.update(updates={"n": "n + 10"}, where="episode = 'b'")["version"] == 3
+    assert t.update({"n": "n + 1"}, "episode = 'c'")["version"] == 4
+    assert sorted(t.to_table(columns=["n"]).column("n").to_pylist()) == [4, 12]
+    assert t.checkout(1).count_rows() == 3
+    with pytest.raises(TypeError):
+        t.delete("episode = 'b'", predicate="episode = 'c'")
+    with pytest.raises(TypeError):
+        t.update()

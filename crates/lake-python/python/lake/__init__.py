@@ -665,18 +665,26 @@ class Table:
             raise InputError("merge_insert needs at least one key column in `on`")
         return json.loads(self._native.merge_insert(self.name, _stream(data), keys))
 
-    def delete(self, where: str) -> Optional[dict]:
-        """Delete the rows matching `where` (a Lance SQL predicate, e.g. `"episode = 'e1'"`) as
-        one new version; returns the commit (as `append`) or `None` when no row matched.
-        Nondeterministic predicates (`random()`) are refused (`LakeError`)."""
-        out = self._native.delete(self.name, _text("where", where))
+    def delete(self, where: Optional[str] = None, *, predicate: Optional[str] = None) -> Optional[dict]:
+        """Delete the rows matching `where` (a Lance SQL predicate, e.g. `"episode = 'e1'"`;
+        pylance's name `predicate` works too) as one new version; returns the commit (as
+        `append`) or `None` when no row matched. Nondeterministic predicates (`random()`) are
+        refused (`LakeError`)."""
+        if (where is None) == (predicate is None):
+            raise TypeError("delete takes one predicate: `where` or `predicate` (pylance's name)")
+        out = self._native.delete(self.name, _text("where", where if predicate is None else predicate))
         return None if out is None else json.loads(out)
 
-    def update(self, values: dict, where: Optional[str] = None) -> Optional[dict]:
-        """Set columns to SQL expressions (`{"label": "'cat'"}`, `{"file": "NULL"}`) on the
-        rows matching `where` (all rows when `None`) as one new version; returns the commit or
-        `None` when no row matched. References the new values add are checked by the guard
-        before the commit (`GuardError`)."""
+    def update(
+        self, values: Optional[dict] = None, where: Optional[str] = None, *, updates: Optional[dict] = None
+    ) -> Optional[dict]:
+        """Set columns to SQL expressions (`{"label": "'cat'"}`, `{"file": "NULL"}`; pylance's
+        name `updates` works too) on the rows matching `where` (all rows when `None`) as one new
+        version; returns the commit or `None` when no row matched. References the new values add
+        are checked by the guard before the commit (`GuardError`)."""
+        if (values is None) == (updates is None):
+            raise TypeError("update takes one dict of column to SQL expression: `values` or `updates` (pylance's name)")
+        values = values if updates is None else updates
         if not isinstance(values, dict):
             raise TypeError(f"update takes a dict of column to SQL expression, not {type(values).__name__}")
         if not values:
@@ -719,13 +727,39 @@ class Table:
         """The Lance dataset's URI. Raises `LakeError` for an invalid table name."""
         return self._native.dataset_uri(self.name)
 
-    def to_lance(self) -> Any:
-        """The table as a pylance dataset, for reading (`pip install lake[lance]`). Writing to it
-        with pylance bypasses the journal: GC then refuses until `lake refs repair`."""
+    def to_lance(self, version: Optional[int] = None) -> Any:
+        """The table as a pylance dataset, for reading (`pip install lake[lance]`), at its latest
+        version or at `version`. Writing to it with pylance bypasses the journal: GC then refuses
+        until the version is repaired (`lake refs repair`)."""
         import lance
 
         options = self._native.storage_options()
-        return lance.dataset(self.uri, storage_options=options or None)
+        if version is not None:
+            version = _count("version", version, 1)
+        return lance.dataset(self.uri, version=version, storage_options=options or None)
+
+    def checkout(self, version: int) -> Any:
+        """The table at `version`, as a pylance dataset (as pylance's `checkout_version`)."""
+        return self.to_lance(version)
+
+    @property
+    def version(self) -> int:
+        """The latest version's number."""
+        return self.to_lance().version
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The latest version's schema (reference columns as `lake.DataLocationType`)."""
+        return self.to_lance().schema
+
+    def count_rows(self, filter: Optional[str] = None) -> int:  # noqa: A002 (pylance's name)
+        """Rows of the latest version, or those matching `filter` (a Lance SQL predicate)."""
+        return self.to_lance().count_rows(filter)
+
+    def to_table(self, **kwargs: Any) -> pa.Table:
+        """The latest version read into a `pyarrow.Table` (pylance's `to_table` arguments:
+        `columns`, `filter`, `limit`, ...)."""
+        return self.to_lance().to_table(**kwargs)
 
     def take_objects(
         self,
