@@ -334,11 +334,6 @@ pub fn lance_kind(e: &lance::Error) -> ErrorKind {
     }
 }
 
-/// Whether retrying can help with a Lance error: as its kind says ([`lance_kind`]).
-pub fn lance_is_transient(e: &lance::Error) -> bool {
-    lance_kind(e).is_transient()
-}
-
 /// The kind of an error Lance carries: lake's own errors (this crate's, the store's, the
 /// engine's, the guard's, a reference's) and Lance's by their own kind; an Arrow error by what
 /// it wraps (a failed read) or as [`ErrorKind::InvalidInput`] (a stream that cannot be read);
