@@ -45,5 +45,5 @@ time.sleep(2.1)  # the objects must be older than min_age by the store's clock
 plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
 print(plan, plan.candidates.column("uri").to_pylist())
 report = lk.gc.apply(plan, checkpoint=str(work / "gc.ckpt"), allow_below_policy=True)
-print("deleted", report["deleted"])
-assert report["deleted"] == 2 and lk.refs.verify()["ok"]
+print("deleted", report.deleted)
+assert report.deleted == 2 and lk.refs.verify().ok

@@ -9,6 +9,7 @@
 //! - [`lake`]: the opened lake (`init`, `open`);
 //! - [`objects`]: uploads and DataLocation arrays;
 //! - [`tables`]: the journaled writes, versions and `refs verify`;
+//! - [`lineage`]: the table list, branches, tags, `refs repair` and `refs bind`;
 //! - [`gc`]: plans, applies and plan files;
 //! - [`arrow_ffi`], [`marking`], [`reader`]: Arrow streams in and arrays out, the marking of plain
 //!   DataLocation columns, and Python file objects as upload streams.
@@ -19,6 +20,7 @@ mod arrow_ffi;
 mod errors;
 mod gc;
 mod lake;
+mod lineage;
 mod marking;
 mod objects;
 mod reader;

@@ -51,6 +51,14 @@ impl NativeLake {
         })
     }
 
+    /// Copies the object a reference names to a fresh managed key (a server-side copy on S3),
+    /// verified against the reference: `(uri, sha256, size)` of the copy.
+    fn copy_fresh(&self, py: Python<'_>, uri: String, sha256: Vec<u8>, size: u64) -> PyResult<(String, Vec<u8>, u64)> {
+        let reference = identity(uri, &sha256, size)?;
+        let writer = ManagedObjectWriter::new(self.store()?);
+        run(py, async move { Ok(writer.copy_fresh(&reference).await.map(|o| location_tuple(&o))?) })
+    }
+
     /// Uploads what the binary file object `reader` gives (its `read(n)` until it returns no
     /// bytes) as a managed object named `name`, streamed: a few chunks of 1 MiB in memory.
     fn put_reader(&self, py: Python<'_>, name: String, reader: Py<PyAny>) -> PyResult<(String, Vec<u8>, u64)> {

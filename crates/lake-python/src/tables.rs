@@ -26,7 +26,7 @@ fn source(data: ArrowStream, stop: &Arc<AtomicBool>) -> Box<dyn RecordBatchReade
 /// A commit as JSON (`{table, version, rows, references_added, references_removed, rebased}`).
 /// The version has landed: a failure to encode the report says so (never inviting a retry that
 /// would write the rows twice).
-fn commit_json(o: &::lake::lance::CommitOutcome) -> Result<String, Failure> {
+pub(crate) fn commit_json(o: &::lake::lance::CommitOutcome) -> Result<String, Failure> {
     json(o).map_err(|f| {
         Failure::after_commit(o.version, format!("version {} was committed and journaled, but {f}", o.version))
     })

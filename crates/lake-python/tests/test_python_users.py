@@ -531,3 +531,47 @@ def test_tables_speak_pylances_names(local_root):
         t.delete("episode = 'b'", predicate="episode = 'c'")
     with pytest.raises(TypeError):
         t.update()
+
+
+def test_tables_branches_tags_repair_and_copies_from_python(local_root):
+    """Frictions of a new user's first hour (fixed): `Lake.tables()`, branches, pylance's
+    `tags.create/list/delete`, `Refs.repair` and `Refs.bind` (before: CLI commands only, and the
+    remedy notes named them), `Objects.copy_fresh` (the guard's remedy), typed results with
+    `datetime` version times, and remedy notes in Python's words."""
+    import datetime
+
+    lk = lake.init(local_root, min_age="1s")
+    old = lk.objects().put(b"old", name="old.bin")
+    t = lk.table("t")
+    first = t.append(pa.table({"k": [1, 2], "file": lake.locations([old, old])}))
+    assert (first.version, first.rows, first.references_added) == (1, 2, 2) and first["version"] == 1
+    time.sleep(1.0)  # `old` is now past the guard's limit (min_age 1 s minus a quarter of it)
+    with pytest.raises(lake.GuardError) as refused:
+        t.append(pa.table({"k": [3], "file": lake.locations([old])}))
+    assert any("copy_fresh" in n for n in refused.value.__notes__), refused.value.__notes__
+    fresh = lk.objects().copy_fresh(old)
+    assert fresh["uri"] != old["uri"] and (fresh["sha256"], fresh["size"]) == (old["sha256"], old["size"])
+    assert lk.objects().read(fresh) == b"old"
+    assert t.append(pa.table({"k": [3], "file": lake.locations([fresh])})).version == 2
+
+    t.tags.create("golden", 1)
+    assert t.tags.list() == {"golden": 1} and "golden" in repr(t.tags)
+    versions = t.versions()
+    assert versions[0].tags == ["golden"] and isinstance(versions[0].timestamp, datetime.datetime)
+    assert versions[0].timestamp.tzinfo is not None and versions[0].timestamp <= versions[1].timestamp
+    branch = t.create_branch("exp", "golden")
+    assert branch.name == "t@exp" and t.branches() == ["exp"] and branch.count_rows() == 2
+    assert [x.name for x in lk.tables()] == ["t", "t@exp"]
+    t.delete_branch("exp")
+    assert t.branches() == [] and [x.name for x in lk.tables()] == ["t"]
+    t.tags.delete("golden")
+    assert t.tags.list() == {}
+
+    # A second Lance client's write is refused by GC until `Refs.repair` journals it.
+    t.to_lance().delete("k = 1")
+    assert not lk.gc.plan(min_age="1h", allow_below_policy=True).lineage_complete
+    repaired = lk.refs.repair("t", 3)
+    assert (repaired.table, repaired.version, repaired.references) == ("t", 3, 2)
+    assert lk.gc.plan(min_age="1h", allow_below_policy=True).lineage_complete and lk.refs.verify().ok
+    assert isinstance(lk.refs.bind("t"), lake.Record)
+    assert t.unset_config("lake.no.such.key") is None

@@ -316,7 +316,7 @@ def test_policy_floors_are_whole_seconds_rounded_up_and_representable(tmp_path):
     `LakeDescriptor::create` rounds up and refuses floors past chrono's range."""
     lk = lake.init(str(tmp_path / "a"), min_age="1500ms")
     with pytest.raises(lake.PolicyError, match="policy floor"):
-        lk.gc.plan(min_age="1s", allow_below_policy=True)
+        lk.gc.plan(min_age="1s")
     assert lk.gc.plan(min_age="2s").lineage_complete
     with pytest.raises(lake.InputError, match="represent"):
         lake.init(str(tmp_path / "b"), min_age="1000000000y")
@@ -485,7 +485,7 @@ def test_second_client_writes_through_pylance_stop_gc(local_root):
         plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
         assert not plan.lineage_complete and plan.candidate_count == 0, name
         with pytest.raises(lake.LineageError):
-            lk.gc.apply(plan, checkpoint=os.path.join(local_root, f"{name}.ckpt"))
+            lk.gc.apply(plan, checkpoint=os.path.join(local_root, f"{name}.ckpt"), allow_below_policy=True)
         assert all(objects_exist(root, locs)), name
 
 
@@ -530,11 +530,11 @@ def test_an_edited_plan_and_other_spellings_of_the_lake_delete_no_live_object(lo
             other = lake.open(spelling)
             for inside in ["link/gc.ckpt", "lake/./gc.ckpt", "link/../link/gc.ckpt"]:
                 with pytest.raises(lake.PolicyError, match="inside the lake root"):
-                    other.gc.apply(edited("e.json", live), checkpoint=inside)
+                    other.gc.apply(edited("e.json", live), checkpoint=inside, allow_below_policy=True)
         with pytest.raises(lake.LakeError, match="not a managed object minted before"):
-            lake.open("link").gc.apply(edited("young.json", live, young), checkpoint=str(tmp_path / "young.ckpt"))
+            lake.open("link").gc.apply(edited("young.json", live, young), checkpoint=str(tmp_path / "young.ckpt"), allow_below_policy=True)
         assert objects_exist(local_root, [live, young]) == [True, True]
-        report = lake.open(f"file://{local_root}").gc.apply(edited("live.json", live), checkpoint=str(tmp_path / "gc.ckpt"))
+        report = lake.open(f"file://{local_root}").gc.apply(edited("live.json", live), checkpoint=str(tmp_path / "gc.ckpt"), allow_below_policy=True)
     finally:
         os.chdir(cwd)
     assert report["complete"]

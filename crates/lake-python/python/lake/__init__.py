@@ -27,7 +27,7 @@ import json
 import operator
 import os
 import threading
-from typing import Any, Iterable, NamedTuple, Optional, Union
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Union, overload
 
 import pyarrow as pa
 
@@ -60,6 +60,14 @@ __all__ = [
     "PlanProblem",
     "ShardedPlan",
     "Refs",
+    "Commit",
+    "Cleanup",
+    "Version",
+    "ApplyReport",
+    "VerifyReport",
+    "RecoverReport",
+    "Record",
+    "Tags",
     *_errors.__all__,
 ]
 
@@ -275,6 +283,10 @@ class Lake:
         invalid name is refused by the first call that uses it (`InputError`)."""
         return Table(self._native, _text("the table name", name))
 
+    def tables(self) -> list[Table]:
+        """The lake's tables, sorted by name (a branch as its own `Table`, `table@branch`)."""
+        return [Table(self._native, name) for name in self._native.tables()]
+
     def __repr__(self) -> str:
         return f"lake.Lake({self.root!r})"
 
@@ -318,9 +330,17 @@ class Objects:
             raise TypeError(f"put takes bytes, a path or a binary file, not {type(data).__name__}")
         return Location(uri=uri, sha256=bytes(sha), size=size)
 
+    @overload
+    def put_many(  # a str is a folder's path here, not an iterable of items
+        self, items: Union[str, os.PathLike], progress: bool = False, concurrency: int = 8
+    ) -> dict[str, Location]: ...
+
+    @overload
+    def put_many(self, items: Iterable[Any], progress: bool = False, concurrency: int = 8) -> list[Location]: ...
+
     def put_many(
         self, items: Union[str, os.PathLike, Iterable[Any]], progress: bool = False, concurrency: int = 8
-    ) -> Union[list, dict]:
+    ) -> Union[list[Location], dict[str, Location]]:
         """Upload many objects, `concurrency` at a time (the GIL is released while each
         uploads).
 
@@ -345,7 +365,7 @@ class Objects:
             work: Iterable[Any] = [os.path.join(folder, p) for p in paths]
             total: Optional[int] = len(paths)
         else:
-            work = items
+            work = items  # type: ignore[assignment]  # not a folder: an iterable of what `put` takes
             total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
         bar = _progress_bar(total) if progress else None
         results: list = []
@@ -368,6 +388,17 @@ class Objects:
         if folder is not None:
             return dict(zip(paths, results))
         return results
+
+    def copy_fresh(self, location: Any) -> Location:
+        """A copy of the managed object `location` names (a `Location`, a dict or a DataLocation
+        scalar, as for `read`) under a fresh key (a new ULID, the same name; a server-side copy
+        on S3, a file copy locally), and its `Location`. Rows may reference the copy for another
+        `min_age`, where the publication guard refuses a reference to the old object
+        (`GuardError`: GC may be collecting it). Raises `StorageError` when the object is not a
+        managed key, is missing, or its size differs from the location's."""
+        uri, sha, size = _reference(location)
+        new_uri, new_sha, new_size = self._native.copy_fresh(uri, sha, size)
+        return Location(uri=new_uri, sha256=bytes(new_sha), size=new_size)
 
     def read(self, location: Any) -> bytes:
         """The whole object `location` names, verified: its bytes are checked against the
@@ -483,10 +514,14 @@ class ObjectFile(io.RawIOBase):
         return target
 
     def read(self, size: Optional[int] = -1) -> bytes:
+        """Up to `size` bytes from the position (all the rest when `size` is -1 or None); fewer
+        only at the object's end. Verified as the class says."""
         with self._lock:
             return super().read(-1 if size is None else size) or b""
 
     def readinto(self, b: Any) -> int:
+        """Fills the writable buffer `b` from the position (fewer bytes only at the object's
+        end); returns how many bytes it wrote."""
         with self._lock:
             return self._readinto(b)
 
@@ -541,7 +576,7 @@ class ObjectFile(io.RawIOBase):
                 self._pos = self._hashed = self.size
                 self._hash, self.verified = None, True
                 return whole
-            parts = []
+            parts: list[bytes] = []
             while True:
                 part = self.read(max(self._buffer_size, 1))
                 if not part:
@@ -595,7 +630,7 @@ def _files_below(folder: str) -> Iterable[str]:
 
 def _progress_bar(total: Optional[int]) -> Any:
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]
     except ImportError as e:
         raise ImportError("put_many(progress=True) draws its bar with tqdm: pip install tqdm (or lake[progress])") from e
     return tqdm(total=total, unit="object", desc="put")
@@ -605,6 +640,132 @@ def _builtin_open(path: Any, mode: str) -> Any:
     import builtins
 
     return builtins.open(path, mode)
+
+
+class _Record(Mapping):
+    """A report of lake with attribute access (`r.version`) that still reads as the dict it
+    was (`r["version"]`, `dict(r)`, `r == {...}`, iteration over its keys). Immutable; pickles
+    (a Ray task may return one)."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Mapping) -> None:
+        object.__setattr__(self, "_fields", dict(fields))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no field {name!r} (it has {', '.join(self._fields)})") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"lake.{type(self).__name__} is read-only")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._fields[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self._fields,))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self._fields.items() if not isinstance(v, (list, dict)) or len(v) < 4)
+        return f"lake.{type(self).__name__}({shown})"
+
+
+class Commit(_Record):
+    """A committed, journaled version (what `Table.append`, `overwrite`, `merge_insert`,
+    `delete`, `update`, `compact`, `restore` and `commit_pieces` return): `table`, `version`
+    (Lance's version number), `rows` (rows written, or deleted/updated), `references_added`,
+    `references_removed` (object references the version added and removed, as its journal entry
+    records them), `rebased` (True when Lance rebased the write onto a version another writer
+    committed meanwhile)."""
+
+    table: str
+    version: int
+    rows: int
+    references_added: int
+    references_removed: int
+    rebased: bool
+
+
+class Cleanup(_Record):
+    """What `Table.cleanup` removed: `old_versions` (versions) and `bytes_removed` (bytes of
+    Lance files)."""
+
+    old_versions: int
+    bytes_removed: int
+
+
+class Version(_Record):
+    """One version of a table (`Table.versions()`): `version`, `timestamp` (when it was
+    committed, a timezone-aware `datetime` in UTC, as pylance's `versions()` gives it), `tags`
+    (the names tagging it), `journaled` (False for a version another Lance client wrote, which
+    GC refuses to plan past until it is repaired: `Refs.repair`)."""
+
+    version: int
+    timestamp: datetime.datetime
+    tags: list
+    journaled: bool
+
+
+class ApplyReport(_Record):
+    """What a GC apply did (`Gc.apply`, `Gc.apply_shard`; the checkpoint's record): `complete`
+    (every candidate handled), `deleted` (removed by this apply), `already_gone` (known absent
+    before its delete), `absent` (S3: confirmed gone by a request that may repeat an earlier
+    one), `skipped` (no longer a regular file or an empty folder), `failed` (keys the store did
+    not delete), `next_index` (the candidates handled so far), and the plan's digest and
+    cutoff (docs/gc.md, "What apply reports")."""
+
+    complete: bool
+    deleted: int
+    already_gone: int
+    absent: int
+    skipped: int
+    failed: int
+    next_index: int
+
+
+class VerifyReport(_Record):
+    """`Refs.verify`: the journal compared with full scans of every retained version. `ok` is
+    the verdict (no problem, no count mismatch, no missing object, no size mismatch);
+    `versions_scanned`, `references_scanned`, `problems` (sentences), `mismatch_count` and
+    `mismatches`, `objects_checked`, `missing_object_count` and `missing_objects` (keys),
+    `size_mismatch_count`."""
+
+    ok: bool
+    versions_scanned: int
+    references_scanned: int
+    problems: list
+    mismatch_count: int
+    missing_object_count: int
+    size_mismatch_count: int
+
+
+class RecoverReport(_Record):
+    """`Refs.recover`: `intents` (each `{"key", "table", "operation", "written",
+    "resolution"}`), `stray_markers_removed`, `versions` (each `{"table", "version", "state"}`),
+    `pending` (intents not yet past their deadline) and `left` (versions left for
+    `Refs.repair`)."""
+
+    intents: list
+    stray_markers_removed: int
+    versions: list
+    pending: int
+    left: int
+
+
+class Record(_Record):
+    """A report whose fields its method's docstring names (`r.field` or `r["field"]`)."""
+
+
+def _commit(out: Optional[str]) -> Optional[Commit]:
+    return None if out is None else Commit(json.loads(out))
 
 
 def _write(method: Any) -> Any:
@@ -648,7 +809,7 @@ class Table:
         self.name = name
 
     @_write
-    def append(self, data: Any) -> dict:
+    def append(self, data: Any) -> Commit:
         """Append the rows of `data` as one new version, journaling every object reference they
         add. `data` is any Arrow stream producer (`__arrow_c_stream__`: a pyarrow Table,
         RecordBatch or RecordBatchReader, a polars DataFrame), streamed without copies; its
@@ -660,14 +821,14 @@ class Table:
         too old to publish (GC may be collecting it; nothing is committed), `LakeError` for a
         column that looks like a location but is not exactly the layout, `StorageError` when
         the store fails."""
-        return json.loads(self._native.write(self.name, _stream(data), False))
+        return Commit(json.loads(self._native.write(self.name, _stream(data), False)))
 
     @_write
-    def overwrite(self, data: Any) -> dict:
+    def overwrite(self, data: Any) -> Commit:
         """Replace the table's content with `data` (as for `append`) as one new version; the
         old rows' references are journaled as removed (their objects stay alive while an older
         retained version references them). Returns and raises as `append`."""
-        return json.loads(self._native.write(self.name, _stream(data), True))
+        return Commit(json.loads(self._native.write(self.name, _stream(data), True)))
 
     @_write
     def prepare(self, data: Any) -> str:
@@ -690,7 +851,7 @@ class Table:
         return self._native.prepare_append(self.name, _stream(data))
 
     @_write
-    def commit_pieces(self, pieces: Iterable[str], mode: str = "append") -> dict:
+    def commit_pieces(self, pieces: Iterable[str], mode: str = "append") -> Commit:
         """Phase 2 of a distributed write: commit `pieces` (the `str`s `prepare` returned, from
         any processes, each at most once) as ONE new version of this table, with one journal
         entry computed from the pieces' data files. `mode` is `"append"` (add their rows) or
@@ -712,10 +873,10 @@ class Table:
         pieces = [_text(f"piece {i}", p) for i, p in enumerate(pieces)]
         if mode not in ("append", "overwrite"):
             raise InputError(f"commit_pieces mode {mode!r}: give 'append' or 'overwrite'")
-        return json.loads(self._native.commit_pieces(self.name, pieces, mode == "overwrite"))
+        return Commit(json.loads(self._native.commit_pieces(self.name, pieces, mode == "overwrite")))
 
     @_write
-    def merge_insert(self, data: Any, on: Union[str, list]) -> dict:
+    def merge_insert(self, data: Any, on: Union[str, list]) -> Commit:
         """Upsert `data` (as for `append`) keyed on `on` (a column name or a list of them): rows
         whose key matches are replaced, the others inserted, as one new version. The journal
         entry is computed from the two versions' manifests, so it is exact under duplicate keys
@@ -723,10 +884,10 @@ class Table:
         keys = [on] if isinstance(on, str) else [_text("a key column", k) for k in on]
         if not keys:
             raise InputError("merge_insert needs at least one key column in `on`")
-        return json.loads(self._native.merge_insert(self.name, _stream(data), keys))
+        return Commit(json.loads(self._native.merge_insert(self.name, _stream(data), keys)))
 
     @_write
-    def delete(self, where: Optional[str] = None, *, predicate: Optional[str] = None) -> Optional[dict]:
+    def delete(self, where: Optional[str] = None, *, predicate: Optional[str] = None) -> Optional[Commit]:
         """Delete the rows matching `where` (a Lance SQL predicate, e.g. `"episode = 'e1'"`;
         pylance's name `predicate` works too) as one new version; returns the commit (as
         `append`) or `None` when no row matched. Nondeterministic predicates (`random()`) are
@@ -734,12 +895,12 @@ class Table:
         if (where is None) == (predicate is None):
             raise TypeError("delete takes one predicate: `where` or `predicate` (pylance's name)")
         out = self._native.delete(self.name, _text("where", where if predicate is None else predicate))
-        return None if out is None else json.loads(out)
+        return _commit(out)
 
     @_write
     def update(
         self, values: Optional[dict] = None, where: Optional[str] = None, *, updates: Optional[dict] = None
-    ) -> Optional[dict]:
+    ) -> Optional[Commit]:
         """Set columns to SQL expressions (`{"label": "'cat'"}`, `{"file": "NULL"}`; pylance's
         name `updates` works too) on the rows matching `where` (all rows when `None`) as one new
         version; returns the commit or `None` when no row matched. References the new values add
@@ -753,28 +914,31 @@ class Table:
             raise InputError("update needs at least one column to set")
         assignments = [f"{_text('a column name', k)}={_text(f'the expression of {k}', v)}" for k, v in values.items()]
         out = self._native.update(self.name, assignments, where)
-        return None if out is None else json.loads(out)
+        return _commit(out)
 
     @_write
-    def compact(self) -> Optional[dict]:
+    def compact(self) -> Optional[Commit]:
         """Compact the table's fragments (an empty journal entry)."""
         out = self._native.compact(self.name)
-        return None if out is None else json.loads(out)
+        return _commit(out)
 
     @_write
-    def cleanup(self, older_than: Duration) -> dict:
+    def cleanup(self, older_than: Duration) -> Cleanup:
         """Remove versions older than `older_than` (humantime, e.g. `"7d"`, `"0s"`) through
         Lance's cleanup; never the latest or tagged versions. Objects only removed versions
         referenced become orphans for GC. Returns `{"old_versions": int, "bytes_removed": int}`
         (bytes of Lance files removed)."""
         versions, removed = self._native.cleanup(self.name, _duration("older_than", older_than))
-        return {"old_versions": versions, "bytes_removed": removed}
+        return Cleanup({"old_versions": versions, "bytes_removed": removed})
 
-    def versions(self) -> list:
+    def versions(self) -> list[Version]:
         """The versions that exist, ascending: `[{"version": int, "timestamp": str (RFC 3339
         UTC), "tags": [str], "journaled": bool}]` (`journaled` is False for a version another
         Lance client wrote, which GC refuses to plan past until `lake refs repair`)."""
-        return json.loads(self._native.versions(self.name))
+        return [
+            Version({**v, "timestamp": datetime.datetime.fromisoformat(v["timestamp"].replace("Z", "+00:00"))})
+            for v in json.loads(self._native.versions(self.name))
+        ]
 
     @_write
     def tag(self, name: str, version: int) -> None:
@@ -783,10 +947,47 @@ class Table:
         self._native.tag(self.name, _text("the tag name", name), _count("version", version, 1))
 
     @_write
-    def restore(self, version: int) -> dict:
+    def restore(self, version: int) -> Commit:
         """Make `version`'s content the latest version. `InputError` for a version below 1 or
         one that does not exist."""
-        return json.loads(self._native.restore(self.name, _count("version", version, 1)))
+        return Commit(json.loads(self._native.restore(self.name, _count("version", version, 1))))
+
+    @property
+    def tags(self) -> "Tags":
+        """The table's tags, as pylance's `LanceDataset.tags`: `create(name, version)`,
+        `delete(name)`, `list()`."""
+        return Tags(self)
+
+    def branches(self) -> list[str]:
+        """The names of this table's branches (each is `lk.table(f"{name}@{branch}")`)."""
+        return list(self._native.branches(self.name))
+
+    @_write
+    def create_branch(self, branch: str, version: Union[int, str]) -> "Table":
+        """Create branch `branch` of this table from `version` of its main line (a version number,
+        or the name of a tag), and return it as a `Table` (`table@branch`), whose first version is
+        journaled. The branch's versions are retained like the table's (their objects stay live)
+        until `delete_branch`. Raises `InputError` for a name in use (now or before: a name is
+        used once), a version that does not exist, or a version whose journal is incomplete."""
+        branch = _text("the branch name", branch)
+        if isinstance(version, str):
+            self._native.create_branch(self.name, branch, None, version)
+        else:
+            self._native.create_branch(self.name, branch, _count("version", version, 1), None)
+        return Table(self._native, f"{self.name}@{branch}")
+
+    @_write
+    def delete_branch(self, branch: str) -> None:
+        """Delete branch `branch` of this table with its versions (objects only they referenced
+        become orphans for GC)."""
+        self._native.delete_branch(self.name, _text("the branch name", branch))
+
+    @_write
+    def unset_config(self, keys: Union[str, Iterable[str]]) -> Optional[Commit]:
+        """Remove the Lance config `keys` of this table (one version of its own, journaled), as
+        pylance's `delete_config_keys`; `None` when none was set."""
+        keys = [keys] if isinstance(keys, str) else [_text("a config key", k) for k in keys]
+        return _commit(self._native.unset_config(self.name, keys))
 
     @property
     def uri(self) -> str:
@@ -868,11 +1069,36 @@ class Table:
             return ObjectFile(self._native, uri, sha, size, buffer_size)
 
         values = rows.column(column).to_pylist()
+        objects: list[Any]
         if is_list:
             objects = [None if v is None else [opened(x) for x in v] for v in values]
         else:
             objects = [opened(v) for v in values]
         return rows, objects
+
+
+class Tags:
+    """The tags of one table (`Table.tags`), as pylance's `LanceDataset.tags`. A tagged version
+    is retained: cleanup skips it and GC keeps what it references, until the tag is deleted."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def __repr__(self) -> str:
+        return f"lake.Tags({self._table.name!r}, {self.list()!r})"
+
+    def create(self, tag: str, version: int) -> None:
+        """Tag `version` as `tag`. `InputError` for a tag that exists or a missing version."""
+        self._table.tag(tag, version)
+
+    @_write
+    def delete(self, tag: str) -> None:
+        """Delete tag `tag` (its version is then kept only while retention keeps it)."""
+        self._table._native.delete_tag(self._table.name, _text("the tag name", tag))
+
+    def list(self) -> dict[str, int]:
+        """`{tag: version}` of every tag of the table."""
+        return {tag: v.version for v in self._table.versions() for tag in v.tags}
 
 
 def _flag(value: Any, name: str = "allow_below_policy") -> bool:
@@ -956,14 +1182,17 @@ class Plan:
 
     @property
     def candidate_count(self) -> int:
+        """How many keys the plan proposes to delete."""
         return len(self._parsed["candidates"])
 
     @property
     def candidate_bytes(self) -> int:
+        """The candidates' total size in bytes (as the store listed them)."""
         return sum(c["size"] for c in self._parsed["candidates"])
 
     @property
     def min_age_seconds(self) -> int:
+        """The plan's horizon in seconds (an apply checks the cutoff against it)."""
         return self._parsed["min_age_seconds"]
 
     def save(self, path: Union[str, os.PathLike], force: bool = False) -> None:
@@ -1020,6 +1249,7 @@ class ShardedPlan:
 
     @property
     def min_age_seconds(self) -> int:
+        """The plan's horizon in seconds (an apply checks the cutoff against it)."""
         return self._parsed["min_age_seconds"]
 
     @property
@@ -1034,6 +1264,7 @@ class ShardedPlan:
 
     @property
     def candidate_count(self) -> int:
+        """How many keys the shards propose to delete, together."""
         return sum(shard.candidate_count for shard in self.shards)
 
     def checkpoint_name(self, index: int) -> str:
@@ -1083,7 +1314,7 @@ class Gc:
         allow_below_policy: bool = False,
         page_size: int = 1000,
         max_pages: Optional[int] = None,
-    ) -> dict:
+    ) -> ApplyReport:
         """Delete `plan`'s candidates (a `Plan`, or the path of a saved plan document; `None` to
         resume `checkpoint`), revalidated against the journal before every group of deletes, in
         pages of `page_size` keys (1 to 1000: one S3 DeleteObjects request each), recording
@@ -1117,7 +1348,7 @@ class Gc:
         elif plan is not None and not isinstance(plan, Plan):
             raise TypeError(f"plan must be a lake.Plan, a plan file's path or None, not {type(plan).__name__}")
         document = None if plan is None else plan._document
-        return json.loads(self._native.gc_apply(document, *_apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)))
+        return ApplyReport(json.loads(self._native.gc_apply(document, *_apply_arguments(checkpoint, allow_below_policy, page_size, max_pages))))
 
     def plan_sharded(self, min_age: Duration, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
         """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
@@ -1135,7 +1366,7 @@ class Gc:
         allow_below_policy: bool = False,
         page_size: int = 1000,
         max_pages: Optional[int] = None,
-    ) -> dict:
+    ) -> ApplyReport:
         """Apply shard `index` of `sharded` (or resume its apply at `checkpoint`), as `apply`
         does a whole plan: revalidated, deleting only keys of its range, checkpointed. The shard
         must be bound to the manifest and every shard planned on complete lineage
@@ -1171,9 +1402,9 @@ class Gc:
         allow_below_policy: bool,
         page_size: int,
         max_pages: Optional[int] = None,
-    ) -> dict:
+    ) -> ApplyReport:
         arguments = _apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)
-        return json.loads(self._native.gc_apply_shard(manifest, shard, *arguments))
+        return ApplyReport(json.loads(self._native.gc_apply_shard(manifest, shard, *arguments)))
 
 
 class Refs:
@@ -1185,15 +1416,31 @@ class Refs:
     def __repr__(self) -> str:
         return f"lake.Refs(root={self._native.root!r})"
 
-    def verify(self) -> dict:
+    def verify(self) -> VerifyReport:
         """Compare the journal with full scans of every retained version (`ok` is the verdict)."""
         report = json.loads(self._native.refs_verify())
         counts = ("mismatch_count", "missing_object_count", "size_mismatch_count")
         report["ok"] = not report.get("problems") and not any(report.get(k) for k in counts)
-        return report
+        return VerifyReport(report)
 
     @_write
-    def recover(self, table: Optional[str] = None, wait: bool = True) -> dict:
+    def repair(self, table: str, version: int) -> Record:
+        """Journal `version` of `table` from a full scan of it: for a version another Lance client
+        wrote (pylance's own writes, `Table.to_lance()` written to), which GC refuses to plan
+        past. Run it only once no writer of that table is running (a writer between its commit
+        and its journal entry would race it; `recover` concludes those). Returns the entry
+        written: `table`, `version`, `references`, `objects`, `spilled_runs`."""
+        return Record(json.loads(self._native.refs_repair(_text("table", table), _count("version", version, 1))))
+
+    @_write
+    def bind(self, table: str) -> Record:
+        """Bind every journal entry of `table` to its version's manifest (entries written by
+        builds before binding existed). Idempotent. Returns what it did, per the report's
+        fields."""
+        return Record(json.loads(self._native.refs_bind(_text("table", table))))
+
+    @_write
+    def recover(self, table: Optional[str] = None, wait: bool = True) -> RecoverReport:
         """Resolve the write intents left by writers that stopped (killed, suspended, or a
         commit whose outcome was not known), as `lake refs recover` does, for `table` or every
         table. Each intent past its deadline (by the store's clock; with `wait=True` one not yet
@@ -1216,4 +1463,4 @@ class Refs:
         report = json.loads(self._native.refs_recover(None if table is None else _text("table", table), wait))
         report["pending"] = sum(1 for i in report["intents"] if i["resolution"]["state"] == "pending")
         report["left"] = sum(1 for v in report["versions"] if v["state"] == "left")
-        return report
+        return RecoverReport(report)

@@ -146,16 +146,16 @@ _CLASS_OF_KIND: "dict[str, type[LakeError]]" = {
 _REMEDIES: "dict[str, str]" = {
     "init": "lake.init(root, min_age=...)",
     "refs recover": "lk.refs.recover() (or recover(wait=False))",
-    "refs repair": "the command `lake refs repair ROOT --table TABLE --version VERSION` (no Python method yet), only once no writer of that table is running",
-    "refs bind": "the command `lake refs bind ROOT --table TABLE` (no Python method yet)",
+    "refs repair": "lk.refs.repair(table, version), only once no writer of that table is running",
+    "refs bind": "lk.refs.bind(table)",
     "refs verify": "lk.refs.verify()",
     "cleanup": "lk.table(name).cleanup(older_than=...)",
-    "branch create": "the command `lake branch create ROOT --table TABLE --name BRANCH --from VERSION`",
-    "branch delete": "the command `lake branch delete ROOT --table TABLE --name BRANCH`",
-    "config unset": "the command `lake config ROOT --table TABLE --unset KEY`",
-    "copy fresh": "upload the file again with lk.objects.put(...) (a fresh key) and reference that",
+    "branch create": "lk.table(name).create_branch(branch, version)",
+    "branch delete": "lk.table(name).delete_branch(branch)",
+    "config unset": "lk.table(name).unset_config(keys)",
+    "copy fresh": "lk.objects().copy_fresh(location), and reference the copy",
     "allow below policy": "lk.gc.plan(..., allow_below_policy=True)",
-    "max clock skew": "the command `lake gc ... --max-clock-skew DUR` (the Python package keeps the default bound)",
+    "max clock skew": "bring this host's clock and the store's within the bound (the Python package keeps the default bound)",
 }
 
 
@@ -167,7 +167,7 @@ def _add_note(error: BaseException, note: str) -> None:
     if hasattr(error, "add_note"):
         error.add_note(note)
     else:
-        error.__notes__ = [*getattr(error, "__notes__", []), note]
+        error.__notes__ = [*getattr(error, "__notes__", []), note]  # type: ignore[attr-defined]
 
 
 def error_of_kind(kind: str, message: str, transient: bool) -> LakeError:

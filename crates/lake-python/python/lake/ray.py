@@ -88,7 +88,7 @@ def _apply_shard(
     checkpoint: str,
     allow_below_policy: bool,
     page_size: int,
-) -> dict:
+) -> Any:
     import lake
 
     lk = lake.open(root, storage_options=storage_options)
@@ -224,9 +224,10 @@ def _make_datasink() -> type:
                 raise InputError(f"LakeDatasink mode {mode!r}: give 'append' or 'overwrite'")
             self.mode = mode
             self.storage_options = None if storage_options is None else dict(storage_options)
-            self.result: Optional[dict] = None
+            self.result: Optional[Any] = None  # a lake.Commit once committed
 
         def get_name(self) -> str:
+            """The sink's name in Ray Data's progress and stats."""
             return "LakeDatasink"
 
         def on_write_start(self, schema: Any = None) -> None:
