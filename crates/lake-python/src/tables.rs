@@ -206,9 +206,10 @@ impl NativeLake {
     }
 
     /// Compares the journal with full scans of every retained version; the report as JSON.
-    fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
+    #[pyo3(signature = (tables=None))]
+    fn refs_verify(&self, py: Python<'_>, tables: Option<Vec<String>>) -> PyResult<String> {
         let engine = self.engine()?;
-        run(py, async move { json(&engine.verify_refs(&[]).await?) })
+        run(py, async move { json(&engine.verify_refs(tables.as_deref().unwrap_or_default()).await?) })
     }
 
     /// Resolves the write intents of `table` (every table when `None`) as `lake refs recover`

@@ -450,7 +450,7 @@ def test_a_foreign_write_after_planning_stops_apply_with_a_lineage_error(local_r
         # and the message names the repair for a version written around the engine.
         assert raised.value.transient is True, name
         assert "`refs repair`" in str(raised.value), name
-        assert any("refs repair" in note for note in raised.value.__notes__), name
+        assert any("lk.refs.repair(" in note for note in raised.value.__notes__), name
         assert os.path.exists(os.path.join(root, orphan["uri"])), name
 
 
@@ -575,3 +575,52 @@ def test_tables_branches_tags_repair_and_copies_from_python(local_root):
     assert lk.gc.plan(min_age="1h", allow_below_policy=True).lineage_complete and lk.refs.verify().ok
     assert isinstance(lk.refs.bind("t"), lake.Record)
     assert t.unset_config("lake.no.such.key") is None
+
+
+@pytest.mark.parametrize("frame", ["pandas", "polars"])
+def test_locations_that_went_through_a_frame_are_refused_with_the_fix_named(frame, local_root):
+    """Friction (fixed): the dicts `put` and `put_many` return, stored in a pandas or polars
+    frame, come back with `size` int64 and `sha256` variable-length: the write refuses the column
+    (it cannot tell whether it holds references), and the message now names the fix,
+    `lake.locations(...)`, which takes that column as it is."""
+    lk = lake.init(local_root, min_age="1h")
+    locs = lk.objects().put_many([b"a", b"b", b"c"])
+    if frame == "pandas":
+        import pandas as pd
+
+        df = pd.DataFrame({"k": [1, 2, 3], "file": [dict(loc) for loc in locs]})
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    else:
+        pl = pytest.importorskip("polars")
+        df = pl.DataFrame({"k": [1, 2, 3], "file": [dict(loc) for loc in locs]})
+        table = df.to_arrow()
+    with pytest.raises(lake.InputError) as refused:
+        lk.table("t").append(table)
+    assert any("lake.locations(" in n for n in refused.value.__notes__), refused.value.__notes__
+    fixed = table.set_column(table.schema.get_field_index("file"), "file", lake.locations(df["file"]))
+    assert lk.table("t").append(fixed).references_added == 3
+    assert lk.refs.verify().ok
+
+
+def test_long_calls_show_progress_and_report_the_same(local_root, tmp_path, capsys):
+    """Friction (fixed): only `put_many` showed progress; `refs.verify` and `gc.apply` ran
+    silent. With `progress=True` they draw a tqdm bar on stderr and return what the silent call
+    returns (the apply in steps of a few pages, each resuming its checkpoint)."""
+    pytest.importorskip("tqdm")
+    lk = lake.init(local_root, min_age="1h")
+    for name in ("a", "b", "c"):
+        locs = lk.objects().put_many([f"{name}{i}".encode() for i in range(4)])
+        lk.table(name).append(pa.table({"k": list(range(4)), "file": lake.locations(locs)}))
+    orphans = lk.objects().put_many([f"orphan {i}".encode() for i in range(25)], progress=True)
+    quiet = lk.refs.verify()
+    loud = lk.refs.verify(progress=True)
+    assert quiet.ok and loud.ok and (loud.versions_scanned, loud.references_scanned) == (quiet.versions_scanned, quiet.references_scanned)
+    time.sleep(1.1)
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
+    assert plan.candidate_count == 25
+    capsys.readouterr()
+    report = lk.gc.apply(plan, checkpoint=str(tmp_path / "gc.ckpt"), allow_below_policy=True, page_size=2, progress=True)
+    err = capsys.readouterr().err
+    assert report.complete and report.deleted == 25 and report.next_index == 25
+    assert "gc apply" in err and "25/25" in err, err
+    assert not any(os.path.exists(os.path.join(local_root, o["uri"])) for o in orphans)

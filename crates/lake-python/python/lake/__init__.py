@@ -187,9 +187,15 @@ def locations(items: Iterable[Location]) -> pa.ExtensionArray:
     A plain `pa.struct` column of the same child names and types (`uri: string`, `sha256:
     binary(32)`, `size: uint64`), as `pa.array(list_of_dicts, type=...)` makes it, is accepted by
     `Table.append` and the other writes too: they mark it (a location whose uri, sha256 or size
-    is null is refused; make the whole location null instead). Raises `InputError` for an item
+    is null is refused; make the whole location null instead). `items` may be a pyarrow array or
+    a pandas or polars column of such dicts (a frame stores `size` as int64: rebuild the column
+    with `locations` before a write). Raises `InputError` for an item
     without `uri`, `sha256` or `size`, a sha256 that is not 32 bytes or a size that is not a
     count of bytes (0 to 2**64 - 1); `TypeError` for values of the wrong type."""
+    if isinstance(items, (pa.Array, pa.ChunkedArray)):
+        items = items.to_pylist()
+    elif hasattr(items, "to_list"):  # a pandas or polars column
+        items = items.to_list()
     rows = []
     for n, item in enumerate(items):
         try:
@@ -628,12 +634,16 @@ def _files_below(folder: str) -> Iterable[str]:
                 yield os.path.relpath(full, folder).replace(os.sep, "/")
 
 
-def _progress_bar(total: Optional[int]) -> Any:
+def _progress_bar(total: Optional[int], desc: str = "put", unit: str = "object") -> Any:
     try:
         from tqdm import tqdm  # type: ignore[import-untyped]
     except ImportError as e:
-        raise ImportError("put_many(progress=True) draws its bar with tqdm: pip install tqdm (or lake[progress])") from e
-    return tqdm(total=total, unit="object", desc="put")
+        raise ImportError("progress=True draws its bar with tqdm: pip install tqdm (or lake[progress])") from e
+    return tqdm(total=total, unit=unit, desc=desc)
+
+
+#: Pages of deletes per step of an apply that shows progress.
+_APPLY_STEP_PAGES = 4
 
 
 def _builtin_open(path: Any, mode: str) -> Any:
@@ -718,17 +728,20 @@ class ApplyReport(_Record):
     """What a GC apply did (`Gc.apply`, `Gc.apply_shard`; the checkpoint's record): `complete`
     (every candidate handled), `deleted` (removed by this apply), `already_gone` (known absent
     before its delete), `absent` (S3: confirmed gone by a request that may repeat an earlier
-    one), `skipped` (no longer a regular file or an empty folder), `failed` (keys the store did
-    not delete), `next_index` (the candidates handled so far), and the plan's digest and
-    cutoff (docs/gc.md, "What apply reports")."""
+    one), `skipped` (keys no longer a regular file or an empty folder), `failed` (keys the store
+    did not delete), `revived` (candidates a newer version references), `candidates` and
+    `next_index` (the candidates handled so far), and the plan's digest and cutoff (docs/gc.md,
+    "What apply reports")."""
 
     complete: bool
+    candidates: int
+    next_index: int
     deleted: int
     already_gone: int
     absent: int
-    skipped: int
-    failed: int
-    next_index: int
+    skipped: list
+    failed: list
+    revived: list
 
 
 class VerifyReport(_Record):
@@ -1314,6 +1327,7 @@ class Gc:
         allow_below_policy: bool = False,
         page_size: int = 1000,
         max_pages: Optional[int] = None,
+        progress: bool = False,
     ) -> ApplyReport:
         """Delete `plan`'s candidates (a `Plan`, or the path of a saved plan document; `None` to
         resume `checkpoint`), revalidated against the journal before every group of deletes, in
@@ -1342,13 +1356,36 @@ class Gc:
         store's clock no longer allows, or a checkpoint inside the lake; `LineageError` when the
         journal cannot account for a table (a version another client wrote since the plan);
         `InputError` for a plan file that is not a sealed plan or a `page_size` out of range;
-        `StorageError` when the store fails (`transient` says whether a retry may help)."""
+        `StorageError` when the store fails (`transient` says whether a retry may help).
+
+        `progress=True` shows a bar of the candidates handled on stderr (tqdm: `pip install
+        lake[progress]`); the apply then runs in steps of a few pages, each resuming the
+        checkpoint (the same deletes and checks)."""
         if isinstance(plan, (str, os.PathLike)):
             plan = Plan.load(plan)
         elif plan is not None and not isinstance(plan, Plan):
             raise TypeError(f"plan must be a lake.Plan, a plan file's path or None, not {type(plan).__name__}")
         document = None if plan is None else plan._document
-        return ApplyReport(json.loads(self._native.gc_apply(document, *_apply_arguments(checkpoint, allow_below_policy, page_size, max_pages))))
+        arguments = _apply_arguments(checkpoint, allow_below_policy, page_size, max_pages)
+        if not _flag(progress, "progress"):
+            return ApplyReport(json.loads(self._native.gc_apply(document, *arguments)))
+        # With a bar: the same apply in steps of a few pages, each resuming the checkpoint the
+        # one before left (every step revalidates before its deletes, as one call does).
+        checkpoint, allow, size, pages_left = arguments
+        bar = _progress_bar(None if plan is None else plan.candidate_count, "gc apply", "key")
+        try:
+            while True:
+                step = _APPLY_STEP_PAGES if pages_left is None else min(_APPLY_STEP_PAGES, pages_left)
+                report = ApplyReport(json.loads(self._native.gc_apply(document, checkpoint, allow, size, step)))
+                document = None
+                bar.total = report.candidates
+                bar.update(report.next_index - bar.n)
+                if pages_left is not None:
+                    pages_left -= step
+                if report.complete or pages_left == 0:
+                    return report
+        finally:
+            bar.close()
 
     def plan_sharded(self, min_age: Duration, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
         """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
@@ -1416,9 +1453,28 @@ class Refs:
     def __repr__(self) -> str:
         return f"lake.Refs(root={self._native.root!r})"
 
-    def verify(self) -> VerifyReport:
-        """Compare the journal with full scans of every retained version (`ok` is the verdict)."""
-        report = json.loads(self._native.refs_verify())
+    def verify(self, progress: bool = False) -> VerifyReport:
+        """Compare the journal with full scans of every retained version of every table (`ok` is
+        the verdict). `progress=True` shows a bar of the tables verified on stderr (tqdm), the
+        tables then verified one at a time (the same checks)."""
+        if _flag(progress, "progress"):
+            tables = self._native.tables()
+            report: dict = {}
+            bar = _progress_bar(len(tables), "refs verify", "table")
+            try:
+                for table in tables:
+                    for key, value in json.loads(self._native.refs_verify([table])).items():
+                        if isinstance(value, (int, list)) and not isinstance(value, bool):
+                            report[key] = report.get(key, type(value)()) + value
+                        else:
+                            report.setdefault(key, value)
+                    bar.update(1)
+            finally:
+                bar.close()
+            if not tables:
+                report = json.loads(self._native.refs_verify())
+        else:
+            report = json.loads(self._native.refs_verify())
         counts = ("mismatch_count", "missing_object_count", "size_mismatch_count")
         report["ok"] = not report.get("problems") and not any(report.get(k) for k in counts)
         return VerifyReport(report)

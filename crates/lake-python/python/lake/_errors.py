@@ -178,6 +178,15 @@ def error_of_kind(kind: str, message: str, transient: bool) -> LakeError:
     for name, spelling in _REMEDIES.items():
         if f"`{name}`" in message:
             _add_note(error, f"in Python: {spelling}")
+    if kind == "invalid_input" and "looks like a DataLocation" in message:
+        # A column of the dicts `put` returns that went through pandas or polars: its `size` is
+        # int64 and its `sha256` variable-length binary.
+        _add_note(
+            error,
+            "in Python: build the column with lake.locations(values), which takes the locations "
+            "put and put_many return (also as they come back from a pandas or polars frame: "
+            "lake.locations(df['file']))",
+        )
     return error
 
 
