@@ -603,9 +603,10 @@ def test_locations_that_went_through_a_frame_are_refused_with_the_fix_named(fram
 
 
 def test_long_calls_show_progress_and_report_the_same(local_root, tmp_path, capsys):
-    """Friction (fixed): only `put_many` showed progress; `refs.verify` and `gc.apply` ran
-    silent. With `progress=True` they draw a tqdm bar on stderr and return what the silent call
-    returns (the apply in steps of a few pages, each resuming its checkpoint)."""
+    """Friction (fixed): only `put_many` showed progress; `refs.verify`, `gc.plan`, `gc.apply`
+    and `take_objects` ran silent. With `progress=True` they draw a tqdm bar (a spinner with the
+    time spent where the length is unknown) on stderr and return what the silent call returns
+    (the apply in steps of a few pages, each resuming its checkpoint)."""
     pytest.importorskip("tqdm")
     lk = lake.init(local_root, min_age="1h")
     for name in ("a", "b", "c"):
@@ -616,9 +617,11 @@ def test_long_calls_show_progress_and_report_the_same(local_root, tmp_path, caps
     loud = lk.refs.verify(progress=True)
     assert quiet.ok and loud.ok and (loud.versions_scanned, loud.references_scanned) == (quiet.versions_scanned, quiet.references_scanned)
     time.sleep(1.1)
-    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
-    assert plan.candidate_count == 25
     capsys.readouterr()
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True, progress=True)
+    assert plan.candidate_count == 25 and "gc plan" in capsys.readouterr().err
+    rows, objects = lk.table("a").take_objects("file", progress=True)
+    assert rows.num_rows == 4 and objects[0].read() == b"a0" and "take_objects" in capsys.readouterr().err
     report = lk.gc.apply(plan, checkpoint=str(tmp_path / "gc.ckpt"), allow_below_policy=True, page_size=2, progress=True)
     err = capsys.readouterr().err
     assert report.complete and report.deleted == 25 and report.next_index == 25

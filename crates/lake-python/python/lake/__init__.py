@@ -642,6 +642,34 @@ def _progress_bar(total: Optional[int], desc: str = "put", unit: str = "object")
     return tqdm(total=total, unit=unit, desc=desc)
 
 
+class _spinner:
+    """With `on`, a tqdm spinner on stderr showing the time a call in progress has taken
+    (redrawn by a thread while the native call runs with the GIL released)."""
+
+    def __init__(self, on: bool, desc: str) -> None:
+        self._bar = _progress_bar(None, desc, "s") if on else None
+        self._done = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "_spinner":
+        if self._bar is not None:
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.2):
+            if self._bar is not None:
+                self._bar.refresh()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._bar is not None:
+            self._bar.close()
+
+
 #: Pages of deletes per step of an apply that shows progress.
 _APPLY_STEP_PAGES = 4
 
@@ -1048,6 +1076,7 @@ class Table:
         filter: Optional[str] = None,  # noqa: A002 (pylance's name)
         columns: Optional[Iterable[str]] = None,
         buffer_size: int = 1 << 20,
+        progress: bool = False,
     ) -> tuple:
         """The rows chosen by `indices` (row offsets in the latest version, in the order given)
         or by `filter` (a Lance SQL predicate; every row when neither is given), with the objects
@@ -1057,13 +1086,15 @@ class Table:
         for a list column, a list of them). Objects are opened when first read (ranged reads of
         `buffer_size` bytes) and verified when read from start to end, as `Objects.open`'s.
         Raises `InputError` for an index out of range, an unknown column, both `indices` and
-        `filter`, or a `column` that holds no references."""
+        `filter`, or a `column` that holds no references. `progress=True` shows a spinner with the
+        time spent reading the rows on stderr (tqdm)."""
         if indices is not None and filter is not None:
             raise InputError("take_objects takes indices or a filter, not both")
         picked = None if indices is None else [_count("index", i, 0, 2**63 - 1) for i in indices]
         wanted = None if columns is None else list(dict.fromkeys([*(_text("column", c) for c in columns), column]))
         buffer_size = _count("buffer_size", buffer_size, 1, 256 << 20)
-        arrays = self._native.table_rows(self.name, picked, filter, wanted)
+        with _spinner(_flag(progress, "progress"), f"take_objects: reading the rows of `{self.name}`"):
+            arrays = self._native.table_rows(self.name, picked, filter, wanted)
         rows = pa.Table.from_batches([pa.RecordBatch.from_struct_array(a) for a in arrays])
         if column not in rows.column_names:
             raise InputError(f"table `{self.name}` has no column `{column}`")
@@ -1312,12 +1343,16 @@ class Gc:
     def __repr__(self) -> str:
         return f"lake.Gc(root={self._native.root!r})"
 
-    def plan(self, min_age: Duration, allow_below_policy: bool = False) -> Plan:
+    def plan(self, min_age: Duration, allow_below_policy: bool = False, progress: bool = False) -> Plan:
         """A dry run at horizon `min_age` (humantime). Raises `PolicyError` for a horizon below
         the lake's policy floor (unless `allow_below_policy`) or a clock skew past the bound,
         `StorageError` when the store fails. A plan made on incomplete lineage is returned
-        (`lineage_complete` False, `problems` naming why): it proposes nothing."""
-        document, digest = self._native.gc_plan(_duration("min_age", min_age), _flag(allow_below_policy))
+        (`lineage_complete` False, `problems` naming why): it proposes nothing.
+        `progress=True` shows a spinner with the time spent on stderr (tqdm), as the CLI does
+        (a plan's length is not known before its listing ends)."""
+        arguments = (_duration("min_age", min_age), _flag(allow_below_policy))
+        with _spinner(_flag(progress, "progress"), "gc plan: reading lineage and listing objects"):
+            document, digest = self._native.gc_plan(*arguments)
         return Plan(document, digest)
 
     def apply(
