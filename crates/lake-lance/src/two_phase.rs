@@ -47,6 +47,7 @@ use lake_common::intent::IntentOperation;
 use lake_common::ErrorKind;
 use lake_common::{DeltaKind, LogRef, LogTotals, ObjectIdentity, ReferenceColumns};
 use lake_store::layout::validate_table_name;
+use lance::dataset::fragment::FileFragment;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{InsertBuilder, WriteMode};
 use lance::table::format::Fragment;
@@ -71,6 +72,39 @@ fn committed_already(ds: &Dataset, pieces: &[PreparedPiece]) -> Option<(usize, S
         .iter()
         .flat_map(|f| f.files.iter())
         .find_map(|file| owner.get(&(file.base_id, file.path.as_str())).map(|i| (*i, file.path.clone())))
+}
+
+/// The first piece (its index, a data file, and the version) whose data files a version
+/// committed after the earliest version the pieces read holds: a piece committed before, given
+/// again, also when a compaction or a delete has since taken its files out of the latest version
+/// (re-adding them would add rows twice or bring deleted rows back). Cost: one manifest read per
+/// version committed since the pieces were prepared (metadata, no data).
+///
+/// # Errors
+/// Lance errors listing or opening those versions.
+async fn committed_since(
+    table: &str,
+    ds: &Dataset,
+    pieces: &[PreparedPiece],
+) -> Result<Option<(usize, String, u64)>, LanceEngineError> {
+    let lance_err = |source| LanceEngineError::Lance {
+        table: table.into(),
+        action: "read the versions since the pieces were prepared",
+        source,
+    };
+    let latest = ds.version().version;
+    if let Some((i, path)) = committed_already(ds, pieces) {
+        return Ok(Some((i, path, latest)));
+    }
+    let Some(read) = pieces.iter().map(|p| p.read_version).min() else { return Ok(None) };
+    let versions = ds.versions().await.map_err(lance_err)?;
+    for version in versions.iter().map(|v| v.version).filter(|v| *v > read && *v < latest).rev() {
+        let then = ds.checkout_version(version).await.map_err(lance_err)?;
+        if let Some((i, path)) = committed_already(&then, pieces) {
+            return Ok(Some((i, path, version)));
+        }
+    }
+    Ok(None)
 }
 
 /// The format of a [`PreparedPiece`] this build writes and reads.
@@ -271,13 +305,8 @@ impl LanceEngine {
                 ));
             }
         }
-        if let Some((piece, data_file)) = committed_already(&ds, &pieces) {
-            return Err(LanceEngineError::PieceCommitted {
-                table: table.into(),
-                piece,
-                data_file,
-                version: read_version,
-            });
+        if let Some((piece, data_file, version)) = committed_since(table, &ds, &pieces).await? {
+            return Err(LanceEngineError::PieceCommitted { table: table.into(), piece, data_file, version });
         }
         // The journal entry, read from the fragments (module documentation), checked piece by
         // piece against what the piece says.
@@ -450,15 +479,35 @@ impl LanceEngine {
         let lance_err =
             |source| LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source };
         let root = self.store().root().clone();
-        // A table without reference columns still has its pieces' fragments read (its first
-        // column only): a fragment whose files are missing, of another table or lake, or whose
-        // row count was edited would otherwise be committed, and the version could not be
-        // scanned.
-        let projection = if columns.is_empty() {
-            ds.schema().fields.first().map(|f| vec![f.name.clone()]).unwrap_or_default()
-        } else {
-            columns.names()
-        };
+        // Every fragment of every table is checked as Lance checks a fragment (every data file
+        // opened: it exists and holds `physical_rows` rows; no field twice), and every field of
+        // the schema must come from one of its files: a fragment whose files are missing, of
+        // another table or lake, split or with an edited row count would otherwise commit a
+        // version that cannot be scanned (or hides rows, and their references).
+        let shared = Arc::new(ds.clone());
+        // Leaf fields: a data file lists the fields whose values it holds (a struct's children,
+        // not the struct itself).
+        let schema_fields: BTreeSet<i32> =
+            ds.schema().fields_pre_order().filter(|f| f.children.is_empty()).map(|f| f.id).collect();
+        for fragment in &piece.fragments {
+            let covered: BTreeSet<i32> = fragment.files.iter().flat_map(|f| f.fields.iter().copied()).collect();
+            if let Some(missing) = schema_fields.iter().find(|id| !covered.contains(id)) {
+                return Err(LanceEngineError::PieceRefused {
+                    table: table.into(),
+                    piece: index,
+                    reason: format!(
+                        "a fragment has no data file holding field {missing} (a leaf of the table's schema)"
+                    ),
+                });
+            }
+            FileFragment::new(shared.clone(), fragment.clone()).validate().await.map_err(refuse)?;
+        }
+        if columns.is_empty() {
+            // No reference column: the rows are the fragments' (validated above).
+            read.rows = piece.fragments.iter().filter_map(|f| f.physical_rows).map(|n| n as u64).sum();
+            return Ok(read);
+        }
+        let projection = columns.names();
         // One fragment per scan: uncommitted fragments may share an id (Lance assigns ids at
         // commit).
         for fragment in &piece.fragments {
@@ -468,10 +517,6 @@ impl LanceEngine {
             scanner.with_fragments(vec![fragment.clone()]);
             let mut stream = scanner.try_into_stream().await.map_err(refuse)?;
             while let Some(batch) = stream.try_next().await.map_err(refuse)? {
-                if columns.is_empty() {
-                    read.rows += batch.num_rows() as u64;
-                    continue;
-                }
                 let before = writer.references();
                 read.rows += writer.push_batch(&batch).await?;
                 read.references += writer.references() - before;

@@ -51,8 +51,9 @@ impl NativeLake {
         })
     }
 
-    /// Copies the object a reference names to a fresh managed key (a server-side copy on S3),
-    /// verified against the reference: `(uri, sha256, size)` of the copy.
+    /// Copies the object a reference names to a fresh managed key (a server-side copy on S3):
+    /// `(uri, sha256, size)` of the copy. Its size is checked against the store; its bytes are
+    /// not hashed (the copy holds the source's bytes; the SHA-256 returned is the reference's).
     fn copy_fresh(&self, py: Python<'_>, uri: String, sha256: Vec<u8>, size: u64) -> PyResult<(String, Vec<u8>, u64)> {
         let reference = identity(uri, &sha256, size)?;
         let writer = ManagedObjectWriter::new(self.store()?);
@@ -89,14 +90,22 @@ impl NativeLake {
         size: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let reference = identity(uri, &sha256, size)?;
-        let len = usize::try_from(size).map_err(|_| {
+        // A Python `bytes` holds at most `isize::MAX` bytes.
+        let len = usize::try_from(size).ok().filter(|n| isize::try_from(*n).is_ok()).ok_or_else(|| {
             Failure::new(
                 ErrorKind::InvalidInput,
-                format!("`{}` has {size} bytes, more than this process can address", reference.uri),
+                format!(
+                    "`{}` has {size} bytes, more than one Python bytes object holds; read it with Objects.open",
+                    reference.uri
+                ),
             )
         })?;
         let reader = self.reader()?;
         let mut stream = run(py, async move { Ok(reader.open_verified(&reference).await?) })?;
+        // The store's size is checked before the reference's size is allocated.
+        if let Some(mismatch) = stream.take_early_mismatch() {
+            return Err(Failure::from(mismatch).into());
+        }
         // The bytes go straight into the `bytes` object returned (held once in memory: the
         // object's size and one chunk of the response), pulled with the GIL released.
         let mut failure: Option<PyErr> = None;

@@ -206,10 +206,9 @@ impl NativeLake {
     }
 
     /// Compares the journal with full scans of every retained version; the report as JSON.
-    #[pyo3(signature = (tables=None))]
-    fn refs_verify(&self, py: Python<'_>, tables: Option<Vec<String>>) -> PyResult<String> {
+    fn refs_verify(&self, py: Python<'_>) -> PyResult<String> {
         let engine = self.engine()?;
-        run(py, async move { json(&engine.verify_refs(tables.as_deref().unwrap_or_default()).await?) })
+        run(py, async move { json(&engine.verify_refs(&[]).await?) })
     }
 
     /// Resolves the write intents of `table` (every table when `None`) as `lake refs recover`

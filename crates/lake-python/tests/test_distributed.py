@@ -160,6 +160,68 @@ def test_pieces_of_a_table_without_reference_columns_are_checked_as_any_table(lo
     assert lk.gc.plan(min_age="7d").lineage_complete
 
 
+@pytest.mark.parametrize("kind", ["plain", "references"])
+def test_pieces_with_split_or_shrunk_fragments_or_committed_before_are_refused(kind, local_root):
+    """HOLE (fixed, found by an adversarial review of the fix above): the commit read only some
+    columns of a piece, so a fragment whose other column came from a missing data file, or whose
+    `physical_rows` (and the piece's `rows`) were lowered to hide a row and its reference,
+    committed a version that could not be scanned or hid rows; and a piece committed before was
+    committed again once a compaction or a delete had taken its files out of the latest version
+    (its rows twice, or deleted rows back). Fix: every fragment is validated as Lance validates
+    one (every data file opened, its row count equal to `physical_rows`) and every schema field
+    must come from one of its files; a piece whose files any version since it was prepared holds
+    is `piece_committed`."""
+    lk = lake.init(local_root)
+    t = lk.table("t")
+
+    def rows(start, n):
+        if kind == "plain":
+            return pa.table({"k": list(range(start, start + n)), "label": [f"r{i}" for i in range(start, start + n)]})
+        locs = lk.objects().put_many([f"o{i}".encode() for i in range(start, start + n)])
+        return pa.table({"k": list(range(start, start + n)), "file": lake.locations(locs)})
+
+    def edited(piece, change):
+        document = json.loads(piece)
+        change(document)
+        return json.dumps(document)
+
+    def split(d):
+        first = d["fragments"][0]["files"][0]
+        own = dict(first, fields=first["fields"][:1], column_indices=first["column_indices"][:1])
+        ghost = dict(first, path="ghost-" + first["path"], fields=first["fields"][1:], column_indices=first["column_indices"][1:])
+        d["fragments"][0]["files"] = [own, ghost]
+
+    def fewer(d):
+        d["rows"] -= 1
+        d["fragments"][0]["physical_rows"] -= 1
+        if kind == "references":
+            d["references"] -= 1
+
+    def dropped_file(d):
+        first = d["fragments"][0]["files"][0]
+        d["fragments"][0]["files"] = [dict(first, fields=first["fields"][:1], column_indices=first["column_indices"][:1])]
+
+    t.append(rows(0, 2))
+    for name, change in [("split", split), ("fewer rows", fewer), ("a field without a file", dropped_file)]:
+        with pytest.raises(lake.InputError) as refused:
+            t.commit_pieces([edited(t.prepare(rows(10, 3)), change)])
+        assert refused.value.kind == "piece_refused", (name, refused.value)
+    assert len(t.versions()) == 1 and t.count_rows() == 2
+    # Committed, then compacted away from the latest version's files, or deleted: still refused.
+    once = t.prepare(rows(20, 3))
+    t.commit_pieces([once])
+    t.compact()
+    gone = t.prepare(rows(30, 2))
+    t.commit_pieces([gone])
+    t.delete("k >= 30")
+    for piece in (once, gone):
+        with pytest.raises(lake.InputError) as again:
+            t.commit_pieces([piece])
+        assert again.value.kind == "piece_committed", again.value
+    assert sorted(t.to_table(columns=["k"]).column("k").to_pylist()) == [0, 1, 20, 21, 22]
+    assert lk.refs.verify().ok
+
+
 def upload_rows(root):
     """A `map_batches` function: uploads each row's payload, returns the rows with references."""
 

@@ -315,3 +315,27 @@ print(json.dumps({"grew": peak - before, "size": len(data)}))
         result = json.loads(out.stdout)
         assert result["size"] == size
         assert result["grew"] <= 1.1 * size, (how, result["grew"] / size)
+
+
+def test_a_location_claiming_more_bytes_allocates_nothing_and_a_failed_readall_stays_failed(local_root):
+    """HOLE (fixed, adversarial review): `Objects.read` reserved the location's claimed size
+    before the store's size was known (a forged 2 GiB size of a 10 KB object raised a 2 GiB peak
+    before `ObjectMismatchError`; 2**63 raised `SystemError`), and after `ObjectFile.readall`
+    raised `ObjectMismatchError` a later `read` handed out bytes. Fix: the store's size is
+    checked before the allocation, a size no `bytes` can hold is an `InputError`, and `readall`
+    keeps its error."""
+    lk = lake.init(local_root, min_age="1h")
+    payload = os.urandom(10_000)
+    loc = lk.objects().put(payload, name="small.bin")
+    for claimed in (2 << 30, 1 << 62, len(payload) + 1):
+        with pytest.raises(lake.ObjectMismatchError):
+            lk.objects().read({**loc, "size": claimed})
+    with pytest.raises(lake.InputError):
+        lk.objects().read({**loc, "size": (1 << 63) + 5})
+    bad = {**loc, "sha256": hashlib.sha256(b"other").digest()}
+    f = lk.objects().open(bad)
+    for _ in range(2):
+        with pytest.raises(lake.ObjectMismatchError):
+            f.read()
+    with pytest.raises(lake.ObjectMismatchError):
+        f.read(10)

@@ -337,6 +337,18 @@ impl VerifiedStream {
         self.received
     }
 
+    /// The mismatch the store's response already showed, before any byte was read: the size it
+    /// reports differs from the reference's (the stream's first item would be that error). Taken
+    /// once; a caller that allocates the reference's size checks it first, so that a reference
+    /// claiming a larger size than the object's allocates nothing.
+    pub fn take_early_mismatch(&mut self) -> Option<StoreError> {
+        if self.inner.is_none() && self.received == 0 {
+            self.pending.take()
+        } else {
+            None
+        }
+    }
+
     fn mismatch(&self, actual_size: u64, actual_sha256: Option<[u8; 32]>) -> StoreError {
         StoreError::ObjectMismatch {
             key: self.key.clone(),

@@ -400,8 +400,11 @@ class Objects:
         scalar, as for `read`) under a fresh key (a new ULID, the same name; a server-side copy
         on S3, a file copy locally), and its `Location`. Rows may reference the copy for another
         `min_age`, where the publication guard refuses a reference to the old object
-        (`GuardError`: GC may be collecting it). Raises `StorageError` when the object is not a
-        managed key, is missing, or its size differs from the location's."""
+        (`GuardError`: GC may be collecting it). The copy's size is checked against the store;
+        its bytes are not hashed (the copy holds the source's bytes, and its `Location` carries
+        the `sha256` given: a wrong one makes verified reads of the copy fail, as of the source).
+        Raises `StorageError` when the object is not a managed key, is missing, or its size
+        differs from the location's."""
         uri, sha, size = _reference(location)
         new_uri, new_sha, new_size = self._native.copy_fresh(uri, sha, size)
         return Location(uri=new_uri, sha256=bytes(new_sha), size=new_size)
@@ -578,7 +581,11 @@ class ObjectFile(io.RawIOBase):
                 raise self._error
             self._check_size()
             if self._pos == 0 and self._hashed == 0 and self._hash is not None:
-                whole = self._native.object_read(self.uri, self._sha256, self.size)
+                try:
+                    whole = self._native.object_read(self.uri, self._sha256, self.size)
+                except ObjectMismatchError as e:
+                    self._error = e  # raised again by every later read
+                    raise
                 self._pos = self._hashed = self.size
                 self._hash, self.verified = None, True
                 return whole
@@ -1490,25 +1497,8 @@ class Refs:
 
     def verify(self, progress: bool = False) -> VerifyReport:
         """Compare the journal with full scans of every retained version of every table (`ok` is
-        the verdict). `progress=True` shows a bar of the tables verified on stderr (tqdm), the
-        tables then verified one at a time (the same checks)."""
-        if _flag(progress, "progress"):
-            tables = self._native.tables()
-            report: dict = {}
-            bar = _progress_bar(len(tables), "refs verify", "table")
-            try:
-                for table in tables:
-                    for key, value in json.loads(self._native.refs_verify([table])).items():
-                        if isinstance(value, (int, list)) and not isinstance(value, bool):
-                            report[key] = report.get(key, type(value)()) + value
-                        else:
-                            report.setdefault(key, value)
-                    bar.update(1)
-            finally:
-                bar.close()
-            if not tables:
-                report = json.loads(self._native.refs_verify())
-        else:
+        the verdict). `progress=True` shows a spinner with the time spent on stderr (tqdm)."""
+        with _spinner(_flag(progress, "progress"), "refs verify: scanning every retained version"):
             report = json.loads(self._native.refs_verify())
         counts = ("mismatch_count", "missing_object_count", "size_mismatch_count")
         report["ok"] = not report.get("problems") and not any(report.get(k) for k in counts)
