@@ -213,6 +213,8 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
             memory_budget: share(req.memory_budget).1,
             list_streams: req.list_streams,
         },
+        // Incremental when the GC state allows (flags `--full`, `--full-every`: issue 40, not yet wired).
+        incremental: lake::collect::state::IncrementalPolicy::default(),
     };
     let run = collector.run(&request).await?;
     Ok(GcReport {

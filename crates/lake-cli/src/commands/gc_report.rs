@@ -295,6 +295,7 @@ mod tests {
             foreign_count: 0,
             foreign: Vec::new(),
             shard: None,
+            mode: None,
             candidates,
         };
         GcReport {
