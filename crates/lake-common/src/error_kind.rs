@@ -40,8 +40,12 @@ pub enum ErrorKind {
     /// `-`; `<table>@<branch>` for a branch); nothing was written.
     TableName,
     /// A piece of a distributed write was refused at its commit (tampered, of another table
-    /// or lake, committed already, missing a fragment); nothing was committed.
+    /// or lake, missing a fragment); nothing was committed.
     PieceRefused,
+    /// A piece of a distributed write is committed already (a data file of it is in the
+    /// table's latest version: a retry after a commit that landed); nothing more was committed,
+    /// and committing it again would add its rows twice.
+    PieceCommitted,
     /// The publication guard refused a reference to a managed object too old to publish
     /// (GC may be collecting it); nothing was committed. Copy the object to a fresh key or
     /// upload it again.
@@ -136,13 +140,14 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in declaration order (the order of the table in docs/errors.md).
-    pub const ALL: [ErrorKind; 35] = [
+    pub const ALL: [ErrorKind; 36] = [
         ErrorKind::Unavailable,
         ErrorKind::Conflict,
         ErrorKind::JournalPending,
         ErrorKind::InvalidInput,
         ErrorKind::TableName,
         ErrorKind::PieceRefused,
+        ErrorKind::PieceCommitted,
         ErrorKind::Guard,
         ErrorKind::ObjectUnreachable,
         ErrorKind::ObjectMissing,
@@ -183,6 +188,7 @@ impl ErrorKind {
             ErrorKind::InvalidInput => "invalid_input",
             ErrorKind::TableName => "table_name",
             ErrorKind::PieceRefused => "piece_refused",
+            ErrorKind::PieceCommitted => "piece_committed",
             ErrorKind::Guard => "guard",
             ErrorKind::ObjectUnreachable => "object_unreachable",
             ErrorKind::ObjectMissing => "object_missing",

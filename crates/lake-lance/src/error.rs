@@ -192,6 +192,20 @@ pub enum LanceEngineError {
         /// Why, one sentence.
         reason: String,
     },
+    /// A two-phase commit was given a piece that is committed already: a data file of it is in
+    /// a fragment of the table's latest version (a driver's retry after a commit that landed).
+    /// Nothing more was committed; committing it again would add its rows twice.
+    #[error("table `{table}`: prepared piece {piece} is committed already, nothing more was committed: its data file {data_file} is in a fragment of version {version}; committing it again would add its rows twice (a retry after a commit that landed: check the table's versions, and `refs recover` after an uncertain commit)")]
+    PieceCommitted {
+        /// The table the commit was for (lineage name: `t` or `t@b`).
+        table: String,
+        /// The piece's position in the list given to the commit (0-based).
+        piece: usize,
+        /// A data file of the piece (relative to the table's data folder).
+        data_file: String,
+        /// The table's latest version, which holds it.
+        version: u64,
+    },
     /// The write's intent was revoked by a resolver (its deadline had passed, or its lineage is
     /// being deleted) or is gone, so its gate published no manifest from then on. Nothing of this
     /// attempt was published; whether an earlier attempt landed is settled by the protocol
@@ -286,6 +300,7 @@ impl LanceEngineError {
             LanceEngineError::ConcurrentCreate { .. } | LanceEngineError::Revoked { .. } => ErrorKind::Conflict,
             LanceEngineError::Guard { .. } => ErrorKind::Guard,
             LanceEngineError::PieceRefused { .. } => ErrorKind::PieceRefused,
+            LanceEngineError::PieceCommitted { .. } => ErrorKind::PieceCommitted,
             LanceEngineError::CommitUncertain { .. }
             | LanceEngineError::OutcomeLost { .. }
             | LanceEngineError::OutcomeUnknown { .. } => ErrorKind::CommitUncertain,

@@ -44,6 +44,7 @@ use crate::uncommitted::{data_file_keys, discard_refused_write};
 use arrow_array::RecordBatchReader;
 use futures::TryStreamExt;
 use lake_common::intent::IntentOperation;
+use lake_common::ErrorKind;
 use lake_common::{DeltaKind, LogRef, LogTotals, ObjectIdentity, ReferenceColumns};
 use lake_store::layout::validate_table_name;
 use lance::dataset::transaction::{Operation, Transaction};
@@ -270,15 +271,13 @@ impl LanceEngine {
                 ));
             }
         }
-        if let Some((i, path)) = committed_already(&ds, &pieces) {
-            return Err(refuse(
-                i,
-                format!(
-                    "it is committed already: its data file {path} is in a fragment of version {read_version}; \
-                     committing it again would add its rows twice (a retry after a commit that landed: check \
-                     the table's versions, and `refs recover` after an uncertain commit)"
-                ),
-            ));
+        if let Some((piece, data_file)) = committed_already(&ds, &pieces) {
+            return Err(LanceEngineError::PieceCommitted {
+                table: table.into(),
+                piece,
+                data_file,
+                version: read_version,
+            });
         }
         // The journal entry, read from the fragments (module documentation), checked piece by
         // piece against what the piece says.
@@ -392,19 +391,17 @@ impl LanceEngine {
         let mut writer = RowLogWriter::start(self.store(), table, next, columns).await?;
         let mut oldest = OldestKey::default();
         for (i, piece) in pieces.iter().enumerate() {
-            let read = match self.read_piece(table, ds, columns, piece, &mut writer).await {
+            let read = match self.read_piece(table, ds, columns, i, piece, &mut writer).await {
                 Ok(read) => read,
                 Err(e) => {
                     writer.abort().await;
                     return Err(e);
                 }
             };
-            let differs = if columns.is_empty() {
-                // No reference column: nothing to read; the rows are the fragments' (checked).
-                (piece.references != 0 || piece.oldest.is_some())
-                    .then(|| format!("it names {} references, the table has no reference column", piece.references))
-            } else if read.rows != piece.rows {
+            let differs = if read.rows != piece.rows {
                 Some(format!("its fragments hold {} rows, the piece says {}", read.rows, piece.rows))
+            } else if columns.is_empty() && (piece.references != 0 || piece.oldest.is_some()) {
+                Some(format!("it names {} references, the table has no reference column", piece.references))
             } else if read.references != piece.references {
                 Some(format!("its fragments hold {} references, the piece says {}", read.references, piece.references))
             } else if read.oldest.identity != piece.oldest {
@@ -430,25 +427,51 @@ impl LanceEngine {
         table: &str,
         ds: &Dataset,
         columns: &ReferenceColumns,
+        index: usize,
         piece: &PreparedPiece,
         writer: &mut RowLogWriter,
     ) -> Result<Read, LanceEngineError> {
         let mut read = Read::default();
-        if columns.is_empty() {
-            return Ok(read);
-        }
+        // A fragment Lance cannot read as the table's refuses the piece; a store that is
+        // unavailable stays a Lance error of its own kind (a retry may help).
+        let refuse = |source: lance::Error| match crate::error::lance_kind(&source) {
+            ErrorKind::Unavailable | ErrorKind::Conflict | ErrorKind::CommitUncertain => {
+                LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source }
+            }
+            _ => LanceEngineError::PieceRefused {
+                table: table.into(),
+                piece: index,
+                reason: format!(
+                    "its fragments cannot be read as the table's ({source}): a data file is missing, of another \
+                     table or lake, or edited"
+                ),
+            },
+        };
         let lance_err =
             |source| LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source };
         let root = self.store().root().clone();
+        // A table without reference columns still has its pieces' fragments read (its first
+        // column only): a fragment whose files are missing, of another table or lake, or whose
+        // row count was edited would otherwise be committed, and the version could not be
+        // scanned.
+        let projection = if columns.is_empty() {
+            ds.schema().fields.first().map(|f| vec![f.name.clone()]).unwrap_or_default()
+        } else {
+            columns.names()
+        };
         // One fragment per scan: uncommitted fragments may share an id (Lance assigns ids at
         // commit).
         for fragment in &piece.fragments {
             let mut scanner = ds.scan();
             scanner.io_buffer_size(SCAN_IO_BUFFER_BYTES);
-            scanner.project(&columns.names()).map_err(lance_err)?;
+            scanner.project(&projection).map_err(lance_err)?;
             scanner.with_fragments(vec![fragment.clone()]);
-            let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
-            while let Some(batch) = stream.try_next().await.map_err(lance_err)? {
+            let mut stream = scanner.try_into_stream().await.map_err(refuse)?;
+            while let Some(batch) = stream.try_next().await.map_err(refuse)? {
+                if columns.is_empty() {
+                    read.rows += batch.num_rows() as u64;
+                    continue;
+                }
                 let before = writer.references();
                 read.rows += writer.push_batch(&batch).await?;
                 read.references += writer.references() - before;

@@ -45,5 +45,6 @@ fn _lake(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(gc::sharded_save, m)?)?;
     m.add_function(wrap_pyfunction!(gc::sharded_load, m)?)?;
     m.add_function(wrap_pyfunction!(gc::plan_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::write_receipt, m)?)?;
     Ok(())
 }

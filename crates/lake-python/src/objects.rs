@@ -10,7 +10,9 @@ use crate::reader::PyFileReader;
 use crate::runtime::{run, runtime};
 use ::lake::common::DataLocationBuilder;
 use ::lake::common::ErrorKind;
+use ::lake::store::reader::VerifiedStream;
 use ::lake::store::writer::{ManagedObject, ManagedObjectWriter};
+use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -79,9 +81,27 @@ impl NativeLake {
         size: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let reference = identity(uri, &sha256, size)?;
+        let len = usize::try_from(size).map_err(|_| {
+            Failure::new(
+                ErrorKind::InvalidInput,
+                format!("`{}` has {size} bytes, more than this process can address", reference.uri),
+            )
+        })?;
         let reader = self.reader()?;
-        let bytes = run(py, async move { Ok(reader.read_verified(&reference).await?) })?;
-        Ok(PyBytes::new(py, &bytes))
+        let mut stream = run(py, async move { Ok(reader.open_verified(&reference).await?) })?;
+        // The bytes go straight into the `bytes` object returned (held once in memory: the
+        // object's size and one chunk of the response), pulled with the GIL released.
+        let mut failure: Option<PyErr> = None;
+        let bytes = PyBytes::new_with(py, len, |buf| {
+            if let Err(e) = fill_verified(py, &mut stream, buf) {
+                failure = Some(e);
+            }
+            Ok(())
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(bytes),
+        }
     }
 
     /// Bytes `start..end` of the object `uri` names (a key or a URI the lake's store reaches),
@@ -115,4 +135,38 @@ pub(crate) fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> P
     }
     let array = builder.finish();
     Ok(arrow_ffi::to_pyarrow(py, &array)?.unbind())
+}
+
+/// Fills `buf` with the verified stream's bytes, pulling them with the GIL released and checking
+/// for signals (Ctrl-C) every 100 ms. The stream ends without an error only after exactly the
+/// reference's size in bytes whose SHA-256 matched ([`VerifiedStream`]), and `buf` has that
+/// size, so a stream that would overflow it has failed already; it is refused all the same.
+fn fill_verified(py: Python<'_>, stream: &mut VerifiedStream, buf: &mut [u8]) -> PyResult<()> {
+    let rt = runtime()?;
+    let mut filled = 0usize;
+    loop {
+        let step = py.detach(|| {
+            rt.block_on(async {
+                tokio::time::timeout(std::time::Duration::from_millis(100), async {
+                    while let Some(chunk) = stream.next().await {
+                        let chunk = chunk?;
+                        let Some(into) = buf.get_mut(filled..filled + chunk.len()) else {
+                            return Err(Failure::new(
+                                ErrorKind::ObjectMismatch,
+                                format!("`{}` holds more bytes than its reference's {}", stream.key(), buf.len()),
+                            ));
+                        };
+                        into.copy_from_slice(&chunk);
+                        filled += chunk.len();
+                    }
+                    Ok(())
+                })
+                .await
+            })
+        });
+        match step {
+            Ok(done) => return done.map_err(|f| f.into_py(py)),
+            Err(_elapsed) => py.check_signals()?,
+        }
+    }
 }

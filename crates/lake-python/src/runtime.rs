@@ -62,14 +62,23 @@ pub(crate) fn run<T: Send + 'static>(
 
 /// Runs a write (a call that may commit a table version) on the runtime with the GIL released.
 /// Ctrl-C never drops it mid-way: dropped between its Lance commit and its journal entry, a
-/// write would leave a version GC refuses until `lake refs repair`. A signal instead sets
-/// `stop`, which ends the write's input stream (when it has one) so that Lance commits nothing
-/// if it has not read it all, waits for the write to end, and raises the interrupt with a note
-/// saying whether the write committed.
+/// write would leave a version GC refuses until `refs repair`. A signal instead sets `stop`,
+/// which ends the write's input stream (when it has one) so that Lance commits nothing if it has
+/// not read it all, waits for the write to end, and raises the interrupt with a note saying
+/// whether the write committed.
+///
+/// Every write leaves its [`Receipt`] on the calling thread, whatever its outcome: the Python
+/// layer reads it when a `KeyboardInterrupt` reaches it after this call returned (a signal that
+/// arrived while the result was on its way back), so that every interrupt of a write says what
+/// the write did.
+///
+/// `finished` is the note of a write that ended without an error: [`COMMITTED`], or what the
+/// write did instead ([`committed_if_some`] for a change that may match no row).
 pub(crate) fn run_write<T: Send + 'static>(
     py: Python<'_>,
     future: impl Future<Output = Result<T, Failure>> + Send + 'static,
     stop: Option<Arc<AtomicBool>>,
+    finished: fn(&T) -> &'static str,
 ) -> PyResult<T> {
     let rt = runtime()?;
     let mut handle = rt.spawn(future);
@@ -92,22 +101,67 @@ pub(crate) fn run_write<T: Send + 'static>(
                 continue;
             }
         };
-        let Some(signal) = interrupted else { return result.map_err(|f| f.into_py(py)) };
         // Whether anything was committed is what the write's own error states.
         let note = match &result {
-            Ok(_) => {
-                "lake: the write had committed (and was journaled) when the interrupt arrived; see Table.versions()"
-                    .to_string()
-            }
+            Ok(value) => finished(value).to_string(),
             Err(f) => match f.committed() {
-                Committed::Nothing => "lake: the write was stopped; nothing was committed".to_string(),
+                Committed::Nothing => format!("lake: the write was stopped; nothing was committed ({f})"),
                 Committed::Version(v) => format!("lake: the write was stopped after it committed version {v}: {f}"),
                 Committed::Unknown => format!("lake: the write was stopped; its commit's outcome is unknown: {f}"),
             },
         };
+        Receipt::leave(note.clone());
+        let Some(signal) = interrupted else { return result.map_err(|f| f.into_py(py)) };
         let _ = signal.value(py).call_method1("add_note", (note,));
         return Err(signal);
     }
+}
+
+/// The note of a write that committed a version and its journal entry.
+pub(crate) fn committed<T>(_: &T) -> &'static str {
+    COMMITTED
+}
+
+/// The note of a write that committed a version.
+pub(crate) const COMMITTED: &str =
+    "lake: the write had committed (and was journaled) when the interrupt arrived; see Table.versions()";
+
+/// The note of a change that commits a version only when a row matched (`None` otherwise).
+pub(crate) fn committed_if_some<T>(value: &Option<T>) -> &'static str {
+    match value {
+        Some(_) => COMMITTED,
+        None => "lake: the write had ended without a new version (no row matched); nothing was committed",
+    }
+}
+
+/// What the last write on this thread did, as the note an interrupt of it carries: the number of
+/// writes this thread ran ([`run_write`]) and the last one's note.
+pub(crate) struct Receipt;
+
+thread_local! {
+    static RECEIPT: std::cell::RefCell<(u64, Option<String>)> = const { std::cell::RefCell::new((0, None)) };
+}
+
+impl Receipt {
+    fn leave(note: String) {
+        RECEIPT.with(|r| {
+            let mut r = r.borrow_mut();
+            r.0 = r.0.wrapping_add(1);
+            r.1 = Some(note);
+        });
+    }
+
+    /// `(writes run on this thread, the last one's note)`.
+    pub(crate) fn read() -> (u64, Option<String>) {
+        RECEIPT.with(|r| r.borrow().clone())
+    }
+}
+
+/// `(writes run on this thread, the last one's note)`: the Python layer compares the count
+/// before and after a write to tell whether an interrupt came before the write began.
+#[pyfunction]
+pub(crate) fn write_receipt() -> (u64, Option<String>) {
+    Receipt::read()
 }
 
 /// `text` as a duration (humantime: `7d`, `12h`, `90s`); `PolicyError` naming `what` otherwise.

@@ -8,7 +8,7 @@ use crate::errors::Failure;
 use crate::json;
 use crate::lake::NativeLake;
 use crate::marking::MarkingReader;
-use crate::runtime::{parse_duration, run, run_write};
+use crate::runtime::{committed, committed_if_some, parse_duration, run, run_write};
 use ::lake::common::ErrorKind;
 use ::lake::lance::update::Assignment;
 use ::lake::lance::{PieceMode, PreparedPiece, RowSelection};
@@ -80,7 +80,7 @@ impl NativeLake {
                 if overwrite { engine.overwrite(&table, batches).await } else { engine.append(&table, batches).await };
             commit_json(&out?)
         };
-        run_write(py, write, Some(stop))
+        run_write(py, write, Some(stop), committed)
     }
 
     /// Phase 1 of a two-phase write (`docs/distributed-writes.md`): writes the rows of an Arrow
@@ -92,7 +92,7 @@ impl NativeLake {
         let stop = Arc::new(AtomicBool::new(false));
         let batches = source(data, &stop);
         let prepare = async move { json(&engine.prepare_append(&table, batches).await?) };
-        run_write(py, prepare, Some(stop))
+        run_write(py, prepare, Some(stop), |_| "lake: the piece was prepared; nothing was committed")
     }
 
     /// Phase 2 of a two-phase write: commits the prepared `pieces` (their JSON, as
@@ -114,7 +114,7 @@ impl NativeLake {
             .collect::<Result<Vec<_>, _>>()?;
         let mode = if overwrite { PieceMode::Overwrite } else { PieceMode::Append };
         let engine = self.engine()?;
-        run_write(py, async move { commit_json(&engine.commit_pieces(&table, parsed, mode).await?) }, None)
+        run_write(py, async move { commit_json(&engine.commit_pieces(&table, parsed, mode).await?) }, None, committed)
     }
 
     /// Upserts the rows of an Arrow stream keyed on `on`.
@@ -123,7 +123,7 @@ impl NativeLake {
         let stop = Arc::new(AtomicBool::new(false));
         let batches = source(data, &stop);
         let write = async move { commit_json(&engine.upsert(&table, &on, batches).await?) };
-        run_write(py, write, Some(stop))
+        run_write(py, write, Some(stop), committed)
     }
 
     /// Deletes the rows matching `predicate`; `None` when none matched.
@@ -133,6 +133,7 @@ impl NativeLake {
             py,
             async move { engine.delete(&table, &predicate).await?.map(|o| commit_json(&o)).transpose() },
             None,
+            committed_if_some,
         )
     }
 
@@ -154,13 +155,19 @@ impl NativeLake {
             py,
             async move { engine.update(&table, &parsed, predicate.as_deref()).await?.map(|o| commit_json(&o)).transpose() },
             None,
+            committed_if_some,
         )
     }
 
     /// Compacts the table's fragments; `None` when there was nothing to compact.
     fn compact(&self, py: Python<'_>, table: String) -> PyResult<Option<String>> {
         let engine = self.engine()?;
-        run_write(py, async move { engine.compact(&table).await?.map(|o| commit_json(&o)).transpose() }, None)
+        run_write(
+            py,
+            async move { engine.compact(&table).await?.map(|o| commit_json(&o)).transpose() },
+            None,
+            committed_if_some,
+        )
     }
 
     /// Removes versions older than `older_than` (humantime); `(versions, bytes)` removed.
@@ -174,19 +181,22 @@ impl NativeLake {
                 Ok((o.old_versions, o.bytes_removed))
             },
             None,
+            |_| "lake: the cleanup had finished when the interrupt arrived",
         )
     }
 
     /// Tags `version`.
     fn tag(&self, py: Python<'_>, table: String, name: String, version: u64) -> PyResult<()> {
         let engine = self.engine()?;
-        run_write(py, async move { Ok(engine.create_tag(&table, version, &name).await?) }, None)
+        run_write(py, async move { Ok(engine.create_tag(&table, version, &name).await?) }, None, |_| {
+            "lake: the tag had been created when the interrupt arrived"
+        })
     }
 
     /// Restores `version` as a new latest version.
     fn restore(&self, py: Python<'_>, table: String, version: u64) -> PyResult<String> {
         let engine = self.engine()?;
-        run_write(py, async move { commit_json(&engine.restore(&table, version).await?) }, None)
+        run_write(py, async move { commit_json(&engine.restore(&table, version).await?) }, None, committed)
     }
 
     /// The versions of a table as JSON (`[{version, timestamp, tags, journaled}]`).
@@ -215,6 +225,8 @@ impl NativeLake {
             wait: if wait { ::lake::lance::commit::Wait::UntilDue } else { ::lake::lance::commit::Wait::No },
             progress: None,
         };
-        run_write(py, async move { json(&engine.recover_writes_with(table.as_deref(), &options).await?) }, None)
+        run_write(py, async move { json(&engine.recover_writes_with(table.as_deref(), &options).await?) }, None, |_| {
+            "lake: the recovery had finished when the interrupt arrived; run it again for its report"
+        })
     }
 }

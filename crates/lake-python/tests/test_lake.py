@@ -18,7 +18,7 @@ def episodes(lk, n, prefix="e"):
 @pytest.mark.parametrize("backend", ["local", "s3"])
 def test_write_read_delete_and_collect(backend, local_root, request):
     root = local_root if backend == "local" else request.getfixturevalue("s3_root")
-    lk = lake.init(root, min_age="1s")
+    lk = lake.init(root, min_age="1h")
     t = lk.table("episodes")
     locs, rows = episodes(lk, 5)
     out = t.append(rows)
@@ -45,20 +45,20 @@ def test_write_read_delete_and_collect(backend, local_root, request):
 
 
 def test_gc_apply_checkpoints_and_resumes(local_root, tmp_path):
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     locs, rows = episodes(lk, 3)
     lk.table("t").append(rows)
     lk.table("t").delete("episode = 'e2'")
     lk.table("t").cleanup("0s")
     time.sleep(2.2)
-    plan = lk.gc.plan(min_age="1s")
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
     path = str(tmp_path / "plan.json")
     plan.save(path)
     checkpoint = str(tmp_path / "gc.ckpt")
-    report = lk.gc.apply(path, checkpoint=checkpoint)
+    report = lk.gc.apply(path, checkpoint=checkpoint, allow_below_policy=True)
     assert report["complete"] and report["deleted"] == 1
     # Applying again resumes the finished checkpoint: nothing more.
-    again = lk.gc.apply(plan, checkpoint=checkpoint)
+    again = lk.gc.apply(plan, checkpoint=checkpoint, allow_below_policy=True)
     assert again["deleted"] == 1
     assert lk.refs.verify()["ok"]
 
@@ -140,13 +140,13 @@ def test_ctrl_c_during_apply_leaves_a_resumable_checkpoint(local_root, tmp_path)
     import subprocess
     import sys
 
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     n = 3000
     lk.objects().put_many([f"o{i}".encode() for i in range(n - 5)])
     kept = lk.objects().put_many([f"k{i}".encode() for i in range(5)])  # referenced while young
     lk.table("t").append(pa.table({"episode": [f"k{i}" for i in range(5)], "file": lake.locations(kept)}))
     time.sleep(2.2)
-    plan = lk.gc.plan(min_age="1s")
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert plan.candidate_count == n - 5
     plan_path, checkpoint = str(tmp_path / "plan.json"), str(tmp_path / "gc.ckpt")
     plan.save(plan_path)
@@ -156,7 +156,7 @@ def test_ctrl_c_during_apply_leaves_a_resumable_checkpoint(local_root, tmp_path)
     script = (
         "import lake, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
         "lk = lake.open(sys.argv[1]); "
-        "lk.gc.apply(sys.argv[2], checkpoint=sys.argv[3], page_size=1)"
+        "lk.gc.apply(sys.argv[2], checkpoint=sys.argv[3], page_size=1, allow_below_policy=True)"
     )
     child = subprocess.Popen(
         [sys.executable, "-c", script, local_root, plan_path, checkpoint], stderr=subprocess.PIPE, text=True
@@ -177,11 +177,11 @@ def test_ctrl_c_during_apply_leaves_a_resumable_checkpoint(local_root, tmp_path)
         stopped = json.load(f)
     assert not stopped["complete"] and 0 < stopped["next_index"] < n - 5, stopped
     # The same call resumes from the checkpoint (no plan needed) and finishes.
-    report = lk.gc.apply(None, checkpoint=checkpoint)
+    report = lk.gc.apply(None, checkpoint=checkpoint, allow_below_policy=True)
     assert report["complete"]
     assert report["deleted"] + report["already_gone"] + report["absent"] == n - 5
     assert lk.refs.verify()["ok"]
     import pathlib
 
     assert all((pathlib.Path(local_root) / k["uri"]).exists() for k in kept)
-    assert lk.gc.plan(min_age="1s").candidate_count == 0
+    assert lk.gc.plan(min_age="1s", allow_below_policy=True).candidate_count == 0

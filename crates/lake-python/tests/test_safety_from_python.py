@@ -35,7 +35,7 @@ def test_a_file_url_with_dotdot_after_a_link_is_refused(local_root, tmp_path):
     object (the OS resolves `..` after the link) but URL parsing resolved `..` textually to a
     path outside the root: the reference was journaled as external and GC planned the live
     object. Fix: `lake_common::uri` refuses `..` in URLs as written."""
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     loc = lk.objects().put(b"precious", name="o.bin")
     (tmp_path / "elsewhere").mkdir()
     os.symlink(os.path.join(local_root, "objects"), tmp_path / "elsewhere" / "ln")
@@ -52,7 +52,7 @@ def test_a_file_url_with_dotdot_after_a_link_is_refused(local_root, tmp_path):
             assert "`..`" in str(e)
     if accepted:  # then the object is live, and must never be a candidate
         time.sleep(1.2)
-        plan = lk.gc.plan(min_age="1s")
+        plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
         assert loc["uri"] not in candidates(plan), "a live object is a GC candidate"
 
 
@@ -61,20 +61,20 @@ def test_a_failed_first_write_does_not_block_gc(local_root):
     `tables/<t>.lance/_lake/object_ref_logs/`, and every later plan was incomplete ("not in the
     registry") until someone removed them by hand. Fix: an unregistered folder holding nothing
     but empty folders is no dataset (`LakeStore::holds_anything_below`)."""
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     loc = lk.objects().put(b"x", name="x")
     with pytest.raises(lake.LakeError):
         lk.table("bad").append(pa.table({"a.b": lake.locations([loc])}))
     with pytest.raises(lake.LakeError):
         lk.table("dup").append(pa.Table.from_arrays([lake.locations([loc])] * 2, names=["f", "f"]))
-    plan = lk.gc.plan(min_age="1s")
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert plan.lineage_complete, plan.problems
     # A folder that does hold something (a stray file, a foreign dataset) still blocks GC.
     stray = os.path.join(local_root, "tables", "bad.lance", "data")
     os.makedirs(stray)
     with open(os.path.join(stray, "part.lance"), "wb") as f:
         f.write(b"?")
-    plan = lk.gc.plan(min_age="1s")
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert not plan.lineage_complete, plan.problems
     assert plan.problems[0].kind == "uncommitted_dataset" and "bad.lance" in plan.problems[0].message
 
@@ -139,6 +139,102 @@ def test_ctrl_c_during_deletes_never_leaves_an_unjournaled_version(local_root):
     assert lk.refs.verify()["ok"]
 
 
+INTERRUPTED_WRITER = """
+import json, os, signal, sys, traceback
+import pyarrow as pa
+import lake
+
+lk = lake.open(sys.argv[1])
+t = lk.table("t")
+loc = lk.objects().put(b"x", name="x")
+state = {"armed": False}
+
+
+def on_sigint(signum, frame):  # Ctrl-C raises only while a write runs, the case under test
+    if state["armed"]:
+        raise KeyboardInterrupt
+
+
+def rows(i):
+    return pa.table({"k": [i], "file": lake.locations([loc])})
+
+
+OPS = [
+    lambda i: t.append(rows(1000 + i)),
+    lambda i: t.delete(f"k = {i}"),
+    lambda i: t.update({"k": str(2000 + i)}, where=f"k = {1000 + i - 1}"),
+    lambda i: t.merge_insert(rows(3000 + i), on="k"),
+    lambda i: t.commit_pieces([t.prepare(rows(4000 + i))]),
+]
+PACKAGE = os.path.dirname(lake.__file__)
+WRITES = {"append", "delete", "update", "merge_insert", "prepare", "commit_pieces"}
+signal.signal(signal.SIGINT, on_sigint)
+print("ready", flush=True)
+bad, seen = [], {"returned": 0, "committed": 0, "nothing": 0, "unknown": 0, "edge": 0}
+for i in range(int(sys.argv[2])):
+    before = t.versions()[-1]["version"]
+    try:
+        state["armed"] = True
+        OPS[i % len(OPS)](i)
+        state["armed"] = False
+        seen["returned"] += 1
+        continue
+    except KeyboardInterrupt as e:
+        state["armed"] = False
+        # Raised inside a write method (not at its call's edge, nor in `lake.locations`).
+        inside = any(f.filename.startswith(PACKAGE) and f.name in WRITES for f in traceback.extract_tb(e.__traceback__))
+        notes = [n for n in getattr(e, "__notes__", []) if n.startswith("lake:")]
+    if not inside:
+        seen["edge"] += 1  # before the write method ran or after it returned: not lake's to explain
+        continue
+    committed = t.versions()[-1]["version"] > before
+    if len(notes) != 1:
+        bad.append((i, "notes", notes, committed))
+    elif "outcome is unknown" in notes[0]:
+        seen["unknown"] += 1
+    elif ("had committed" in notes[0] or "after it committed" in notes[0]) != committed:
+        bad.append((i, "wrong note", notes[0], committed))
+    else:
+        seen["committed" if committed else "nothing"] += 1
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print(json.dumps({"bad": bad, "seen": seen}), flush=True)
+"""
+
+
+def test_every_interrupted_write_says_whether_it_committed(local_root):
+    """HOLE (fixed): Ctrl-C during `delete`, `update`, `append` or `commit_pieces` that had
+    committed raised `KeyboardInterrupt` without the documented note in 6 of 17 trials: a signal
+    that arrived while the result was on its way back surfaced in the package's Python code.
+    The caller could not tell the write landed, and redoing an append duplicates its rows. Fix:
+    every write leaves a receipt on its thread (`run_write`), and the package's `_write` adds
+    its note to every interrupt that reaches the caller from inside a write, also one that
+    arrived before the write began ("nothing was committed")."""
+    import random
+
+    lk = lake.init(local_root, min_age="1h")
+    loc = lk.objects().put(b"x", name="x")
+    lk.table("t").append(pa.table({"k": list(range(200)), "file": lake.locations([loc] * 200)}))
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_WRITER, local_root, "60"], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout.readline().strip() == "ready"
+    rng = random.Random(11)
+    while child.poll() is None:
+        time.sleep(rng.uniform(0.005, 0.25))
+        try:
+            child.send_signal(signal.SIGINT)
+        except ProcessLookupError:
+            break
+    out, _ = child.communicate()
+    assert child.returncode == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["bad"] == [], result
+    # The signals met writes in every state: interrupted and committed, interrupted before or
+    # while nothing was committed, and returned.
+    assert result["seen"]["committed"] + result["seen"]["nothing"] > 5, result
+    assert lk.gc.plan(min_age="1h").lineage_complete
+
+
 def test_ctrl_c_during_a_streamed_append_stops_it_and_commits_nothing(local_root):
     """A Ctrl-C while an append reads a slow stream stops the stream: `KeyboardInterrupt`, with
     a note that nothing was committed, and the lake's plans stay complete."""
@@ -179,21 +275,21 @@ def test_a_checkpoint_of_another_plan_is_refused(backend, local_root, tmp_path, 
     """HOLE (fixed): `Gc.apply(new_plan, checkpoint=old)` resumed the old checkpoint's plan and
     returned its report, silently ignoring the plan given. Fix: with a plan, the binding calls
     `GarbageCollector::apply`, which refuses a checkpoint of another plan."""
-    lk = lake.init(local_root if backend == "local" else request.getfixturevalue("s3_root"), min_age="1s")
+    lk = lake.init(local_root if backend == "local" else request.getfixturevalue("s3_root"), min_age="1h")
     lk.objects().put_many([f"o{i}".encode() for i in range(3)])
     time.sleep(2.2)  # S3's last_modified has whole seconds
-    first = lk.gc.plan(min_age="1s")
+    first = lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert first.candidate_count == 3
     checkpoint = str(tmp_path / "gc.ckpt")
-    partial = lk.gc.apply(first, checkpoint=checkpoint, page_size=1, max_pages=1)
+    partial = lk.gc.apply(first, checkpoint=checkpoint, page_size=1, max_pages=1, allow_below_policy=True)
     assert not partial["complete"]
-    second = lk.gc.plan(min_age="1s")
+    second = lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert second.digest != first.digest
     with pytest.raises(lake.LakeError, match="records the apply of plan"):
-        lk.gc.apply(second, checkpoint=checkpoint)
+        lk.gc.apply(second, checkpoint=checkpoint, allow_below_policy=True)
     # The first plan resumes from its checkpoint, with or without the plan.
-    assert lk.gc.apply(None, checkpoint=checkpoint)["complete"]
-    assert lk.gc.apply(first, checkpoint=checkpoint)["complete"]
+    assert lk.gc.apply(None, checkpoint=checkpoint, allow_below_policy=True)["complete"]
+    assert lk.gc.apply(first, checkpoint=checkpoint, allow_below_policy=True)["complete"]
 
 
 def test_location_children_in_another_letter_case_are_refused(local_root):
@@ -220,7 +316,7 @@ def test_policy_floors_are_whole_seconds_rounded_up_and_representable(tmp_path):
     `LakeDescriptor::create` rounds up and refuses floors past chrono's range."""
     lk = lake.init(str(tmp_path / "a"), min_age="1500ms")
     with pytest.raises(lake.PolicyError, match="policy floor"):
-        lk.gc.plan(min_age="1s")
+        lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert lk.gc.plan(min_age="2s").lineage_complete
     with pytest.raises(lake.InputError, match="represent"):
         lake.init(str(tmp_path / "b"), min_age="1000000000y")
@@ -380,13 +476,13 @@ def test_second_client_writes_through_pylance_stop_gc(local_root):
     }
     for name, op in ops.items():
         root = os.path.join(local_root, name)
-        lk = lake.init(root, min_age="1s")
+        lk = lake.init(root, min_age="1h")
         locs = [lk.objects().put(f"x{i}".encode(), name=f"x{i}") for i in range(2)]
         lk.table("t").append(pa.table({"k": [0, 1], "file": lake.locations(locs)}))
         op(lk.table("t").to_lance())
         lance.write_dataset(pa.table({"k": [5], "file": lake.locations(locs[:1])}), lk.table("fresh").uri)
         time.sleep(1.1)
-        plan = lk.gc.plan(min_age="1s")
+        plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
         assert not plan.lineage_complete and plan.candidate_count == 0, name
         with pytest.raises(lake.LineageError):
             lk.gc.apply(plan, checkpoint=os.path.join(local_root, f"{name}.ckpt"))
@@ -405,12 +501,12 @@ def test_an_edited_plan_and_other_spellings_of_the_lake_delete_no_live_object(lo
     lake opened by another spelling (a symbolic link, a relative path, `file://`, a trailing
     slash, `..`); checkpoints inside the lake by other spellings. A young key stops the apply;
     a live key is left alone; only the orphan goes."""
-    lk = lake.init(local_root, min_age="1s")
+    lk = lake.init(local_root, min_age="1h")
     orphan = lk.objects().put(b"orphan", name="orphan")
     live = lk.objects().put(b"live", name="live")
     lk.table("t").append(pa.table({"file": lake.locations([live])}))
     time.sleep(1.2)
-    plan = lk.gc.plan(min_age="1s")
+    plan = lk.gc.plan(min_age="1s", allow_below_policy=True)
     assert candidates(plan) == {orphan["uri"]}
     young = lk.objects().put(b"young", name="young")
     original = json.loads(plan._document)

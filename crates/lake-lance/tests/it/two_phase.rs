@@ -157,6 +157,18 @@ fn refused(outcome: Result<lake_lance::CommitOutcome, LanceEngineError>, piece: 
     }
 }
 
+fn committed_already(outcome: Result<lake_lance::CommitOutcome, LanceEngineError>, piece: usize) {
+    match outcome {
+        Err(e @ LanceEngineError::PieceCommitted { .. }) => {
+            assert_eq!(e.kind().as_str(), "piece_committed");
+            let LanceEngineError::PieceCommitted { piece: p, .. } = &e else { unreachable!() };
+            assert_eq!(*p, piece, "{e}");
+            assert!(e.to_string().contains("committed already"), "{e}");
+        }
+        other => panic!("expected a piece committed already, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn pieces_of_another_table_lake_or_schema_or_with_other_counts_are_refused() {
     let lake = Arc::new(new_lake().await);
@@ -216,14 +228,10 @@ async fn pieces_of_another_table_lake_or_schema_or_with_other_counts_are_refused
     assert!(engine.verify_refs(&[]).await.unwrap().is_ok());
     // A retry after that commit landed: every piece, or one among fresh ones, in either mode, is
     // refused as committed already (its rows would be added twice); nothing more is committed.
-    refused(engine.commit_pieces("t", good.clone(), PieceMode::Append).await, 0, "committed already");
+    committed_already(engine.commit_pieces("t", good.clone(), PieceMode::Append).await, 0);
     let fresh = engine.prepare_append("t", reader_of(&objects, &rows[..2])).await.unwrap();
-    refused(
-        engine.commit_pieces("t", vec![fresh.clone(), good[2].clone()], PieceMode::Append).await,
-        1,
-        "committed already",
-    );
-    refused(engine.commit_pieces("t", vec![good[3].clone()], PieceMode::Overwrite).await, 0, "committed already");
+    committed_already(engine.commit_pieces("t", vec![fresh.clone(), good[2].clone()], PieceMode::Append).await, 1);
+    committed_already(engine.commit_pieces("t", vec![good[3].clone()], PieceMode::Overwrite).await, 0);
     assert_eq!(engine.versions("t").await.unwrap().len(), 2);
     assert!(intent_keys(&lake).await.is_empty());
     let outcome = engine.commit_pieces("t", vec![fresh], PieceMode::Append).await.unwrap();

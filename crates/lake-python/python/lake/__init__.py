@@ -26,6 +26,7 @@ import io
 import json
 import operator
 import os
+import threading
 from typing import Any, Iterable, NamedTuple, Optional, Union
 
 import pyarrow as pa
@@ -405,7 +406,12 @@ class ObjectFile(io.RawIOBase):
     size (one HEAD, before the first read) and SHA-256 matched its reference; a seek to another
     position makes it False for good (later bytes come from new ranged reads). A mismatch raises
     `ObjectMismatchError` from the read that finds it, and from every read after it: the file
-    never hands out the bytes that failed."""
+    never hands out the bytes that failed.
+
+    One `ObjectFile` may be shared by threads: each `read`, `readinto`, `seek` and `tell` runs
+    whole under the file's lock, so threads reading from one position get consecutive, disjoint
+    pieces of the object (as from one Python file object), and the hash sees every byte once.
+    For parallel reads of one object, open it once per thread."""
 
     def __init__(self, native: Any, uri: str, sha256: bytes, size: int, buffer_size: int) -> None:
         super().__init__()
@@ -421,6 +427,7 @@ class ObjectFile(io.RawIOBase):
         self._hashed = 0
         self._size_checked = False
         self._error: Optional[LakeError] = None
+        self._lock = threading.RLock()
         self.verified = False
 
     def _mismatch(self, message: str) -> None:
@@ -453,10 +460,15 @@ class ObjectFile(io.RawIOBase):
         return True
 
     def tell(self) -> int:
-        self._check_open()
-        return self._pos
+        with self._lock:
+            self._check_open()
+            return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        with self._lock:
+            return self._seek(offset, whence)
+
+    def _seek(self, offset: int, whence: int) -> int:
         self._check_open()
         offset = operator.index(offset)
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}.get(whence)
@@ -470,7 +482,15 @@ class ObjectFile(io.RawIOBase):
         self._pos = target
         return target
 
+    def read(self, size: Optional[int] = -1) -> bytes:
+        with self._lock:
+            return super().read(-1 if size is None else size) or b""
+
     def readinto(self, b: Any) -> int:
+        with self._lock:
+            return self._readinto(b)
+
+    def _readinto(self, b: Any) -> int:
         self._check_open()
         if self._error is not None:
             raise self._error
@@ -509,12 +529,24 @@ class ObjectFile(io.RawIOBase):
             self.verified = True
 
     def readall(self) -> bytes:
-        parts = []
-        while True:
-            part = self.read(max(self._buffer_size, 1))
-            if not part:
-                return b"".join(parts)
-            parts.append(part)
+        """The rest of the object. From the start, one verified read holding the object once in
+        memory (`Objects.read`); after a seek, the rest in ranged reads (not verified)."""
+        with self._lock:
+            self._check_open()
+            if self._error is not None:
+                raise self._error
+            self._check_size()
+            if self._pos == 0 and self._hashed == 0 and self._hash is not None:
+                whole = self._native.object_read(self.uri, self._sha256, self.size)
+                self._pos = self._hashed = self.size
+                self._hash, self.verified = None, True
+                return whole
+            parts = []
+            while True:
+                part = self.read(max(self._buffer_size, 1))
+                if not part:
+                    return b"".join(parts)
+                parts.append(part)
 
     def close(self) -> None:
         self._buffer = b""
@@ -575,6 +607,29 @@ def _builtin_open(path: Any, mode: str) -> Any:
     return builtins.open(path, mode)
 
 
+def _write(method: Any) -> Any:
+    """Marks a method that may commit a table version: a `KeyboardInterrupt` that reaches the
+    caller from inside it carries a note (`__notes__`) saying what the write did, also when the
+    signal arrived before the write began or after it committed, while its result was on the way
+    back (the native call leaves a receipt on its thread: `_lake.write_receipt`)."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        before = None
+        try:
+            before = _lake.write_receipt()[0]
+            return method(*args, **kwargs)
+        except KeyboardInterrupt as e:
+            count, note = _lake.write_receipt()
+            if before is None or count == before or note is None:
+                note = "lake: interrupted before the write began; nothing was committed"
+            _errors._add_note(e, note)
+            raise
+
+    return wrapper
+
+
 class Table:
     """One table (or branch) of a lake, written through the journaling engine.
 
@@ -592,6 +647,7 @@ class Table:
         self._native = native
         self.name = name
 
+    @_write
     def append(self, data: Any) -> dict:
         """Append the rows of `data` as one new version, journaling every object reference they
         add. `data` is any Arrow stream producer (`__arrow_c_stream__`: a pyarrow Table,
@@ -606,12 +662,14 @@ class Table:
         the store fails."""
         return json.loads(self._native.write(self.name, _stream(data), False))
 
+    @_write
     def overwrite(self, data: Any) -> dict:
         """Replace the table's content with `data` (as for `append`) as one new version; the
         old rows' references are journaled as removed (their objects stay alive while an older
         retained version references them). Returns and raises as `append`."""
         return json.loads(self._native.write(self.name, _stream(data), True))
 
+    @_write
     def prepare(self, data: Any) -> str:
         """Phase 1 of a distributed write (`docs/distributed-writes.md`): write the rows of
         `data` (as for `append`) as data files of this table WITHOUT committing them, and return
@@ -631,6 +689,7 @@ class Table:
         the store fails."""
         return self._native.prepare_append(self.name, _stream(data))
 
+    @_write
     def commit_pieces(self, pieces: Iterable[str], mode: str = "append") -> dict:
         """Phase 2 of a distributed write: commit `pieces` (the `str`s `prepare` returned, from
         any processes, each at most once) as ONE new version of this table, with one journal
@@ -655,6 +714,7 @@ class Table:
             raise InputError(f"commit_pieces mode {mode!r}: give 'append' or 'overwrite'")
         return json.loads(self._native.commit_pieces(self.name, pieces, mode == "overwrite"))
 
+    @_write
     def merge_insert(self, data: Any, on: Union[str, list]) -> dict:
         """Upsert `data` (as for `append`) keyed on `on` (a column name or a list of them): rows
         whose key matches are replaced, the others inserted, as one new version. The journal
@@ -665,6 +725,7 @@ class Table:
             raise InputError("merge_insert needs at least one key column in `on`")
         return json.loads(self._native.merge_insert(self.name, _stream(data), keys))
 
+    @_write
     def delete(self, where: Optional[str] = None, *, predicate: Optional[str] = None) -> Optional[dict]:
         """Delete the rows matching `where` (a Lance SQL predicate, e.g. `"episode = 'e1'"`;
         pylance's name `predicate` works too) as one new version; returns the commit (as
@@ -675,6 +736,7 @@ class Table:
         out = self._native.delete(self.name, _text("where", where if predicate is None else predicate))
         return None if out is None else json.loads(out)
 
+    @_write
     def update(
         self, values: Optional[dict] = None, where: Optional[str] = None, *, updates: Optional[dict] = None
     ) -> Optional[dict]:
@@ -693,11 +755,13 @@ class Table:
         out = self._native.update(self.name, assignments, where)
         return None if out is None else json.loads(out)
 
+    @_write
     def compact(self) -> Optional[dict]:
         """Compact the table's fragments (an empty journal entry)."""
         out = self._native.compact(self.name)
         return None if out is None else json.loads(out)
 
+    @_write
     def cleanup(self, older_than: Duration) -> dict:
         """Remove versions older than `older_than` (humantime, e.g. `"7d"`, `"0s"`) through
         Lance's cleanup; never the latest or tagged versions. Objects only removed versions
@@ -712,11 +776,13 @@ class Table:
         Lance client wrote, which GC refuses to plan past until `lake refs repair`)."""
         return json.loads(self._native.versions(self.name))
 
+    @_write
     def tag(self, name: str, version: int) -> None:
         """Tag `version` (kept by cleanup; its objects stay alive). `InputError` for a version
         below 1 or one that does not exist."""
         self._native.tag(self.name, _text("the tag name", name), _count("version", version, 1))
 
+    @_write
     def restore(self, version: int) -> dict:
         """Make `version`'s content the latest version. `InputError` for a version below 1 or
         one that does not exist."""
@@ -1126,6 +1192,7 @@ class Refs:
         report["ok"] = not report.get("problems") and not any(report.get(k) for k in counts)
         return report
 
+    @_write
     def recover(self, table: Optional[str] = None, wait: bool = True) -> dict:
         """Resolve the write intents left by writers that stopped (killed, suspended, or a
         commit whose outcome was not known), as `lake refs recover` does, for `table` or every

@@ -39,8 +39,12 @@ class LakeError(Exception):
     `corrupt`, `invalid_input`, ...). `transient` follows from it: only `unavailable`,
     `conflict` and `journal_pending` are transient."""
 
-    transient: bool = False
-    kind: "str | None" = None
+    # Instance attributes only (set by `__init__`): an exception raised in a Ray task reaches
+    # `ray.get`'s caller as `RayTaskError(StorageError)`, an instance of both classes that was not
+    # made by `__init__` and forwards the attributes it lacks to the task's exception (its
+    # `cause`); class-level defaults would shadow that and read `transient` False, `kind` None.
+    transient: bool
+    kind: "str | None"
 
     def __init__(self, message: str = "", transient: bool = False, kind: "str | None" = None) -> None:
         super().__init__(message)
@@ -103,6 +107,7 @@ _CLASS_OF_KIND: "dict[str, type[LakeError]]" = {
     "invalid_input": InputError,
     "table_name": InputError,
     "piece_refused": InputError,
+    "piece_committed": InputError,
     "guard": GuardError,
     "object_unreachable": InputError,
     "object_missing": ObjectMissingError,
@@ -155,9 +160,13 @@ _REMEDIES: "dict[str, str]" = {
 
 
 def _add_note(error: BaseException, note: str) -> None:
+    """Adds `note` to `error.__notes__` once (`add_note` on Python 3.11+; before, the attribute
+    `add_note` would set)."""
+    if note in (getattr(error, "__notes__", None) or []):
+        return
     if hasattr(error, "add_note"):
         error.add_note(note)
-    else:  # Python < 3.11: the attribute `add_note` would set.
+    else:
         error.__notes__ = [*getattr(error, "__notes__", []), note]
 
 

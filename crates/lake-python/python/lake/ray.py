@@ -232,7 +232,18 @@ def _make_datasink() -> type:
         def on_write_start(self, schema: Any = None) -> None:
             """Checks, on the driver, that the lake opens and the table exists before any task
             writes (`LakeError` otherwise)."""
-            _open_lake(self.root, storage_options=self.storage_options).table(self.table).versions()
+            try:
+                _open_lake(self.root, storage_options=self.storage_options).table(self.table).versions()
+            except LakeError as e:
+                if e.kind != "no_such_table":
+                    raise
+                raise type(e)(
+                    f"LakeDatasink writes into an existing table, and the lake at {self.root} has no table "
+                    f"`{self.table}`: create it with a first `lake.open(root).table({self.table!r}).append(rows)` "
+                    "(rows of the dataset's schema), then write the dataset",
+                    e.transient,
+                    e.kind,
+                ) from e
 
         def write(self, blocks: Any, ctx: Any) -> list:
             """Prepares one piece of the task's blocks; returns `[piece JSON]`, or `[]` when the
