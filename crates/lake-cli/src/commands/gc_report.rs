@@ -290,8 +290,8 @@ impl GcReport {
                 r.listed_after.as_deref().unwrap_or("?"),
                 r.full_cutoff
             ),
-            Some(r) => format!("  mode:        full ({})\n", r.reason.as_deref().unwrap_or("every managed key listed")),
-            None => "  mode:        full (a plan without a mode record, made by an earlier build)\n".into(),
+            Some(r) => format!("  mode:        full: {}\n", r.reason.as_deref().unwrap_or("every managed key listed")),
+            None => "  mode:        full: a plan without a mode record (made by an earlier build)\n".into(),
         }
     }
 

@@ -77,7 +77,7 @@ impl ShardedReport {
         let mut out = self.run.header(mode, &m.root, m.min_age_seconds);
         out += &format!("  cutoff:      {} (one for every shard)\n", m.cutoff);
         out += &format!("  manifest:    {} ({} shards)\n", m.digest(), m.count);
-        out += "  mode:        full (a sharded plan is always full)\n";
+        out += "  mode:        full: a sharded plan is always full\n";
         out += &format!("  candidates:  {} objects, {} bytes\n", m.candidates(), m.candidate_bytes());
         for s in &self.shards {
             let e = &s.entry;

@@ -38,7 +38,7 @@ fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_ask
     assert_eq!(first["state"], Value::Null, "{first}");
     assert_eq!(first["candidate_count"], 1, "{first}");
     let text = ok(&["gc", &root, "--min-age", "4s"]);
-    assert!(text.contains("mode:        full (no GC state is recorded yet"), "{text}");
+    assert!(text.contains("mode:        full: no GC state is recorded yet"), "{text}");
 
     // A complete apply records the state the next run starts from.
     let applied = json(&ok(&["gc", &root, "--min-age", "4s", "--apply", "--checkpoint", &checkpoint, "--json"]));
@@ -85,6 +85,9 @@ fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_ask
     assert_ne!(applied["state_recorded"].as_str(), Some(recorded.as_str()), "{applied}");
     let again = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(again["mode"], "incremental", "{again}");
+    // A sharded plan lists every key even with a state there.
+    let sharded = json(&ok(&["gc", &root, "--min-age", "4s", "--shards", "2", "--json"]));
+    assert_eq!(sharded["mode"], "full", "{sharded}");
     advance_clock(Duration::from_secs(3));
     let due = json(&ok(&["gc", &root, "--min-age", "4s", "--full-every", "2s", "--json"]));
     assert_eq!(due["mode"], "full", "{due}");
