@@ -1,8 +1,8 @@
 //! The command line: names and flags are the operator's contract.
 //!
-//! Size: clap derive definitions of 19 commands (4 with subcommands) and about 95 arguments,
-//! whose doc comments (about 310 lines) are the `--help` text, `lake gc`'s 25 arguments alone
-//! about 125 lines; one file so that the whole command-line contract reads in one place.
+//! Size: clap derive definitions of 19 commands (4 with subcommands) and about 97 arguments,
+//! whose doc comments (about 340 lines) are the `--help` text, `lake gc`'s 27 arguments alone
+//! about 145 lines; one file so that the whole command-line contract reads in one place.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -152,6 +152,16 @@ pub(crate) enum Command {
     /// it (no new plan is made); if it records a finished one (yesterday's run at a fixed path),
     /// a new plan is made and replaces it. --plan FILE applies a saved plan the same way; it is
     /// refused while PATH records an unfinished apply of another plan (both plans are named).
+    ///
+    /// Incremental plans: a complete apply records a GC state under the root, and the next plan
+    /// starts from it, listing only the keys minted since that run (and looking up the keys
+    /// released since): `mode: incremental` and the state's digest in the report. A plan is full
+    /// (`mode: full` and why) with --full, when no state is recorded yet, at least every
+    /// --full-every (7d), with --inventory, when a `lake cleanup` since the state removed versions
+    /// (what they referenced is no longer in the journal's replay), and when the state cannot be
+    /// trusted (corrupt, edited, of another lake, naming journal positions gone). Sharded plans
+    /// (--shards) are always full. Either mode deletes only what a full plan at the same cutoff
+    /// would; an incremental one may leave some for the next full plan.
     ///
     /// Sharded plans (for large lakes, or to spread the deletes over processes): `lake gc ROOT
     /// --min-age D --shards N --out DIR` writes a manifest and N shard plans over disjoint key
@@ -563,6 +573,22 @@ pub(crate) struct GcArgs {
     /// that. Two dry runs of the same lake state at the same cutoff give identical plans.
     #[arg(long, value_name = "RFC3339")]
     pub cutoff: Option<String>,
+    /// Make a full plan: list every managed key, whatever the GC state says. Without it a plan
+    /// is incremental when the GC state the last complete apply recorded (under
+    /// `_lake/gc/state/`) can be trusted: it lists only the keys minted since that run's cutoff
+    /// minus a margin of 1h, and looks up one by one the keys deleted rows, cleanups and that
+    /// run's leftovers released since. Every key either plan looks at passes the same checks, so
+    /// an incremental plan never adds a candidate; it can miss an upload that took longer than
+    /// --min-age plus the margin, and keys written by hand under objects/, which the next full
+    /// plan collects. The report says `mode: incremental` (and the state it started from) or
+    /// `mode: full` and why. Plans from --inventory and sharded plans (--shards) are always full.
+    #[arg(long, conflicts_with_all = ["plan", "manifest"])]
+    pub full: bool,
+    /// Make a full plan anyway when the last full plan behind the GC state has a cutoff at least
+    /// this much older than this run's (humantime, 1s to 365d): incremental runs stay bounded by
+    /// a full one at this interval, which collects what they can miss.
+    #[arg(long, value_name = "DUR", default_value = "7d")]
+    pub full_every: String,
     /// Write the plan document (with its digest) to FILE (a local path or file:///abs/path,
     /// outside the lake). An existing FILE is replaced only if it is empty or a plan document
     /// (--force: any regular file), atomically. With --shards, FILE is a folder (created if its
@@ -613,7 +639,8 @@ pub(crate) struct GcArgs {
     /// Dry run only: make the plan as N shards (1-256) over disjoint ranges of keys, split by
     /// the objects' minting time, each shard with its own candidate list and digest, under one
     /// manifest whose digest covers the shards' digests. One cutoff for all; one read of the
-    /// journal and one listing. With --out DIR, writes DIR/manifest.json and DIR/shard-00000.json
+    /// journal and one listing. A sharded plan is always full (it lists every managed key; the
+    /// GC state is neither read nor recorded, so --full and --full-every change nothing). With --out DIR, writes DIR/manifest.json and DIR/shard-00000.json
     /// ... (DIR is created if its parent exists). The shards' candidates together are exactly
     /// an unsharded plan's at that cutoff.
     #[arg(long, value_name = "N", conflicts_with_all = ["apply", "plan", "checkpoint"])]

@@ -27,8 +27,9 @@ pub const UNBOUND_FORMAT_VERSION: u64 = 3;
 pub const UNSEALED_FORMAT_VERSIONS: [u64; 2] = [1, 2];
 
 /// Appends the seal to the canonical bytes `body` of a sidecar (a compact JSON object without
-/// its `sha256`): `{...,"sha256":"<SHA-256 of body, lowercase hex>"}`.
-pub(crate) fn seal(mut body: Vec<u8>) -> Vec<u8> {
+/// its `sha256`): `{...,"sha256":"<SHA-256 of body, lowercase hex>"}`. Every sealed lake document
+/// (sidecars, heads, write intents, GC states) is written this way.
+pub fn seal(mut body: Vec<u8>) -> Vec<u8> {
     let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body));
     if body.last() == Some(&b'}') {
         body.pop();
@@ -39,7 +40,10 @@ pub(crate) fn seal(mut body: Vec<u8>) -> Vec<u8> {
 
 /// Checks that `recorded` is the seal of the canonical bytes `body` re-encoded from a decoded
 /// document (a byte edited anywhere in the entries changes what they decode to, hence `body`).
-pub(crate) fn check_seal(body: &[u8], recorded: &str) -> Result<(), DecodeError> {
+///
+/// # Errors
+/// [`DecodeError::SealMismatch`] naming both digests.
+pub fn check_seal(body: &[u8], recorded: &str) -> Result<(), DecodeError> {
     let actual = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
     if actual == recorded {
         Ok(())

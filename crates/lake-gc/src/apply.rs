@@ -113,6 +113,10 @@ pub struct ApplyReport {
     pub resumed: bool,
     /// The finished apply of another plan this run's plan replaced at the checkpoint path.
     pub replaced: Option<ReplacedApply>,
+    /// The key of the GC state recorded under the root for this complete apply
+    /// ([`crate::state::GcState`]), when one was (a complete apply of a whole plan made by a
+    /// collector); the next run plans incrementally from it.
+    pub state: Option<String>,
 }
 
 /// Applies `plan`, or resumes the apply recorded at `checkpoint_path`, whose checkpoint the
@@ -212,7 +216,7 @@ pub(crate) async fn apply_loaded(
         }
     };
     if cp.complete {
-        return Ok(ApplyReport { checkpoint: cp, plan, pages: 0, was_complete: true, resumed, replaced });
+        return Ok(ApplyReport { checkpoint: cp, plan, pages: 0, was_complete: true, resumed, replaced, state: None });
     }
     // What is left of a resumed plan, checked whole before its first delete.
     plan.check_candidates(cp.next_index).map_err(|m| GcError::Checkpoint {
@@ -326,7 +330,7 @@ pub(crate) async fn apply_loaded(
     }
     cp.complete = cp.next_index >= total && cp.failed.is_empty();
     cp.save(checkpoint_path).await?;
-    Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false, resumed, replaced })
+    Ok(ApplyReport { checkpoint: cp, plan, pages, was_complete: false, resumed, replaced, state: None })
 }
 
 /// A lineage refusal whose every problem is a version committed since `plan` without its

@@ -72,10 +72,11 @@ use crate::error::GcError;
 use crate::inventory::parallel::{buffered_pages, ParallelInventory};
 use crate::inventory::ObjectInventory;
 use crate::key_range::KeyRange;
-use crate::plan::{GcPlan, PlanProblem, PlanShard};
+use crate::plan::{GcPlan, PlanMode, PlanModeRecord, PlanProblem, PlanShard};
 use crate::plan_time::PlanTime;
-use crate::planner::{format_time, plan, plan_ranges, PlanOptions, PlanStats};
+use crate::planner::{format_time, plan, plan_incremental, plan_ranges, PlanOptions, PlanStats, Planning};
 use crate::shards::{check_count, ShardManifest, ShardSpec, ShardedPlan};
+use crate::state::{choose, Choice, Chooser, GcState, IncrementalPolicy};
 use chrono::{DateTime, Utc};
 use lake_common::ErrorKind;
 use lake_engine::Engine;
@@ -275,25 +276,122 @@ impl<'e> GarbageCollector<'e> {
         Ok((cutoff, reading))
     }
 
-    /// A dry run: the plan of what `horizon` allows deleting now. Changes nothing under the
-    /// lake root (the clock probe under `_lake/clock/` is written and removed).
+    /// A dry run: the full plan of what `horizon` allows deleting now (its mode record says it
+    /// was asked for). Changes nothing under the lake root (the clock probe under `_lake/clock/`
+    /// is written and removed). [`GarbageCollector::plan_with`] plans incrementally when a GC
+    /// state allows; [`GarbageCollector::run`] does for every caller.
     ///
     /// # Errors
     /// As [`GarbageCollector::cutoff`]; engine and storage errors (nothing is planned from a
     /// partial read).
     pub async fn plan(&self, horizon: &Horizon, settings: &PlanSettings) -> Result<Planned, GcError> {
+        self.plan_with(horizon, settings, &IncrementalPolicy::full()).await
+    }
+
+    /// A dry run under `policy`: an incremental plan from the latest GC state
+    /// ([`crate::state`]) when `policy` allows it and the state passes every check (its seal and
+    /// name, its lake, not from the future, the journal positions it names still there, its
+    /// chain's last full plan younger than `policy.full_every`), else a full plan. The plan's
+    /// [`GcPlan::mode`] says which, the state it started from, and why a plan is full. A plan
+    /// read from an inventory given to [`GarbageCollector::with_inventory`] is always full.
+    /// Changes nothing under the lake root.
+    ///
+    /// # Errors
+    /// As [`GarbageCollector::plan`].
+    pub async fn plan_with(
+        &self,
+        horizon: &Horizon,
+        settings: &PlanSettings,
+        policy: &IncrementalPolicy,
+    ) -> Result<Planned, GcError> {
         let (cutoff, clock) = self.cutoff(horizon).await?;
-        let options = self.plan_options(horizon.min_age, cutoff).with_settings(settings);
+        let recorded = PlanTime::from_datetime(cutoff);
+        let options = self.plan_options(horizon.min_age, recorded.datetime()).with_settings(settings);
+        let choice = if self.given_inventory && !policy.full {
+            Choice::Full(
+                "the plan reads a given inventory (an S3 Inventory report), which is never planned incrementally"
+                    .into(),
+            )
+        } else {
+            let at = Chooser {
+                store: &self.store,
+                engine: self.engine,
+                lake_id: self.policy.identity(),
+                cutoff: recorded.datetime(),
+                store_now: clock.store_now,
+            };
+            choose(&at, policy).await?
+        };
+        let reason = match choice {
+            Choice::Full(reason) => reason,
+            Choice::Incremental { scope, state, full_cutoff } => {
+                let listed_after = scope.listed_after.clone();
+                let incremental = PlanOptions { incremental: Some(scope), ..options.clone() };
+                match self.planning(&incremental, settings).await? {
+                    Planning::Done(plans, stats) => {
+                        let record = PlanModeRecord {
+                            mode: PlanMode::Incremental,
+                            state: Some(state),
+                            reason: None,
+                            listed_after: Some(listed_after),
+                            full_cutoff,
+                            held: stats.held.clone(),
+                            held_overflow: stats.held_overflow,
+                        };
+                        return Ok(Planned { plan: with_mode(plans, record)?, stats, clock });
+                    }
+                    Planning::Fallback(reason) => format!("the GC state {state} is not used: {reason}"),
+                }
+            }
+        };
+        tracing::info!(%reason, "a full plan");
+        match self.planning(&options, settings).await? {
+            Planning::Done(plans, stats) => {
+                let record = PlanModeRecord {
+                    mode: PlanMode::Full,
+                    state: None,
+                    reason: Some(reason),
+                    listed_after: None,
+                    full_cutoff: recorded,
+                    held: stats.held.clone(),
+                    held_overflow: stats.held_overflow,
+                };
+                Ok(Planned { plan: with_mode(plans, record)?, stats, clock })
+            }
+            Planning::Fallback(reason) => Err(GcError::storage("the plan", reason)),
+        }
+    }
+
+    /// Plans `options` with the store's own listing (in parallel streams on S3) or the given
+    /// inventory.
+    async fn planning(&self, options: &PlanOptions, settings: &PlanSettings) -> Result<Planning, GcError> {
         let inventory = self.inventory.as_ref();
-        let (plan, stats) = if settings.list_streams > 1 && self.store.s3().is_some() && !self.given_inventory {
+        if settings.list_streams > 1 && self.store.s3().is_some() && !self.given_inventory {
             let streams = settings.list_streams;
             let pages = buffered_pages(settings.memory_budget, settings.inventory_page_size, streams);
             let parallel = ParallelInventory::new(inventory, streams).with_buffered_pages(pages);
-            plan(self.engine, &parallel, &options).await?
+            plan_incremental(self.engine, &parallel, options).await
         } else {
-            plan(self.engine, inventory, &options).await?
-        };
-        Ok(Planned { plan, stats, clock })
+            plan_incremental(self.engine, inventory, options).await
+        }
+    }
+
+    /// Records the GC state of `report`'s apply when it is complete and of a whole plan of this
+    /// lake ([`GcState::of_apply`]); [`ApplyReport::state`] names it. A state that cannot be
+    /// written is logged (the next run plans from the state before, or in full), never an error
+    /// of an apply that deleted what it should.
+    async fn record_state(&self, mut report: ApplyReport) -> ApplyReport {
+        let Some(state) = GcState::of_apply(&report.plan, &report.checkpoint) else { return report };
+        if state.lake_id != self.policy.identity() || state.root != self.store.root().to_string() {
+            return report;
+        }
+        match state.record(&self.store).await {
+            Ok(key) => report.state = Some(key),
+            Err(e) => {
+                tracing::warn!(error = %e, "the GC state of a complete apply could not be recorded; the next run plans from an earlier state, or in full")
+            }
+        }
+        report
     }
 
     /// Applies `plan`, after checking the plan is this lake's, made with `horizon`'s `min_age`,
@@ -340,7 +438,8 @@ impl<'e> GarbageCollector<'e> {
         if let Some(loaded) = loaded.as_mut() {
             loaded.other_lake = self.other_lake(&loaded.plan);
         }
-        apply_loaded(self.engine, self.deleter.as_ref(), &held, loaded, Some(plan), options).await
+        let report = apply_loaded(self.engine, self.deleter.as_ref(), &held, loaded, Some(plan), options).await?;
+        Ok(self.record_state(report).await)
     }
 
     /// Resumes the apply recorded at `checkpoint`, after the checks of
@@ -414,7 +513,8 @@ impl<'e> GarbageCollector<'e> {
             return Ok(None);
         }
         self.check_plan(&loaded.plan, horizon, &what).await?;
-        apply_loaded(self.engine, self.deleter.as_ref(), &held, Some(loaded), None, options).await.map(Some)
+        let report = apply_loaded(self.engine, self.deleter.as_ref(), &held, Some(loaded), None, options).await?;
+        Ok(Some(self.record_state(report).await))
     }
 
     /// The coordinator's step of a sharded plan: fixes the cutoff (the store's clock minus
@@ -645,6 +745,14 @@ impl<'e> GarbageCollector<'e> {
         }
         Ok(())
     }
+}
+
+/// The one plan of a whole plan's planning, with its mode `record`.
+fn with_mode(plans: Vec<GcPlan>, record: PlanModeRecord) -> Result<GcPlan, GcError> {
+    let mut plan =
+        plans.into_iter().next().ok_or_else(|| GcError::refused(ErrorKind::ShardMismatch, "no key range to plan"))?;
+    plan.mode = Some(record);
+    Ok(plan)
 }
 
 /// The lake a plan was made for, in words.

@@ -26,6 +26,8 @@
 //!   deleter's).
 //! - [`shards`]: sharded plans (N shards over disjoint key ranges) and their manifest.
 //! - [`checkpoint`]: the versioned apply checkpoint bound to a plan digest.
+//! - [`state`]: the GC state a complete apply records under the root, from which the next run
+//!   plans incrementally.
 //! - [`output`]: where documents written for an operator (plans, sharded plans, metrics,
 //!   checkpoints) may go: outside the lake by any route, over a document of the same kind,
 //!   atomically.
@@ -52,6 +54,7 @@ mod revalidation;
 pub mod run;
 pub mod shards;
 pub mod spill;
+pub mod state;
 
 /// GC without [`collector::GarbageCollector`]'s checks, for tests and benchmarks that need an
 /// exact cutoff. **Unsafe**: a cutoff later than the store's clock minus `min_age` plans (and

@@ -141,6 +141,71 @@ pub struct PlanShard {
     pub range: KeyRange,
 }
 
+/// How a plan found its candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanMode {
+    /// Only the keys that may have become garbage since a GC state (`docs/gc.md`, "Incremental
+    /// plans"): keys minted since the state's cutoff minus a margin, keys that lost their last
+    /// retained reference since, and what the state's apply left unfinished. Its candidates are
+    /// a subset of the full plan's at the same cutoff.
+    Incremental,
+    /// Every managed key, listed.
+    Full,
+}
+
+impl PlanMode {
+    /// `incremental` or `full`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Incremental => "incremental",
+            Self::Full => "full",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The most keys a plan holds for the next run as young by the store's time
+/// ([`PlanModeRecord::held`]); past it the next run is a full plan.
+pub const MAX_HELD: usize = 10_000;
+
+/// How a whole plan found its candidates, and what it leaves for the next run: recorded in the
+/// plan (so in its digest) and, once the plan's apply is complete, in the GC state
+/// ([`crate::state::GcState`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanModeRecord {
+    /// Incremental or full.
+    pub mode: PlanMode,
+    /// The digest of the GC state an incremental plan started from ([`crate::state::GcState::digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why a plan is full: it was asked for, no state was recorded yet, the last full plan is
+    /// older than `full_every`, or the state could not be trusted (which check it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// An incremental plan listed only the managed keys after this one (the first key minted at
+    /// the state's cutoff minus the margin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed_after: Option<String>,
+    /// The cutoff of the last full plan this plan's chain of states started from (a full plan's
+    /// own cutoff): `full_every` counts from it.
+    pub full_cutoff: PlanTime,
+    /// Managed keys minted before the cutoff but last written at or after it (young by the
+    /// store's time: an upload that finished around the cutoff), sorted, at most [`MAX_HELD`]:
+    /// the next incremental plan looks at them again even when they were minted before the
+    /// keys it lists.
+    pub held: Vec<String>,
+    /// True when more than [`MAX_HELD`] keys were held: the next run is a full plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_overflow: bool,
+}
+
 /// A GC plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,6 +244,13 @@ pub struct GcPlan {
     /// field (unknown fields are refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<PlanShard>,
+    /// How the candidates were found ([`PlanModeRecord`]: a full listing, or an incremental plan
+    /// from a GC state, [`crate::state`]). Recorded by every whole plan a collector makes;
+    /// absent (and not written, so such a plan's bytes and digest are those of earlier builds)
+    /// in plans of earlier builds, sharded plans and planners run without a collector, which
+    /// are all full plans. Builds before incremental GC refuse a plan with this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<PlanModeRecord>,
     /// Objects to delete, sorted by key (in memory, or spilled to a temporary file by a
     /// planner past its memory budget: see [`CandidateList`]).
     pub candidates: CandidateList,

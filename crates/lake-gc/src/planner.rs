@@ -58,10 +58,11 @@ use crate::inventory::{EntryKind, InventoryPage, ObjectInventory};
 use crate::key_range::KeyRange;
 use crate::live_keys::{push_intent_keys, push_live_keys};
 use crate::plan::{
-    BasisEntry, Candidate, GcPlan, PlanProblem, FOREIGN_LISTED, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS,
+    BasisEntry, Candidate, GcPlan, PlanProblem, FOREIGN_LISTED, MAX_HELD, PLAN_FORMAT_VERSION, STAGE_ORPHAN_OBJECTS,
 };
 use crate::plan_time::PlanTime;
 use crate::spill::SortedRuns;
+use crate::state::IncrementalScope;
 use chrono::{DateTime, Utc};
 use lake_common::ErrorKind;
 use lake_engine::{Engine, LineageBasis};
@@ -104,6 +105,10 @@ pub struct PlanOptions {
     /// `range.after` and stops at the first key past `range.until` (as well as at the first
     /// young key), and journal garbage is kept only when its key lies in the range.
     pub range: KeyRange,
+    /// An incremental plan ([`crate::state`]): list only the keys after the scope's
+    /// `listed_after`, and examine besides them the keys before it that lost their last
+    /// reference since the state or that its run left; `None` (the default) for a full plan.
+    pub incremental: Option<IncrementalScope>,
 }
 
 impl PlanOptions {
@@ -120,6 +125,7 @@ impl PlanOptions {
             inventory_page_size: settings.inventory_page_size,
             memory_budget: settings.memory_budget,
             range: KeyRange::all(),
+            incremental: None,
         }
     }
 
@@ -180,6 +186,22 @@ pub struct PlanStats {
     pub write_intents: Vec<lake_engine::IntentInfo>,
     /// References the write intents name (kept live).
     pub intent_references: u64,
+    /// Incremental plans: keys before the listed range that were looked up one by one (released
+    /// since the state, or left by its run) and not live.
+    pub looked_up: u64,
+    /// Incremental plans: of those, the keys the store no longer holds.
+    pub looked_up_gone: u64,
+    /// Incremental plans on a local root: live keys before the listed range looked up for a
+    /// symbolic link.
+    pub live_keys_looked_up: u64,
+    /// Lineages replayed a second time by an incremental plan to find the keys they released.
+    pub released_tables: u64,
+    /// Managed keys minted before the cutoff but last written at or after it, sorted, at most
+    /// [`MAX_HELD`] (an upload that finished around the cutoff): the next incremental plan
+    /// looks at them again.
+    pub held: Vec<String>,
+    /// More keys than [`MAX_HELD`] were held.
+    pub held_overflow: bool,
 }
 
 /// RFC 3339 UTC with milliseconds, the plan's time format ([`PlanTime`]'s spelling).
@@ -219,6 +241,43 @@ pub(crate) async fn plan_ranges(
     options: &PlanOptions,
     ranges: &[KeyRange],
 ) -> Result<(Vec<GcPlan>, PlanStats), GcError> {
+    let full = PlanOptions { incremental: None, ..options.clone() };
+    match plan_planning(engine, inventory, &full, ranges).await? {
+        Planning::Done(plans, stats) => Ok((plans, stats)),
+        Planning::Fallback(reason) => Err(GcError::storage("the plan", reason)),
+    }
+}
+
+/// What an incremental plan came to: a plan, or a reason why only a full plan can be made
+/// (found while the journal was read).
+#[derive(Debug)]
+pub(crate) enum Planning {
+    /// The plans and their counters.
+    Done(Vec<GcPlan>, PlanStats),
+    /// The state cannot be used after all: why.
+    Fallback(String),
+}
+
+/// Makes the plan of `options` over the whole key space: incremental when
+/// `options.incremental` is set (then possibly [`Planning::Fallback`]), full otherwise.
+///
+/// # Errors
+/// As [`plan`].
+pub(crate) async fn plan_incremental(
+    engine: &dyn Engine,
+    inventory: &dyn ObjectInventory,
+    options: &PlanOptions,
+) -> Result<Planning, GcError> {
+    plan_planning(engine, inventory, options, &[KeyRange::all()]).await
+}
+
+/// [`plan_ranges`], incremental when `options.incremental` is set (with one range, every key).
+async fn plan_planning(
+    engine: &dyn Engine,
+    inventory: &dyn ObjectInventory,
+    options: &PlanOptions,
+    ranges: &[KeyRange],
+) -> Result<Planning, GcError> {
     if ranges.is_empty() || ranges.windows(2).any(|w| w[0].until.is_none() || w[0].until != w[1].after) {
         return Err(GcError::refused(
             ErrorKind::ShardMismatch,
@@ -236,7 +295,9 @@ pub(crate) async fn plan_ranges(
     let page_size = options.inventory_page_size.max(1);
     let prefetch = prefetch_pages(options.memory_budget, page_size);
     let (sender, mut receiver) = futures::channel::mpsc::channel::<Result<InventoryPage, GcError>>(prefetch);
-    let start_after = ranges[0].after.clone();
+    let incremental = options.incremental.as_ref();
+    // An incremental plan lists only the keys minted since the state's cutoff minus the margin.
+    let start_after = incremental.map(|i| i.listed_after.clone()).or_else(|| ranges[0].after.clone());
     let producer = async move {
         let mut sender = sender;
         // The stream ends after its last page or its first error.
@@ -254,6 +315,12 @@ pub(crate) async fn plan_ranges(
         // The write intents, after the cutoff and before any lineage: the references of a
         // commit that may still land are live.
         let mut live_runs = SortedRuns::new(options.memory_budget);
+        // Incremental plans: the keys before the listed range to look up (released since the
+        // state, or left by its run).
+        let mut released = SortedRuns::new(options.memory_budget / 4);
+        for key in incremental.map(|i| i.revisit.as_slice()).unwrap_or_default() {
+            released.push(key.clone())?;
+        }
         let intents = push_intent_keys(engine, &mut live_runs).await?;
         stats.intent_references = intents.intents.iter().map(|i| i.references).sum();
         stats.write_intents = intents.intents;
@@ -288,7 +355,9 @@ pub(crate) async fn plan_ranges(
             };
             let lineage = snapshot.lineage();
             stats.tables += 1;
-            basis.push(BasisEntry::new(location.name.clone(), LineageBasis::of(&lineage.stamp)));
+            let now = LineageBasis::of(&lineage.stamp);
+            let (latest, stamp) = (lineage.latest_version, lineage.stamp.clone());
+            basis.push(BasisEntry::new(location.name.clone(), now.clone()));
             problems.extend(lineage.problems.iter().map(PlanProblem::from));
             if !problems.is_empty() {
                 continue;
@@ -296,6 +365,28 @@ pub(crate) async fn plan_ranges(
             let (read, found) = push_live_keys(snapshot, &mut live_runs)?;
             stats.live_references += read;
             problems.extend(found);
+            if let (Some(scope), true) = (incremental, problems.is_empty()) {
+                let then = scope.basis.get(&location.name);
+                if then.is_some_and(|b| b.basis() == now) {
+                    continue; // Unchanged since the state: it released nothing.
+                }
+                // The versions that may have held a key the state saw live: from the oldest
+                // the state retained (every version of a lineage new since the state).
+                let since = match then {
+                    Some(b) => {
+                        if let Some(p) = b.basis().check_forward(&location.name, &stamp).first() {
+                            return Ok(Err(format!("the journal positions the state records no longer exist: {p}")));
+                        }
+                        b.retained.first().copied().unwrap_or(b.version.saturating_add(1))
+                    }
+                    None => 1,
+                };
+                match push_released(engine, location, &uris, since, latest, &scope.listed_after, &mut released).await? {
+                    Released::Read(found) => problems.extend(found),
+                    Released::Unreadable(reason) => return Ok(Err(reason)),
+                }
+                stats.released_tables += 1;
+            }
         }
         // GC's own garbage in the journals: found while the journal is fresh in mind, planned
         // after the objects (`tables/...` keys sort after `objects/...`).
@@ -307,7 +398,7 @@ pub(crate) async fn plan_ranges(
             garbage.sort_by(|a, b| a.key.cmp(&b.key));
         }
         // GC's own garbage outside the listing (clock probes, S3 multipart uploads of objects).
-        let mut own = if problems.is_empty() {
+        let own = if problems.is_empty() {
             inventory.own_garbage(cutoff).await?.into_iter().collect()
         } else {
             std::collections::VecDeque::new()
@@ -321,9 +412,45 @@ pub(crate) async fn plan_ranges(
         if lineage_complete {
             stats.spilled_runs = live_runs.runs() as u64;
             let mut live = live_runs.finish()?;
-            let mut live_next = live.next_key()?;
-            let stop_at = first_key_at(cutoff);
-            'listing: while let Some(page) = futures::StreamExt::next(&mut receiver).await {
+            let live_next = live.next_key()?;
+            let mut sweep = Sweep { ranges, cutoff, stop_at: first_key_at(cutoff), live, live_next, own };
+            let mut first = None;
+            if let Some(scope) = incremental {
+                // The first page's links first: a local walk reports every link directly under
+                // `objects/`, also those before the listed range.
+                if let Some(page) = futures::StreamExt::next(&mut receiver).await {
+                    let page = page?;
+                    for link in &page.links {
+                        aliases.link(link.clone());
+                    }
+                    first = Some(page);
+                }
+                let mut keys = released.finish()?;
+                let mut young = false;
+                while let Some(key) = keys.next_key()? {
+                    if young || key.as_str() >= scope.listed_after.as_str() {
+                        break;
+                    }
+                    sweep.unlisted_live_before(&key, scope, inventory, &mut aliases, &mut stats).await?;
+                    if sweep.live_next.as_deref() == Some(key.as_str()) {
+                        continue; // Live: never a candidate, not looked up.
+                    }
+                    stats.looked_up += 1;
+                    let Some(entry) = inventory.head(&key).await? else {
+                        stats.looked_up_gone += 1;
+                        continue;
+                    };
+                    if let EntryKind::Foreign(Foreign::SymbolicLink) = entry.kind {
+                        aliases.link(entry.key.clone());
+                    }
+                    young = sweep.entry(entry, &mut sweeps, &mut aliases, &mut stats)? != Step::Go;
+                }
+                let end = scope.listed_after.clone();
+                sweep.unlisted_live_before(&end, scope, inventory, &mut aliases, &mut stats).await?;
+            }
+            let mut pages =
+                futures::StreamExt::chain(futures::stream::iter(first.map(Ok::<_, GcError>)), &mut receiver);
+            'listing: while let Some(page) = futures::StreamExt::next(&mut pages).await {
                 let page = page?;
                 stats.inventory_pages += 1;
                 for link in page.links {
@@ -331,89 +458,24 @@ pub(crate) async fn plan_ranges(
                 }
                 for entry in page.entries {
                     stats.objects_listed += 1;
-                    if entry.key >= stop_at
-                        && entry.key.strip_prefix(OBJECTS_PREFIX).is_some_and(|k| k.starts_with('/'))
-                        && minted_at(&entry.key).is_some()
-                    {
-                        // Time-ordered keys: everything from here on was minted after the cutoff.
-                        stats.young_objects += 1;
+                    if sweep.entry(entry, &mut sweeps, &mut aliases, &mut stats)? != Step::Go {
                         break 'listing;
                     }
-                    // GC's own garbage that sorts before this entry.
-                    while own.front().is_some_and(|o| o.key < entry.key) {
-                        if let Some(o) = own.pop_front() {
-                            own_candidate(o, ranges, &mut sweeps, &mut stats, cutoff)?;
-                        }
-                    }
-                    // The range of the entry; past the last range, the listing is done.
-                    let Some(at) = range_of(ranges, &entry.key) else {
-                        if ranges.last().is_some_and(|r| r.is_past(&entry.key)) {
-                            break 'listing;
-                        }
-                        continue;
-                    };
-                    let sweep = &mut sweeps[at];
-                    // Live keys before this entry name objects that are not listed: through a
-                    // symbolic link, they could name one that is.
-                    while live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
-                        aliases.check(live_next.as_deref());
-                        live_next = live.next_key()?;
-                    }
-                    match entry.kind {
-                        EntryKind::Foreign(what) => {
-                            stats.foreign_entries += 1;
-                            sweep.foreign(&entry.key, what.as_str());
-                            if what == Foreign::SymbolicLink {
-                                aliases.link(entry.key);
-                            }
-                            continue;
-                        }
-                        EntryKind::EmptyFolder => stats.empty_folders += 1,
-                        EntryKind::Object | EntryKind::Staged => {}
-                    }
-                    // Each kind of listed entry has its one grammar (a key of the S3 listing
-                    // that looks like a staging file is an object outside the grammar).
-                    let grammar = match entry.kind {
-                        EntryKind::Staged => Some(GarbageKind::StagedUpload),
-                        EntryKind::EmptyFolder => Some(GarbageKind::EmptyFolder),
-                        _ => Some(GarbageKind::Object),
-                    };
-                    let minted = minted_at(&entry.key).filter(|_| garbage_kind(&entry.key) == grammar);
-                    let Some(minted) = minted else {
-                        stats.unmanaged_keys += 1;
-                        continue;
-                    };
-                    if minted >= cutoff || entry.last_modified >= cutoff {
-                        stats.young_objects += 1;
-                        continue;
-                    }
-                    // Merge join: both sides ascend by key.
-                    if live_next.as_deref() == Some(entry.key.as_str()) {
-                        stats.live_objects += 1;
-                        continue;
-                    }
-                    if entry.kind == EntryKind::Staged {
-                        stats.staged_uploads += 1;
-                    }
-                    sweep.candidates.push(Candidate {
-                        key: entry.key.into(),
-                        size: entry.size,
-                        last_modified: entry.last_modified.into(),
-                    })?;
                 }
             }
+            drop(pages);
             // The rest of GC's own garbage sorts after every listed entry (each is minted before
             // the cutoff, so before the first young key).
-            while let Some(o) = own.pop_front() {
+            while let Some(o) = sweep.own.pop_front() {
                 own_candidate(o, ranges, &mut sweeps, &mut stats, cutoff)?;
             }
             // The live keys after the last listed entry (young, or past the end of the prefix
             // or of the ranges) name no listed object: with a link met anywhere, each is checked
             // against it.
             if aliases.any() {
-                while live_next.is_some() {
-                    aliases.check(live_next.as_deref());
-                    live_next = live.next_key()?;
+                while sweep.live_next.is_some() {
+                    aliases.check(sweep.live_next.as_deref());
+                    sweep.live_next = sweep.live.next_key()?;
                 }
             }
         }
@@ -443,10 +505,13 @@ pub(crate) async fn plan_ranges(
         for (sweep, alias_problems) in sweeps.into_iter().zip(aliases.finish()) {
             outcomes.push(sweep.finish(&problems, lineage_complete, alias_problems)?);
         }
-        Ok::<_, GcError>((outcomes, basis, stats))
+        Ok::<_, GcError>(Ok((outcomes, basis, stats)))
     };
     let ((), consumed) = futures::join!(producer, consumer);
-    let (outcomes, basis, stats) = consumed?;
+    let (outcomes, basis, stats) = match consumed? {
+        Ok(done) => done,
+        Err(reason) => return Ok(Planning::Fallback(reason)),
+    };
     let plans = outcomes
         .into_iter()
         .map(|o| GcPlan {
@@ -462,10 +527,221 @@ pub(crate) async fn plan_ranges(
             foreign_count: o.foreign_count,
             foreign: o.foreign,
             shard: None,
+            mode: None,
             candidates: o.candidates,
         })
         .collect();
-    Ok((plans, stats))
+    Ok(Planning::Done(plans, stats))
+}
+
+/// Whether the sweep goes on after an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// On to the next entry.
+    Go,
+    /// A key minted at or after the cutoff: every later key is younger (time-ordered keys).
+    Young,
+    /// Past the last range.
+    Past,
+}
+
+/// The sweep's position: the live keys' merge and GC's own garbage, both in key order.
+struct Sweep<'r> {
+    ranges: &'r [KeyRange],
+    cutoff: DateTime<Utc>,
+    /// The first key minted at the cutoff.
+    stop_at: String,
+    live: crate::spill::MergedKeys,
+    live_next: Option<String>,
+    own: std::collections::VecDeque<InventoryEntry>,
+}
+
+impl Sweep<'_> {
+    /// One entry, listed or looked up, in key order: every rule of a plan (the module
+    /// documentation, step 4).
+    fn entry(
+        &mut self,
+        entry: InventoryEntry,
+        sweeps: &mut [RangeSweep],
+        aliases: &mut Aliases<'_>,
+        stats: &mut PlanStats,
+    ) -> Result<Step, GcError> {
+        let (ranges, cutoff) = (self.ranges, self.cutoff);
+        if entry.key >= self.stop_at
+            && entry.key.strip_prefix(OBJECTS_PREFIX).is_some_and(|k| k.starts_with('/'))
+            && minted_at(&entry.key).is_some()
+        {
+            // Time-ordered keys: everything from here on was minted after the cutoff.
+            stats.young_objects += 1;
+            return Ok(Step::Young);
+        }
+        // GC's own garbage that sorts before this entry.
+        while self.own.front().is_some_and(|o| o.key < entry.key) {
+            if let Some(o) = self.own.pop_front() {
+                own_candidate(o, ranges, sweeps, stats, cutoff)?;
+            }
+        }
+        // The range of the entry; past the last range, the listing is done.
+        let Some(at) = range_of(ranges, &entry.key) else {
+            if ranges.last().is_some_and(|r| r.is_past(&entry.key)) {
+                return Ok(Step::Past);
+            }
+            return Ok(Step::Go);
+        };
+        let sweep = &mut sweeps[at];
+        // Live keys before this entry name objects that are not listed: through a symbolic
+        // link, they could name one that is.
+        while self.live_next.as_deref().is_some_and(|l| l < entry.key.as_str()) {
+            aliases.check(self.live_next.as_deref());
+            self.live_next = self.live.next_key()?;
+        }
+        match entry.kind {
+            EntryKind::Foreign(what) => {
+                stats.foreign_entries += 1;
+                sweep.foreign(&entry.key, what.as_str());
+                if what == Foreign::SymbolicLink {
+                    aliases.link(entry.key);
+                }
+                return Ok(Step::Go);
+            }
+            EntryKind::EmptyFolder => stats.empty_folders += 1,
+            EntryKind::Object | EntryKind::Staged => {}
+        }
+        // Each kind of listed entry has its one grammar (a key of the S3 listing that looks
+        // like a staging file is an object outside the grammar).
+        let grammar = match entry.kind {
+            EntryKind::Staged => Some(GarbageKind::StagedUpload),
+            EntryKind::EmptyFolder => Some(GarbageKind::EmptyFolder),
+            _ => Some(GarbageKind::Object),
+        };
+        let minted = minted_at(&entry.key).filter(|_| garbage_kind(&entry.key) == grammar);
+        let Some(minted) = minted else {
+            stats.unmanaged_keys += 1;
+            return Ok(Step::Go);
+        };
+        if minted >= cutoff || entry.last_modified >= cutoff {
+            stats.young_objects += 1;
+            if minted < cutoff {
+                // Young by the store's time only: the next incremental plan looks again.
+                if stats.held.len() < MAX_HELD {
+                    stats.held.push(entry.key);
+                } else {
+                    stats.held_overflow = true;
+                }
+            }
+            return Ok(Step::Go);
+        }
+        // Merge join: both sides ascend by key.
+        if self.live_next.as_deref() == Some(entry.key.as_str()) {
+            stats.live_objects += 1;
+            return Ok(Step::Go);
+        }
+        if entry.kind == EntryKind::Staged {
+            stats.staged_uploads += 1;
+        }
+        sweep.candidates.push(Candidate {
+            key: entry.key.into(),
+            size: entry.size,
+            last_modified: entry.last_modified.into(),
+        })?;
+        Ok(Step::Go)
+    }
+
+    /// Moves the live keys' merge up to `end` (an incremental plan, before its listed range):
+    /// each live key passed names no listed object, so it is checked against the symbolic
+    /// links met; on a local root each is first looked up itself (the listing does not read its
+    /// folder), and a link found there is met.
+    async fn unlisted_live_before(
+        &mut self,
+        end: &str,
+        scope: &IncrementalScope,
+        inventory: &dyn ObjectInventory,
+        aliases: &mut Aliases<'_>,
+        stats: &mut PlanStats,
+    ) -> Result<(), GcError> {
+        while let Some(live) = self.live_next.as_deref().filter(|l| *l < end) {
+            if scope.check_links && live.starts_with(OBJECTS_PREFIX) {
+                stats.live_keys_looked_up += 1;
+                if let Some(found) = inventory.head(live).await? {
+                    if found.kind == EntryKind::Foreign(Foreign::SymbolicLink) {
+                        aliases.link(found.key);
+                    }
+                }
+            }
+            aliases.check(self.live_next.as_deref());
+            self.live_next = self.live.next_key()?;
+        }
+        Ok(())
+    }
+}
+
+/// What reading a lineage's released keys came to.
+enum Released {
+    /// Read; problems of the lineage met while reading it again (a plan with any is
+    /// incomplete).
+    Read(Vec<PlanProblem>),
+    /// The versions needed can no longer be replayed: why (the plan falls back to a full one).
+    Unreadable(String),
+}
+
+/// Reads `location`'s journal again and pushes to `runs` every key under `objects/` sorting
+/// before `listed_after` that some version in `since..=latest` references: the keys the
+/// lineage may have released since the state (those still live are dropped by the sweep's
+/// merge before anything is looked up).
+async fn push_released(
+    engine: &dyn Engine,
+    location: &lake_engine::TableLocation,
+    uris: &lake_engine::UriRange,
+    since: u64,
+    latest: u64,
+    listed_after: &str,
+    runs: &mut SortedRuns,
+) -> Result<Released, GcError> {
+    if since > latest {
+        return Ok(Released::Read(Vec::new()));
+    }
+    let snapshot = match engine.snapshot_in(location, uris).await {
+        Ok(snapshot) => snapshot,
+        Err(lake_engine::EngineError::Table { .. }) => {
+            let vanished = lake_engine::LineageProblem::TableVanished { table: location.name.clone() };
+            return Ok(Released::Read(vec![PlanProblem::from(&vanished)]));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let lineage = snapshot.lineage();
+    if !lineage.problems.is_empty() {
+        return Ok(Released::Read(lineage.problems.iter().map(PlanProblem::from).collect()));
+    }
+    match lineage.replay_base {
+        Some(base) if base <= since => {}
+        base => {
+            return Ok(Released::Unreadable(format!(
+                "lineage `{}`'s journal is replayed from version {} now, after version {since}, the oldest the state retained (a cleanup moved the replay's base): what the versions removed since referenced can no longer be read",
+                location.name,
+                base.map_or_else(|| "(none)".to_string(), |b| b.to_string())
+            )))
+        }
+    }
+    let roots = lake_engine::RetainedRoots::new((since..=latest.min(lineage.latest_version)).collect());
+    let lineage_problems =
+        |found: Vec<lake_engine::LineageProblem>| Ok(Released::Read(found.iter().map(PlanProblem::from).collect()));
+    let mut stream = match snapshot.live(&roots) {
+        Ok(stream) => stream,
+        Err(lake_engine::EngineError::Lineage { problems, .. }) => return lineage_problems(problems),
+        Err(e) => return Err(e.into()),
+    };
+    loop {
+        match stream.next_identity() {
+            Ok(Some(identity)) => {
+                if identity.uri.starts_with(OBJECTS_PREFIX) && identity.uri.as_str() < listed_after {
+                    runs.push(identity.uri)?;
+                }
+            }
+            Ok(None) => return Ok(Released::Read(Vec::new())),
+            Err(lake_engine::EngineError::Lineage { problems, .. }) => return lineage_problems(problems),
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Plans an entry of [`ObjectInventory::own_garbage`] (a clock probe, or an S3 multipart upload

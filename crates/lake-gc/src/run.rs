@@ -20,6 +20,7 @@ use crate::error::GcError;
 use crate::output::OutputPath;
 use crate::plan::GcPlan;
 use crate::planner::PlanStats;
+use crate::state::IncrementalPolicy;
 use lake_store::clock::ClockReading;
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,10 @@ pub struct RunRequest<'a> {
     /// How a new plan reads the lake; its `memory_budget` is GC's share of the run's one budget
     /// (`lake_engine::budget::share`; the engine holds the other share).
     pub settings: PlanSettings,
+    /// Whether a new plan may be incremental (from the GC state the last complete apply
+    /// recorded) and its bounds; default: incremental when a valid state allows, a full plan at
+    /// least every 7 days ([`GarbageCollector::plan_with`]). The plan's `mode` says what was done.
+    pub incremental: IncrementalPolicy,
 }
 
 impl<'a> RunRequest<'a> {
@@ -64,6 +69,7 @@ impl<'a> RunRequest<'a> {
             out: None,
             apply: ApplyOptions::default(),
             settings: PlanSettings::default(),
+            incremental: IncrementalPolicy::default(),
         }
     }
 }
@@ -149,7 +155,8 @@ impl GarbageCollector<'_> {
                     }
                 }
                 let planning = Instant::now();
-                let Planned { plan, stats, clock } = self.plan(&horizon, &request.settings).await?;
+                let Planned { plan, stats, clock } =
+                    self.plan_with(&horizon, &request.settings, &request.incremental).await?;
                 let plan_time = planning.elapsed();
                 if let Some(out) = request.out {
                     plan.save(out)?;

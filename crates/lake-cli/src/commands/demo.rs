@@ -202,6 +202,8 @@ pub(crate) async fn run(args: &DemoArgs) -> Result<(), CliError> {
         plan: None,
         max_clock_skew: Duration::from_secs(300),
         memory_budget: lake::engine::budget::DEFAULT_MEMORY_BUDGET,
+        // A fresh lake has no GC state: both runs below are full plans.
+        incremental: lake::collect::state::IncrementalPolicy::default(),
     };
     let collector = lake::collect::collector::GarbageCollector::open(store.clone(), &engine).await?;
     let dry = run_gc(&collector, &dry_req).await?;

@@ -16,6 +16,7 @@ use lake::collect::inventory::report::{ReportInventory, ReportOptions};
 use lake::collect::output::{DocumentKind, LakeRootUri, OutputPath};
 use lake::collect::plan::GcPlan;
 use lake::collect::run::{PlanSource, RunRequest};
+use lake::collect::state::IncrementalPolicy;
 use lake::engine::budget::share;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +30,8 @@ const CLOCK_SKEW_BOUNDS: (Duration, Duration) = (Duration::from_secs(1), Duratio
 /// The upper bound of `--inventory-max-age` and `--inventory-margin`: a year (365.25 days, as
 /// humantime counts one).
 const INVENTORY_DURATION_MAX: Duration = Duration::from_secs(31_557_600);
+/// The upper bound of `--full-every`: a year (365.25 days, as humantime counts one).
+const FULL_EVERY_MAX: Duration = INVENTORY_DURATION_MAX;
 
 /// A validated GC request.
 #[derive(Debug, Clone)]
@@ -59,6 +62,8 @@ pub(crate) struct GcRequest {
     /// half for the live keys, half for the journal of the table being replayed (the engine's
     /// own budget, set by [`run`] with `LanceEngine::with_memory_budget`).
     pub memory_budget: usize,
+    /// Whether a new plan may be incremental (`--full`, `--full-every`).
+    pub incremental: IncrementalPolicy,
 }
 
 /// Validates the flags of `lake gc` into a request.
@@ -139,6 +144,14 @@ pub(crate) fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         INVENTORY_DURATION_MAX,
         "how long before a report's creation its keys are listed live",
     )?;
+    let full_every = parse_duration_within(
+        "--full-every",
+        &args.full_every,
+        Duration::from_secs(1),
+        FULL_EVERY_MAX,
+        "how long incremental plans run before a full plan is made again",
+    )?;
+    let incremental = IncrementalPolicy { full: args.full, full_every, ..IncrementalPolicy::default() };
     let force = args.force;
     // With --shards, --out names a folder (see `gc_shards`).
     let out = match (&args.out, args.shards) {
@@ -165,6 +178,7 @@ pub(crate) fn request_from_args(args: &GcArgs) -> Result<GcRequest, CliError> {
         plan: args.plan.clone(),
         max_clock_skew,
         memory_budget,
+        incremental,
     })
 }
 
@@ -213,6 +227,7 @@ pub(crate) async fn run_gc(collector: &GarbageCollector<'_>, req: &GcRequest) ->
             memory_budget: share(req.memory_budget).1,
             list_streams: req.list_streams,
         },
+        incremental: req.incremental.clone(),
     };
     let run = collector.run(&request).await?;
     Ok(GcReport {

@@ -4,7 +4,7 @@
 use super::gc_run::{apply_counts_text, apply_json, intents_json, RunFacts};
 use lake::collect::apply::ApplyReport;
 use lake::collect::inventory::report::ReportSummary;
-use lake::collect::plan::GcPlan;
+use lake::collect::plan::{GcPlan, PlanMode};
 use lake::collect::planner::format_time;
 use serde_json::{json, Value};
 
@@ -73,6 +73,9 @@ impl GcReport {
         v["candidate_count"] = json!(p.candidates.len());
         v["candidate_bytes"] = json!(p.candidate_bytes());
         v["resumed"] = json!(self.resumed);
+        if let Value::Object(map) = &mut v {
+            map.extend(self.mode_json());
+        }
         v["restore_tags"] = serde_json::to_value(&self.restore_tags).unwrap_or(Value::Null);
         if let Some(i) = &self.inventory {
             v["inventory"] = serde_json::to_value(i).unwrap_or(Value::Null);
@@ -104,6 +107,11 @@ impl GcReport {
                 "lake_gc_clock_skew_seconds",
                 "Local clock minus the store's clock.",
                 self.run.clock.skew_ms() as f64 / 1000.0,
+            ),
+            (
+                "lake_gc_plan_incremental",
+                "1 when the plan was incremental (from the GC state), 0 when full.",
+                f64::from(u8::from(self.plan.mode.as_ref().is_some_and(|r| r.mode == PlanMode::Incremental))),
             ),
             ("lake_gc_plan_seconds", "Wall time of planning.", self.run.plan_seconds),
             ("lake_gc_apply_seconds", "Wall time of the apply.", self.run.apply_seconds),
@@ -159,6 +167,7 @@ impl GcReport {
         out += &self.run.header(mode, &p.root, p.min_age_seconds);
         out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
         out += &format!("  plan digest: {}\n", self.digest);
+        out += &self.mode_text();
         if let Some(i) = &self.inventory {
             out += &format!(
                 "  inventory:   report {} (created {}): {} entries from the report, {} listed live after {} ({} requests)\n",
@@ -241,8 +250,49 @@ impl GcReport {
                 out += &format!("    skipped {s}\n");
             }
             out += if c.complete { "  complete\n" } else { "  NOT complete: run the same command again to resume\n" };
+            if let Some(key) = &a.state {
+                out += &format!("  GC state:    recorded {key} (the next plan may start from it)\n");
+            }
         }
         out
+    }
+
+    /// How the plan found its candidates, as `--json` fields: `mode` (`incremental` or `full`;
+    /// a plan without a mode record, made by an earlier build, is full), `state` (the digest of
+    /// the GC state an incremental plan started from, else null), `mode_reason` (why a plan is
+    /// full, else null), `listed_after` (an incremental plan listed only the keys after it, else
+    /// null), `full_cutoff` (the cutoff of the last full plan of the chain, null without a mode
+    /// record), `held` (keys held as young for the next run), and `state_recorded` (the key of
+    /// the GC state a complete apply recorded, else null).
+    fn mode_json(&self) -> serde_json::Map<String, Value> {
+        let record = self.plan.mode.as_ref();
+        let v = json!({
+            "mode": record.map_or(PlanMode::Full, |r| r.mode).as_str(),
+            "state": record.and_then(|r| r.state.as_ref()),
+            "mode_reason": record.and_then(|r| r.reason.as_ref()),
+            "listed_after": record.and_then(|r| r.listed_after.as_ref()),
+            "full_cutoff": record.map(|r| r.full_cutoff),
+            "held": record.map_or(0, |r| r.held.len()),
+            "state_recorded": self.apply.as_ref().and_then(|a| a.state.as_ref()),
+        });
+        match v {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    /// The `mode:` line of the text: incremental and the state it started from, or full and why.
+    fn mode_text(&self) -> String {
+        match &self.plan.mode {
+            Some(r) if r.mode == PlanMode::Incremental => format!(
+                "  mode:        incremental, from GC state {} (listed the keys after {}; last full plan at cutoff {})\n",
+                r.state.as_deref().unwrap_or("?"),
+                r.listed_after.as_deref().unwrap_or("?"),
+                r.full_cutoff
+            ),
+            Some(r) => format!("  mode:        full: {}\n", r.reason.as_deref().unwrap_or("every managed key listed")),
+            None => "  mode:        full: a plan without a mode record (made by an earlier build)\n".into(),
+        }
     }
 
     /// Exit code: 0 done; 3 dry run on incomplete lineage; 4 apply with work left.
@@ -295,6 +345,7 @@ mod tests {
             foreign_count: 0,
             foreign: Vec::new(),
             shard: None,
+            mode: None,
             candidates,
         };
         GcReport {

@@ -56,6 +56,12 @@ impl RunFacts {
                 "live_objects": s.live_objects,
                 "young_objects": s.young_objects,
                 "spilled_runs": s.spilled_runs,
+                "looked_up": s.looked_up,
+                "looked_up_gone": s.looked_up_gone,
+                "live_keys_looked_up": s.live_keys_looked_up,
+                "released_tables": s.released_tables,
+                "held": s.held.len(),
+                "held_overflow": s.held_overflow,
             });
             v["own_garbage"] = json!({
                 "empty_folders": s.empty_folders,

@@ -47,6 +47,9 @@ impl ShardedReport {
         let shards: Vec<Value> = self.shards.iter().map(shard_json).collect();
         let mut v = self.run.json(&m.root, m.cutoff, m.min_age_seconds);
         v["sharded"] = json!(true);
+        // A sharded plan lists every managed key: never incremental (docs/gc.md).
+        v["mode"] = json!("full");
+        v["mode_reason"] = json!("a sharded plan is always full");
         v["manifest_digest"] = json!(m.digest());
         v["shard_count"] = json!(m.count);
         v["lineage_complete"] = json!(m.lineage_complete());
@@ -74,6 +77,7 @@ impl ShardedReport {
         let mut out = self.run.header(mode, &m.root, m.min_age_seconds);
         out += &format!("  cutoff:      {} (one for every shard)\n", m.cutoff);
         out += &format!("  manifest:    {} ({} shards)\n", m.digest(), m.count);
+        out += "  mode:        full: a sharded plan is always full\n";
         out += &format!("  candidates:  {} objects, {} bytes\n", m.candidates(), m.candidate_bytes());
         for s in &self.shards {
             let e = &s.entry;

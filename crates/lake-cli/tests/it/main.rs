@@ -1,6 +1,7 @@
 //! Tests of the `lake` binary: the operator's contract (one test binary per crate).
 
 mod garbage;
+mod incremental;
 mod ingest;
 mod intents;
 mod objects;

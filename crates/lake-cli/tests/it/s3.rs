@@ -147,11 +147,13 @@ fn s3_gc_plans_from_an_inventory_report() {
     ok(&["cleanup", &root, "--table", "t", "--older-than", "0s"]);
     crate::advance_clock(Duration::from_millis(10500));
 
-    let listed = json(&ok(&["gc", &root, "--min-age", "10s", "--json"]));
+    // Both plans with --full: a plan's digest covers its mode record, whose reason for a full
+    // plan would otherwise differ (no GC state yet, a given inventory) where the plans do not.
+    let listed = json(&ok(&["gc", &root, "--min-age", "10s", "--full", "--json"]));
     assert_eq!(listed["candidate_count"], 5, "{listed}");
     assert!(listed.get("inventory").is_none());
     let cutoff = listed["cutoff"].as_str().unwrap();
-    let args = ["gc", &root, "--min-age", "10s", "--cutoff", cutoff, "--inventory", &written.manifest_url];
+    let args = ["gc", &root, "--min-age", "10s", "--cutoff", cutoff, "--full", "--inventory", &written.manifest_url];
     let from_report = json(&ok(&[&args[..], &["--inventory-margin", "0s", "--json"]].concat()));
     assert_eq!(from_report["digest"], listed["digest"], "{from_report}");
     assert_eq!(from_report["candidates"], listed["candidates"]);

@@ -167,6 +167,97 @@ impl ObjectInventory for LocalInventory {
     ) -> futures::future::BoxFuture<'_, Result<Vec<InventoryEntry>, GcError>> {
         Box::pin(super::own::own_garbage(&self.store, cutoff))
     }
+
+    /// `lstat`s relative to the key's folder, opened without following a link (see
+    /// [`ObjectInventory::head`]).
+    fn head(&self, key: &str) -> futures::future::BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
+        let key = key.to_string();
+        Box::pin(async move {
+            let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
+                return Err(GcError::from(StoreError::Root {
+                    root: self.store.display_root(),
+                    message: "the local inventory needs a local root".into(),
+                }));
+            };
+            head_local(&root, &key)
+        })
+    }
+}
+
+/// [`LocalInventory`]'s [`ObjectInventory::head`].
+fn head_local(root: &Path, key: &str) -> Result<Option<InventoryEntry>, GcError> {
+    use rustix::io::Errno;
+    let storage = |e: Errno| GcError::storage(key, std::io::Error::from(e));
+    let (folder, name) = match key.strip_suffix('/') {
+        Some(folder) => (folder, None),
+        None => match key.rsplit_once('/') {
+            Some((folder, name)) => (folder, Some(name)),
+            None => return Ok(None),
+        },
+    };
+    let fd = match crate::no_follow::open_folder(root, folder) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => {
+            // A link (or a mount, or a file) on the path: the first such component, as itself.
+            let mut prefix = String::new();
+            for part in folder.split('/') {
+                prefix = if prefix.is_empty() { part.to_string() } else { format!("{prefix}/{part}") };
+                let st = match rustix::fs::statat(rustix::fs::CWD, root.join(&prefix), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => st,
+                    Err(Errno::NOENT) => return Ok(None),
+                    Err(e) => return Err(storage(e)),
+                };
+                if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                    return Ok(meta_of(&st).map(|m| InventoryEntry {
+                        key: prefix.clone(),
+                        size: m.size,
+                        last_modified: m.last_modified,
+                        kind: m.kind,
+                    }));
+                }
+            }
+            // A mount crossing: never looked through, like a link.
+            return Ok(Some(InventoryEntry {
+                key: folder.to_string(),
+                size: 0,
+                last_modified: DateTime::<Utc>::MIN_UTC,
+                kind: EntryKind::Foreign(Foreign::Unknown),
+            }));
+        }
+        Err(e) => return Err(storage(e)),
+    };
+    let Some(name) = name else {
+        // A folder key: an empty folder when it holds nothing.
+        let st = rustix::fs::fstat(&fd).map_err(storage)?;
+        for child in Dir::read_from(&fd).map_err(storage)? {
+            let child = child.map_err(storage)?;
+            if !matches!(child.file_name().to_bytes(), b"." | b"..") {
+                return Ok(None);
+            }
+        }
+        return Ok(meta_of(&st).map(|m| InventoryEntry {
+            key: key.to_string(),
+            size: 0,
+            last_modified: m.last_modified,
+            kind: EntryKind::EmptyFolder,
+        }));
+    };
+    let st = match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(storage(e)),
+    };
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        return Ok(None);
+    }
+    Ok(meta_of(&st).map(|m| {
+        let kind = match m.kind {
+            EntryKind::Object if is_staged_upload(key) => EntryKind::Staged,
+            kind => kind,
+        };
+        InventoryEntry { key: key.to_string(), size: m.size, last_modified: m.last_modified, kind }
+    }))
 }
 
 /// The size, modification time and kind of a file, read with its folder.

@@ -141,6 +141,24 @@ pub trait ObjectInventory: Send + Sync {
         let _ = cutoff;
         Box::pin(futures::future::ready(Ok(Vec::new())))
     }
+
+    /// The entry of the one key `key` as the store shows it now, without listing: what an
+    /// incremental plan asks of a key it does not list (a key that lost its last reference, or
+    /// that the last run left unfinished). `None` when nothing is there. On a local root nothing
+    /// is followed: a symbolic link on the key's path is returned as itself, foreign, under its
+    /// own key (`objects/<ULID>` or the key); a folder key (`objects/<ULID>/`) is an empty
+    /// folder when it is one, `None` when it holds anything; a folder where a file is expected is
+    /// `None` (the listing would list what it holds). On S3 one HEAD request.
+    ///
+    /// The default (an inventory that cannot look up one key, such as an S3 Inventory report)
+    /// refuses: an incremental plan is never made from it.
+    ///
+    /// # Errors
+    /// [`StoreError::Storage`](lake_store::StoreError::Storage) when the store cannot be read.
+    fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
+        let message = format!("this inventory cannot look up the key {key} alone; make a full plan");
+        Box::pin(futures::future::ready(Err(GcError::storage(key, message))))
+    }
 }
 
 /// A reference to an inventory lists as the inventory does.
@@ -152,6 +170,10 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for &T {
     fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, GcError>> {
         (**self).own_garbage(cutoff)
     }
+
+    fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
+        (**self).head(key)
+    }
 }
 
 /// A boxed inventory lists as the inventory does.
@@ -162,6 +184,10 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for Box<T> {
 
     fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, GcError>> {
         (**self).own_garbage(cutoff)
+    }
+
+    fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
+        (**self).head(key)
     }
 }
 

@@ -218,6 +218,11 @@ impl<I: ObjectInventory> ObjectInventory for ParallelInventory<I> {
     fn own_garbage(&self, cutoff: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<InventoryEntry>, GcError>> {
         self.inner.own_garbage(cutoff)
     }
+
+    /// The wrapped inventory's.
+    fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
+        self.inner.head(key)
+    }
 }
 
 /// How one listing runs.

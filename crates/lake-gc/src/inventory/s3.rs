@@ -99,4 +99,20 @@ impl ObjectInventory for S3Inventory {
     ) -> futures::future::BoxFuture<'_, Result<Vec<InventoryEntry>, GcError>> {
         Box::pin(super::own::own_garbage(&self.store, cutoff))
     }
+
+    /// One HEAD request (see [`ObjectInventory::head`]); a key ending with `/` is no object here.
+    fn head(&self, key: &str) -> futures::future::BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
+        let key = key.to_string();
+        Box::pin(async move {
+            if key.ends_with('/') {
+                return Ok(None);
+            }
+            Ok(self.store.head(&key).await?.map(|meta| InventoryEntry {
+                key,
+                size: meta.size,
+                last_modified: meta.last_modified,
+                kind: EntryKind::Object,
+            }))
+        })
+    }
 }

@@ -27,6 +27,7 @@ fn sample() -> GcPlan {
         foreign: vec![],
         problems: vec![],
         shard: None,
+        mode: None,
         candidates: CandidateList::from_sorted(vec![Candidate {
             key: "objects/01J00000000000000000000000/a".into(),
             size: 3,

@@ -15,6 +15,7 @@ mod collector;
 mod conformance;
 mod delete_proxy;
 mod documents;
+mod incremental;
 mod inventory;
 mod lake_identity;
 mod managed_grammar;

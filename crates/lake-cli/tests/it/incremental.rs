@@ -1,0 +1,95 @@
+//! Through the binary: `lake gc` plans incrementally from the GC state a complete apply recorded
+//! (issue 40), says so in its text and `--json` (`mode`, `state`, `mode_reason`), and `--full`
+//! and `--full-every` force a full plan.
+
+use crate::{advance_clock, json, lake_command, ok, stderr, write_files};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// Ingests `file` into table `t`, deletes its row and cleans up every older version: its object
+/// is an orphan once older than the floor.
+fn orphan(root: &str, dir: &Path, file: &str) {
+    let src = dir.join(file.replace('.', "_"));
+    write_files(&src, &[(file, file)]);
+    ok(&["ingest", root, "--table", "t", src.to_str().unwrap()]);
+    ok(&["delete", root, "--table", "t", "--where", &format!("path = '{file}'")]);
+    ok(&["cleanup", root, "--table", "t", "--older-than", "0s"]);
+}
+
+/// The candidates' keys of a `--json` report.
+fn candidates(report: &Value) -> Vec<String> {
+    report["candidates"].as_array().unwrap().iter().map(|c| c["uri"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake").display().to_string();
+    let checkpoint = dir.path().join("gc.ckpt").display().to_string();
+    ok(&["init", &root, "--min-age", "4s"]);
+    orphan(&root, dir.path(), "a.bin");
+    advance_clock(Duration::from_secs(5));
+
+    // No state yet: a full plan, and why.
+    let first = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(first["mode"], "full", "{first}");
+    assert!(first["mode_reason"].as_str().unwrap().contains("no GC state is recorded yet"), "{first}");
+    assert_eq!(first["state"], Value::Null, "{first}");
+    assert_eq!(first["candidate_count"], 1, "{first}");
+    let text = ok(&["gc", &root, "--min-age", "4s"]);
+    assert!(text.contains("mode:        full: no GC state is recorded yet"), "{text}");
+
+    // A complete apply records the state the next run starts from.
+    let applied = json(&ok(&["gc", &root, "--min-age", "4s", "--apply", "--checkpoint", &checkpoint, "--json"]));
+    assert_eq!((applied["mode"].as_str(), applied["complete"].as_bool()), (Some("full"), Some(true)), "{applied}");
+    let recorded = applied["state_recorded"].as_str().unwrap().to_string();
+    assert!(recorded.starts_with("_lake/gc/state/"), "{applied}");
+    assert!(Path::new(&root).join(&recorded).is_file(), "{recorded}");
+
+    // A new orphan: an ingest that fails after its upload commits nothing and leaves its object.
+    // (Not a cleanup: one that removes versions since the state makes the next plan full.)
+    let src = dir.path().join("b");
+    write_files(&src, &[("b.bin", "b.bin")]);
+    let failed = lake_command()
+        .args(["ingest", &root, "--table", "t", src.to_str().unwrap()])
+        .env("LAKE_FAILPOINT", "append.after_upload")
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    advance_clock(Duration::from_secs(5));
+    let incremental = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(incremental["mode"], "incremental", "{incremental}");
+    assert_eq!(incremental["mode_reason"], Value::Null, "{incremental}");
+    let state = incremental["state"].as_str().unwrap();
+    assert!(state.len() == 64 && state.chars().all(|c| c.is_ascii_hexdigit()), "{incremental}");
+    assert_eq!(incremental["candidate_count"], 1, "b.bin's object: {incremental}");
+    assert!(candidates(&incremental)[0].ends_with("/b.bin"), "{incremental}");
+    let text = ok(&["gc", &root, "--min-age", "4s"]);
+    assert!(text.contains(&format!("mode:        incremental, from GC state {state}")), "{text}");
+
+    // --full lists everything and finds the same candidates at the same cutoff.
+    let cutoff = incremental["cutoff"].as_str().unwrap();
+    let full = json(&ok(&["gc", &root, "--min-age", "4s", "--cutoff", cutoff, "--full", "--json"]));
+    assert_eq!(full["mode"], "full", "{full}");
+    assert!(full["mode_reason"].as_str().unwrap().contains("a full plan was asked for"), "{full}");
+    assert_eq!(candidates(&full), candidates(&incremental), "{full}\n{incremental}");
+
+    // An incremental apply records a state too; past --full-every the next plan is full again.
+    let applied = json(&ok(&["gc", &root, "--min-age", "4s", "--apply", "--checkpoint", &checkpoint, "--json"]));
+    assert_eq!(
+        (applied["mode"].as_str(), applied["complete"].as_bool(), applied["deleted"].as_u64()),
+        (Some("incremental"), Some(true), Some(1)),
+        "{applied}"
+    );
+    assert_ne!(applied["state_recorded"].as_str(), Some(recorded.as_str()), "{applied}");
+    let again = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
+    assert_eq!(again["mode"], "incremental", "{again}");
+    // A sharded plan lists every key even with a state there.
+    let sharded = json(&ok(&["gc", &root, "--min-age", "4s", "--shards", "2", "--json"]));
+    assert_eq!(sharded["mode"], "full", "{sharded}");
+    advance_clock(Duration::from_secs(3));
+    let due = json(&ok(&["gc", &root, "--min-age", "4s", "--full-every", "2s", "--json"]));
+    assert_eq!(due["mode"], "full", "{due}");
+    assert!(due["mode_reason"].as_str().unwrap().contains("full every 2s"), "{due}");
+}

@@ -1,0 +1,394 @@
+//! Incremental GC (`lake_gc::state`): a complete apply records a GC state under the root, the
+//! next run plans incrementally from it, and every incremental plan is a subset of the full plan
+//! at the same cutoff (equal to it when no upload outlived the margin). A state that cannot be
+//! trusted is never used: the run makes a full plan and says why.
+//!
+//! Time is injected: keys are minted at chosen times (ULIDs in the future of the host's clock,
+//! so every file's `last_modified` is before every cutoff) and the store's clock is a
+//! [`FixedClock`]; nothing sleeps.
+
+use chrono::{DateTime, Utc};
+use lake_common::ObjectIdentity;
+use lake_engine::memory::MemoryEngine;
+use lake_gc::apply::ApplyOptions;
+use lake_gc::checkpoint::CheckpointLocation;
+use lake_gc::collector::{GarbageCollector, Horizon, PlanSettings};
+use lake_gc::plan::{GcPlan, PlanMode};
+use lake_gc::run::{PlanSource, RunRequest};
+use lake_gc::state::{IncrementalPolicy, STATE_PREFIX};
+use lake_store::clock::FixedClock;
+use lake_store::descriptor::LakeDescriptor;
+use lake_store::LakeStore;
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use ulid::Ulid;
+
+const HOUR_MS: u64 = 3_600_000;
+const MIN_AGE: Duration = Duration::from_secs(3600);
+
+struct Lake {
+    dir: tempfile::TempDir,
+    store: LakeStore,
+    engine: MemoryEngine,
+    /// The store's now, milliseconds (virtual: days after the host's now).
+    now: u64,
+    minted: u64,
+}
+
+impl Lake {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
+        LakeDescriptor::create(&store, Duration::from_secs(1)).await.unwrap();
+        let now = (Utc::now().timestamp_millis() as u64) + 10 * 24 * HOUR_MS;
+        Self { dir, store, engine: MemoryEngine::new(), now, minted: 0 }
+    }
+
+    /// Writes an object minted at `at` (ms); returns its identity.
+    async fn upload_minted(&mut self, at: u64) -> ObjectIdentity {
+        self.minted += 1;
+        let key = format!("objects/{}/o{}", Ulid::from_parts(at, u128::from(self.minted)), self.minted);
+        self.store.put(&key, b"x".to_vec()).await.unwrap();
+        ObjectIdentity::new(key, [0; 32], 1)
+    }
+
+    fn clock(&self) -> FixedClock {
+        FixedClock(DateTime::<Utc>::from_timestamp_millis(self.now as i64).unwrap())
+    }
+
+    async fn gc(&self) -> GarbageCollector<'_> {
+        GarbageCollector::open(self.store.clone(), &self.engine).await.unwrap().with_unchecked_clock(self.clock())
+    }
+
+    fn checkpoint(&self) -> CheckpointLocation {
+        CheckpointLocation::parse(self.dir.path().join("gc.ckpt").to_str().unwrap()).unwrap()
+    }
+
+    async fn plan(&self, policy: &IncrementalPolicy) -> GcPlan {
+        let settings = PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() };
+        self.gc().await.plan_with(&Horizon::new(MIN_AGE), &settings, policy).await.unwrap().plan
+    }
+
+    /// A scheduled run: plan under `policy`, apply with the fixed checkpoint.
+    async fn run(&self, policy: IncrementalPolicy, max_pages: Option<u64>) -> lake_gc::run::RunOutcome {
+        let checkpoint = self.checkpoint();
+        let request = RunRequest {
+            plan: PlanSource::New,
+            checkpoint: Some(&checkpoint),
+            apply: ApplyOptions { page_size: 1, max_pages, ..ApplyOptions::default() },
+            settings: PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() },
+            incremental: policy,
+            ..RunRequest::dry_run(Horizon::new(MIN_AGE))
+        };
+        self.gc().await.run(&request).await.unwrap()
+    }
+
+    async fn exists(&self, key: &str) -> bool {
+        self.store.head(key).await.unwrap().is_some()
+    }
+
+    async fn states(&self) -> Vec<String> {
+        self.store.list_all(STATE_PREFIX).await.unwrap().into_iter().map(|(k, _)| k).collect()
+    }
+}
+
+fn keys(plan: &GcPlan) -> BTreeSet<String> {
+    plan.candidates.keys().unwrap().into_iter().map(|k| k.to_string()).collect()
+}
+
+fn mode(plan: &GcPlan) -> (PlanMode, String) {
+    let record = plan.mode.as_ref().expect("a collector's plan records its mode");
+    (record.mode, record.reason.clone().unwrap_or_default())
+}
+
+/// The first run is full (no state), its complete apply records a state, and the next run is
+/// incremental from it and finds: new orphans, keys released since (a delete, a version retention
+/// dropped), and nothing live.
+#[tokio::test]
+async fn a_complete_apply_records_a_state_and_the_next_run_is_incremental() {
+    let mut lake = Lake::new().await;
+    let t0 = lake.now - 5 * HOUR_MS;
+    let kept = lake.upload_minted(t0).await;
+    let released = lake.upload_minted(t0 + 1).await;
+    let tagged = lake.upload_minted(t0 + 2).await;
+    let orphan = lake.upload_minted(t0 + 3).await;
+    lake.engine.append("t", &[kept.clone(), released.clone(), tagged.clone()]);
+    lake.engine.delete("t", std::slice::from_ref(&tagged)); // version 1 still holds it
+    let first = lake.run(IncrementalPolicy::default(), None).await;
+    assert_eq!(mode(&first.plan).0, PlanMode::Full);
+    assert!(mode(&first.plan).1.contains("no GC state"), "{:?}", first.plan.mode);
+    assert_eq!(keys(&first.plan), BTreeSet::from([orphan.uri.clone()]));
+    let state = first.apply.as_ref().unwrap().state.clone().expect("a complete apply records a state");
+    assert_eq!(lake.states().await, vec![state]);
+
+    // A day later: a new orphan, a release by a delete, a release by retention.
+    lake.now += 24 * HOUR_MS;
+    let new_orphan = lake.upload_minted(lake.now - 3 * HOUR_MS).await;
+    lake.engine.delete("t", std::slice::from_ref(&released));
+    lake.engine.cleanup("t", |_| false);
+    let incremental = lake.plan(&IncrementalPolicy::default()).await;
+    let full = lake.plan(&IncrementalPolicy::full()).await;
+    assert_eq!(mode(&incremental).0, PlanMode::Incremental, "{:?}", incremental.mode);
+    assert_eq!(incremental.mode.as_ref().unwrap().state.as_deref().map(str::len), Some(64));
+    assert_eq!(keys(&incremental), BTreeSet::from([new_orphan.uri.clone(), released.uri.clone(), tagged.uri.clone()]));
+    assert_eq!(keys(&incremental), keys(&full));
+    // Deterministic: the same inputs give the same bytes.
+    assert_eq!(
+        incremental.canonical_bytes().unwrap(),
+        lake.plan(&IncrementalPolicy::default()).await.canonical_bytes().unwrap()
+    );
+    let second = lake.run(IncrementalPolicy::default(), None).await;
+    assert_eq!(mode(&second.plan).0, PlanMode::Incremental);
+    assert!(lake.exists(&kept.uri).await && !lake.exists(&released.uri).await && !lake.exists(&new_orphan.uri).await);
+    assert_eq!(lake.states().await.len(), 2);
+
+    // `full_every` bounds the chain: a week after the last full plan, the run is full.
+    lake.now += 8 * 24 * HOUR_MS;
+    let (m, reason) = mode(&lake.plan(&IncrementalPolicy::default()).await);
+    assert_eq!(m, PlanMode::Full);
+    assert!(reason.contains("last full plan"), "{reason}");
+}
+
+/// A dry run writes no state; an apply interrupted before it finished writes none either, and the
+/// next plan is full, saying there is no state.
+#[tokio::test]
+async fn dry_runs_and_unfinished_applies_record_no_state() {
+    let mut lake = Lake::new().await;
+    for i in 0..3 {
+        lake.upload_minted(lake.now - 5 * HOUR_MS + i).await;
+    }
+    lake.plan(&IncrementalPolicy::default()).await;
+    assert!(lake.states().await.is_empty());
+    let stopped = lake.run(IncrementalPolicy::default(), Some(1)).await;
+    assert!(!stopped.apply.as_ref().unwrap().checkpoint.complete);
+    assert!(stopped.apply.unwrap().state.is_none());
+    assert!(lake.states().await.is_empty());
+    let (m, reason) = mode(&lake.plan(&IncrementalPolicy::default()).await);
+    assert_eq!(m, PlanMode::Full);
+    assert!(reason.contains("no GC state"), "{reason}");
+}
+
+/// A lake with one recorded state; returns its key.
+async fn lake_with_state() -> (Lake, String) {
+    let mut lake = Lake::new().await;
+    let live = lake.upload_minted(lake.now - 5 * HOUR_MS).await;
+    lake.upload_minted(lake.now - 5 * HOUR_MS + 1).await;
+    lake.engine.append("t", &[live]);
+    let done = lake.run(IncrementalPolicy::default(), None).await;
+    let key = done.apply.unwrap().state.unwrap();
+    lake.now += HOUR_MS;
+    assert_eq!(mode(&lake.plan(&IncrementalPolicy::default()).await).0, PlanMode::Incremental);
+    (lake, key)
+}
+
+async fn falls_back(lake: &Lake, expected: &str) {
+    let plan = lake.plan(&IncrementalPolicy::default()).await;
+    let (m, reason) = mode(&plan);
+    assert_eq!(m, PlanMode::Full);
+    assert!(reason.contains(expected), "expected `{expected}` in: {reason}");
+    assert_eq!(keys(&plan), keys(&lake.plan(&IncrementalPolicy::full()).await));
+}
+
+#[tokio::test]
+async fn a_corrupt_or_edited_state_is_not_used() {
+    let (lake, key) = lake_with_state().await;
+    let bytes = lake.store.get(&key).await.unwrap().unwrap().to_vec();
+    // Edited: another cutoff, its seal kept.
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let edited = text.replacen("\"held_overflow\":false", "\"held_overflow\":true", 1);
+    assert_ne!(edited, text);
+    lake.store.put(&key, edited.into_bytes()).await.unwrap();
+    falls_back(&lake, "edited").await;
+    lake.store.put(&key, b"{not json".to_vec()).await.unwrap();
+    falls_back(&lake, "corrupt").await;
+    // Renamed: a state under another state's name.
+    lake.store.put(&key, bytes.clone()).await.unwrap();
+    let later = key.replace("state/1", "state/2");
+    assert_ne!(later, key);
+    lake.store.put(&later, bytes).await.unwrap();
+    falls_back(&lake, "renamed").await;
+    lake.store.delete(&later).await.unwrap();
+    // A stray file beside the states.
+    lake.store.put(&format!("{STATE_PREFIX}/notes.txt"), b"x".to_vec()).await.unwrap();
+    falls_back(&lake, "is not a GC state").await;
+}
+
+#[tokio::test]
+async fn a_state_of_another_lake_is_not_used() {
+    let (lake, key) = lake_with_state().await;
+    let (other, _) = lake_with_state().await;
+    let bytes = lake.store.get(&key).await.unwrap().unwrap().to_vec();
+    let theirs = other.states().await;
+    for k in theirs {
+        other.store.delete(&k).await.unwrap();
+    }
+    other.store.put(&key, bytes).await.unwrap();
+    falls_back(&other, "of lake").await;
+}
+
+#[tokio::test]
+async fn a_state_from_the_future_is_not_used() {
+    let (mut lake, _) = lake_with_state().await;
+    lake.now -= 3 * HOUR_MS; // the store's now before the state's cutoff
+    falls_back(&lake, "from the future").await;
+}
+
+#[tokio::test]
+async fn a_state_whose_journal_positions_are_gone_is_not_used() {
+    let (lake, _) = lake_with_state().await;
+    // Version 1's journal entry rewritten (restored from elsewhere): the position is gone.
+    lake.engine.write_sidecar("t", 1);
+    falls_back(&lake, "journal positions").await;
+}
+
+#[tokio::test]
+async fn a_state_of_a_lineage_no_longer_there_is_not_used() {
+    let (lake, _) = lake_with_state().await;
+    let engine = MemoryEngine::new();
+    let gc = GarbageCollector::open(lake.store.clone(), &engine).await.unwrap().with_unchecked_clock(lake.clock());
+    let plan =
+        gc.plan_with(&Horizon::new(MIN_AGE), &PlanSettings::default(), &IncrementalPolicy::default()).await.unwrap();
+    let (m, reason) = mode(&plan.plan);
+    assert_eq!(m, PlanMode::Full);
+    assert!(reason.contains("no longer registered"), "{reason}");
+}
+
+/// One step of a random history.
+#[derive(Debug, Clone)]
+enum Step {
+    /// An upload minted now (minus `back` minutes, within the margin).
+    Upload { back: u64 },
+    /// An upload minted `hours` ago that lands only now: it outlived the margin when `hours`
+    /// passes the state's cutoff minus the margin.
+    LateUpload { hours: u64 },
+    /// A write of table `table` referencing the `pick`-th existing object `n` times.
+    Reference { table: u8, pick: usize, n: u8 },
+    /// A delete of one reference to the `pick`-th referenced object.
+    Unreference { table: u8, pick: usize },
+    /// Version cleanup of `table`, keeping versions whose number is a multiple of `keep`.
+    Cleanup { table: u8, keep: u64 },
+    /// A write intent naming the `pick`-th object, or the removal of the oldest intent.
+    Intent { pick: usize, remove: bool },
+    /// Time passes.
+    Wait { hours: u64 },
+    /// A GC run, incremental when the state allows or full, applied or not.
+    Gc { full: bool, apply: bool },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0u64..50).prop_map(|back| Step::Upload { back }),
+        1 => (1u64..30).prop_map(|hours| Step::LateUpload { hours }),
+        3 => (0u8..2, any::<usize>(), 1u8..3).prop_map(|(table, pick, n)| Step::Reference { table, pick, n }),
+        2 => (0u8..2, any::<usize>()).prop_map(|(table, pick)| Step::Unreference { table, pick }),
+        1 => (0u8..2, 1u64..4).prop_map(|(table, keep)| Step::Cleanup { table, keep }),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(pick, remove)| Step::Intent { pick, remove }),
+        2 => (1u64..6).prop_map(|hours| Step::Wait { hours }),
+        3 => (any::<bool>(), any::<bool>()).prop_map(|(full, apply)| Step::Gc { full, apply }),
+    ]
+}
+
+/// Runs one random history, checking after every step that nothing a retained version or an
+/// intent references is missing, and at every GC step that the incremental plan is a subset of
+/// the full plan at the same cutoff, equal unless an upload outlived the margin since the last
+/// full apply.
+async fn history(steps: Vec<Step>) {
+    let mut lake = Lake::new().await;
+    let mut objects: Vec<ObjectIdentity> = Vec::new();
+    let mut referenced: Vec<(String, ObjectIdentity)> = Vec::new();
+    let mut intents: Vec<(String, ObjectIdentity)> = Vec::new();
+    // The cutoff of the latest recorded state, and whether an incremental plan may miss a key
+    // since the last full apply (an upload that outlived the margin, an intent that never landed).
+    let mut state_cutoff: Option<u64> = None;
+    let mut outlived = false;
+    let margin = IncrementalPolicy::default().margin.as_millis() as u64;
+    for step in steps {
+        match step {
+            Step::Upload { back } => objects.push(lake.upload_minted(lake.now - back * 60_000).await),
+            Step::LateUpload { hours } => {
+                let at = lake.now - hours * HOUR_MS;
+                outlived |= state_cutoff.is_some_and(|c| at < c.saturating_sub(margin));
+                objects.push(lake.upload_minted(at).await);
+            }
+            Step::Reference { table, pick, n } => {
+                // Only objects that exist are referenced (a writer references what it uploaded).
+                let present: Vec<ObjectIdentity> = {
+                    let mut v = Vec::new();
+                    for o in &objects {
+                        if lake.exists(&o.uri).await {
+                            v.push(o.clone());
+                        }
+                    }
+                    v
+                };
+                if let Some(o) = present.get(pick % present.len().max(1)) {
+                    let t = format!("t{table}");
+                    lake.engine.append(&t, &vec![o.clone(); usize::from(n)]);
+                    for _ in 0..n {
+                        referenced.push((t.clone(), o.clone()));
+                    }
+                }
+            }
+            Step::Unreference { table, pick } => {
+                let t = format!("t{table}");
+                let of_table: Vec<usize> =
+                    referenced.iter().enumerate().filter(|(_, (rt, _))| *rt == t).map(|(i, _)| i).collect();
+                if let Some(&i) = of_table.get(pick % of_table.len().max(1)) {
+                    let (_, o) = referenced.remove(i);
+                    lake.engine.delete(&t, &[o]);
+                }
+            }
+            Step::Cleanup { table, keep } => lake.engine.cleanup(&format!("t{table}"), |v| v % keep == 0),
+            Step::Intent { pick, remove } => {
+                if remove && !intents.is_empty() {
+                    let (key, o) = intents.remove(0);
+                    lake.engine.remove_intent(&key);
+                    // Kept only by an intent that never landed: an incremental plan misses it
+                    // when it was minted before the listed range (a full plan collects it).
+                    let minted = lake_store::keys::minted_at(&o.uri).unwrap().timestamp_millis() as u64;
+                    outlived |= state_cutoff.is_some_and(|c| minted < c.saturating_sub(margin));
+                } else if let Some(o) = objects.get(pick % objects.len().max(1)) {
+                    if lake.exists(&o.uri).await {
+                        intents.push((lake.engine.add_intent("t0", vec![o.clone()]), o.clone()));
+                    }
+                }
+            }
+            Step::Wait { hours } => lake.now += hours * HOUR_MS,
+            Step::Gc { full, apply } => {
+                let incremental = lake.plan(&IncrementalPolicy::default()).await;
+                let whole = lake.plan(&IncrementalPolicy::full()).await;
+                assert_eq!(incremental.cutoff, whole.cutoff);
+                let (inc, all) = (keys(&incremental), keys(&whole));
+                assert!(inc.is_subset(&all), "incremental {inc:?} is not a subset of full {all:?}");
+                if !outlived {
+                    assert_eq!(inc, all, "no upload outlived the margin: {:?}", incremental.mode);
+                }
+                if apply {
+                    let policy = if full { IncrementalPolicy::full() } else { IncrementalPolicy::default() };
+                    let done = lake.run(policy, None).await;
+                    let report = done.apply.unwrap();
+                    if report.state.is_some() {
+                        state_cutoff = Some(done.plan.cutoff.timestamp_millis() as u64);
+                        if done.plan.mode.as_ref().is_some_and(|m| m.mode == PlanMode::Full) {
+                            outlived = false;
+                        }
+                    }
+                }
+            }
+        }
+        // Nothing a retained version or an intent references is missing.
+        for identity in lake.engine.true_live_set().iter().chain(intents.iter().map(|(_, o)| o)) {
+            assert!(lake.exists(&identity.uri).await, "{} is referenced but missing", identity.uri);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn incremental_plans_are_subsets_of_full_plans_on_random_histories(steps in proptest::collection::vec(step(), 1..30)) {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(history(steps));
+    }
+}
