@@ -11,6 +11,7 @@ use ::lake::collect::collector::{GarbageCollector, Horizon, PlanSettings};
 use ::lake::collect::plan::GcPlan;
 use ::lake::collect::run::{PlanSource, RunRequest};
 use ::lake::collect::shards::{ShardManifest, ShardSpec, ShardedPlan};
+use ::lake::collect::state::IncrementalPolicy;
 use ::lake::collect::GcError;
 use ::lake::common::ErrorKind;
 use pyo3::prelude::*;
@@ -18,13 +19,27 @@ use std::time::Duration;
 
 #[pymethods]
 impl NativeLake {
-    /// A GC dry run at horizon `min_age`: the plan document (JSON) and its digest.
-    fn gc_plan(&self, py: Python<'_>, min_age: String, allow_below_policy: bool) -> PyResult<(String, String)> {
+    /// A GC dry run at horizon `min_age`: the plan document (JSON) and its digest. Incremental
+    /// when the lake's GC state allows (`lake_gc::state`), full with `full` or when the last full
+    /// plan is older than `full_every` (humantime; default 7 days).
+    #[pyo3(signature = (min_age, allow_below_policy, full=false, full_every=None))]
+    fn gc_plan(
+        &self,
+        py: Python<'_>,
+        min_age: String,
+        allow_below_policy: bool,
+        full: bool,
+        full_every: Option<String>,
+    ) -> PyResult<(String, String)> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
+        let mut incremental = if full { IncrementalPolicy::full() } else { IncrementalPolicy::default() };
+        if let Some(every) = full_every {
+            incremental.full_every = parse_duration("full_every", &every)?;
+        }
         let (store, engine) = self.gc_parts()?;
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
-            let planned = gc.run(&RunRequest::dry_run(horizon)).await?;
+            let planned = gc.run(&RunRequest { incremental, ..RunRequest::dry_run(horizon) }).await?;
             Ok((text(planned.plan.to_document()?)?, planned.plan.digest()?))
         })
     }

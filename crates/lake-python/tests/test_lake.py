@@ -185,3 +185,30 @@ def test_ctrl_c_during_apply_leaves_a_resumable_checkpoint(local_root, tmp_path)
 
     assert all((pathlib.Path(local_root) / k["uri"]).exists() for k in kept)
     assert lk.gc.plan(min_age="1s", allow_below_policy=True).candidate_count == 0
+
+
+def test_a_plan_after_a_complete_apply_is_incremental_and_a_subset_of_the_full_plan(local_root, tmp_path):
+    """Issue 40 from Python: the first plan is full ("no GC state"), a complete apply records a
+    GC state, the next plan is incremental (`Plan.mode`, `Plan.state`) and proposes exactly what
+    a full plan at the same moment proposes; `full=True` and `full_every` force a full plan."""
+    lk = lake.init(local_root, min_age="1h")
+    t = lk.table("t")
+    locs = lk.objects().put_many([f"o{i}".encode() for i in range(6)])
+    t.append(pa.table({"k": list(range(6)), "file": lake.locations(locs)}))
+    t.delete("k < 2")
+    t.cleanup(older_than="0s")
+    time.sleep(1.1)
+    first = lk.gc.plan(min_age="1s", allow_below_policy=True)
+    assert (first.mode, first.mode_reason is not None, first.state) == ("full", True, None)
+    assert first.candidate_count == 2
+    assert lk.gc.apply(first, checkpoint=str(tmp_path / "a.ckpt"), allow_below_policy=True).complete
+    orphans = lk.objects().put_many([b"late 1", b"late 2"])
+    time.sleep(1.1)
+    second = lk.gc.plan(min_age="1s", allow_below_policy=True)
+    full = lk.gc.plan(min_age="1s", allow_below_policy=True, full=True)
+    assert second.mode == "incremental" and second.state and second.mode_reason is None, second.mode_reason
+    assert full.mode == "full" and "asked" in (full.mode_reason or "")
+    uris = sorted(second.candidates.column("uri").to_pylist())
+    assert uris == sorted(full.candidates.column("uri").to_pylist()) == sorted(o["uri"] for o in orphans)
+    assert "mode='incremental'" in repr(second)
+    assert lk.gc.plan(min_age="1s", allow_below_policy=True, full_every="1s").mode == "full"

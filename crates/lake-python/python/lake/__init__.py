@@ -1232,6 +1232,25 @@ class Plan:
         )
 
     @property
+    def mode(self) -> str:
+        """`"incremental"` or `"full"` (a sharded plan, or one of an earlier build: `"full"`)."""
+        record = self._parsed.get("mode")
+        return "full" if not record else str(record["mode"])
+
+    @property
+    def mode_reason(self) -> Optional[str]:
+        """Why the plan is full (`"no GC state"`, `"a full plan was asked for"`, a state that
+        was not trusted and why, ...); `None` for an incremental plan."""
+        record = self._parsed.get("mode")
+        return None if not record else record.get("reason")
+
+    @property
+    def state(self) -> Optional[str]:
+        """The digest of the GC state an incremental plan started from; `None` otherwise."""
+        record = self._parsed.get("mode")
+        return None if not record else record.get("state")
+
+    @property
     def candidate_count(self) -> int:
         """How many keys the plan proposes to delete."""
         return len(self._parsed["candidates"])
@@ -1270,7 +1289,7 @@ class Plan:
         return cls(document, _lake.plan_digest(document, path))
 
     def __repr__(self) -> str:
-        return f"lake.Plan(candidates={self.candidate_count}, bytes={self.candidate_bytes}, complete={self.lineage_complete})"
+        return f"lake.Plan(candidates={self.candidate_count}, bytes={self.candidate_bytes}, complete={self.lineage_complete}, mode={self.mode!r})"
 
 
 class ShardedPlan:
@@ -1350,14 +1369,32 @@ class Gc:
     def __repr__(self) -> str:
         return f"lake.Gc(root={self._native.root!r})"
 
-    def plan(self, min_age: Duration, allow_below_policy: bool = False, progress: bool = False) -> Plan:
+    def plan(
+        self,
+        min_age: Duration,
+        allow_below_policy: bool = False,
+        progress: bool = False,
+        full: bool = False,
+        full_every: Optional[Duration] = None,
+    ) -> Plan:
         """A dry run at horizon `min_age` (humantime). Raises `PolicyError` for a horizon below
         the lake's policy floor (unless `allow_below_policy`) or a clock skew past the bound,
         `StorageError` when the store fails. A plan made on incomplete lineage is returned
         (`lineage_complete` False, `problems` naming why): it proposes nothing.
         `progress=True` shows a spinner with the time spent on stderr (tqdm), as the CLI does
-        (a plan's length is not known before its listing ends)."""
-        arguments = (_duration("min_age", min_age), _flag(allow_below_policy))
+        (a plan's length is not known before its listing ends).
+
+        The plan is incremental when the lake's GC state allows (recorded by the last complete
+        apply; docs/gc.md, "Incremental plans"): it examines only keys minted since that run and
+        keys released since, and proposes a subset of what a full plan would. `full=True` forces a
+        full plan, as does a last full plan older than `full_every` (default 7 days) or a state
+        that cannot be trusted; `Plan.mode` and `Plan.mode_reason` say which and why."""
+        arguments = (
+            _duration("min_age", min_age),
+            _flag(allow_below_policy),
+            _flag(full, "full"),
+            None if full_every is None else _duration("full_every", full_every),
+        )
         with _spinner(_flag(progress, "progress"), "gc plan: reading lineage and listing objects"):
             document, digest = self._native.gc_plan(*arguments)
         return Plan(document, digest)
