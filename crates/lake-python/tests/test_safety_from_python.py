@@ -30,6 +30,23 @@ def candidates(plan):
     return set(plan.candidates.column("uri").to_pylist())
 
 
+def interrupted_at_random(command, seed, gaps):
+    """Starts `command` (a child that prints `ready` once set up) and sends it SIGINT at random
+    gaps (seconds, uniform in `gaps`, from a seeded generator) until it exits; returns it."""
+    import random
+
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    rng = random.Random(seed)
+    while child.poll() is None:
+        time.sleep(rng.uniform(*gaps))
+        try:
+            child.send_signal(signal.SIGINT)
+        except ProcessLookupError:
+            break
+    return child
+
+
 def test_a_file_url_with_dotdot_after_a_link_is_refused(local_root, tmp_path):
     """HOLE (fixed): `file:///<dir>/<link to objects>/../objects/<ULID>/o` opens the lake's
     object (the OS resolves `..` after the link) but URL parsing resolved `..` textually to a
@@ -113,25 +130,13 @@ def test_ctrl_c_during_deletes_never_leaves_an_unjournaled_version(local_root):
     every plan until `lake refs repair` (a CLI command; Python has no repair). Fix: writes are
     not dropped on a signal (`run_write` in the binding): they finish, then the interrupt is
     raised."""
-    import random
-
     lk = lake.init(local_root, min_age="1h")
     locs = lk.objects().put_many([f"o{i}".encode() for i in range(50)])
     rows = 40000
     for part in range(4):
         keys = list(range(part * rows, (part + 1) * rows))
         lk.table("t").append(pa.table({"k": keys, "file": lake.locations([locs[i % 50] for i in keys])}))
-    child = subprocess.Popen(
-        [sys.executable, "-c", DELETER, local_root, "30"], stdout=subprocess.PIPE, text=True
-    )
-    assert child.stdout.readline().strip() == "ready"
-    rng = random.Random(7)
-    while child.poll() is None:
-        time.sleep(rng.uniform(0.05, 0.3))
-        try:
-            child.send_signal(signal.SIGINT)
-        except ProcessLookupError:
-            break
+    child = interrupted_at_random([sys.executable, "-c", DELETER, local_root, "30"], seed=7, gaps=(0.05, 0.3))
     assert child.wait() == 0
     assert len(lk.table("t").versions()) > 5
     plan = lk.gc.plan(min_age="1h")
@@ -209,22 +214,10 @@ def test_every_interrupted_write_says_whether_it_committed(local_root):
     every write leaves a receipt on its thread (`run_write`), and the package's `_write` adds
     its note to every interrupt that reaches the caller from inside a write, also one that
     arrived before the write began ("nothing was committed")."""
-    import random
-
     lk = lake.init(local_root, min_age="1h")
     loc = lk.objects().put(b"x", name="x")
     lk.table("t").append(pa.table({"k": list(range(200)), "file": lake.locations([loc] * 200)}))
-    child = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTED_WRITER, local_root, "60"], stdout=subprocess.PIPE, text=True
-    )
-    assert child.stdout.readline().strip() == "ready"
-    rng = random.Random(11)
-    while child.poll() is None:
-        time.sleep(rng.uniform(0.005, 0.25))
-        try:
-            child.send_signal(signal.SIGINT)
-        except ProcessLookupError:
-            break
+    child = interrupted_at_random([sys.executable, "-c", INTERRUPTED_WRITER, local_root, "60"], seed=11, gaps=(0.005, 0.25))
     out, _ = child.communicate()
     assert child.returncode == 0
     result = json.loads(out.strip().splitlines()[-1])
