@@ -46,7 +46,7 @@
 //! before it was fixed. On S3, where both the journal phase and the listing wait on requests, a
 //! plan then costs about the longer of the two instead of their sum.
 //!
-//! Size: about 620 lines, 50 of them this documentation; `plan_ranges` is one function of about 250
+//! Size: about 1000 lines, 50 of them this documentation; `plan_ranges` is one function of about 250
 //! lines running steps 1-6 over one listing, its range bookkeeping (`RangeSweep`, `Aliases`) beside
 //! it. Kept whole because the order of the steps is the safety argument.
 
@@ -194,7 +194,8 @@ pub struct PlanStats {
     /// Incremental plans on a local root: live keys before the listed range looked up for a
     /// symbolic link.
     pub live_keys_looked_up: u64,
-    /// Lineages replayed a second time by an incremental plan to find the keys they released.
+    /// Lineages whose journal entries since the state an incremental plan read to find the keys
+    /// they released (their removals; the journal replayed again for a snapshot entry since).
     pub released_tables: u64,
     /// Managed keys minted before the cutoff but last written at or after it, sorted, at most
     /// [`MAX_HELD`] (an upload that finished around the cutoff): the next incremental plan
@@ -797,7 +798,7 @@ async fn replay_released(
     if !lineage.problems.is_empty() {
         return Ok(Released::Read(lineage.problems.iter().map(PlanProblem::from).collect()));
     }
-    if !lineage.replay_base.is_some_and(|base| base <= from) {
+    if lineage.replay_base.is_none_or(|base| base > from) {
         return Ok(Released::Unreadable(format!(
             "lineage `{}`'s journal entry of version {first_snapshot} is a snapshot, and the journal is replayed from version {} now, after version {from} (a cleanup wrote a reference checkpoint while this plan read the journal)",
             at.location.name,
