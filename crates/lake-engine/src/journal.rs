@@ -92,3 +92,56 @@ pub fn added_between(
     }
     Ok(out.into_iter().collect())
 }
+
+/// [`crate::Engine::references_removed_between`] over decoded sidecars: hands `visit` every
+/// identity the entries of `(after, upto]` remove (`after` `None`: after the first entry, which
+/// must be version 1 or a snapshot), skipping those `range` does not concern.
+///
+/// # Errors
+/// Whatever `visit` returns.
+pub fn removed_between(
+    after: Option<u64>,
+    upto: u64,
+    sidecars: &Sidecars,
+    range: &crate::UriRange,
+    visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+) -> Result<crate::Removals, EngineError> {
+    let after = match after {
+        Some(after) => after,
+        None => match sidecars.iter().next() {
+            None => return Ok(crate::Removals::Read { after: 0, snapshots: Vec::new() }),
+            Some((v, Ok(d))) if *v == 1 || d.kind == DeltaKind::Snapshot => *v,
+            Some((v, Ok(_))) => {
+                return Ok(crate::Removals::Unreadable {
+                    version: *v,
+                    reason: "the lineage's first journal entry is neither version 1 nor a snapshot".into(),
+                })
+            }
+            Some((v, Err(e))) => {
+                return Ok(crate::Removals::Unreadable {
+                    version: *v,
+                    reason: format!("its entry cannot be decoded ({e})"),
+                })
+            }
+        },
+    };
+    let mut snapshots = Vec::new();
+    for v in after.saturating_add(1)..=upto {
+        match sidecars.get(&v) {
+            Some(Ok(d)) if d.kind == DeltaKind::Snapshot => snapshots.push(v),
+            Some(Ok(d)) => {
+                for e in d.removed.iter().filter(|e| range.is_all() || range.concerns(&e.identity.uri)) {
+                    visit(e.identity.clone())?;
+                }
+            }
+            Some(Err(e)) => {
+                return Ok(crate::Removals::Unreadable {
+                    version: v,
+                    reason: format!("its entry cannot be decoded ({e})"),
+                })
+            }
+            None => return Ok(crate::Removals::Unreadable { version: v, reason: "it has no journal entry".into() }),
+        }
+    }
+    Ok(crate::Removals::Read { after, snapshots })
+}

@@ -188,6 +188,30 @@ pub struct WriteIntents {
     pub problems: Vec<String>,
 }
 
+/// What reading the identities that a range of a lineage's journal entries removed came to
+/// ([`Engine::references_removed_between`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removals {
+    /// Every entry of the range was read and every identity the `removed` list of a delta entry
+    /// names was handed over.
+    Read {
+        /// The range's start (exclusive): the `after` asked for, or the lineage's first entry.
+        after: u64,
+        /// The versions of the range whose entry is a snapshot, ascending: it lists what its
+        /// version references, not what it removed (an overwrite, a restore and a repair write
+        /// one), so what it released is what the version before it referenced.
+        snapshots: Vec<u64>,
+    },
+    /// The entry of `version` cannot be read: `reason` says why (no entry, an undecodable one,
+    /// or a lineage whose first entry is neither version 1 nor a snapshot).
+    Unreadable {
+        /// The version at fault.
+        version: u64,
+        /// Why, one phrase.
+        reason: String,
+    },
+}
+
 /// The engine trait: tables, their snapshots (lineage and live references), their stamps, and
 /// what versions added.
 ///
@@ -252,6 +276,28 @@ pub trait Engine: Send + Sync {
         after: u64,
         upto: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError>;
+
+    /// Hands `visit` every identity that the journal entries of `location`'s versions in
+    /// `(after, upto]` remove (each entry's `removed` list, in version order, an identity as
+    /// often as entries name it), skipping those `range` does not concern; with `after` `None`,
+    /// the versions after the lineage's first journal entry (version 1, or the snapshot a
+    /// branch starts with). Entries of versions a cleanup removed are read too: the journal
+    /// outlives its versions. An identity whose count fell to zero in one of those versions is
+    /// among them, unless that version's entry is a snapshot (its removals are implicit: the
+    /// answer names it) or an entry cannot be read ([`Removals::Unreadable`]). Reads only the
+    /// entries of the range (GC's incremental plans: the keys released since a state).
+    ///
+    /// # Errors
+    /// [`EngineError::Storage`] / [`EngineError::Table`] when the journal cannot be read at
+    /// all; whatever `visit` returns.
+    async fn references_removed_between(
+        &self,
+        location: &TableLocation,
+        after: Option<u64>,
+        upto: u64,
+        range: &UriRange,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<Removals, EngineError>;
 
     /// The files of `location`'s journal that no journal entry names and that were last written
     /// before `cutoff_ms` (milliseconds since the Unix epoch): reference logs, and staged

@@ -5,10 +5,10 @@
 //! corrupt a sidecar) to exercise fail-closed paths.
 
 use crate::error::EngineError;
-use crate::journal::{added_between, live_set_of, Sidecars};
+use crate::journal::{added_between, live_set_of, removed_between, Sidecars};
 use crate::lineage::{check_chain, TableLineage};
 use crate::stamp::LineageStamp;
-use crate::{Engine, IdentityStream, RetainedRoots, TableLocation, TableSet, TableSnapshot};
+use crate::{Engine, IdentityStream, Removals, RetainedRoots, TableLocation, TableSet, TableSnapshot, UriRange};
 use async_trait::async_trait;
 use lake_common::{DecodeError, ObjectIdentity, ObjectReferenceDelta, ReferenceCounts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,6 +21,11 @@ struct MemTable {
     sidecars: Sidecars,
     latest: u64,
     current: ReferenceCounts,
+    /// The reference checkpoint a cleanup wrote (as Lance's engine does): the snapshot entry of
+    /// version C that stands in for C's sidecar, and the canonical bytes of that sidecar when it
+    /// was written. While valid, a snapshot's lineage reads no entry before C (they stay in the
+    /// journal: [`Engine::references_removed_between`] reads them).
+    checkpoint: Option<(ObjectReferenceDelta, Vec<u8>)>,
 }
 
 /// An in-memory engine: tables of reference counts with a journal.
@@ -29,6 +34,8 @@ pub struct MemoryEngine {
     tables: Mutex<BTreeMap<String, MemTable>>,
     /// Write intents with the references each names, by key.
     intents: Mutex<BTreeMap<String, (crate::IntentInfo, Vec<ObjectIdentity>)>>,
+    /// Intents recorded so far (each one's key is unique, whatever was removed since).
+    intents_made: std::sync::atomic::AtomicU64,
 }
 
 impl MemoryEngine {
@@ -41,7 +48,8 @@ impl MemoryEngine {
     /// commit that may land late); returns its key.
     pub fn add_intent(&self, table: &str, references: Vec<ObjectIdentity>) -> String {
         let mut guard = self.intents.lock().unwrap_or_else(|p| p.into_inner());
-        let key = format!("_lake/intents/{table}/{:026}.json", guard.len());
+        let n = self.intents_made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let key = format!("_lake/intents/{table}/{n:026}.json");
         let info = crate::IntentInfo {
             key: key.clone(),
             table: table.to_string(),
@@ -128,12 +136,103 @@ impl MemoryEngine {
         });
     }
 
-    /// Removes every version for which `keep` is false, except the latest (as Lance cleanup).
+    /// Removes every version for which `keep` is false, except the latest (as Lance cleanup),
+    /// then, when versions went and the journal is complete, writes the reference checkpoint at
+    /// the new oldest retained version (as `lake cleanup` does): the replay's base moves there.
     pub fn cleanup(&self, table: &str, keep: impl Fn(u64) -> bool) {
         self.with_existing_table(table, |t| {
             let latest = t.latest;
+            let before = t.versions.len();
             t.versions.retain(|v, _| *v == latest || keep(*v));
+            if t.versions.len() == before {
+                return;
+            }
+            let retained: Vec<u64> = t.versions.keys().copied().collect();
+            let view = Self::journal_view(t);
+            let (base, problems) = check_chain(table, &retained, t.latest, &view);
+            let (Some(base), Some(&oldest), true) = (base, retained.first(), problems.is_empty()) else { return };
+            if oldest <= base {
+                return;
+            }
+            let mut replay = crate::Replay::new(&[]);
+            for v in base..=oldest {
+                match view.get(&v) {
+                    Some(Ok(d)) if replay.apply(d).is_ok() => {}
+                    _ => return,
+                }
+            }
+            let bound = match t.sidecars.get(&oldest) {
+                Some(Ok(d)) => d.encode(),
+                _ => return,
+            };
+            t.checkpoint = Some((ObjectReferenceDelta::snapshot(table, oldest, &replay.counts()), bound));
         });
+    }
+
+    /// The journal a snapshot reads: every sidecar, or with a valid checkpoint at C (at or
+    /// below the oldest retained version, C's sidecar unchanged) the checkpoint as C's entry
+    /// and the sidecars after it.
+    fn journal_view(t: &MemTable) -> Sidecars {
+        let oldest = t.versions.keys().next().copied().unwrap_or(t.latest);
+        let valid = t.checkpoint.as_ref().filter(|(c, bound)| {
+            c.version <= oldest
+                && c.version <= t.latest
+                && matches!(t.sidecars.get(&c.version), Some(Ok(d)) if d.encode() == *bound)
+        });
+        match valid {
+            None => t.sidecars.clone(),
+            Some((c, _)) => {
+                let mut view: Sidecars = t.sidecars.range(c.version + 1..).map(|(v, e)| (*v, e.clone())).collect();
+                view.insert(c.version, Ok(c.clone()));
+                view
+            }
+        }
+    }
+
+    /// Overwrites the table's content with one reference per element of `refs`: a version
+    /// whose journal entry is a snapshot (as an overwrite's is); returns the version.
+    pub fn overwrite(&self, table: &str, refs: &[ObjectIdentity]) -> u64 {
+        self.with_table(table, |t| {
+            let v = t.latest + 1;
+            let content: ReferenceCounts = refs.iter().cloned().collect();
+            t.current = content.clone();
+            t.versions.insert(v, content.clone());
+            t.latest = v;
+            t.sidecars.insert(v, Ok(ObjectReferenceDelta::snapshot(table, v, &content)));
+            v
+        })
+    }
+
+    /// Creates lineage `branch` from `source`'s latest version, as a branch is made: its first
+    /// version has the source's number and content, journaled as a snapshot. Returns that
+    /// version (`None` when `source` does not exist).
+    pub fn branch(&self, source: &str, branch: &str) -> Option<u64> {
+        let mut guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        let (v, content) = {
+            let s = guard.get(source)?;
+            (s.latest, s.current.clone())
+        };
+        let mut t = MemTable { latest: v, current: content.clone(), ..MemTable::default() };
+        t.versions.insert(v, content.clone());
+        t.sidecars.insert(v, Ok(ObjectReferenceDelta::snapshot(branch, v, &content)));
+        guard.insert(branch.to_string(), t);
+        Some(v)
+    }
+
+    /// Whether lineage `table` exists.
+    pub fn lineage_exists(&self, table: &str) -> bool {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).contains_key(table)
+    }
+
+    /// The versions of `table` that still exist, ascending (empty for no such table).
+    pub fn retained_versions(&self, table: &str) -> Vec<u64> {
+        let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        guard.get(table).map(|t| t.versions.keys().copied().collect()).unwrap_or_default()
+    }
+
+    /// Deletes lineage `table` (a branch deleted): its versions and journal go.
+    pub fn drop_table(&self, table: &str) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(table);
     }
 
     /// The truth: identities referenced by at least one version that still exists, all tables.
@@ -145,18 +244,28 @@ impl MemoryEngine {
             .collect()
     }
 
+    /// Every sidecar of `table` (the whole journal, whatever a checkpoint stands in for).
+    fn sidecars_of(&self, table: &str) -> Result<Sidecars, EngineError> {
+        let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        let t = guard
+            .get(table)
+            .ok_or_else(|| EngineError::Table { table: table.into(), message: "no such table".into() })?;
+        Ok(t.sidecars.clone())
+    }
+
     fn lineage_of(&self, table: &str) -> Result<(TableLineage, Sidecars), EngineError> {
         let guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         let t = guard
             .get(table)
             .ok_or_else(|| EngineError::Table { table: table.into(), message: "no such table".into() })?;
         let retained: Vec<u64> = t.versions.keys().copied().collect();
-        let (replay_base, mut problems) = check_chain(table, &retained, t.latest, &t.sidecars);
+        let view = Self::journal_view(t);
+        let (replay_base, mut problems) = check_chain(table, &retained, t.latest, &view);
         let stamp = Self::stamp_of(t);
         problems.extend(stamp.problems(table));
         Ok((
             TableLineage { table: table.into(), latest_version: t.latest, retained, replay_base, problems, stamp },
-            t.sidecars.clone(),
+            view,
         ))
     }
 
@@ -246,8 +355,30 @@ impl Engine for MemoryEngine {
         after: u64,
         upto: u64,
     ) -> Result<Vec<ObjectIdentity>, EngineError> {
-        let (_, sidecars) = self.lineage_of(&location.name)?;
+        // Every sidecar, those before a checkpoint too (as Lance's engine reads them).
+        let sidecars = self.sidecars_of(&location.name)?;
+        // A lineage new since the plan whose journal starts with a snapshot above version 1
+        // (a branch) is read from that snapshot.
+        let after = match sidecars.iter().next() {
+            Some((first, Ok(entry))) if after == 0 && *first > 1 && entry.kind == lake_common::DeltaKind::Snapshot => {
+                first - 1
+            }
+            _ => after,
+        };
         added_between(&location.name, after, upto, &sidecars)
+    }
+
+    /// Reads every sidecar, those before a checkpoint too (the journal outlives cleanup).
+    async fn references_removed_between(
+        &self,
+        location: &TableLocation,
+        after: Option<u64>,
+        upto: u64,
+        range: &UriRange,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<Removals, EngineError> {
+        let sidecars = self.sidecars_of(&location.name)?;
+        removed_between(after, upto, &sidecars, range, visit)
     }
 
     /// The in-memory journal has no files: nothing is ever left behind.

@@ -46,7 +46,7 @@
 //! before it was fixed. On S3, where both the journal phase and the listing wait on requests, a
 //! plan then costs about the longer of the two instead of their sum.
 //!
-//! Size: about 620 lines, 50 of them this documentation; `plan_ranges` is one function of about 250
+//! Size: about 1000 lines, 50 of them this documentation; `plan_ranges` is one function of about 250
 //! lines running steps 1-6 over one listing, its range bookkeeping (`RangeSweep`, `Aliases`) beside
 //! it. Kept whole because the order of the steps is the safety argument.
 
@@ -194,7 +194,8 @@ pub struct PlanStats {
     /// Incremental plans on a local root: live keys before the listed range looked up for a
     /// symbolic link.
     pub live_keys_looked_up: u64,
-    /// Lineages replayed a second time by an incremental plan to find the keys they released.
+    /// Lineages whose journal entries since the state an incremental plan read to find the keys
+    /// they released (their removals; the journal replayed again for a snapshot entry since).
     pub released_tables: u64,
     /// Managed keys minted before the cutoff but last written at or after it, sorted, at most
     /// [`MAX_HELD`] (an upload that finished around the cutoff): the next incremental plan
@@ -356,7 +357,7 @@ async fn plan_planning(
             let lineage = snapshot.lineage();
             stats.tables += 1;
             let now = LineageBasis::of(&lineage.stamp);
-            let (latest, stamp) = (lineage.latest_version, lineage.stamp.clone());
+            let (latest, stamp, replay_base) = (lineage.latest_version, lineage.stamp.clone(), lineage.replay_base);
             basis.push(BasisEntry::new(location.name.clone(), now.clone()));
             problems.extend(lineage.problems.iter().map(PlanProblem::from));
             if !problems.is_empty() {
@@ -370,18 +371,21 @@ async fn plan_planning(
                 if then.is_some_and(|b| b.basis() == now) {
                     continue; // Unchanged since the state: it released nothing.
                 }
-                // The versions that may have held a key the state saw live: from the oldest
-                // the state retained (every version of a lineage new since the state).
+                // A key the state saw referenced by a version it retained, and referenced by
+                // none now, stopped being referenced at a version after the oldest the state
+                // retained: that version's entry removes it (or is a snapshot). A lineage new
+                // since the state: the versions after its first entry.
                 let since = match then {
                     Some(b) => {
                         if let Some(p) = b.basis().check_forward(&location.name, &stamp).first() {
                             return Ok(Err(format!("the journal positions the state records no longer exist: {p}")));
                         }
-                        b.retained.first().copied().unwrap_or(b.version.saturating_add(1))
+                        Some(b.retained.first().copied().unwrap_or(b.version.saturating_add(1)))
                     }
-                    None => 1,
+                    None => None,
                 };
-                match push_released(engine, location, &uris, since, latest, &scope.listed_after, &mut released).await? {
+                let at = Lineage { location, uris: &uris, since, latest, replay_base };
+                match push_released(engine, &at, &scope.listed_after, &mut released).await? {
                     Released::Read(found) => problems.extend(found),
                     Released::Unreadable(reason) => return Ok(Err(reason)),
                 }
@@ -680,30 +684,112 @@ enum Released {
     /// Read; problems of the lineage met while reading it again (a plan with any is
     /// incomplete).
     Read(Vec<PlanProblem>),
-    /// The versions needed can no longer be replayed: why (the plan falls back to a full one).
+    /// The keys it released cannot be read: why (the plan falls back to a full one).
     Unreadable(String),
 }
 
-/// Reads `location`'s journal again and pushes to `runs` every key under `objects/` sorting
-/// before `listed_after` that some version in `since..=latest` references: the keys the
-/// lineage may have released since the state (those still live are dropped by the sweep's
-/// merge before anything is looked up).
+/// A lineage whose keys released since the state are read ([`push_released`]).
+struct Lineage<'a> {
+    location: &'a lake_engine::TableLocation,
+    uris: &'a lake_engine::UriRange,
+    /// The oldest version the state retained (`None`: a lineage new since the state).
+    since: Option<u64>,
+    /// Its latest version now.
+    latest: u64,
+    /// Where its replay starts now (a reference checkpoint moves it on).
+    replay_base: Option<u64>,
+}
+
+/// Pushes to `runs` every key under `objects/` sorting before `listed_after` that the lineage
+/// may have released since the state: the identities the journal entries of its versions after
+/// `since` remove (after its first entry for a lineage new since the state). A key the state saw
+/// referenced by a retained version (at or after `since`) and referenced by no version now
+/// stopped being referenced at some version after `since`, whose entry removes it, unless that
+/// entry is a snapshot (which lists the whole set). Cost: the entries since the state, whatever
+/// a cleanup did (the journal outlives its versions). An entry in that range that is a snapshot:
+/// when the replay still starts at or before `since` (no cleanup moved it past), every key a
+/// version from `since` on references is pushed instead (the journal replayed again with them
+/// as roots); otherwise the keys cannot be read and the plan falls back to a full one. Every key
+/// pushed is still checked as a full plan checks it (those still live are dropped by the
+/// sweep's merge before anything is looked up).
 async fn push_released(
     engine: &dyn Engine,
-    location: &lake_engine::TableLocation,
-    uris: &lake_engine::UriRange,
-    since: u64,
-    latest: u64,
+    at: &Lineage<'_>,
     listed_after: &str,
     runs: &mut SortedRuns,
 ) -> Result<Released, GcError> {
-    if since > latest {
-        return Ok(Released::Read(Vec::new()));
+    let name = &at.location.name;
+    let mut failed: Option<GcError> = None;
+    let removals = {
+        let mut visit = |identity: lake_common::ObjectIdentity| {
+            if identity.uri.starts_with(OBJECTS_PREFIX) && identity.uri.as_str() < listed_after {
+                if let Err(e) = runs.push(identity.uri) {
+                    failed = Some(e);
+                    return Err(lake_engine::EngineError::InvalidInput(
+                        "the plan's released keys could not be held".into(),
+                    ));
+                }
+            }
+            Ok(())
+        };
+        engine.references_removed_between(at.location, at.since, at.latest, at.uris, &mut visit).await
+    };
+    if let Some(e) = failed {
+        return Err(e);
     }
-    let snapshot = match engine.snapshot_in(location, uris).await {
+    let removals = match removals {
+        Ok(removals) => removals,
+        Err(lake_engine::EngineError::Table { .. }) => {
+            let vanished = lake_engine::LineageProblem::TableVanished { table: name.clone() };
+            return Ok(Released::Read(vec![PlanProblem::from(&vanished)]));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let since_text = |since: Option<u64>| match since {
+        Some(since) => format!("after version {since}, the oldest the state retained"),
+        None => "since the state (a lineage new since, a branch or a table)".to_string(),
+    };
+    match removals {
+        lake_engine::Removals::Read { snapshots, .. } if snapshots.is_empty() => Ok(Released::Read(Vec::new())),
+        lake_engine::Removals::Read { after, snapshots } => {
+            // A snapshot entry released what the version before it referenced: read by replaying
+            // the journal again, when it starts before every such version.
+            let first = snapshots.first().copied().unwrap_or(after);
+            match at.replay_base {
+                Some(base) if base < first => replay_released(engine, at, after.max(base), first, listed_after, runs).await,
+                base => Ok(Released::Unreadable(format!(
+                    "lineage `{name}`'s journal entry of version {first} is a snapshot (an overwrite, a restore or a repair writes one): what it released is what version {} referenced, and the journal is replayed from version {} now (a cleanup removed the versions before it: the replay starts at a snapshot or at the reference checkpoint cleanup wrote there), so that cannot be read: the keys its versions {} released cannot be known",
+                    first.saturating_sub(1),
+                    base.map_or_else(|| "(none)".to_string(), |b| b.to_string()),
+                    since_text(at.since)
+                ))),
+            }
+        }
+        lake_engine::Removals::Unreadable { version, reason } => Ok(Released::Unreadable(format!(
+            "lineage `{name}`'s journal entry of version {version} cannot be read ({reason}): the keys its versions {} released cannot be known",
+            since_text(at.since)
+        ))),
+    }
+}
+
+/// Reads `at`'s journal again and pushes to `runs` every key under `objects/` sorting before
+/// `listed_after` that some version in `from..=latest` references: with the removals of the
+/// delta entries already pushed, a superset of the keys the lineage released since the state
+/// when `from` is at or before the version before its first snapshot entry `first_snapshot` since
+/// (what a snapshot entry released, the version before it referenced). The replay must start
+/// at or before `from`.
+async fn replay_released(
+    engine: &dyn Engine,
+    at: &Lineage<'_>,
+    from: u64,
+    first_snapshot: u64,
+    listed_after: &str,
+    runs: &mut SortedRuns,
+) -> Result<Released, GcError> {
+    let snapshot = match engine.snapshot_in(at.location, at.uris).await {
         Ok(snapshot) => snapshot,
         Err(lake_engine::EngineError::Table { .. }) => {
-            let vanished = lake_engine::LineageProblem::TableVanished { table: location.name.clone() };
+            let vanished = lake_engine::LineageProblem::TableVanished { table: at.location.name.clone() };
             return Ok(Released::Read(vec![PlanProblem::from(&vanished)]));
         }
         Err(e) => return Err(e.into()),
@@ -712,17 +798,14 @@ async fn push_released(
     if !lineage.problems.is_empty() {
         return Ok(Released::Read(lineage.problems.iter().map(PlanProblem::from).collect()));
     }
-    match lineage.replay_base {
-        Some(base) if base <= since => {}
-        base => {
-            return Ok(Released::Unreadable(format!(
-                "lineage `{}`'s journal is replayed from version {} now, after version {since}, the oldest the state retained (a cleanup moved the replay's base): what the versions removed since referenced can no longer be read",
-                location.name,
-                base.map_or_else(|| "(none)".to_string(), |b| b.to_string())
-            )))
-        }
+    if lineage.replay_base.is_none_or(|base| base > from) {
+        return Ok(Released::Unreadable(format!(
+            "lineage `{}`'s journal entry of version {first_snapshot} is a snapshot, and the journal is replayed from version {} now, after version {from} (a cleanup wrote a reference checkpoint while this plan read the journal)",
+            at.location.name,
+            lineage.replay_base.map_or_else(|| "(none)".to_string(), |b| b.to_string())
+        )));
     }
-    let roots = lake_engine::RetainedRoots::new((since..=latest.min(lineage.latest_version)).collect());
+    let roots = lake_engine::RetainedRoots::new((from..=at.latest.min(lineage.latest_version)).collect());
     let lineage_problems =
         |found: Vec<lake_engine::LineageProblem>| Ok(Released::Read(found.iter().map(PlanProblem::from).collect()));
     let mut stream = match snapshot.live(&roots) {

@@ -261,7 +261,13 @@ pub(crate) async fn choose(at: &Chooser<'_>, policy: &IncrementalPolicy) -> Resu
             "`{stray}` in the GC state folder {STATE_PREFIX}/ is not a GC state; no state there is trusted (move the file out)"
         )));
     }
-    let Some((key, _)) = listed.iter().max_by(|a, b| a.0.cmp(&b.0)) else {
+    // The latest cutoff; of states with the same cutoff (two applies within one millisecond of
+    // the store's clock), the one written last.
+    let cutoff_of = |key: &str| key.rsplit('/').next().map(|name| name.get(..13).unwrap_or(name).to_string());
+    let latest = listed
+        .iter()
+        .max_by(|a, b| (cutoff_of(&a.0), a.1.last_modified, &a.0).cmp(&(cutoff_of(&b.0), b.1.last_modified, &b.0)));
+    let Some((key, _)) = latest else {
         return Ok(Choice::Full("no GC state is recorded yet (a state is recorded by a complete apply)".into()));
     };
     let untrusted = |why: String| Ok(Choice::Full(format!("the GC state {key} is not used: {why}")));

@@ -444,6 +444,17 @@ impl Engine for LanceEngine {
         added_between(table, after, upto, &entries)
     }
 
+    async fn references_removed_between(
+        &self,
+        location: &TableLocation,
+        after: Option<u64>,
+        upto: u64,
+        range: &lake_engine::UriRange,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<lake_engine::Removals, EngineError> {
+        self.removed_between(&location.name, after, upto, range, visit).await
+    }
+
     async fn unreferenced_journal_files(
         &self,
         location: &TableLocation,

@@ -65,6 +65,7 @@ mod log_upload;
 mod maintenance;
 pub mod refs;
 pub mod refs_checkpoint;
+mod removals;
 pub mod rows;
 pub mod scan;
 pub mod settings;

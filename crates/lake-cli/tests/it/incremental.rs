@@ -2,7 +2,7 @@
 //! (issue 40), says so in its text and `--json` (`mode`, `state`, `mode_reason`), and `--full`
 //! and `--full-every` force a full plan.
 
-use crate::{advance_clock, json, lake_command, ok, stderr, write_files};
+use crate::{advance_clock, json, ok, write_files};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -47,24 +47,32 @@ fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_ask
     assert!(recorded.starts_with("_lake/gc/state/"), "{applied}");
     assert!(Path::new(&root).join(&recorded).is_file(), "{recorded}");
 
-    // A new orphan: an ingest that fails after its upload commits nothing and leaves its object.
-    // (Not a cleanup: one that removes versions since the state makes the next plan full.)
-    let src = dir.path().join("b");
-    write_files(&src, &[("b.bin", "b.bin")]);
-    let failed = lake_command()
-        .args(["ingest", &root, "--table", "t", src.to_str().unwrap()])
-        .env("LAKE_FAILPOINT", "append.after_upload")
-        .output()
-        .unwrap();
-    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    // The daily way: a new orphan (ingest, delete its row, cleanup: the cleanup writes a
+    // reference checkpoint past the versions the state retained), and a branch created since the
+    // state that ingests a file, deletes its row and is cleaned up too: the next plan is still
+    // incremental (what the versions since the state removed is read from their journal entries).
+    orphan(&root, dir.path(), "b.bin");
+    let versions = json(&ok(&["versions", &root, "--table", "t", "--json"]));
+    let latest = versions["versions"].as_array().unwrap().iter().filter_map(|v| v["version"].as_u64()).max().unwrap();
+    ok(&["branch", "create", &root, "--table", "t", "--name", "b", "--from", &latest.to_string()]);
+    let src = dir.path().join("c");
+    write_files(&src, &[("c.bin", "c.bin")]);
+    ok(&["ingest", &root, "--table", "t@b", src.to_str().unwrap()]);
+    ok(&["delete", &root, "--table", "t@b", "--where", "path = 'c.bin'"]);
+    ok(&["cleanup", &root, "--table", "t@b", "--older-than", "0s"]);
+    assert!(Path::new(&root).join("tables/t.lance/_lake/refs_checkpoint.json").is_file(), "cleanup wrote a checkpoint");
     advance_clock(Duration::from_secs(5));
     let incremental = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(incremental["mode"], "incremental", "{incremental}");
     assert_eq!(incremental["mode_reason"], Value::Null, "{incremental}");
     let state = incremental["state"].as_str().unwrap();
     assert!(state.len() == 64 && state.chars().all(|c| c.is_ascii_hexdigit()), "{incremental}");
-    assert_eq!(incremental["candidate_count"], 1, "b.bin's object: {incremental}");
-    assert!(candidates(&incremental)[0].ends_with("/b.bin"), "{incremental}");
+    assert_eq!(incremental["candidate_count"], 2, "b.bin's and c.bin's objects: {incremental}");
+    let found = candidates(&incremental);
+    assert!(
+        found.iter().any(|k| k.ends_with("/b.bin")) && found.iter().any(|k| k.ends_with("/c.bin")),
+        "{incremental}"
+    );
     let text = ok(&["gc", &root, "--min-age", "4s"]);
     assert!(text.contains(&format!("mode:        incremental, from GC state {state}")), "{text}");
 
@@ -79,7 +87,7 @@ fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_ask
     let applied = json(&ok(&["gc", &root, "--min-age", "4s", "--apply", "--checkpoint", &checkpoint, "--json"]));
     assert_eq!(
         (applied["mode"].as_str(), applied["complete"].as_bool(), applied["deleted"].as_u64()),
-        (Some("incremental"), Some(true), Some(1)),
+        (Some("incremental"), Some(true), Some(2)),
         "{applied}"
     );
     assert_ne!(applied["state_recorded"].as_str(), Some(recorded.as_str()), "{applied}");

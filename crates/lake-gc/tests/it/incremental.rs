@@ -254,6 +254,151 @@ async fn a_state_of_a_lineage_no_longer_there_is_not_used() {
     assert!(reason.contains("no longer registered"), "{reason}");
 }
 
+/// The daily workflow: write, delete rows, `cleanup` (which writes a reference checkpoint: the
+/// replay's base moves past the versions the state retained), GC applied; then more deletes and
+/// another cleanup: the next plan is incremental (the keys released are read from the entries
+/// of the versions since the state, those cleanup removed included) and equals the full plan.
+#[tokio::test]
+async fn plans_after_a_cleanup_are_incremental_and_equal_to_full_plans() {
+    let mut lake = Lake::new().await;
+    let t0 = lake.now - 5 * HOUR_MS;
+    let objects: Vec<ObjectIdentity> = {
+        let mut v = Vec::new();
+        for i in 0..6 {
+            v.push(lake.upload_minted(t0 + i).await);
+        }
+        v
+    };
+    lake.engine.append("t", &objects[..3]);
+    lake.engine.append("t", &objects[3..]);
+    lake.engine.delete("t", &objects[..1]);
+    lake.engine.cleanup("t", |_| false);
+    let first = lake.run(IncrementalPolicy::default(), None).await;
+    assert_eq!(keys(&first.plan), BTreeSet::from([objects[0].uri.clone()]));
+    assert!(first.apply.unwrap().state.is_some());
+
+    // A day later: more deletes (one of them while a version still holds the key), cleanups.
+    lake.now += 24 * HOUR_MS;
+    lake.engine.delete("t", &objects[1..3]);
+    lake.engine.cleanup("t", |_| false);
+    lake.engine.delete("t", &objects[3..4]);
+    let shared = lake.upload_minted(lake.now - 2 * HOUR_MS).await; // a new orphan
+    lake.engine.append("u", std::slice::from_ref(&objects[4]));
+    lake.engine.delete("t", &objects[4..5]); // still referenced by `u`
+    lake.engine.cleanup("t", |_| false);
+    let incremental = lake.plan(&IncrementalPolicy::default()).await;
+    let full = lake.plan(&IncrementalPolicy::full()).await;
+    assert_eq!(mode(&incremental).0, PlanMode::Incremental, "{:?}", incremental.mode);
+    let expected: BTreeSet<String> =
+        [&objects[1], &objects[2], &objects[3], &shared].iter().map(|o| o.uri.clone()).collect();
+    assert_eq!(keys(&incremental), expected);
+    assert_eq!(keys(&incremental), keys(&full));
+    let second = lake.run(IncrementalPolicy::default(), None).await;
+    assert_eq!(mode(&second.plan).0, PlanMode::Incremental);
+    assert!(second.apply.unwrap().state.is_some());
+    assert!(lake.exists(&objects[4].uri).await && lake.exists(&objects[5].uri).await);
+
+    // Again, a day later: a cleanup with nothing deleted, then a delete: incremental, equal.
+    lake.now += 24 * HOUR_MS;
+    lake.engine.cleanup("t", |_| false);
+    lake.engine.delete("u", &objects[4..5]);
+    lake.engine.cleanup("u", |_| false);
+    let incremental = lake.plan(&IncrementalPolicy::default()).await;
+    assert_eq!(mode(&incremental).0, PlanMode::Incremental, "{:?}", incremental.mode);
+    assert_eq!(keys(&incremental), BTreeSet::from([objects[4].uri.clone()]));
+    assert_eq!(keys(&incremental), keys(&lake.plan(&IncrementalPolicy::full()).await));
+}
+
+/// A branch created since the state is a lineage new since: the keys it released are those its
+/// entries after its first (the snapshot of its source's version) remove. A key the branch
+/// copied and then deleted, that its source deleted too, is found; the plan is incremental and
+/// equals the full plan. A branch deleted since the state (a lineage the state records gone)
+/// makes the plan full and says so.
+#[tokio::test]
+async fn a_branch_created_since_the_state_keeps_plans_incremental() {
+    let mut lake = Lake::new().await;
+    let t0 = lake.now - 5 * HOUR_MS;
+    let a = lake.upload_minted(t0).await;
+    let b = lake.upload_minted(t0 + 1).await;
+    let c = lake.upload_minted(t0 + 2).await;
+    lake.engine.append("t", &[a.clone(), b.clone(), c.clone()]);
+    assert!(lake.run(IncrementalPolicy::default(), None).await.apply.unwrap().state.is_some());
+
+    lake.now += 24 * HOUR_MS;
+    let first = lake.engine.branch("t", "t@b").unwrap();
+    assert_eq!(first, 1, "the branch starts at its source's version");
+    lake.engine.delete("t", &[a.clone(), b.clone()]);
+    lake.engine.cleanup("t", |_| false);
+    lake.engine.delete("t@b", std::slice::from_ref(&a));
+    let d = lake.upload_minted(lake.now - 2 * HOUR_MS).await;
+    lake.engine.append("t@b", std::slice::from_ref(&d));
+    lake.engine.delete("t@b", std::slice::from_ref(&d));
+    lake.engine.cleanup("t@b", |_| false);
+    let incremental = lake.plan(&IncrementalPolicy::default()).await;
+    assert_eq!(mode(&incremental).0, PlanMode::Incremental, "{:?}", incremental.mode);
+    // `b` is still referenced by the branch's first version? No: cleaned up; by its latest: yes.
+    assert_eq!(keys(&incremental), BTreeSet::from([a.uri.clone(), d.uri.clone()]));
+    assert_eq!(keys(&incremental), keys(&lake.plan(&IncrementalPolicy::full()).await));
+    assert!(lake.run(IncrementalPolicy::default(), None).await.apply.unwrap().state.is_some());
+
+    // The branch deleted since the state recorded it: a full plan, and why.
+    lake.now += HOUR_MS;
+    lake.engine.drop_table("t@b");
+    let plan = lake.plan(&IncrementalPolicy::default()).await;
+    let (m, reason) = mode(&plan);
+    assert_eq!(m, PlanMode::Full);
+    assert!(reason.contains("`t@b` it records is no longer registered"), "{reason}");
+    assert!(keys(&plan).contains(&b.uri), "only the deleted branch referenced `b`: {:?}", keys(&plan));
+}
+
+/// An entry since the state that is a snapshot (an overwrite) lists what its version references,
+/// not what it removed. Without a cleanup since, the lineage's journal is replayed again from
+/// the oldest version the state retained (incremental, equal to the full plan); after a cleanup
+/// moved the replay's base past it, the plan is full and its reason names the snapshot. An entry
+/// since the state that cannot be decoded makes the plan full and is named too.
+#[tokio::test]
+async fn a_snapshot_or_an_unreadable_entry_since_the_state_is_named() {
+    let mut lake = Lake::new().await;
+    let t0 = lake.now - 5 * HOUR_MS;
+    let a = lake.upload_minted(t0).await;
+    let b = lake.upload_minted(t0 + 1).await;
+    lake.engine.append("t", &[a.clone(), b.clone()]);
+    assert!(lake.run(IncrementalPolicy::default(), None).await.apply.unwrap().state.is_some());
+
+    lake.now += 24 * HOUR_MS;
+    let overwrite = lake.engine.overwrite("t", std::slice::from_ref(&b));
+    let plan = lake.plan(&IncrementalPolicy::default()).await;
+    assert_eq!(mode(&plan).0, PlanMode::Incremental, "no cleanup since: {:?}", plan.mode);
+    assert!(keys(&plan).is_empty(), "version 1 still holds `a`: {:?}", keys(&plan));
+    // Version 1 retained by a tag: the overwrite released `a` from the latest version only.
+    lake.engine.cleanup("t", |v| v == 1);
+    let plan = lake.plan(&IncrementalPolicy::default()).await;
+    assert_eq!(mode(&plan).0, PlanMode::Incremental, "no checkpoint past version 1: {:?}", plan.mode);
+    assert!(keys(&plan).is_empty(), "{:?}", keys(&plan));
+
+    lake.engine.cleanup("t", |_| false);
+    let plan = lake.plan(&IncrementalPolicy::default()).await;
+    let (m, reason) = mode(&plan);
+    assert_eq!(m, PlanMode::Full, "{reason}");
+    assert!(reason.contains(&format!("journal entry of version {overwrite} is a snapshot")), "{reason}");
+    assert!(reason.contains(&format!("what version {} referenced", overwrite - 1)), "{reason}");
+    assert!(reason.contains("reference checkpoint"), "{reason}");
+    assert_eq!(keys(&plan), BTreeSet::from([a.uri.clone()]));
+
+    // A later state; then an entry since it, of a version cleanup removed, corrupted.
+    assert!(lake.run(IncrementalPolicy::full(), None).await.apply.unwrap().state.is_some());
+    lake.now += HOUR_MS;
+    let gone = lake.engine.delete("t", std::slice::from_ref(&b));
+    lake.engine.append("t", std::slice::from_ref(&b));
+    lake.engine.cleanup("t", |_| false);
+    lake.engine.corrupt_sidecar("t", gone, lake_common::DecodeError::CorruptJson("truncated".into()));
+    let plan = lake.plan(&IncrementalPolicy::default()).await;
+    let (m, reason) = mode(&plan);
+    assert_eq!(m, PlanMode::Full, "{reason}");
+    assert!(reason.contains(&format!("journal entry of version {gone} cannot be read")), "{reason}");
+    assert!(plan.lineage_complete, "the lineage itself reads from its checkpoint: {:?}", plan.problems);
+}
+
 /// One step of a random history.
 #[derive(Debug, Clone)]
 enum Step {
@@ -266,8 +411,14 @@ enum Step {
     Reference { table: u8, pick: usize, n: u8 },
     /// A delete of one reference to the `pick`-th referenced object.
     Unreference { table: u8, pick: usize },
-    /// Version cleanup of `table`, keeping versions whose number is a multiple of `keep`.
+    /// An overwrite of `table` (a snapshot entry) with one reference to the `pick`-th object.
+    Overwrite { table: u8, pick: usize },
+    /// Version cleanup of `table`, keeping versions whose number is a multiple of `keep`
+    /// (writes a reference checkpoint when versions went: the replay's base moves).
     Cleanup { table: u8, keep: u64 },
+    /// Branch `t0@b` of `t0` created (table 2 of the other steps), or deleted when it exists
+    /// and `delete`.
+    Branch { delete: bool },
     /// A write intent naming the `pick`-th object, or the removal of the oldest intent.
     Intent { pick: usize, remove: bool },
     /// Time passes.
@@ -280,20 +431,62 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (0u64..50).prop_map(|back| Step::Upload { back }),
         1 => (1u64..30).prop_map(|hours| Step::LateUpload { hours }),
-        3 => (0u8..2, any::<usize>(), 1u8..3).prop_map(|(table, pick, n)| Step::Reference { table, pick, n }),
-        2 => (0u8..2, any::<usize>()).prop_map(|(table, pick)| Step::Unreference { table, pick }),
-        1 => (0u8..2, 1u64..4).prop_map(|(table, keep)| Step::Cleanup { table, keep }),
+        3 => (0u8..3, any::<usize>(), 1u8..3).prop_map(|(table, pick, n)| Step::Reference { table, pick, n }),
+        3 => (0u8..3, any::<usize>()).prop_map(|(table, pick)| Step::Unreference { table, pick }),
+        1 => (0u8..3, any::<usize>()).prop_map(|(table, pick)| Step::Overwrite { table, pick }),
+        4 => (0u8..3, 2u64..6).prop_map(|(table, keep)| Step::Cleanup { table, keep }),
+        1 => (0u8..4).prop_map(|d| Step::Branch { delete: d == 0 }),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(pick, remove)| Step::Intent { pick, remove }),
         2 => (1u64..6).prop_map(|hours| Step::Wait { hours }),
-        3 => (any::<bool>(), any::<bool>()).prop_map(|(full, apply)| Step::Gc { full, apply }),
+        4 => (any::<bool>(), 0u8..3).prop_map(|(full, apply)| Step::Gc { full, apply: apply > 0 }),
     ]
+}
+
+/// The table of index `table` (2: the branch `t0@b`, `None` while it does not exist).
+fn table_name(lake: &Lake, table: u8) -> Option<String> {
+    match table {
+        2 => lake.engine.lineage_exists("t0@b").then(|| "t0@b".to_string()),
+        n => Some(format!("t{n}")),
+    }
+}
+
+/// What a random history's GC steps came to.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// GC steps with a state recorded before a cleanup that removed versions (the replay's base
+    /// moved since the state).
+    after_cleanup: u64,
+    /// Of those, the steps whose plan was incremental.
+    incremental_after_cleanup: u64,
+    /// GC steps with a state recorded before a branch was created.
+    after_branch: u64,
+    /// Of those, the steps whose plan was incremental.
+    incremental_after_branch: u64,
+}
+
+/// The objects of `objects` that still exist (a writer references what it uploaded).
+async fn present(lake: &Lake, objects: &[ObjectIdentity]) -> Vec<ObjectIdentity> {
+    let mut v = Vec::new();
+    for o in objects {
+        if lake.exists(&o.uri).await {
+            v.push(o.clone());
+        }
+    }
+    v
 }
 
 /// Runs one random history, checking after every step that nothing a retained version or an
 /// intent references is missing, and at every GC step that the incremental plan is a subset of
 /// the full plan at the same cutoff, equal unless an upload outlived the margin since the last
-/// full apply.
-async fn history(steps: Vec<Step>) {
+/// full apply. Returns how many GC steps after a cleanup (or a branch) since the state were
+/// incremental.
+async fn history(steps: Vec<Step>) -> Counts {
+    let mut counts = Counts::default();
+    // Since the latest recorded state: a cleanup removed versions, a branch was created.
+    let (mut cleaned, mut branched) = (false, false);
+    // The overwrites (lineage, version: snapshot entries); the branch deleted since the state.
+    let mut snapshots: Vec<(String, u64)> = Vec::new();
+    let mut dropped = false;
     let mut lake = Lake::new().await;
     let mut objects: Vec<ObjectIdentity> = Vec::new();
     let mut referenced: Vec<(String, ObjectIdentity)> = Vec::new();
@@ -313,17 +506,8 @@ async fn history(steps: Vec<Step>) {
             }
             Step::Reference { table, pick, n } => {
                 // Only objects that exist are referenced (a writer references what it uploaded).
-                let present: Vec<ObjectIdentity> = {
-                    let mut v = Vec::new();
-                    for o in &objects {
-                        if lake.exists(&o.uri).await {
-                            v.push(o.clone());
-                        }
-                    }
-                    v
-                };
-                if let Some(o) = present.get(pick % present.len().max(1)) {
-                    let t = format!("t{table}");
+                let present = present(&lake, &objects).await;
+                if let (Some(o), Some(t)) = (present.get(pick % present.len().max(1)), table_name(&lake, table)) {
                     lake.engine.append(&t, &vec![o.clone(); usize::from(n)]);
                     for _ in 0..n {
                         referenced.push((t.clone(), o.clone()));
@@ -331,7 +515,7 @@ async fn history(steps: Vec<Step>) {
                 }
             }
             Step::Unreference { table, pick } => {
-                let t = format!("t{table}");
+                let Some(t) = table_name(&lake, table) else { continue };
                 let of_table: Vec<usize> =
                     referenced.iter().enumerate().filter(|(_, (rt, _))| *rt == t).map(|(i, _)| i).collect();
                 if let Some(&i) = of_table.get(pick % of_table.len().max(1)) {
@@ -339,7 +523,38 @@ async fn history(steps: Vec<Step>) {
                     lake.engine.delete(&t, &[o]);
                 }
             }
-            Step::Cleanup { table, keep } => lake.engine.cleanup(&format!("t{table}"), |v| v % keep == 0),
+            Step::Overwrite { table, pick } => {
+                let present = present(&lake, &objects).await;
+                if let (Some(o), Some(t)) = (present.get(pick % present.len().max(1)), table_name(&lake, table)) {
+                    snapshots.push((t.clone(), lake.engine.overwrite(&t, std::slice::from_ref(o))));
+                    referenced.retain(|(rt, _)| *rt != t);
+                    referenced.push((t, o.clone()));
+                }
+            }
+            Step::Cleanup { table, keep } => {
+                let Some(t) = table_name(&lake, table) else { continue };
+                let before = lake.engine.retained_versions(&t);
+                lake.engine.cleanup(&t, |v| v % keep == 0);
+                cleaned |= lake.engine.retained_versions(&t) != before;
+            }
+            Step::Branch { delete } => {
+                if !lake.engine.lineage_exists("t0@b") {
+                    if lake.engine.branch("t0", "t0@b").is_some() {
+                        let copied: Vec<_> = referenced
+                            .iter()
+                            .filter(|(t, _)| t == "t0")
+                            .map(|(_, o)| ("t0@b".to_string(), o.clone()))
+                            .collect();
+                        referenced.extend(copied);
+                        branched = true;
+                    }
+                } else if delete {
+                    lake.engine.drop_table("t0@b");
+                    snapshots.retain(|(t, _)| t != "t0@b");
+                    dropped = true;
+                    referenced.retain(|(t, _)| t != "t0@b");
+                }
+            }
             Step::Intent { pick, remove } => {
                 if remove && !intents.is_empty() {
                     let (key, o) = intents.remove(0);
@@ -356,8 +571,33 @@ async fn history(steps: Vec<Step>) {
             }
             Step::Wait { hours } => lake.now += hours * HOUR_MS,
             Step::Gc { full, apply } => {
+                lake.now += 1000; // a run takes time: each one's cutoff is its own
                 let incremental = lake.plan(&IncrementalPolicy::default()).await;
                 let whole = lake.plan(&IncrementalPolicy::full()).await;
+                let (m, reason) = mode(&incremental);
+                let was_incremental = m == PlanMode::Incremental;
+                // With a state, only these make a plan full: a snapshot entry since the state
+                // (an overwrite) once a cleanup moved the replay's base past it, a lineage the
+                // state records deleted (the branch), or the last full plan a week old.
+                if state_cutoff.is_some() && !was_incremental {
+                    let snapshot = snapshots
+                        .iter()
+                        .any(|(t, v)| reason.contains(&format!("`{t}`'s journal entry of version {v} is a snapshot")));
+                    let expected = (snapshot && reason.contains("reference checkpoint"))
+                        || (dropped
+                            && (reason.contains("`t0@b` it records is no longer registered")
+                                || reason.contains("journal positions")))
+                        || reason.contains("the last full plan");
+                    assert!(expected, "a full plan for an unexpected reason: {reason}");
+                }
+                if state_cutoff.is_some() && cleaned {
+                    counts.after_cleanup += 1;
+                    counts.incremental_after_cleanup += u64::from(was_incremental);
+                }
+                if state_cutoff.is_some() && branched {
+                    counts.after_branch += 1;
+                    counts.incremental_after_branch += u64::from(was_incremental);
+                }
                 assert_eq!(incremental.cutoff, whole.cutoff);
                 let (inc, all) = (keys(&incremental), keys(&whole));
                 assert!(inc.is_subset(&all), "incremental {inc:?} is not a subset of full {all:?}");
@@ -370,6 +610,7 @@ async fn history(steps: Vec<Step>) {
                     let report = done.apply.unwrap();
                     if report.state.is_some() {
                         state_cutoff = Some(done.plan.cutoff.timestamp_millis() as u64);
+                        (cleaned, branched, dropped) = (false, false, false);
                         if done.plan.mode.as_ref().is_some_and(|m| m.mode == PlanMode::Full) {
                             outlived = false;
                         }
@@ -382,13 +623,42 @@ async fn history(steps: Vec<Step>) {
             assert!(lake.exists(&identity.uri).await, "{} is referenced but missing", identity.uri);
         }
     }
+    counts
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
-
-    #[test]
-    fn incremental_plans_are_subsets_of_full_plans_on_random_histories(steps in proptest::collection::vec(step(), 1..30)) {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(history(steps));
-    }
+/// 160 random histories; besides each one's checks (among them: with a state, a plan is full
+/// only for a snapshot entry (an overwrite) after the oldest version the state retained once a
+/// cleanup moved the replay's base past that version, a lineage the state records deleted, or
+/// a last full plan a week old), at least half of the GC
+/// steps after a cleanup since the state (the replay's base moved) and after a branch created
+/// since plan incrementally (the rest: overwrites among them).
+#[test]
+fn incremental_plans_are_subsets_of_full_plans_on_random_histories() {
+    use proptest::test_runner::{Config, TestRunner};
+    let total = std::sync::Mutex::new(Counts::default());
+    let mut runner = TestRunner::new(Config { cases: 160, ..Config::default() });
+    runner
+        .run(&proptest::collection::vec(step(), 1..60), |steps| {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let c = runtime.block_on(history(steps));
+            let mut t = total.lock().unwrap();
+            t.after_cleanup += c.after_cleanup;
+            t.incremental_after_cleanup += c.incremental_after_cleanup;
+            t.after_branch += c.after_branch;
+            t.incremental_after_branch += c.incremental_after_branch;
+            Ok(())
+        })
+        .unwrap();
+    let t = *total.lock().unwrap();
+    eprintln!("{t:?}");
+    assert!(t.after_cleanup >= 20, "too few GC steps after a cleanup to judge: {t:?}");
+    assert!(
+        t.incremental_after_cleanup * 2 >= t.after_cleanup,
+        "most GC steps after a cleanup since the state must be incremental: {t:?}"
+    );
+    assert!(t.after_branch >= 5, "too few GC steps after a branch to judge: {t:?}");
+    assert!(
+        t.incremental_after_branch * 2 >= t.after_branch,
+        "most GC steps after a branch created since the state must be incremental: {t:?}"
+    );
 }

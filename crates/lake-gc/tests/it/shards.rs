@@ -58,6 +58,16 @@ impl Engine for Tables {
     ) -> Result<Vec<ObjectIdentity>, EngineError> {
         self.memory.references_added_between(location, after, upto).await
     }
+    async fn references_removed_between(
+        &self,
+        location: &TableLocation,
+        after: Option<u64>,
+        upto: u64,
+        range: &lake_engine::UriRange,
+        visit: &mut (dyn FnMut(ObjectIdentity) -> Result<(), EngineError> + Send),
+    ) -> Result<lake_engine::Removals, EngineError> {
+        self.memory.references_removed_between(location, after, upto, range, visit).await
+    }
     async fn unreferenced_journal_files(
         &self,
         location: &TableLocation,

@@ -81,3 +81,55 @@ async fn replay_starts_at_a_valid_checkpoint_and_never_trusts_a_bad_one() {
     assert!(after_repair.lineage_complete);
     assert_eq!(objects(&after_repair), objects(&reference));
 }
+
+/// The removals an incremental GC plan reads (`Engine::references_removed_between`): the journal
+/// entries of versions cleanup removed are still read (the journal outlives its versions, the
+/// checkpoint plays no part), a snapshot entry is named, and a missing entry makes the answer
+/// unreadable, never empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn removals_since_a_version_are_read_from_entries_cleanup_removed() {
+    use lake_engine::{Engine, Removals, TableLocation, UriRange};
+    let lake = new_lake().await;
+    let a = lake.upload("a", b"a").await;
+    let b = lake.upload("b", b"b").await;
+    let c = lake.upload("c", b"c").await;
+    lake.engine.append("t", reader(vec![batch(&[("x", Some(&a)), ("y", Some(&b))])])).await.unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("y", Some(&c))])])).await.unwrap();
+    lake.engine.delete("t", "episode = 'x'").await.unwrap().unwrap();
+    lake.engine.append("t", reader(vec![batch(&[("z", Some(&b))])])).await.unwrap();
+    lake.engine.cleanup("t", Duration::ZERO).await.unwrap();
+    assert!(lake.store.get(&checkpoint_key("t")).await.unwrap().is_some(), "the replay starts at version 4 now");
+    let location = TableLocation { name: "t".into(), uri: String::new() };
+    let removed = |after: Option<u64>| {
+        let (engine, location) = (&lake.engine, &location);
+        async move {
+            let mut keys = Vec::new();
+            let mut visit = |identity: lake_common::ObjectIdentity| {
+                keys.push(identity.uri);
+                Ok(())
+            };
+            let outcome = engine.references_removed_between(location, after, 4, &UriRange::all(), &mut visit).await;
+            (outcome.unwrap(), keys)
+        }
+    };
+    let expected = (Removals::Read { after: 1, snapshots: vec![] }, vec![a.key.clone()]);
+    assert_eq!(removed(Some(1)).await, expected, "version 3 (cleaned up) removed `a`");
+    assert_eq!(removed(None).await, expected, "from the first entry: version 1");
+    assert_eq!(removed(Some(3)).await, (Removals::Read { after: 3, snapshots: vec![] }, vec![]));
+
+    // A missing entry of a version cleanup removed: unreadable (no Lance transaction to imply it).
+    let saved = lake.store.get(&sidecar_key("t", 2)).await.unwrap().unwrap();
+    lake.store.delete(&sidecar_key("t", 2)).await.unwrap();
+    match removed(Some(1)).await.0 {
+        Removals::Unreadable { version: 2, reason } => assert!(reason.contains("no journal entry"), "{reason}"),
+        other => panic!("expected version 2 unreadable, got {other:?}"),
+    }
+    lake.store.put(&sidecar_key("t", 2), saved.to_vec()).await.unwrap();
+
+    // A version whose entry is a snapshot (a repair writes one) is named.
+    lake.store.delete(&sidecar_key("t", 4)).await.unwrap();
+    lake.engine.repair_refs("t", 4).await.unwrap();
+    let (outcome, keys) = removed(Some(1)).await;
+    assert_eq!(outcome, Removals::Read { after: 1, snapshots: vec![4] });
+    assert_eq!(keys, vec![a.key.clone()]);
+}
