@@ -431,10 +431,18 @@ async fn plan_planning(
                 }
                 let mut keys = released.finish()?;
                 let mut young = false;
+                let mut previous: Option<String> = None;
                 while let Some(key) = keys.next_key()? {
                     if young || key.as_str() >= scope.listed_after.as_str() {
                         break;
                     }
+                    // Only collectable keys, each once, in ascending order: a key the state or the
+                    // journal names is never trusted to be one (a state anyone can rewrite, a
+                    // reference to a path below an object).
+                    if !lake_store::keys::is_collectable(&key) || previous.as_deref() >= Some(key.as_str()) {
+                        continue;
+                    }
+                    previous = Some(key.clone());
                     sweep.unlisted_live_before(&key, scope, inventory, &mut aliases, &mut stats).await?;
                     if sweep.live_next.as_deref() == Some(key.as_str()) {
                         continue; // Live: never a candidate, not looked up.
@@ -446,6 +454,13 @@ async fn plan_planning(
                     };
                     if let EntryKind::Foreign(Foreign::SymbolicLink) = entry.kind {
                         aliases.link(entry.key.clone());
+                    }
+                    // A look-up answered under another key (a local path below a regular file
+                    // resolves to that file) is not this key's entry: the merge with the live set
+                    // has passed that key, so it is never judged here (a full plan lists it).
+                    if entry.key != key {
+                        stats.looked_up_gone += 1;
+                        continue;
                     }
                     young = sweep.entry(entry, &mut sweeps, &mut aliases, &mut stats)? != Step::Go;
                 }

@@ -292,6 +292,15 @@ pub(crate) async fn choose(at: &Chooser<'_>, policy: &IncrementalPolicy) -> Resu
             PlanTime::from_datetime(at.store_now)
         ));
     }
+    if state.full_cutoff.datetime() > at.store_now || state.full_cutoff.datetime() > state.cutoff.datetime() {
+        return untrusted(format!(
+            "the cutoff of its last full plan {} is after its own cutoff {} or the store's now ({}): a chain \
+             that would never plan in full again",
+            state.full_cutoff,
+            state.cutoff,
+            PlanTime::from_datetime(at.store_now)
+        ));
+    }
     if state.held_overflow {
         return untrusted(format!("its run held more than {} keys as young", crate::plan::MAX_HELD));
     }

@@ -16,6 +16,7 @@ mod conformance;
 mod delete_proxy;
 mod documents;
 mod incremental;
+mod incremental_attacks;
 mod inventory;
 mod lake_identity;
 mod managed_grammar;
