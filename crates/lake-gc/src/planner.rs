@@ -462,6 +462,14 @@ async fn plan_planning(
                         stats.looked_up_gone += 1;
                         continue;
                     }
+                    // S3 answers a HEAD's `Last-Modified` to the second (an HTTP date), where a
+                    // listing may give milliseconds: a whole-second time is taken as the last
+                    // millisecond of its second, so a key written just after a cutoff with a
+                    // fraction never looks older here than in a full plan's listing.
+                    let mut entry = entry;
+                    if entry.last_modified.timestamp_subsec_millis() == 0 {
+                        entry.last_modified += chrono::Duration::milliseconds(999);
+                    }
                     young = sweep.entry(entry, &mut sweeps, &mut aliases, &mut stats)? != Step::Go;
                 }
                 let end = scope.listed_after.clone();
