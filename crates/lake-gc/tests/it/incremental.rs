@@ -24,20 +24,21 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 use ulid::Ulid;
 
-const HOUR_MS: u64 = 3_600_000;
-const MIN_AGE: Duration = Duration::from_secs(3600);
+pub(crate) const HOUR_MS: u64 = 3_600_000;
+pub(crate) const MIN_AGE: Duration = Duration::from_secs(3600);
 
-struct Lake {
-    dir: tempfile::TempDir,
-    store: LakeStore,
-    engine: MemoryEngine,
+/// A local lake on a virtual clock (shared with `incremental_attacks`).
+pub(crate) struct Lake {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) store: LakeStore,
+    pub(crate) engine: MemoryEngine,
     /// The store's now, milliseconds (virtual: days after the host's now).
-    now: u64,
+    pub(crate) now: u64,
     minted: u64,
 }
 
 impl Lake {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = LakeStore::open(dir.path().join("lake").to_str().unwrap()).unwrap();
         LakeDescriptor::create(&store, Duration::from_secs(1)).await.unwrap();
@@ -46,7 +47,7 @@ impl Lake {
     }
 
     /// Writes an object minted at `at` (ms); returns its identity.
-    async fn upload_minted(&mut self, at: u64) -> ObjectIdentity {
+    pub(crate) async fn upload_minted(&mut self, at: u64) -> ObjectIdentity {
         self.minted += 1;
         let key = format!("objects/{}/o{}", Ulid::from_parts(at, u128::from(self.minted)), self.minted);
         self.store.put(&key, b"x".to_vec()).await.unwrap();
@@ -57,7 +58,7 @@ impl Lake {
         FixedClock(DateTime::<Utc>::from_timestamp_millis(self.now as i64).unwrap())
     }
 
-    async fn gc(&self) -> GarbageCollector<'_> {
+    pub(crate) async fn gc(&self) -> GarbageCollector<'_> {
         GarbageCollector::open(self.store.clone(), &self.engine).await.unwrap().with_unchecked_clock(self.clock())
     }
 
@@ -65,13 +66,13 @@ impl Lake {
         CheckpointLocation::parse(self.dir.path().join("gc.ckpt").to_str().unwrap()).unwrap()
     }
 
-    async fn plan(&self, policy: &IncrementalPolicy) -> GcPlan {
+    pub(crate) async fn plan(&self, policy: &IncrementalPolicy) -> GcPlan {
         let settings = PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() };
         self.gc().await.plan_with(&Horizon::new(MIN_AGE), &settings, policy).await.unwrap().plan
     }
 
     /// A scheduled run: plan under `policy`, apply with the fixed checkpoint.
-    async fn run(&self, policy: IncrementalPolicy, max_pages: Option<u64>) -> lake_gc::run::RunOutcome {
+    pub(crate) async fn run(&self, policy: IncrementalPolicy, max_pages: Option<u64>) -> lake_gc::run::RunOutcome {
         let checkpoint = self.checkpoint();
         let request = RunRequest {
             plan: PlanSource::New,
@@ -84,7 +85,7 @@ impl Lake {
         self.gc().await.run(&request).await.unwrap()
     }
 
-    async fn exists(&self, key: &str) -> bool {
+    pub(crate) async fn exists(&self, key: &str) -> bool {
         self.store.head(key).await.unwrap().is_some()
     }
 
@@ -93,11 +94,11 @@ impl Lake {
     }
 }
 
-fn keys(plan: &GcPlan) -> BTreeSet<String> {
+pub(crate) fn keys(plan: &GcPlan) -> BTreeSet<String> {
     plan.candidates.keys().unwrap().into_iter().map(|k| k.to_string()).collect()
 }
 
-fn mode(plan: &GcPlan) -> (PlanMode, String) {
+pub(crate) fn mode(plan: &GcPlan) -> (PlanMode, String) {
     let record = plan.mode.as_ref().expect("a collector's plan records its mode");
     (record.mode, record.reason.clone().unwrap_or_default())
 }
