@@ -14,7 +14,8 @@ use std::time::Duration;
 /// Rows per batch.
 const BATCH: usize = 8192;
 
-fn schema() -> SchemaRef {
+/// The rows' schema: `episode` (UTF-8) and `file` (a DataLocation).
+pub(crate) fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new("episode", DataType::Utf8, false), data_location_field("file", false)]))
 }
 
@@ -36,7 +37,12 @@ impl Rows {
 
     /// Rows referencing the given keys (one row per key).
     pub(crate) fn batch_for(keys: &[String]) -> RecordBatch {
-        let episodes: ArrayRef = Arc::new(StringArray::from_iter_values(keys.iter().map(|_| "e")));
+        Self::batch_with_episodes(keys, |_| "e".to_string())
+    }
+
+    /// Rows referencing the given keys (one row per key), row `i`'s episode `episode(i)`.
+    pub(crate) fn batch_with_episodes(keys: &[String], episode: impl Fn(usize) -> String) -> RecordBatch {
+        let episodes: ArrayRef = Arc::new(StringArray::from_iter_values((0..keys.len()).map(episode)));
         let mut files = DataLocationBuilder::new();
         for k in keys {
             files.append(k, [7; 32], 1);

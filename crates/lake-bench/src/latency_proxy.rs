@@ -25,6 +25,7 @@ pub(crate) struct LatencyProxy {
     addr: SocketAddr,
     delay: Duration,
     requests: Arc<AtomicU64>,
+    lists: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -41,19 +42,19 @@ impl LatencyProxy {
             .to_string();
         let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let requests = Arc::new(AtomicU64::new(0));
-        let counter = requests.clone();
+        let counters = Counters::default();
+        let (requests, lists) = (counters.requests.clone(), counters.lists.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (target, counter) = (target.clone(), counter.clone());
+                let (target, counters) = (target.clone(), counters.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&target).await {
-                        relay(client, server, delay, counter).await;
+                        relay(client, server, delay, counters).await;
                     }
                 });
             }
         });
-        Ok(Self { addr, delay, requests, task })
+        Ok(Self { addr, delay, requests, lists, task })
     }
 
     /// The proxy's URL, for `AWS_ENDPOINT_URL`.
@@ -70,6 +71,31 @@ impl LatencyProxy {
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
+
+    /// Of those, S3 ListObjectsV2 requests (a `GET` whose query has `list-type=2`).
+    pub(crate) fn list_requests(&self) -> u64 {
+        self.lists.load(Ordering::Relaxed)
+    }
+}
+
+/// The requests a proxy counted, shared by its connections.
+#[derive(Clone, Default)]
+struct Counters {
+    requests: Arc<AtomicU64>,
+    lists: Arc<AtomicU64>,
+}
+
+/// True when `start`, the first bytes of an HTTP/1.1 request, is an S3 ListObjectsV2 request:
+/// its request line is a `GET` whose target has the query parameter `list-type=2`.
+fn is_list_request(start: &[u8]) -> bool {
+    let line = start.split(|b| *b == b'\r' || *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    line.starts_with("GET ")
+        && line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|target| target.split_once('?'))
+            .is_some_and(|(_, query)| query.split('&').any(|p| p == "list-type=2"))
 }
 
 impl Drop for LatencyProxy {
@@ -80,7 +106,7 @@ impl Drop for LatencyProxy {
 
 /// Forwards one connection both ways until either side closes, delaying the client bytes that
 /// start a request.
-async fn relay(client: TcpStream, server: TcpStream, delay: Duration, requests: Arc<AtomicU64>) {
+async fn relay(client: TcpStream, server: TcpStream, delay: Duration, counters: Counters) {
     let _ = (client.set_nodelay(true), server.set_nodelay(true));
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
@@ -95,7 +121,10 @@ async fn relay(client: TcpStream, server: TcpStream, delay: Duration, requests: 
                 Ok(n) => n,
             };
             if turn.swap(false, Ordering::AcqRel) {
-                requests.fetch_add(1, Ordering::Relaxed);
+                counters.requests.fetch_add(1, Ordering::Relaxed);
+                if is_list_request(&buf[..n]) {
+                    counters.lists.fetch_add(1, Ordering::Relaxed);
+                }
                 tokio::time::sleep(delay).await;
             }
             if server_write.write_all(&buf[..n]).await.is_err() {

@@ -6,6 +6,7 @@
 
 mod append;
 mod changes;
+mod incremental;
 mod inventory_report;
 mod lakes;
 mod latency_proxy;
@@ -102,7 +103,8 @@ pub struct Args {
     /// memory (peak RSS of `lake ingest` and `lake refs verify` at 1x and 10x: only when named),
     /// and upsert (an engine upsert vs plain Lance's merge insert: only when named), update and
     /// row-delete (an engine update or delete vs plain Lance's: only when named), and list-s3
-    /// (parallel vs single listing on LocalStack through a latency proxy: only when named).
+    /// (parallel vs single listing on LocalStack through a latency proxy: only when named), and
+    /// incremental (incremental vs full plans after a change of 1%: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
@@ -124,6 +126,16 @@ pub struct Args {
     /// Internal: the S3 Inventory manifest a child plan reads.
     #[arg(long, hide = true)]
     pub inventory: Option<String>,
+    /// Objects in the local lake of `incremental_plan_vs_full` (`--only incremental`).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub incremental_objects: usize,
+    /// Objects in the LocalStack lake of `incremental_plan_vs_full_s3` (`--only incremental`,
+    /// under scripts/localstack.sh; about 700 to 1000 PUTs a second there).
+    #[arg(long, default_value_t = 200_000)]
+    pub incremental_s3_objects: usize,
+    /// Internal: a child plan of the `incremental` group is full (else incremental).
+    #[arg(long, hide = true)]
+    pub full_plan: bool,
 }
 
 /// A group of figures measured together.
@@ -169,6 +181,12 @@ pub enum Group {
     /// from an S3 Inventory report vs from a full listing, through the latency proxy (not run by
     /// default: filling LocalStack takes minutes).
     InventoryS3,
+    /// `incremental_plan_vs_full` (local, `--incremental-objects`) and, on LocalStack through the
+    /// latency proxy, `incremental_plan_vs_full_s3` and `incremental_list_requests_vs_full_s3`
+    /// (`--incremental-s3-objects`): after a change of 1% since the last complete GC run, an
+    /// incremental plan vs a full plan at the same cutoff, same candidates (not run by default:
+    /// the lakes take minutes to build).
+    Incremental,
 }
 
 /// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
@@ -205,7 +223,7 @@ fn main() {
     let args = Args::parse();
     // As the `lake` binary does for `gc`, `refs verify` and `refs repair`, before any thread
     // starts: the children that measure those jobs run under its policy.
-    if matches!(args.child.as_deref(), Some("plan" | "repair" | "snapshot-plan" | "verify")) {
+    if matches!(args.child.as_deref(), Some("plan" | "plan-state" | "repair" | "snapshot-plan" | "verify")) {
         lake_engine::allocator::limit_malloc_arenas();
     }
     init_logging();
@@ -273,6 +291,9 @@ async fn run(args: &Args) -> Result<(), String> {
         } else {
             inventory_report::ratio(args).await?;
         }
+    }
+    if args.only.contains(&Group::Incremental) {
+        incremental::figures(args).await?;
     }
     if !wanted(Group::Delete) {
     } else if args.skip_s3 {

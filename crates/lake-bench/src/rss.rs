@@ -112,6 +112,17 @@ pub(crate) async fn run_child(step: &str, args: &Args) -> Result<(), String> {
                 crate::inventory_report::plan_once(root, cutoff, args.inventory.as_deref()).await?;
             println!("plan_nanos_digest_candidates: {} {digest} {count}", took.as_nanos());
         }
+        "make-incremental-lake" => {
+            // For profiling by hand: the lake of the `incremental` group at --root after its
+            // change (`--incremental-objects`; the GC checkpoint beside it).
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            crate::incremental::make_lake(root, args.incremental_objects).await?;
+        }
+        "plan-state" => {
+            let root = args.root.as_deref().ok_or("--root is required")?;
+            let cutoff = args.cutoff_ms.ok_or("--cutoff-ms is required")?;
+            crate::incremental::plan_once(root, cutoff, args.full_plan).await?;
+        }
         "list-s3" => {
             let root = args.root.as_deref().ok_or("--root is required")?;
             let (took, entries) = crate::listing::list_once(root, args.list_streams, args.list_page_size).await?;

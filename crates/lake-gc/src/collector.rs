@@ -177,8 +177,12 @@ pub struct GarbageCollector<'e> {
     clock: Box<dyn StoreClock>,
     inventory: Box<dyn ObjectInventory>,
     /// True once [`GarbageCollector::with_inventory`] replaced the store's own listing: a given
-    /// inventory (an S3 Inventory report, say) is read as it is, never split into streams.
+    /// inventory (an S3 Inventory report, say) is read as it is, never split into streams, and
+    /// only by full plans.
     given_inventory: bool,
+    /// The store's own listing, which incremental plans read (a given inventory covers every
+    /// key, where an incremental plan lists only those minted since its state).
+    own_inventory: Box<dyn ObjectInventory>,
     deleter: Box<dyn ObjectDeleter + 'e>,
 }
 
@@ -210,6 +214,7 @@ impl<'e> GarbageCollector<'e> {
         Ok(Self {
             inventory: crate::inventory::for_store(&store),
             given_inventory: false,
+            own_inventory: crate::inventory::for_store(&store),
             deleter: crate::deleter::for_store(&store),
             clock: Box::new(ProbeClock),
             policy,
@@ -227,7 +232,10 @@ impl<'e> GarbageCollector<'e> {
         self
     }
 
-    /// The same collector listing with `inventory` (another listing of the same store).
+    /// The same collector listing with `inventory` (another listing of the same store, such as
+    /// an S3 Inventory report) for its full plans. An incremental plan lists only the keys
+    /// minted since its GC state, with the store's own listing: it does not read `inventory`
+    /// ([`GarbageCollector::plan_with`]).
     pub fn with_inventory(mut self, inventory: Box<dyn ObjectInventory>) -> Self {
         self.inventory = inventory;
         self.given_inventory = true;
@@ -292,9 +300,11 @@ impl<'e> GarbageCollector<'e> {
     /// ([`crate::state`]) when `policy` allows it and the state passes every check (its seal and
     /// name, its lake, not from the future, the journal positions it names still there, its
     /// chain's last full plan younger than `policy.full_every`), else a full plan. The plan's
-    /// [`GcPlan::mode`] says which, the state it started from, and why a plan is full. A plan
-    /// read from an inventory given to [`GarbageCollector::with_inventory`] is always full.
-    /// Changes nothing under the lake root.
+    /// [`GcPlan::mode`] says which, the state it started from, and why a plan is full. With an
+    /// inventory given to [`GarbageCollector::with_inventory`] (an S3 Inventory report), a full
+    /// plan reads it and an incremental plan does not: it lists the few keys minted since the
+    /// state itself, so a report (a listing of every key, often older than the state) is not
+    /// needed. Changes nothing under the lake root.
     ///
     /// # Errors
     /// As [`GarbageCollector::plan`].
@@ -307,27 +317,23 @@ impl<'e> GarbageCollector<'e> {
         let (cutoff, clock) = self.cutoff(horizon).await?;
         let recorded = PlanTime::from_datetime(cutoff);
         let options = self.plan_options(horizon.min_age, recorded.datetime()).with_settings(settings);
-        let choice = if self.given_inventory && !policy.full {
-            Choice::Full(
-                "the plan reads a given inventory (an S3 Inventory report), which is never planned incrementally"
-                    .into(),
-            )
-        } else {
-            let at = Chooser {
-                store: &self.store,
-                engine: self.engine,
-                lake_id: self.policy.identity(),
-                cutoff: recorded.datetime(),
-                store_now: clock.store_now,
-            };
-            choose(&at, policy).await?
+        let at = Chooser {
+            store: &self.store,
+            engine: self.engine,
+            lake_id: self.policy.identity(),
+            cutoff: recorded.datetime(),
+            store_now: clock.store_now,
         };
+        let choice = choose(&at, policy).await?;
         let reason = match choice {
             Choice::Full(reason) => reason,
             Choice::Incremental { scope, state, full_cutoff } => {
                 let listed_after = scope.listed_after.clone();
                 let incremental = PlanOptions { incremental: Some(scope), ..options.clone() };
-                match self.planning(&incremental, settings).await? {
+                if self.given_inventory {
+                    tracing::info!("an incremental plan lists the keys minted since its state itself: the given inventory is not read");
+                }
+                match self.planning(&incremental, settings, Listing::Own).await? {
                     Planning::Done(plans, stats) => {
                         let record = PlanModeRecord {
                             mode: PlanMode::Incremental,
@@ -345,7 +351,7 @@ impl<'e> GarbageCollector<'e> {
             }
         };
         tracing::info!(%reason, "a full plan");
-        match self.planning(&options, settings).await? {
+        match self.planning(&options, settings, Listing::Given).await? {
             Planning::Done(plans, stats) => {
                 let record = PlanModeRecord {
                     mode: PlanMode::Full,
@@ -362,11 +368,17 @@ impl<'e> GarbageCollector<'e> {
         }
     }
 
-    /// Plans `options` with the store's own listing (in parallel streams on S3) or the given
-    /// inventory.
-    async fn planning(&self, options: &PlanOptions, settings: &PlanSettings) -> Result<Planning, GcError> {
-        let inventory = self.inventory.as_ref();
-        if settings.list_streams > 1 && self.store.s3().is_some() && !self.given_inventory {
+    /// Plans `options` with the store's own listing (in parallel streams on S3) or, for
+    /// [`Listing::Given`], the given inventory when there is one.
+    async fn planning(
+        &self,
+        options: &PlanOptions,
+        settings: &PlanSettings,
+        listing: Listing,
+    ) -> Result<Planning, GcError> {
+        let given = self.given_inventory && listing == Listing::Given;
+        let inventory = if given { self.inventory.as_ref() } else { self.own_inventory.as_ref() };
+        if settings.list_streams > 1 && self.store.s3().is_some() && !given {
             let streams = settings.list_streams;
             let pages = buffered_pages(settings.memory_budget, settings.inventory_page_size, streams);
             let parallel = ParallelInventory::new(inventory, streams).with_buffered_pages(pages);
@@ -745,6 +757,16 @@ impl<'e> GarbageCollector<'e> {
         }
         Ok(())
     }
+}
+
+/// Which listing a plan reads ([`GarbageCollector::planning`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// The store's own listing (an incremental plan's).
+    Own,
+    /// The inventory given to [`GarbageCollector::with_inventory`] when there is one, else the
+    /// store's own (a full plan's).
+    Given,
 }
 
 /// The one plan of a whole plan's planning, with its mode `record`.

@@ -1,4 +1,4 @@
-//! `lake-bench --only memory`, `upsert`, `update`, `row-delete`, `snapshots` and `shards` run end
+//! `lake-bench --only memory`, `upsert`, `update`, `row-delete`, `snapshots`, `shards` and `incremental` run end
 //! to end at tiny sizes and print their figures.
 
 use crate::run_and_check_figures;
@@ -40,4 +40,13 @@ fn lake_bench_prints_the_snapshot_and_shard_figures() {
     ];
     let text = run_and_check_figures(&args, &figures);
     assert!(text.contains("# snapshot lakes: 3000 and 30000 references per table"), "{text}");
+}
+
+#[test]
+fn lake_bench_prints_the_incremental_figure() {
+    let args = ["--only", "incremental", "--incremental-objects", "3000", "--repeat", "1", "--skip-s3"];
+    let text = run_and_check_figures(&args, &["incremental_plan_vs_full"]);
+    // Both plans found the change's garbage, the same candidates (the run fails otherwise).
+    assert!(text.contains("same candidates"), "{text}");
+    assert!(text.contains("incremental_plan_vs_full_s3 skipped"), "{text}");
 }

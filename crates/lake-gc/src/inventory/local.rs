@@ -168,6 +168,41 @@ impl ObjectInventory for LocalInventory {
         Box::pin(super::own::own_garbage(&self.store, cutoff))
     }
 
+    /// [`LocalInventory::head`] of each key, the keys split in contiguous parts looked up on
+    /// as many blocking threads as the machine has cores (at most 8), answers in the keys' order.
+    fn head_many(
+        &self,
+        keys: Vec<String>,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
+        Box::pin(async move {
+            let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
+                return Err(GcError::from(StoreError::Root {
+                    root: self.store.display_root(),
+                    message: "the local inventory needs a local root".into(),
+                }));
+            };
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+            let per_thread = keys.len().div_ceil(threads).max(1);
+            let mut parts = Vec::new();
+            let mut keys = keys.into_iter();
+            loop {
+                let part: Vec<String> = keys.by_ref().take(per_thread).collect();
+                if part.is_empty() {
+                    break;
+                }
+                let root = root.clone();
+                parts.push(tokio::task::spawn_blocking(move || {
+                    part.iter().map(|key| head_local(&root, key)).collect::<Result<Vec<_>, GcError>>()
+                }));
+            }
+            let mut found = Vec::new();
+            for part in parts {
+                found.extend(part.await.map_err(|e| GcError::storage(OBJECTS_PREFIX, e))??);
+            }
+            Ok(found)
+        })
+    }
+
     /// `lstat`s relative to the key's folder, opened without following a link (see
     /// [`ObjectInventory::head`]).
     fn head(&self, key: &str) -> futures::future::BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {

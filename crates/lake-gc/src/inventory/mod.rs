@@ -148,7 +148,9 @@ pub trait ObjectInventory: Send + Sync {
     /// is followed: a symbolic link on the key's path is returned as itself, foreign, under its
     /// own key (`objects/<ULID>` or the key); a folder key (`objects/<ULID>/`) is an empty
     /// folder when it is one, `None` when it holds anything; a folder where a file is expected is
-    /// `None` (the listing would list what it holds). On S3 one HEAD request.
+    /// `None` (the listing would list what it holds). On S3 one HEAD request, whose whole-second
+    /// `Last-Modified` is returned as the last millisecond of its second (never older than a
+    /// listing shows the key); a local file's time is its own, to the nanosecond.
     ///
     /// The default (an inventory that cannot look up one key, such as an S3 Inventory report)
     /// refuses: an incremental plan is never made from it.
@@ -158,6 +160,23 @@ pub trait ObjectInventory: Send + Sync {
     fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
         let message = format!("this inventory cannot look up the key {key} alone; make a full plan");
         Box::pin(futures::future::ready(Err(GcError::storage(key, message))))
+    }
+
+    /// [`ObjectInventory::head`] of each of `keys`, in their order: what an incremental plan on
+    /// a local root asks of the live keys it does not list (is one a symbolic link?). The
+    /// default looks them up one after the other; a local root's inventory spreads them over
+    /// blocking threads.
+    ///
+    /// # Errors
+    /// The first error of a look-up.
+    fn head_many(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
+        Box::pin(async move {
+            let mut found = Vec::with_capacity(keys.len());
+            for key in &keys {
+                found.push(self.head(key).await?);
+            }
+            Ok(found)
+        })
     }
 }
 
@@ -174,6 +193,10 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for &T {
     fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
         (**self).head(key)
     }
+
+    fn head_many(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
+        (**self).head_many(keys)
+    }
 }
 
 /// A boxed inventory lists as the inventory does.
@@ -188,6 +211,10 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for Box<T> {
 
     fn head(&self, key: &str) -> BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
         (**self).head(key)
+    }
+
+    fn head_many(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
+        (**self).head_many(keys)
     }
 }
 

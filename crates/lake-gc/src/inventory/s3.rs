@@ -12,6 +12,7 @@
 use super::{EntryKind, InventoryEntry, InventoryPage, ObjectInventory};
 use crate::error::GcError;
 use crate::inventory::Foreign;
+use chrono::{DateTime, Utc};
 use futures::stream::{BoxStream, StreamExt};
 use lake_store::layout::OBJECTS_PREFIX;
 use lake_store::store::LakeStore;
@@ -107,12 +108,42 @@ impl ObjectInventory for S3Inventory {
             if key.ends_with('/') {
                 return Ok(None);
             }
+            // S3 answers a HEAD's `Last-Modified` to the second (an HTTP date), where a listing
+            // gives milliseconds: a whole-second time is taken as the last millisecond of its
+            // second, so a key written just after a cutoff never looks older to an incremental
+            // plan's look-up than to a full plan's listing.
             Ok(self.store.head(&key).await?.map(|meta| InventoryEntry {
                 key,
                 size: meta.size,
-                last_modified: meta.last_modified,
+                last_modified: end_of_second(meta.last_modified),
                 kind: EntryKind::Object,
             }))
         })
+    }
+}
+
+/// `t` when it has a fraction of a second, else the last millisecond of its second (a HEAD's
+/// `Last-Modified`, an HTTP date, has whole seconds; RFC 9110, section 5.6.7).
+fn end_of_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    if t.timestamp_subsec_millis() == 0 {
+        t + chrono::Duration::milliseconds(999)
+    } else {
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::end_of_second;
+    use chrono::{DateTime, Utc};
+
+    /// A HEAD's whole-second time never looks older than the listing's milliseconds of the same
+    /// write (written at .400 after a cutoff at .300: the HEAD says :00, taken as :00.999).
+    #[test]
+    fn a_whole_second_time_is_the_end_of_its_second_and_a_fraction_is_kept() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(end_of_second(at("2026-12-07T12:00:00Z")), at("2026-12-07T12:00:00.999Z"));
+        assert_eq!(end_of_second(at("2026-12-07T12:00:00.400Z")), at("2026-12-07T12:00:00.400Z"));
+        assert!(end_of_second(at("2026-12-07T12:00:00Z")) > at("2026-12-07T12:00:00.300Z"));
     }
 }

@@ -191,6 +191,85 @@ async fn falls_back(lake: &Lake, expected: &str) {
     assert_eq!(keys(&plan), keys(&lake.plan(&IncrementalPolicy::full()).await));
 }
 
+/// A listing that fails when read (an S3 Inventory report that must not be needed).
+struct Unreadable;
+
+impl lake_gc::inventory::ObjectInventory for Unreadable {
+    fn list_from(
+        &self,
+        _after: Option<String>,
+        _page_size: usize,
+    ) -> futures::stream::BoxStream<'_, Result<lake_gc::inventory::InventoryPage, lake_gc::GcError>> {
+        let failed = lake_gc::GcError::storage("the given inventory", "read although not needed");
+        Box::pin(futures::stream::iter([Err(failed)]))
+    }
+}
+
+/// With an inventory given (an S3 Inventory report), an incremental plan lists the keys minted
+/// since its state with the store's own listing and does not read the inventory, whose age then
+/// does not matter; a full plan reads it.
+#[tokio::test]
+async fn an_incremental_plan_does_not_read_a_given_inventory_and_a_full_plan_does() {
+    let (mut lake, _) = lake_with_state().await;
+    let orphan = lake.upload_minted(lake.now - 2 * HOUR_MS).await;
+    let settings = PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() };
+    let horizon = Horizon::new(MIN_AGE);
+    let given = lake.gc().await.with_inventory(Box::new(Unreadable));
+    let plan = given.plan_with(&horizon, &settings, &IncrementalPolicy::default()).await.unwrap().plan;
+    assert_eq!(mode(&plan).0, PlanMode::Incremental, "{:?}", plan.mode);
+    assert_eq!(keys(&plan), BTreeSet::from([orphan.uri.clone()]));
+    assert_eq!(keys(&plan), keys(&lake.plan(&IncrementalPolicy::full()).await));
+    let full = given.plan_with(&horizon, &settings, &IncrementalPolicy::full()).await.unwrap_err();
+    assert!(full.to_string().contains("read although not needed"), "{full}");
+}
+
+/// A live key before the listed range replaced since the state by a symbolic link to an orphan
+/// the plan would collect (deep in the live set: the look-ups go in batches of 4096), or whose
+/// folder was: the incremental plan meets the link as a full plan does, names the problem and
+/// has no candidate.
+#[tokio::test]
+async fn a_live_key_made_a_symbolic_link_since_the_state_is_met_by_incremental_plans() {
+    for folder in [false, true] {
+        let mut lake = Lake::new().await;
+        let t0 = lake.now - 30 * HOUR_MS;
+        let mut live = Vec::new();
+        for i in 0..5000 {
+            live.push(lake.upload_minted(t0 + i).await);
+        }
+        lake.engine.append("t", &live);
+        let first = lake.run(IncrementalPolicy::default(), None).await;
+        assert!(first.apply.unwrap().state.is_some());
+        lake.now += HOUR_MS;
+        let orphan = lake.upload_minted(lake.now - 2 * HOUR_MS).await;
+        let path = |key: &str| lake.dir.path().join("lake").join(key);
+        let linked = &live[4500].uri;
+        let (from, to) = match folder {
+            false => (path(linked), path(&orphan.uri)),
+            true => {
+                let parent = |key: &str| key.rsplit_once('/').unwrap().0.to_string();
+                (path(&parent(linked)), path(&parent(&orphan.uri)))
+            }
+        };
+        if folder {
+            std::fs::remove_dir_all(&from).unwrap();
+        } else {
+            std::fs::remove_file(&from).unwrap();
+        }
+        std::os::unix::fs::symlink(&to, &from).unwrap();
+        for policy in [IncrementalPolicy::default(), IncrementalPolicy::full()] {
+            let plan = lake.plan(&policy).await;
+            assert_eq!(mode(&plan).0 == PlanMode::Full, policy.full, "{:?}", plan.mode);
+            assert!(!plan.lineage_complete, "folder {folder}, {:?}", plan.mode);
+            assert!(
+                plan.problems.iter().any(|p| p.kind == lake_gc::plan::PlanProblem::LINKED_REFERENCE),
+                "folder {folder}: {:?}",
+                plan.problems
+            );
+            assert!(keys(&plan).is_empty(), "folder {folder}: {:?}", keys(&plan));
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_corrupt_or_edited_state_is_not_used() {
     let (lake, key) = lake_with_state().await;
