@@ -181,6 +181,10 @@ impl ObjectInventory for LocalInventory {
                     message: "the local inventory needs a local root".into(),
                 }));
             };
+            if tokio::runtime::Handle::try_current().is_err() {
+                // Outside a Tokio runtime: inline, one after the other (as `list_from` reads).
+                return keys.iter().map(|key| head_local(&root, key)).collect();
+            }
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
             let per_thread = keys.len().div_ceil(threads).max(1);
             let mut parts = Vec::new();
