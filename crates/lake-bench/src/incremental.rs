@@ -20,8 +20,9 @@
 //! (incremental from the state) against [`IncrementalPolicy::full`]. The child times the plan
 //! alone and prints the SHA-256 of its candidate list, which must be the same for both sides
 //! (nothing outlived the margin), and its mode, which must be the one asked for. To see how two
-//! plans differ, `LAKE_BENCH_DUMP=FILE` makes a child write its candidate list there as JSON
-//! (`--child make-incremental-lake --root DIR` builds the lake alone and prints a cutoff).
+//! plans differ, the run names the keys only one found and keeps both lists (a child writes its
+//! candidate list as JSON to `LAKE_BENCH_DUMP`); `--child make-incremental-lake --root DIR`
+//! builds the lake alone and prints a cutoff.
 
 use crate::lakes::Rows;
 use crate::latency_proxy::LatencyProxy;
@@ -97,7 +98,13 @@ pub(crate) async fn plan_once(root: &str, cutoff_ms: i64, full: bool) -> Result<
         std::fs::write(path, serde_json::to_vec_pretty(&plan.candidates).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
     }
-    let digest = hex(&Sha256::digest(serde_json::to_vec(&plan.candidates).map_err(|e| e.to_string())?));
+    // The candidates' keys and sizes: a key an incremental plan looked up on S3 records the
+    // HEAD's whole-second time where a full plan records the listing's milliseconds.
+    let mut hasher = Sha256::new();
+    for candidate in plan.candidates.to_vec().map_err(|e| e.to_string())? {
+        hasher.update(format!("{} {}\n", candidate.key, candidate.size));
+    }
+    let digest = hex(&hasher.finalize());
     println!("plan_nanos_digest_candidates_mode: {} {digest} {} {mode}", took.as_nanos(), plan.candidates.len());
     Ok(())
 }
@@ -112,12 +119,19 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// One plan in a child process (its S3 requests through `endpoint` when given).
-fn plan_in_child(root: &str, cutoff_ms: i64, full: bool, endpoint: Option<&str>) -> Result<Measured, String> {
+fn plan_in_child(
+    root: &str,
+    cutoff_ms: i64,
+    full: bool,
+    endpoint: Option<&str>,
+    dump: &std::path::Path,
+) -> Result<Measured, String> {
     let mut extra = vec!["--root".to_string(), root.to_string(), "--cutoff-ms".into(), cutoff_ms.to_string()];
     if full {
         extra.push("--full-plan".into());
     }
-    let env: Vec<(&str, Option<&str>)> = endpoint.map(|e| ("AWS_ENDPOINT_URL", Some(e))).into_iter().collect();
+    let mut env: Vec<(&str, Option<&str>)> = endpoint.map(|e| ("AWS_ENDPOINT_URL", Some(e))).into_iter().collect();
+    env.push(("LAKE_BENCH_DUMP", dump.to_str()));
     let out = child_value("plan-state", &extra, &env, "plan_nanos_digest_candidates_mode")?;
     let parse = || format!("child plan-state printed {out}");
     let fields: Vec<&str> = out.split(' ').collect();
@@ -247,11 +261,13 @@ fn measure(
     let (mut incremental, mut full) = (Vec::new(), Vec::new());
     let mut lists = (0, 0);
     let mut digests = std::collections::BTreeSet::new();
+    let dumps = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dump = |full: bool| dumps.path().join(if full { "full.json" } else { "incremental.json" });
     for i in 0..pairs.max(1) {
         let order = if i % 2 == 0 { [false, true] } else { [true, false] };
         for is_full in order {
             let before = proxy.map(LatencyProxy::list_requests).unwrap_or(0);
-            let m = plan_in_child(root, cutoff_ms, is_full, endpoint.as_deref())?;
+            let m = plan_in_child(root, cutoff_ms, is_full, endpoint.as_deref(), &dump(is_full))?;
             let listed = proxy.map(LatencyProxy::list_requests).unwrap_or(0) - before;
             if m.candidates < expected {
                 return Err(format!(
@@ -270,7 +286,21 @@ fn measure(
         }
     }
     if digests.len() != 1 {
-        return Err(format!("the incremental and the full plans' candidates differ: digests {digests:?}"));
+        let keys = |full: bool| -> Result<std::collections::BTreeSet<String>, String> {
+            let text = std::fs::read(dump(full)).map_err(|e| e.to_string())?;
+            let list: Vec<lake_gc::plan::Candidate> = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+            Ok(list.into_iter().map(|c| format!("{} ({} bytes)", c.key, c.size)).collect())
+        };
+        let (incremental, full) = (keys(false)?, keys(true)?);
+        let only = |a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>| {
+            a.difference(b).take(5).cloned().collect::<Vec<_>>()
+        };
+        return Err(format!(
+            "the incremental and the full plans' candidates differ: only incremental {:?}, only full {:?} (the last plans' lists are in {})",
+            only(&incremental, &full),
+            only(&full, &incremental),
+            dumps.keep().display()
+        ));
     }
     Ok((incremental, full, proxy.map(|_| lists)))
 }

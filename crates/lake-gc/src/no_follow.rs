@@ -52,6 +52,22 @@ pub(crate) fn open_folder(root: &Path, key: &str) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
+/// Whether `rest` (`/`-separated, relative to the open folder `base`) resolves without a
+/// symbolic link (the last component included), a mount crossing or a file where a folder is
+/// expected: `Ok(true)` when it does, `Ok(false)` when it meets one of them, `Err(ENOENT)` when
+/// a component is missing (resolution stops at the first link, so none lies before it), and
+/// `Err(ENOSYS | EPERM)` on a kernel without `openat2`. One
+/// `openat2(O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV | RESOLVE_BENEATH)`: without
+/// `O_NOFOLLOW` a link as the last component is refused too (openat2(2)).
+pub(crate) fn resolves_plainly(base: &OwnedFd, rest: &str) -> Result<bool, Errno> {
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_XDEV | ResolveFlags::BENEATH;
+    match rustix::fs::openat2(base, rest, OFlags::PATH | OFlags::CLOEXEC, Mode::empty(), resolve) {
+        Ok(_fd) => Ok(true),
+        Err(Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// What [`remove`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Removal {

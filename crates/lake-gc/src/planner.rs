@@ -693,7 +693,7 @@ impl Sweep<'_> {
     /// Moves the live keys' merge up to `end` (an incremental plan, before its listed range):
     /// each live key passed names no listed object, so it is checked against the symbolic
     /// links met; on a local root each is first looked up itself (the listing does not read its
-    /// folder; [`LIVE_LOOKUP_BATCH`] at a time, [`ObjectInventory::head_many`]), and a link
+    /// folder; [`LIVE_LOOKUP_BATCH`] at a time, [`ObjectInventory::links_among`]), and a link
     /// found there is met before the key is checked.
     async fn unlisted_live_before(
         &mut self,
@@ -704,8 +704,7 @@ impl Sweep<'_> {
         stats: &mut PlanStats,
     ) -> Result<(), GcError> {
         while self.live_next.as_deref().is_some_and(|l| l < end) {
-            // A batch of them in key order, looked up together; then each in order: the link
-            // its look-up found is met before it (and every later key) is checked.
+            // A batch of them in key order, looked up together for links.
             let mut batch = Vec::new();
             while batch.len() < LIVE_LOOKUP_BATCH && self.live_next.as_deref().is_some_and(|l| l < end) {
                 batch.extend(self.live_next.take());
@@ -716,23 +715,14 @@ impl Sweep<'_> {
                 false => Vec::new(),
             };
             stats.live_keys_looked_up += looked.len() as u64;
-            let answers = match looked.is_empty() {
-                true => Vec::new(),
-                false => inventory.head_many(looked.clone()).await?,
-            };
-            if answers.len() != looked.len() {
-                return Err(GcError::storage(
-                    OBJECTS_PREFIX,
-                    format!("{} keys were looked up and {} answers came back", looked.len(), answers.len()),
-                ));
-            }
-            let mut found = looked.into_iter().zip(answers).peekable();
-            for live in batch {
-                while let Some((_, entry)) = found.next_if(|(key, _)| *key == live) {
-                    if let Some(entry) = entry.filter(|e| e.kind == EntryKind::Foreign(Foreign::SymbolicLink)) {
-                        aliases.link(entry.key);
-                    }
+            // A link found on a key's path is met before any key of the batch is checked: a
+            // key before it that goes through it meets it on its own path too.
+            if !looked.is_empty() {
+                for link in inventory.links_among(looked).await? {
+                    aliases.link(link);
                 }
+            }
+            for live in batch {
                 aliases.check(Some(&live));
             }
         }

@@ -168,12 +168,12 @@ impl ObjectInventory for LocalInventory {
         Box::pin(super::own::own_garbage(&self.store, cutoff))
     }
 
-    /// [`LocalInventory::head`] of each key, the keys split in contiguous parts looked up on
-    /// as many blocking threads as the machine has cores (at most 8), answers in the keys' order.
-    fn head_many(
-        &self,
-        keys: Vec<String>,
-    ) -> futures::future::BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
+    /// [`ObjectInventory::links_among`]: the keys split in contiguous parts, each part on a
+    /// blocking thread (as many as the machine has cores, at most 8; inline outside a Tokio
+    /// runtime), links in the keys' order. Per key one `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`
+    /// relative to `objects/` ([`crate::no_follow::resolves_plainly`]); a key whose path meets
+    /// a link, a mount or a file is looked up as [`ObjectInventory::head`] does.
+    fn links_among(&self, keys: Vec<String>) -> futures::future::BoxFuture<'_, Result<Vec<String>, GcError>> {
         Box::pin(async move {
             let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
                 return Err(GcError::from(StoreError::Root {
@@ -182,8 +182,7 @@ impl ObjectInventory for LocalInventory {
                 }));
             };
             if tokio::runtime::Handle::try_current().is_err() {
-                // Outside a Tokio runtime: inline, one after the other (as `list_from` reads).
-                return keys.iter().map(|key| head_local(&root, key)).collect();
+                return links_local(&root, &keys);
             }
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
             let per_thread = keys.len().div_ceil(threads).max(1);
@@ -195,15 +194,13 @@ impl ObjectInventory for LocalInventory {
                     break;
                 }
                 let root = root.clone();
-                parts.push(tokio::task::spawn_blocking(move || {
-                    part.iter().map(|key| head_local(&root, key)).collect::<Result<Vec<_>, GcError>>()
-                }));
+                parts.push(tokio::task::spawn_blocking(move || links_local(&root, &part)));
             }
-            let mut found = Vec::new();
+            let mut links = Vec::new();
             for part in parts {
-                found.extend(part.await.map_err(|e| GcError::storage(OBJECTS_PREFIX, e))??);
+                links.extend(part.await.map_err(|e| GcError::storage(OBJECTS_PREFIX, e))??);
             }
-            Ok(found)
+            Ok(links)
         })
     }
 
@@ -221,6 +218,37 @@ impl ObjectInventory for LocalInventory {
             head_local(&root, &key)
         })
     }
+}
+
+/// [`LocalInventory`]'s [`ObjectInventory::links_among`] on this thread.
+fn links_local(root: &Path, keys: &[String]) -> Result<Vec<String>, GcError> {
+    use rustix::io::Errno;
+    // `objects/` itself a link, a mount or missing: every key is looked up.
+    let objects = crate::no_follow::open_folder(root, OBJECTS_PREFIX).ok();
+    let mut links = Vec::new();
+    for key in keys {
+        let rest = key.strip_prefix(OBJECTS_PREFIX).and_then(|k| k.strip_prefix('/')).map(|k| k.trim_end_matches('/'));
+        let plain = match (&objects, rest) {
+            (Some(objects), Some(rest)) if !rest.is_empty() => {
+                match crate::no_follow::resolves_plainly(objects, rest) {
+                    // A missing component: no link before it (resolution stops at the first).
+                    Ok(plain) => plain,
+                    Err(Errno::NOENT) => true,
+                    Err(Errno::NOSYS | Errno::PERM) => false,
+                    Err(e) => return Err(GcError::storage(key, std::io::Error::from(e))),
+                }
+            }
+            _ => false,
+        };
+        if !plain {
+            if let Some(entry) = head_local(root, key)? {
+                if entry.kind == EntryKind::Foreign(Foreign::SymbolicLink) {
+                    links.push(entry.key);
+                }
+            }
+        }
+    }
+    Ok(links)
 }
 
 /// [`LocalInventory`]'s [`ObjectInventory::head`].

@@ -162,20 +162,25 @@ pub trait ObjectInventory: Send + Sync {
         Box::pin(futures::future::ready(Err(GcError::storage(key, message))))
     }
 
-    /// [`ObjectInventory::head`] of each of `keys`, in their order: what an incremental plan on
-    /// a local root asks of the live keys it does not list (is one a symbolic link?). The
-    /// default looks them up one after the other; a local root's inventory spreads them over
-    /// blocking threads.
+    /// The symbolic links on the paths of `keys`, each as [`ObjectInventory::head`] names it
+    /// (the first link component, under its own key), in the order of the keys that meet them:
+    /// what an incremental plan on a local root asks of the live keys it does not list. The
+    /// default looks each key up; a local root's inventory opens each key's path once without
+    /// following links and looks up only those that meet something, over blocking threads.
     ///
     /// # Errors
     /// The first error of a look-up.
-    fn head_many(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
+    fn links_among(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<String>, GcError>> {
         Box::pin(async move {
-            let mut found = Vec::with_capacity(keys.len());
+            let mut links = Vec::new();
             for key in &keys {
-                found.push(self.head(key).await?);
+                if let Some(entry) = self.head(key).await? {
+                    if entry.kind == EntryKind::Foreign(Foreign::SymbolicLink) {
+                        links.push(entry.key);
+                    }
+                }
             }
-            Ok(found)
+            Ok(links)
         })
     }
 }
@@ -194,8 +199,8 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for &T {
         (**self).head(key)
     }
 
-    fn head_many(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
-        (**self).head_many(keys)
+    fn links_among(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<String>, GcError>> {
+        (**self).links_among(keys)
     }
 }
 
@@ -213,8 +218,8 @@ impl<T: ObjectInventory + ?Sized> ObjectInventory for Box<T> {
         (**self).head(key)
     }
 
-    fn head_many(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<Option<InventoryEntry>>, GcError>> {
-        (**self).head_many(keys)
+    fn links_among(&self, keys: Vec<String>) -> BoxFuture<'_, Result<Vec<String>, GcError>> {
+        (**self).links_among(keys)
     }
 }
 

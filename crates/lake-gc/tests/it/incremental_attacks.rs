@@ -141,7 +141,7 @@ async fn a_state_whose_last_full_plan_is_in_the_future_is_not_used() {
 
 // ---------------------------------------------------------------------------------------------
 // Adversarial review of 7216a9f: released keys looked up 32 at a time ahead of the sweep, a
-// local root's live keys looked up for links in batches of 4096 (`ObjectInventory::head_many`,
+// local root's live keys looked up for links in batches of 4096 (`ObjectInventory::links_among`,
 // on blocking threads), a given inventory read by full plans only, a HEAD's whole-second time
 // rounded on S3 only. Every attack below HELD: each test pins it.
 // ---------------------------------------------------------------------------------------------
