@@ -178,6 +178,18 @@ pub(crate) fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> P
     Ok(arrow_ffi::to_pyarrow(py, &array)?.unbind())
 }
 
+/// The SHA-256 of `data` as lake's verified reads compute it (the `sha2` crate with the
+/// workspace's features: SHA-NI on x86_64, the ARMv8 SHA2 instructions on aarch64, detected at
+/// run time), with the GIL released: for checks, and the `sha256_vs_hardware` benchmark against
+/// `hashlib.sha256`. 32 bytes.
+#[pyfunction]
+pub(crate) fn sha256<'py>(py: Python<'py>, data: &Bound<'py, PyBytes>) -> Bound<'py, PyBytes> {
+    use sha2::Digest;
+    let bytes = data.as_bytes();
+    let digest: [u8; 32] = py.detach(|| sha2::Sha256::digest(bytes).into());
+    PyBytes::new(py, &digest)
+}
+
 /// The length of the Python `bytes` object that holds `reference`'s object, or why none can: a
 /// `bytes` holds at most `isize::MAX` bytes.
 fn python_bytes_len(reference: &::lake::common::ObjectIdentity) -> Result<usize, Failure> {

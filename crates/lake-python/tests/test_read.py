@@ -395,3 +395,13 @@ def test_a_location_claiming_more_bytes_allocates_nothing_and_a_failed_readall_s
             f.read()
     with pytest.raises(lake.ObjectMismatchError):
         f.read(10)
+
+
+def test_lakes_sha256_is_hashlibs():
+    """`_lake.sha256` (the hashing of verified reads, the `sha256_vs_hardware` figure) agrees
+    with `hashlib.sha256` across the block boundaries."""
+    from lake import _lake
+
+    for n in (0, 1, 55, 56, 63, 64, 65, 1000, 1 << 20, (1 << 20) + 3):
+        data = os.urandom(n)
+        assert _lake.sha256(data) == hashlib.sha256(data).digest(), n
