@@ -117,10 +117,7 @@ impl NativeLake {
         let count = identities.len();
         let reader = self.reader()?;
         let rt = runtime()?;
-        let mut stream = {
-            let _runtime = rt.enter();
-            reader.read_many_with(identities, budget_bytes, BytesBuffer::new)
-        };
+        let mut stream = reader.read_many_with(identities, budget_bytes, BytesBuffer::new);
         let mut out: Vec<BytesBuffer> = Vec::with_capacity(count);
         loop {
             let step = py.detach(|| {
