@@ -218,7 +218,8 @@ unsafe impl Send for BytesBuffer {}
 impl BytesBuffer {
     /// A `bytes` object of `len` bytes, not yet written (the GIL is taken to make it).
     fn new(len: usize) -> Result<Self, ::lake::store::StoreError> {
-        let too_large = || ::lake::store::StoreError::storage("bytes", format!("{len} bytes exceed a Python bytes object"));
+        let too_large =
+            || ::lake::store::StoreError::storage("bytes", format!("{len} bytes exceed a Python bytes object"));
         let size = isize::try_from(len).map_err(|_| too_large())?;
         Python::attach(|py| {
             // SAFETY: `PyBytes_FromStringAndSize(NULL, n)` makes a `bytes` object of `n`

@@ -43,9 +43,9 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt};
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -638,8 +638,8 @@ impl<B: AsMut<[u8]> + Send + 'static> ReadMany<B> {
                     let reader = self.reader.clone();
                     let alloc = self.alloc.clone();
                     let uri = reference.uri.clone();
-                    let task = runtime
-                        .spawn(async move { reader.read_verified_into(&reference, |len| alloc(len)).await });
+                    let task =
+                        runtime.spawn(async move { reader.read_verified_into(&reference, |len| alloc(len)).await });
                     Started::Task(task, uri)
                 }
                 Err(e) => Started::Done(Some(StoreError::storage(reference.uri, e))),
