@@ -123,8 +123,9 @@ pub(crate) enum Command {
     /// checked against the reference's size and SHA-256, and written to DIR/<key> for an object
     /// of the lake (keys are `objects/<ULID>/<name>`, so DIR mirrors the lake's `objects/`) or to
     /// DIR/external/<sha256 hex> for an object outside the lake root. An object referenced by
-    /// several rows is read once; --concurrency objects are read at a time, each streamed to its
-    /// file (memory: one batch of rows and the identities of the objects, not the objects).
+    /// several rows is read once; --concurrency objects are read at a time, each read whole and
+    /// written in one write up to 8 MiB, streamed to its file above (memory: one batch of rows,
+    /// the identities of the objects, and at most --concurrency objects of up to 8 MiB).
     ///
     /// DIR must lie outside the lake, by any path or link (as every file lake writes), and is
     /// created if its parent exists. Each file is written atomically: a temporary file in its

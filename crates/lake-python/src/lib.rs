@@ -43,6 +43,7 @@ fn _lake(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(lake::init, m)?)?;
     m.add_function(wrap_pyfunction!(lake::open, m)?)?;
     m.add_function(wrap_pyfunction!(objects::locations, m)?)?;
+    m.add_function(wrap_pyfunction!(objects::sha256, m)?)?;
     m.add_function(wrap_pyfunction!(gc::plan_save, m)?)?;
     m.add_function(wrap_pyfunction!(gc::sharded_save, m)?)?;
     m.add_function(wrap_pyfunction!(gc::sharded_load, m)?)?;

@@ -10,7 +10,6 @@ use crate::reader::PyFileReader;
 use crate::runtime::{run, runtime};
 use ::lake::common::DataLocationBuilder;
 use ::lake::common::ErrorKind;
-use ::lake::store::reader::VerifiedStream;
 use ::lake::store::writer::{ManagedObject, ManagedObjectWriter};
 use futures::StreamExt;
 use pyo3::prelude::*;
@@ -81,7 +80,8 @@ fn identity(uri: String, sha256: &[u8], size: u64) -> Result<::lake::common::Obj
 impl NativeLake {
     /// The whole object a reference names, verified against its size and SHA-256 as it streams
     /// (`ObjectMismatchError` instead of the bytes when they differ; `ObjectMissingError` when
-    /// there is no object).
+    /// there is no object). The bytes land in the returned `bytes` object directly (held once
+    /// in memory), read with the GIL released.
     fn object_read<'py>(
         &self,
         py: Python<'py>,
@@ -90,35 +90,56 @@ impl NativeLake {
         size: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let reference = identity(uri, &sha256, size)?;
-        // A Python `bytes` holds at most `isize::MAX` bytes.
-        let len = usize::try_from(size).ok().filter(|n| isize::try_from(*n).is_ok()).ok_or_else(|| {
-            Failure::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "`{}` has {size} bytes, more than one Python bytes object holds; read it with Objects.open",
-                    reference.uri
-                ),
-            )
-        })?;
+        python_bytes_len(&reference)?;
         let reader = self.reader()?;
-        let mut stream = run(py, async move { Ok(reader.open_verified(&reference).await?) })?;
-        // The store's size is checked before the reference's size is allocated.
-        if let Some(mismatch) = stream.take_early_mismatch() {
-            return Err(Failure::from(mismatch).into());
+        let filled = run(py, async move { Ok(reader.read_verified_into(&reference, BytesBuffer::new).await?) })?;
+        Ok(filled.into_bytes(py))
+    }
+
+    /// The whole objects `references` (`(uri, sha256, size)` each) name, verified as
+    /// `object_read` verifies one, read concurrently (the reader's bound on requests in flight,
+    /// at most `budget_bytes` bytes of objects read ahead of the one the list waits for): their
+    /// `bytes` in input order. The first failure in input order is raised, and the reads still
+    /// in flight are stopped; no object's bytes are returned then. GIL released while reading;
+    /// Ctrl-C is checked every 100 ms.
+    fn object_read_many<'py>(
+        &self,
+        py: Python<'py>,
+        references: Vec<(String, Vec<u8>, u64)>,
+        budget_bytes: u64,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let mut identities = Vec::with_capacity(references.len());
+        for (uri, sha256, size) in references {
+            let reference = identity(uri, &sha256, size)?;
+            python_bytes_len(&reference)?;
+            identities.push(reference);
         }
-        // The bytes go straight into the `bytes` object returned (held once in memory: the
-        // object's size and one chunk of the response), pulled with the GIL released.
-        let mut failure: Option<PyErr> = None;
-        let bytes = PyBytes::new_with(py, len, |buf| {
-            if let Err(e) = fill_verified(py, &mut stream, buf) {
-                failure = Some(e);
+        let count = identities.len();
+        let reader = self.reader()?;
+        let rt = runtime()?;
+        let mut stream = reader.read_many_with(identities, budget_bytes, BytesBuffer::new);
+        let mut out: Vec<BytesBuffer> = Vec::with_capacity(count);
+        loop {
+            let step = py.detach(|| {
+                rt.block_on(async {
+                    tokio::time::timeout(std::time::Duration::from_millis(100), async {
+                        while let Some(item) = stream.next().await {
+                            out.push(item?);
+                        }
+                        Ok::<(), ::lake::store::StoreError>(())
+                    })
+                    .await
+                })
+            });
+            match step {
+                Ok(done) => {
+                    done.map_err(|e| Failure::from(e).into_py(py))?;
+                    break;
+                }
+                Err(_elapsed) => py.check_signals()?,
             }
-            Ok(())
-        })?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(bytes),
         }
+        Ok(out.into_iter().map(|b| b.into_bytes(py)).collect())
     }
 
     /// Bytes `start..end` of the object `uri` names (a key or a URI the lake's store reaches),
@@ -154,36 +175,83 @@ pub(crate) fn locations(py: Python<'_>, items: Vec<(String, Vec<u8>, u64)>) -> P
     Ok(arrow_ffi::to_pyarrow(py, &array)?.unbind())
 }
 
-/// Fills `buf` with the verified stream's bytes, pulling them with the GIL released and checking
-/// for signals (Ctrl-C) every 100 ms. The stream ends without an error only after exactly the
-/// reference's size in bytes whose SHA-256 matched ([`VerifiedStream`]), and `buf` has that
-/// size, so a stream that would overflow it has failed already; it is refused all the same.
-fn fill_verified(py: Python<'_>, stream: &mut VerifiedStream, buf: &mut [u8]) -> PyResult<()> {
-    let rt = runtime()?;
-    let mut filled = 0usize;
-    loop {
-        let step = py.detach(|| {
-            rt.block_on(async {
-                tokio::time::timeout(std::time::Duration::from_millis(100), async {
-                    while let Some(chunk) = stream.next().await {
-                        let chunk = chunk?;
-                        let Some(into) = buf.get_mut(filled..filled + chunk.len()) else {
-                            return Err(Failure::new(
-                                ErrorKind::ObjectMismatch,
-                                format!("`{}` holds more bytes than its reference's {}", stream.key(), buf.len()),
-                            ));
-                        };
-                        into.copy_from_slice(&chunk);
-                        filled += chunk.len();
-                    }
-                    Ok(())
-                })
-                .await
-            })
-        });
-        match step {
-            Ok(done) => return done.map_err(|f| f.into_py(py)),
-            Err(_elapsed) => py.check_signals()?,
-        }
+/// The SHA-256 of `data` as lake's verified reads compute it (the `sha2` crate with the
+/// workspace's features: SHA-NI on x86_64, the ARMv8 SHA2 instructions on aarch64, detected at
+/// run time), with the GIL released: for checks, and the `sha256_vs_hardware` benchmark against
+/// `hashlib.sha256`. 32 bytes.
+#[pyfunction]
+pub(crate) fn sha256<'py>(py: Python<'py>, data: &Bound<'py, PyBytes>) -> Bound<'py, PyBytes> {
+    use sha2::Digest;
+    let bytes = data.as_bytes();
+    let digest: [u8; 32] = py.detach(|| sha2::Sha256::digest(bytes).into());
+    PyBytes::new(py, &digest)
+}
+
+/// The length of the Python `bytes` object that holds `reference`'s object, or why none can: a
+/// `bytes` holds at most `isize::MAX` bytes.
+fn python_bytes_len(reference: &::lake::common::ObjectIdentity) -> Result<usize, Failure> {
+    usize::try_from(reference.size).ok().filter(|n| isize::try_from(*n).is_ok()).ok_or_else(|| {
+        Failure::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "`{}` has {} bytes, more than one Python bytes object holds; read it with Objects.open",
+                reference.uri, reference.size
+            ),
+        )
+    })
+}
+
+/// A new Python `bytes` object that a verified read fills with the GIL released, before anyone
+/// else sees it (`ObjectReader::read_verified_into`): the object's bytes land in it directly,
+/// with no copy of the whole object.
+struct BytesBuffer {
+    object: Py<PyBytes>,
+    data: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the `bytes` object is new and referenced only by this buffer until `into_bytes` hands
+// it to Python, so no other thread reads or writes its storage; its storage never moves (a
+// `bytes` object's data is part of its allocation), and `Py` may be sent between threads.
+unsafe impl Send for BytesBuffer {}
+
+impl BytesBuffer {
+    /// A `bytes` object of `len` bytes, not yet written (the GIL is taken to make it).
+    fn new(len: usize) -> Result<Self, ::lake::store::StoreError> {
+        let too_large =
+            || ::lake::store::StoreError::storage("bytes", format!("{len} bytes exceed a Python bytes object"));
+        let size = isize::try_from(len).map_err(|_| too_large())?;
+        Python::attach(|py| {
+            // SAFETY: `PyBytes_FromStringAndSize(NULL, n)` makes a `bytes` object of `n`
+            // uninitialised bytes, meant to be written before it is used; it is written in full
+            // (a verified read fills the whole buffer) before `into_bytes` hands it out.
+            let raw = unsafe { pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
+            if raw.is_null() {
+                let _ = PyErr::take(py);
+                return Err(::lake::store::StoreError::storage("bytes", format!("cannot allocate {len} bytes")));
+            }
+            // SAFETY: `raw` is a new, owned reference to a `bytes` object.
+            let object: Py<PyBytes> = unsafe { Bound::from_owned_ptr(py, raw).cast_into_unchecked() }.unbind();
+            // SAFETY: `raw` is a `bytes` object; its data has `len` bytes (and a trailing NUL).
+            let data = unsafe { pyo3::ffi::PyBytes_AsString(raw) }.cast::<u8>();
+            if data.is_null() {
+                let _ = PyErr::take(py);
+                return Err(too_large());
+            }
+            Ok(Self { object, data, len })
+        })
+    }
+
+    /// The filled `bytes` object, for Python.
+    fn into_bytes(self, py: Python<'_>) -> Bound<'_, PyBytes> {
+        self.object.into_bound(py)
+    }
+}
+
+impl AsMut<[u8]> for BytesBuffer {
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `data` points at the `len` bytes of the `bytes` object this buffer owns alone
+        // (see `Send` above); `&mut self` makes this the only view of them.
+        unsafe { std::slice::from_raw_parts_mut(self.data, self.len) }
     }
 }

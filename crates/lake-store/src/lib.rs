@@ -40,5 +40,5 @@ pub mod store;
 pub mod writer;
 
 pub use error::StoreError;
-pub use reader::{ObjectReader, VerifiedStream};
+pub use reader::{ObjectReader, ReadMany, VerifiedStream};
 pub use store::LakeStore;

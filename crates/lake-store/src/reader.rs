@@ -23,6 +23,16 @@
 //! Every request holds a permit of one semaphore shared by the reader and its clones, so at most
 //! [`ObjectReader::concurrency`] GETs or HEADs are in flight at once (a verified stream holds its
 //! permit until it ends or is dropped).
+//!
+//! Many objects: [`ObjectReader::read_many`] (and [`ObjectReader::read_many_with`], into buffers
+//! the caller allocates) reads and verifies them concurrently and hands them out in input order,
+//! with at most a byte budget of objects read or being read but not yet handed out.
+//!
+//! SHA-256 runs on the CPU's instructions where it has them (`sha2` detects SHA-NI on x86_64 and
+//! the ARMv8 SHA2 extension on aarch64 at run time; lake-common enables the `asm` feature the
+//! latter needs), at the speed of OpenSSL's (`sha256_vs_hardware`, docs/benchmarks.md). A whole
+//! read of a local file reads it straight into the object's buffer, hashing each piece while it
+//! is in the cache, in one blocking task (not one per 8 KiB, as a streamed local read is).
 
 use crate::error::StoreError;
 use crate::store::LakeStore;
@@ -30,13 +40,17 @@ use bytes::Bytes;
 use futures::stream::{BoxStream, Stream, StreamExt};
 use lake_common::{normalize_reference, NormalizedReference, ObjectIdentity};
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt};
 use sha2::{Digest, Sha256};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 
 /// The default bound on the requests an [`ObjectReader`] (with its clones) has in flight: 16.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -96,30 +110,114 @@ impl ObjectReader {
     }
 
     /// The whole object `reference` names, verified: its bytes, once their count equals
-    /// `reference.size` and their SHA-256 equals `reference.sha256`. Holds the object in memory
-    /// (`reference.size` bytes); use [`ObjectReader::open_verified`] for large objects.
+    /// `reference.size` and their SHA-256 equals `reference.sha256`. Holds the object once in
+    /// memory (`reference.size` bytes, allocated only after the store's reported size matched);
+    /// use [`ObjectReader::open_verified`] for large objects.
     ///
     /// # Errors
     /// - [`StoreError::ObjectMissing`] when the object does not exist;
     /// - [`StoreError::ObjectMismatch`] when its size or SHA-256 differs from the reference's;
     /// - [`StoreError::ObjectUnreachable`] when the store cannot read `reference.uri`;
-    /// - [`StoreError::Storage`] when a request or the response's body fails.
+    /// - [`StoreError::Storage`] when a request or the response's body fails, or when
+    ///   `reference.size` exceeds the address space.
     pub async fn read_verified(&self, reference: &ObjectIdentity) -> Result<Bytes, StoreError> {
-        let mut stream = self.open_verified(reference).await?;
-        let mut chunks: Vec<Bytes> = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            chunks.push(chunk?);
+        self.read_verified_into(reference, zeroed).await.map(Bytes::from)
+    }
+
+    /// The whole object `reference` names, verified, in a buffer of `reference.size` bytes that
+    /// `alloc(reference.size)` returns (called only once the store's reported size equals the
+    /// reference's, so a reference claiming more bytes than its object has allocates nothing).
+    /// The buffer comes back only when every byte was written and verified: the object's bytes
+    /// land in it directly (a local file is read into it; a response's chunks are copied in as
+    /// they arrive), never in another buffer of the whole object. On an error the buffer is
+    /// dropped, partly written.
+    ///
+    /// # Errors
+    /// As [`ObjectReader::read_verified`]; also what `alloc` returns, and
+    /// [`StoreError::Storage`] when the buffer `alloc` returns is not `reference.size` bytes.
+    pub async fn read_verified_into<B, F>(&self, reference: &ObjectIdentity, alloc: F) -> Result<B, StoreError>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+        F: FnOnce(usize) -> Result<B, StoreError>,
+    {
+        let (target, permit, result) = self.get_whole(reference).await?;
+        let key = target.shown;
+        let check = Check { key, expected_size: reference.size, expected_sha256: reference.sha256 };
+        if result.meta.size != reference.size {
+            return Err(check.mismatch(result.meta.size, None));
         }
-        // The stream ended without an error: the chunks hold exactly `reference.size` bytes.
-        if chunks.len() == 1 {
-            return Ok(chunks.swap_remove(0));
+        let len = usize::try_from(reference.size).map_err(|_| {
+            StoreError::storage(&check.key, format!("{} bytes do not fit in this machine's memory", reference.size))
+        })?;
+        let mut buf = alloc(len)?;
+        if buf.as_mut().len() != len {
+            return Err(StoreError::storage(
+                &check.key,
+                format!("the buffer for the object has {} bytes, not its {len}", buf.as_mut().len()),
+            ));
         }
-        let total = chunks.iter().map(Bytes::len).sum();
-        let mut out = Vec::with_capacity(total);
-        for chunk in &chunks {
-            out.extend_from_slice(chunk);
+        match result.payload {
+            GetResultPayload::File(file, _path) => {
+                let start = result.range.start;
+                let filled = tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    let digest = fill_from_file(file, start, buf.as_mut(), &check)?;
+                    check.verify(len as u64, digest)?;
+                    Ok::<B, StoreError>(buf)
+                });
+                match filled.await {
+                    Ok(done) => done,
+                    Err(e) => Err(StoreError::storage(reference.uri.clone(), e)),
+                }
+            }
+            GetResultPayload::Stream(body) => {
+                let mut stream = VerifiedStream::new(check, Some(body), Some(permit));
+                let mut filled = 0usize;
+                let out = buf.as_mut();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk?;
+                    // The stream fails before it hands out more than the reference's size.
+                    let Some(into) = out.get_mut(filled..filled + chunk.len()) else {
+                        return Err(stream.check.mismatch((filled + chunk.len()) as u64, None));
+                    };
+                    into.copy_from_slice(&chunk);
+                    filled += chunk.len();
+                }
+                Ok(buf)
+            }
         }
-        Ok(Bytes::from(out))
+    }
+
+    /// The whole objects `references` name, verified (as [`ObjectReader::read_verified`]),
+    /// read concurrently and handed out in input order: a stream of one item per reference,
+    /// each the object's bytes or its own error (a failed object never hides the others).
+    /// Bounds: at most [`ObjectReader::concurrency`] requests in flight (shared with the
+    /// reader's other reads), at most twice as many objects started, and at most
+    /// `budget_bytes` bytes of objects started but not yet handed out (an object larger than
+    /// the budget is read alone). The stream must be polled inside a Tokio runtime (each object
+    /// is read by a task of the runtime, so objects hash on several cores); dropping it stops
+    /// the reads in flight.
+    pub fn read_many(&self, references: Vec<ObjectIdentity>, budget_bytes: u64) -> ReadMany<Vec<u8>> {
+        self.read_many_with(references, budget_bytes, zeroed)
+    }
+
+    /// [`ObjectReader::read_many`] into buffers from `alloc` (called with each object's size,
+    /// once the store's reported size matched, on a task of the runtime), as
+    /// [`ObjectReader::read_verified_into`] fills one.
+    pub fn read_many_with<B, F>(&self, references: Vec<ObjectIdentity>, budget_bytes: u64, alloc: F) -> ReadMany<B>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+        F: Fn(usize) -> Result<B, StoreError> + Send + Sync + 'static,
+    {
+        ReadMany {
+            reader: self.clone(),
+            alloc: Arc::new(alloc),
+            pending: references.into(),
+            started: VecDeque::new(),
+            started_bytes: 0,
+            budget_bytes,
+            window: self.concurrency.saturating_mul(2),
+        }
     }
 
     /// Opens the object `reference` names as a stream of its bytes, verified as they flow (see
@@ -133,31 +231,30 @@ impl ObjectReader {
     /// [`StoreError::ObjectUnreachable`] when the store cannot read `reference.uri`,
     /// [`StoreError::Storage`] when the request fails.
     pub async fn open_verified(&self, reference: &ObjectIdentity) -> Result<VerifiedStream, StoreError> {
-        let target = self.target(&reference.uri)?;
-        let permit = self.permit(&target.shown).await?;
-        let result = match self.store.object_store().get_opts(&target.path, GetOptions::default()).await {
-            Ok(result) => result,
-            Err(e) => return Err(store_error(&target.shown, e)),
-        };
+        let (target, permit, result) = self.get_whole(reference).await?;
+        let check = Check { key: target.shown, expected_size: reference.size, expected_sha256: reference.sha256 };
         let reported = result.meta.size;
-        let mut stream = VerifiedStream {
-            key: target.shown,
-            expected_size: reference.size,
-            expected_sha256: reference.sha256,
-            inner: None,
-            hasher: Sha256::new(),
-            received: 0,
-            pending: None,
-            permit: Some(permit),
-        };
         if reported != reference.size {
             // The store already says the size differs: fail before handing out any byte.
-            stream.pending = Some(stream.mismatch(reported, None));
-            stream.permit = None;
-        } else {
-            stream.inner = Some(result.into_stream());
+            let mismatch = check.mismatch(reported, None);
+            let mut stream = VerifiedStream::new(check, None, None);
+            stream.pending = Some(mismatch);
+            return Ok(stream);
         }
-        Ok(stream)
+        Ok(VerifiedStream::new(check, Some(result.into_stream()), Some(permit)))
+    }
+
+    /// The GET of the whole object `reference` names, with the permit it holds.
+    async fn get_whole(
+        &self,
+        reference: &ObjectIdentity,
+    ) -> Result<(Target, OwnedSemaphorePermit, GetResult), StoreError> {
+        let target = self.target(&reference.uri)?;
+        let permit = self.permit(&target.shown).await?;
+        match self.store.object_store().get_opts(&target.path, GetOptions::default()).await {
+            Ok(result) => Ok((target, permit, result)),
+            Err(e) => Err(store_error(&target.shown, e)),
+        }
     }
 
     /// The bytes `range` (offsets in bytes from the object's start, end exclusive) of the
@@ -296,9 +393,7 @@ fn store_error(shown: &str, e: object_store::Error) -> StoreError {
 /// After an error the stream ends. The bytes handed out are verified only once the stream has
 /// ended with `None`: a consumer that acts on them earlier must undo what it did on an error.
 pub struct VerifiedStream {
-    key: String,
-    expected_size: u64,
-    expected_sha256: [u8; 32],
+    check: Check,
     /// The response's body; `None` once the stream has ended (or when it never started).
     inner: Option<BoxStream<'static, object_store::Result<Bytes>>>,
     hasher: Sha256,
@@ -309,12 +404,42 @@ pub struct VerifiedStream {
     permit: Option<OwnedSemaphorePermit>,
 }
 
+/// What a verified read checks its bytes against: the reference's size and SHA-256, and how
+/// errors name the object.
+#[derive(Debug, Clone)]
+struct Check {
+    /// The key relative to the lake root, or the external URI, being read.
+    key: String,
+    expected_size: u64,
+    expected_sha256: [u8; 32],
+}
+
+impl Check {
+    fn mismatch(&self, actual_size: u64, actual_sha256: Option<[u8; 32]>) -> StoreError {
+        StoreError::ObjectMismatch {
+            key: self.key.clone(),
+            expected_size: self.expected_size,
+            actual_size,
+            expected_sha256: self.expected_sha256,
+            actual_sha256,
+        }
+    }
+
+    /// The end of a whole read of `received` bytes whose SHA-256 is `digest`.
+    fn verify(&self, received: u64, digest: [u8; 32]) -> Result<(), StoreError> {
+        if received != self.expected_size || digest != self.expected_sha256 {
+            return Err(self.mismatch(received, Some(digest)));
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for VerifiedStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VerifiedStream")
-            .field("key", &self.key)
-            .field("expected_size", &self.expected_size)
-            .field("expected_sha256", &hex::encode(self.expected_sha256))
+            .field("key", &self.check.key)
+            .field("expected_size", &self.check.expected_size)
+            .field("expected_sha256", &hex::encode(self.check.expected_sha256))
             .field("received", &self.received)
             .field("ended", &(self.inner.is_none() && self.pending.is_none()))
             .finish()
@@ -322,14 +447,22 @@ impl std::fmt::Debug for VerifiedStream {
 }
 
 impl VerifiedStream {
+    fn new(
+        check: Check,
+        inner: Option<BoxStream<'static, object_store::Result<Bytes>>>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        Self { check, inner, hasher: Sha256::new(), received: 0, pending: None, permit }
+    }
+
     /// The key relative to the lake root, or the external URI, being read.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.check.key
     }
 
     /// The size in bytes the reference records (the stream's length when it verifies).
     pub fn expected_size(&self) -> u64 {
-        self.expected_size
+        self.check.expected_size
     }
 
     /// The bytes handed out so far.
@@ -350,13 +483,7 @@ impl VerifiedStream {
     }
 
     fn mismatch(&self, actual_size: u64, actual_sha256: Option<[u8; 32]>) -> StoreError {
-        StoreError::ObjectMismatch {
-            key: self.key.clone(),
-            expected_size: self.expected_size,
-            actual_size,
-            expected_sha256: self.expected_sha256,
-            actual_sha256,
-        }
+        self.check.mismatch(actual_size, actual_sha256)
     }
 
     /// Ends the stream: drops the body and releases the permit.
@@ -384,7 +511,7 @@ impl Stream for VerifiedStream {
                         continue;
                     }
                     let received = this.received.saturating_add(chunk.len() as u64);
-                    if received > this.expected_size {
+                    if received > this.check.expected_size {
                         this.end();
                         return Poll::Ready(Some(Err(this.mismatch(received, None))));
                     }
@@ -394,16 +521,166 @@ impl Stream for VerifiedStream {
                 }
                 Poll::Ready(Some(Err(e))) => {
                     this.end();
-                    return Poll::Ready(Some(Err(store_error(&this.key, e))));
+                    return Poll::Ready(Some(Err(store_error(&this.check.key, e))));
                 }
                 Poll::Ready(None) => {
                     this.end();
                     let digest: [u8; 32] = std::mem::take(&mut this.hasher).finalize().into();
-                    if this.received != this.expected_size || digest != this.expected_sha256 {
-                        return Poll::Ready(Some(Err(this.mismatch(this.received, Some(digest)))));
+                    if let Err(e) = this.check.verify(this.received, digest) {
+                        return Poll::Ready(Some(Err(e)));
                     }
                     return Poll::Ready(None);
                 }
+            }
+        }
+    }
+}
+
+/// A zeroed buffer of `len` bytes (large ones come from the allocator as fresh zero pages).
+fn zeroed(len: usize) -> Result<Vec<u8>, StoreError> {
+    Ok(vec![0; len])
+}
+
+/// How many bytes a whole read of a local file reads, then hashes, at a time: small enough to
+/// stay in the CPU's cache between the read and the hash.
+const FILE_PIECE: usize = 256 << 10;
+
+/// Reads the local `file` from `start` into `buf` (the reference's size), hashing each piece as
+/// it lands; the SHA-256 of the bytes read. A file shorter than `buf` leaves its tail unwritten
+/// (the caller's check of the count fails); a file with a byte more than `buf` is
+/// [`StoreError::ObjectMismatch`] at once (`actual_size` a lower bound, no SHA-256).
+fn fill_from_file(mut file: std::fs::File, start: u64, buf: &mut [u8], check: &Check) -> Result<[u8; 32], StoreError> {
+    let io = |e: std::io::Error| StoreError::storage(&check.key, e);
+    if start != 0 {
+        file.seek(SeekFrom::Start(start)).map_err(io)?;
+    }
+    let mut hasher = Sha256::new();
+    let mut filled = 0usize;
+    while filled < buf.len() {
+        let end = buf.len().min(filled + FILE_PIECE);
+        let Some(piece) = buf.get_mut(filled..end) else { break };
+        let n = match file.read(piece) {
+            Ok(0) => {
+                let digest: [u8; 32] = hasher.finalize().into();
+                return Err(check.mismatch(filled as u64, Some(digest)));
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        hasher.update(&piece[..n]);
+        filled += n;
+    }
+    let mut probe = [0u8; 1];
+    loop {
+        match file.read(&mut probe) {
+            Ok(0) => break,
+            Ok(n) => return Err(check.mismatch((filled + n) as u64, None)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        }
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// The allocator of a [`ReadMany`]'s buffers.
+type Alloc<B> = Arc<dyn Fn(usize) -> Result<B, StoreError> + Send + Sync>;
+
+/// The verified whole objects of many references, in input order (from
+/// [`ObjectReader::read_many`] and [`ObjectReader::read_many_with`]): a stream of
+/// `Result<B, StoreError>`, one item per reference, each the object's buffer holding exactly its
+/// reference's bytes, or that object's error ([`ObjectReader::read_verified`]'s errors;
+/// [`StoreError::Storage`] when the stream is polled outside a Tokio runtime). Dropping it stops
+/// the reads it started.
+pub struct ReadMany<B> {
+    reader: ObjectReader,
+    alloc: Alloc<B>,
+    /// References not started yet, in input order.
+    pending: VecDeque<ObjectIdentity>,
+    /// Reads started and not yet handed out, in input order, with each object's size.
+    started: VecDeque<(u64, Started<B>)>,
+    /// The sum of the sizes in `started`.
+    started_bytes: u64,
+    budget_bytes: u64,
+    /// The most reads started at once.
+    window: usize,
+}
+
+/// A read of a [`ReadMany`]: its task, or its outcome when it could not start.
+enum Started<B> {
+    Task(JoinHandle<Result<B, StoreError>>, String),
+    Done(Option<StoreError>),
+}
+
+impl<B> std::fmt::Debug for ReadMany<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadMany")
+            .field("pending", &self.pending.len())
+            .field("started", &self.started.len())
+            .field("started_bytes", &self.started_bytes)
+            .field("budget_bytes", &self.budget_bytes)
+            .finish()
+    }
+}
+
+impl<B: AsMut<[u8]> + Send + 'static> ReadMany<B> {
+    /// Starts the next reads while the window and the byte budget allow (always one when none
+    /// is started).
+    fn start_more(&mut self) {
+        while self.started.len() < self.window {
+            let Some(size) = self.pending.front().map(|r| r.size) else { return };
+            if !self.started.is_empty() && self.started_bytes.saturating_add(size) > self.budget_bytes {
+                return;
+            }
+            let Some(reference) = self.pending.pop_front() else { return };
+            let read = match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let reader = self.reader.clone();
+                    let alloc = self.alloc.clone();
+                    let uri = reference.uri.clone();
+                    let task =
+                        runtime.spawn(async move { reader.read_verified_into(&reference, |len| alloc(len)).await });
+                    Started::Task(task, uri)
+                }
+                Err(e) => Started::Done(Some(StoreError::storage(reference.uri, e))),
+            };
+            self.started_bytes = self.started_bytes.saturating_add(size);
+            self.started.push_back((size, read));
+        }
+    }
+}
+
+impl<B: AsMut<[u8]> + Send + 'static> Stream for ReadMany<B> {
+    type Item = Result<B, StoreError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        this.start_more();
+        let Some((size, front)) = this.started.front_mut() else { return Poll::Ready(None) };
+        let size = *size;
+        let item = match front {
+            Started::Task(task, uri) => match Pin::new(task).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(result)) => result,
+                Poll::Ready(Err(e)) => Err(StoreError::storage(uri.clone(), e)),
+            },
+            Started::Done(e) => match e.take() {
+                Some(e) => Err(e),
+                None => Err(StoreError::storage("read_many", "a read was handed out twice")),
+            },
+        };
+        this.started.pop_front();
+        this.started_bytes = this.started_bytes.saturating_sub(size);
+        this.start_more();
+        Poll::Ready(Some(item))
+    }
+}
+
+impl<B> Drop for ReadMany<B> {
+    fn drop(&mut self) {
+        for (_, read) in &self.started {
+            if let Started::Task(task, _) = read {
+                task.abort();
             }
         }
     }
@@ -420,16 +697,16 @@ mod tests {
         expected: &[u8],
         permits: &Arc<Semaphore>,
     ) -> VerifiedStream {
-        VerifiedStream {
+        let check = Check {
             key: "objects/k".into(),
             expected_size: expected.len() as u64,
             expected_sha256: Sha256::digest(expected).into(),
-            inner: Some(futures::stream::iter(chunks).boxed()),
-            hasher: Sha256::new(),
-            received: 0,
-            pending: None,
-            permit: Some(permits.clone().try_acquire_owned().unwrap()),
-        }
+        };
+        VerifiedStream::new(
+            check,
+            Some(futures::stream::iter(chunks).boxed()),
+            Some(permits.clone().try_acquire_owned().unwrap()),
+        )
     }
 
     fn ok(bytes: &'static [u8]) -> object_store::Result<Bytes> {

@@ -26,6 +26,9 @@ const MAX_GET_CONCURRENCY: u64 = 64;
 const CAT_HOLD_BYTES: usize = 64 << 20;
 /// Bytes of one ranged read of an unverified `lake cat`.
 const CAT_RANGE_BYTES: u64 = 8 << 20;
+/// The largest object `lake get` reads whole (verified, in one buffer) before it writes it in one
+/// write; larger ones stream to their file. At most `--concurrency` such buffers are held.
+const GET_WHOLE_BYTES: u64 = 8 << 20;
 /// The folder of `lake get`'s DIR that receives objects outside the lake root, by SHA-256.
 const EXTERNAL_FOLDER: &str = "external";
 
@@ -347,14 +350,21 @@ async fn fetch(reader: ObjectReader, id: ObjectIdentity, dir: DocumentFolder, at
         return Ok(done(false));
     }
     let mut tmp = folder.temporary()?;
-    let mut file = tokio::fs::File::from_std(tmp.file()?.try_clone().map_err(io)?);
-    let mut stream = reader.open_verified(&id).await?;
-    while let Some(chunk) = stream.next().await {
-        file.write_all(&chunk?).await.map_err(io)?;
+    if id.size <= GET_WHOLE_BYTES {
+        // One verified read (a local object straight into the buffer), then one write.
+        let bytes = reader.read_verified(&id).await?;
+        let mut file = tmp.file()?.try_clone().map_err(io)?;
+        let wrote = tokio::task::spawn_blocking(move || std::io::Write::write_all(&mut file, &bytes)).await;
+        wrote.map_err(|e| io(std::io::Error::other(e)))?.map_err(io)?;
+    } else {
+        let mut file = tokio::fs::File::from_std(tmp.file()?.try_clone().map_err(io)?);
+        let mut stream = reader.open_verified(&id).await?;
+        while let Some(chunk) = stream.next().await {
+            file.write_all(&chunk?).await.map_err(io)?;
+        }
+        // The stream ended without an error: the file holds exactly the verified bytes.
+        file.flush().await.map_err(io)?;
     }
-    // The stream ended without an error: the file holds exactly the verified bytes.
-    file.flush().await.map_err(io)?;
-    drop(file);
     if tmp.persist(&name, true)? {
         return Ok(done(true));
     }

@@ -10,6 +10,8 @@ use lake_store::{LakeStore, ObjectReader, StoreError, VerifiedStream};
 use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `n` bytes that differ from offset to offset.
@@ -86,6 +88,7 @@ async fn conformance(store: LakeStore) {
     missing(&reader).await;
     unreachable(&store, &reader).await;
     concurrency_bound(&store).await;
+    batches(&store).await;
 }
 
 /// The bytes put come back, whole or streamed, by key or by any URI spelling of the key.
@@ -267,6 +270,122 @@ async fn concurrency_bound(store: &LakeStore) {
     assert!(error.is_none() && bytes.len() == 1_000);
     let (a, b) = tokio::join!(reader.read_verified(&reference), clone.read_verified(&reference));
     assert!(a.is_ok() && b.is_ok());
+}
+
+/// A buffer that counts the bytes of the buffers alive (`live`) and the most ever alive (`peak`).
+struct Counted {
+    bytes: Vec<u8>,
+    live: Arc<AtomicU64>,
+}
+
+impl AsMut<[u8]> for Counted {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(self.bytes.len() as u64, Ordering::SeqCst);
+    }
+}
+
+/// Batches: every object in input order, each failure its own item (a mismatch, a missing
+/// object, an unreachable reference among good objects hide none of them), never an
+/// unverified byte; the byte budget bounds the buffers alive, an object above it is read alone.
+async fn batches(store: &LakeStore) {
+    let reader = ObjectReader::with_concurrency(store.clone(), 3);
+    let mut references = Vec::new();
+    let mut expected: Vec<Result<Vec<u8>, &str>> = Vec::new();
+    for i in 0..24u8 {
+        let bytes = content([0, 1, 1_000, 70_000, 300_000][i as usize % 5] + i as usize, i);
+        references.push(upload(store, &format!("batch-{i}.bin"), &bytes).await);
+        expected.push(Ok(bytes));
+    }
+    // Tampered in place: one byte flipped (same size: the whole file is read, then refused),
+    // one truncated, one lengthened; then a missing object and an unreachable reference.
+    for (at, how) in [(3usize, "corrupted"), (9, "truncated"), (14, "longer")] {
+        let Ok(good) = &expected[at] else { unreachable!() };
+        let mut bad = good.clone();
+        match how {
+            "corrupted" => bad[good.len() / 2] ^= 0x40,
+            "truncated" => {
+                bad.pop();
+            }
+            _ => bad.extend_from_slice(b"tail"),
+        }
+        store.put(&references[at].uri, bad).await.expect("overwrite in place");
+        expected[at] = Err("object_mismatch");
+    }
+    let (missing_key, _) = lake_store::keys::mint_key("never-written.bin");
+    references.insert(6, ObjectIdentity::new(missing_key, [0; 32], 10));
+    expected.insert(6, Err("object_missing"));
+    references.insert(20, ObjectIdentity::new("../escape.bin", [0; 32], 1));
+    expected.insert(20, Err("object_unreachable"));
+
+    let live = Arc::new(AtomicU64::new(0));
+    let peak = Arc::new(AtomicU64::new(0));
+    for budget in [0u64, 200_000, 1 << 20, u64::MAX] {
+        peak.store(0, Ordering::SeqCst);
+        let (l, p) = (live.clone(), peak.clone());
+        let alloc = move |len: usize| {
+            let now = l.fetch_add(len as u64, Ordering::SeqCst) + len as u64;
+            p.fetch_max(now, Ordering::SeqCst);
+            Ok(Counted { bytes: vec![0; len], live: l.clone() })
+        };
+        let mut stream = reader.read_many_with(references.clone(), budget, alloc);
+        let mut at = 0;
+        while let Some(item) = stream.next().await {
+            match (&item, &expected[at]) {
+                (Ok(got), Ok(want)) => assert!(got.bytes == *want, "budget {budget}, object {at}"),
+                (Err(e), Err(kind)) => {
+                    assert_eq!(e.kind().as_str(), *kind, "budget {budget}, object {at}: {e}");
+                    if *kind == "object_mismatch" {
+                        assert!(e.to_string().contains(&references[at].uri), "{e}");
+                    }
+                }
+                (got, want) => panic!("budget {budget}, object {at}: got {:?}, want {want:?}", got.as_ref().err()),
+            }
+            drop(item);
+            at += 1;
+        }
+        assert_eq!(at, references.len(), "one item per reference");
+        let largest = references.iter().map(|r| r.size).max().unwrap_or(0);
+        let peak = peak.load(Ordering::SeqCst);
+        assert!(peak <= budget.max(largest), "budget {budget}: {peak} bytes alive at once");
+        assert_eq!(live.load(Ordering::SeqCst), 0, "every buffer was handed out or dropped");
+        // The plain form hands out the same.
+        if budget == 1 << 20 {
+            let got: Vec<_> = reader.read_many(references.clone(), budget).collect().await;
+            for (at, (got, want)) in got.iter().zip(&expected).enumerate() {
+                match (got, want) {
+                    (Ok(got), Ok(want)) => assert!(got == want, "object {at}"),
+                    (Err(e), Err(kind)) => assert_eq!(e.kind().as_str(), *kind),
+                    _ => panic!("object {at}"),
+                }
+            }
+        }
+    }
+    // Dropped half-way: the reads in flight stop, and their buffers are freed.
+    let l = live.clone();
+    let alloc = move |len: usize| {
+        l.fetch_add(len as u64, Ordering::SeqCst);
+        Ok(Counted { bytes: vec![0; len], live: l.clone() })
+    };
+    let mut stream = reader.read_many_with(references.clone(), u64::MAX, alloc);
+    assert!(stream.next().await.is_some());
+    drop(stream);
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while live.load(Ordering::SeqCst) != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the aborted reads free their buffers");
+    // A buffer of the wrong size is refused, never filled past its end.
+    let good = references[2].clone();
+    let e = reader.read_verified_into(&good, |len| Ok(vec![0u8; len + 1])).await.expect_err("wrong buffer");
+    assert!(matches!(e, StoreError::Storage { .. }), "{e:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
