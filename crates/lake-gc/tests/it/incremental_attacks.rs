@@ -293,17 +293,15 @@ async fn links_at_every_batch_and_thread_boundary_are_met() {
     assert!(keys(&incremental).is_empty() && keys(&full).is_empty());
 }
 
-/// HELD: a released key referenced again after the incremental plan looked it up (between the
-/// look-up, made ahead of the sweep, and apply). Not a new window: the live set is read whole
-/// before any look-up, then as now, so a commit after it is seen by apply's revalidation only,
-/// which revives the key (it survives); a key referenced again before the plan read the journal
-/// is live and never a candidate.
-#[tokio::test]
-async fn a_released_key_referenced_again_after_the_look_up_survives_apply() {
+/// A lake whose `n` objects, minted 30 hours before its now, were referenced when its state was
+/// recorded and were released since (deleted, the versions holding them cleaned up); its now at
+/// `ms` past a whole second.
+async fn released_lake(n: u64, ms: u64) -> (Lake, Vec<lake_common::ObjectIdentity>) {
     let mut lake = Lake::new().await;
+    lake.now = lake.now - lake.now % 1000 + ms;
     let t0 = lake.now - 30 * HOUR_MS;
     let mut refs = Vec::new();
-    for i in 0..70 {
+    for i in 0..n {
         refs.push(lake.upload_minted(t0 + i).await);
     }
     lake.engine.append("t", &refs);
@@ -311,6 +309,17 @@ async fn a_released_key_referenced_again_after_the_look_up_survives_apply() {
     lake.now += HOUR_MS;
     lake.engine.delete("t", &refs);
     lake.engine.cleanup("t", |_| false);
+    (lake, refs)
+}
+
+/// HELD: a released key referenced again after the incremental plan looked it up (between the
+/// look-up, made ahead of the sweep, and apply). Not a new window: the live set is read whole
+/// before any look-up, then as now, so a commit after it is seen by apply's revalidation only,
+/// which revives the key (it survives); a key referenced again before the plan read the journal
+/// is live and never a candidate.
+#[tokio::test]
+async fn a_released_key_referenced_again_after_the_look_up_survives_apply() {
+    let (lake, refs) = released_lake(70, 0).await;
     // Referenced again before the plan: live, not a candidate.
     lake.engine.append("t", &refs[..5]);
     let plan = lake.plan(&IncrementalPolicy::default()).await;
@@ -320,10 +329,8 @@ async fn a_released_key_referenced_again_after_the_look_up_survives_apply() {
     // Referenced again after the plan: apply revives them.
     let again = [refs[5].clone(), refs[40].clone(), refs[69].clone()];
     lake.engine.append("t", &again);
-    let checkpoint = lake_gc::checkpoint::CheckpointLocation::parse(
-        lake.dir.path().join("again.ckpt").to_str().unwrap(),
-    )
-    .unwrap();
+    let checkpoint =
+        lake_gc::checkpoint::CheckpointLocation::parse(lake.dir.path().join("again.ckpt").to_str().unwrap()).unwrap();
     let options = lake_gc::apply::ApplyOptions { page_size: 7, ..Default::default() };
     lake.gc().await.apply(&plan, &Horizon::new(MIN_AGE), &checkpoint, &options).await.unwrap();
     for r in refs[..5].iter().chain(&again) {
@@ -339,18 +346,7 @@ async fn a_released_key_referenced_again_after_the_look_up_survives_apply() {
 /// time): the incremental plan judges each exactly as the full plan does, and holds the young.
 #[tokio::test]
 async fn whole_second_local_times_around_the_cutoff_are_judged_as_the_listing_judges_them() {
-    let mut lake = Lake::new().await;
-    lake.now = lake.now - lake.now % 1000 + 300;
-    let t0 = lake.now - 30 * HOUR_MS;
-    let mut refs = Vec::new();
-    for i in 0..4 {
-        refs.push(lake.upload_minted(t0 + i).await);
-    }
-    lake.engine.append("t", &refs);
-    assert!(lake.run(IncrementalPolicy::default(), None).await.apply.unwrap().state.is_some());
-    lake.now += HOUR_MS;
-    lake.engine.delete("t", &refs);
-    lake.engine.cleanup("t", |_| false);
+    let (lake, refs) = released_lake(4, 300).await;
     let cutoff = lake.now - MIN_AGE.as_millis() as u64;
     assert_eq!(cutoff % 1000, 300);
     let second = cutoff - 300;
@@ -390,10 +386,8 @@ async fn a_given_inventory_of_another_lake_is_not_read_by_incremental_plans() {
     let foreign = other.upload_minted(lake.now - 2 * HOUR_MS + 5).await;
     let foreign_old = other.upload_minted(t0 + 7).await;
     let settings = PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() };
-    let given = lake
-        .gc()
-        .await
-        .with_inventory(Box::new(lake_gc::inventory::local::LocalInventory::new(other.store.clone())));
+    let given =
+        lake.gc().await.with_inventory(Box::new(lake_gc::inventory::local::LocalInventory::new(other.store.clone())));
     let plan = given.plan_with(&Horizon::new(MIN_AGE), &settings, &IncrementalPolicy::default()).await.unwrap().plan;
     assert_eq!(mode(&plan).0, PlanMode::Incremental, "{:?}", plan.mode);
     let own_full = lake.plan(&IncrementalPolicy::full()).await;
