@@ -267,8 +267,21 @@ fn measure(
         let order = if i % 2 == 0 { [false, true] } else { [true, false] };
         for is_full in order {
             let before = proxy.map(LatencyProxy::list_requests).unwrap_or(0);
+            let prefixes = proxy.map(LatencyProxy::list_prefixes).unwrap_or_default();
             let m = plan_in_child(root, cutoff_ms, is_full, endpoint.as_deref(), &dump(is_full))?;
             let listed = proxy.map(LatencyProxy::list_requests).unwrap_or(0) - before;
+            if i == 0 {
+                // Where the first pair's LIST requests went, by prefix (the rest is the same).
+                let now = proxy.map(LatencyProxy::list_prefixes).unwrap_or_default();
+                let mut by: Vec<(u64, String)> =
+                    now.into_iter().map(|(p, n)| (n - prefixes.get(&p).copied().unwrap_or(0), p)).collect();
+                by.retain(|(n, _)| *n > 0);
+                by.sort_by(|a, b| b.cmp(a));
+                let shown: Vec<String> = by.iter().take(8).map(|(n, p)| format!("{n} {p}")).collect();
+                if !shown.is_empty() {
+                    println!("# LIST requests of the {} plan by prefix: {}", m.mode, shown.join(", "));
+                }
+            }
             if m.candidates < expected {
                 return Err(format!(
                     "a {} plan found {} candidates, fewer than the {expected} the change made",

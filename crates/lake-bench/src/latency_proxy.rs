@@ -14,8 +14,9 @@
 //! client does not wait for it). Plain `http://` only.
 
 use std::net::SocketAddr;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,6 +27,7 @@ pub(crate) struct LatencyProxy {
     delay: Duration,
     requests: Arc<AtomicU64>,
     lists: Arc<AtomicU64>,
+    prefixes: Arc<Mutex<BTreeMap<String, u64>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -43,7 +45,8 @@ impl LatencyProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let counters = Counters::default();
-        let (requests, lists) = (counters.requests.clone(), counters.lists.clone());
+        let (requests, lists, prefixes) =
+            (counters.requests.clone(), counters.lists.clone(), counters.prefixes.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let (target, counters) = (target.clone(), counters.clone());
@@ -54,7 +57,7 @@ impl LatencyProxy {
                 });
             }
         });
-        Ok(Self { addr, delay, requests, lists, task })
+        Ok(Self { addr, delay, requests, lists, prefixes, task })
     }
 
     /// The proxy's URL, for `AWS_ENDPOINT_URL`.
@@ -76,6 +79,11 @@ impl LatencyProxy {
     pub(crate) fn list_requests(&self) -> u64 {
         self.lists.load(Ordering::Relaxed)
     }
+
+    /// The ListObjectsV2 requests so far per `prefix` parameter (URL-encoded).
+    pub(crate) fn list_prefixes(&self) -> BTreeMap<String, u64> {
+        self.prefixes.lock().map(|m| m.clone()).unwrap_or_default()
+    }
 }
 
 /// The requests a proxy counted, shared by its connections.
@@ -83,19 +91,20 @@ impl LatencyProxy {
 struct Counters {
     requests: Arc<AtomicU64>,
     lists: Arc<AtomicU64>,
+    /// ListObjectsV2 requests per `prefix` parameter (URL-encoded, as sent).
+    prefixes: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
-/// True when `start`, the first bytes of an HTTP/1.1 request, is an S3 ListObjectsV2 request:
-/// its request line is a `GET` whose target has the query parameter `list-type=2`.
-fn is_list_request(start: &[u8]) -> bool {
+/// The `prefix` parameter of `start`, the first bytes of an HTTP/1.1 request, when it is an S3
+/// ListObjectsV2 request (a `GET` whose query has `list-type=2`; `""` without a prefix).
+fn list_prefix(start: &[u8]) -> Option<String> {
     let line = start.split(|b| *b == b'\r' || *b == b'\n').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
-    line.starts_with("GET ")
-        && line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|target| target.split_once('?'))
-            .is_some_and(|(_, query)| query.split('&').any(|p| p == "list-type=2"))
+    let (_, query) = line.strip_prefix("GET ")?.split_whitespace().next()?.split_once('?')?;
+    if !query.split('&').any(|p| p == "list-type=2") {
+        return None;
+    }
+    Some(query.split('&').find_map(|p| p.strip_prefix("prefix=")).unwrap_or_default().to_string())
 }
 
 impl Drop for LatencyProxy {
@@ -122,8 +131,11 @@ async fn relay(client: TcpStream, server: TcpStream, delay: Duration, counters: 
             };
             if turn.swap(false, Ordering::AcqRel) {
                 counters.requests.fetch_add(1, Ordering::Relaxed);
-                if is_list_request(&buf[..n]) {
+                if let Some(prefix) = list_prefix(&buf[..n]) {
                     counters.lists.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut prefixes) = counters.prefixes.lock() {
+                        *prefixes.entry(prefix).or_default() += 1;
+                    }
                 }
                 tokio::time::sleep(delay).await;
             }
