@@ -354,7 +354,7 @@ async fn batches(store: &LakeStore) {
         let peak = peak.load(Ordering::SeqCst);
         // Started and not handed out: at most the budget, or one object larger than it; besides
         // them, the object the loop holds (a read may start while it is being handed out).
-        assert!(peak <= budget.max(largest) + largest, "budget {budget}: {peak} bytes alive at once");
+        assert!(peak <= budget.max(largest).saturating_add(largest), "budget {budget}: {peak} bytes alive at once");
         assert_eq!(live.load(Ordering::SeqCst), 0, "every buffer was handed out or dropped");
         // The plain form hands out the same.
         if budget == 1 << 20 {
