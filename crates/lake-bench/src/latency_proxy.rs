@@ -13,8 +13,8 @@
 //! waiting for `100 Continue` before sending its body would be delayed twice (object_store's
 //! client does not wait for it). Plain `http://` only.
 
-use std::net::SocketAddr;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,9 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 pub(crate) struct LatencyProxy {
     addr: SocketAddr,
     delay: Duration,
-    requests: Arc<AtomicU64>,
-    lists: Arc<AtomicU64>,
-    prefixes: Arc<Mutex<BTreeMap<String, u64>>>,
+    counters: Counters,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -45,11 +43,10 @@ impl LatencyProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let counters = Counters::default();
-        let (requests, lists, prefixes) =
-            (counters.requests.clone(), counters.lists.clone(), counters.prefixes.clone());
+        let shared = counters.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (target, counters) = (target.clone(), counters.clone());
+                let (target, counters) = (target.clone(), shared.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&target).await {
                         relay(client, server, delay, counters).await;
@@ -57,7 +54,7 @@ impl LatencyProxy {
                 });
             }
         });
-        Ok(Self { addr, delay, requests, lists, prefixes, task })
+        Ok(Self { addr, delay, counters, task })
     }
 
     /// The proxy's URL, for `AWS_ENDPOINT_URL`.
@@ -72,17 +69,17 @@ impl LatencyProxy {
 
     /// Requests delayed so far.
     pub(crate) fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.counters.requests.load(Ordering::Relaxed)
     }
 
     /// Of those, S3 ListObjectsV2 requests (a `GET` whose query has `list-type=2`).
     pub(crate) fn list_requests(&self) -> u64 {
-        self.lists.load(Ordering::Relaxed)
+        self.list_prefixes().values().sum()
     }
 
     /// The ListObjectsV2 requests so far per `prefix` parameter (URL-encoded).
     pub(crate) fn list_prefixes(&self) -> BTreeMap<String, u64> {
-        self.prefixes.lock().map(|m| m.clone()).unwrap_or_default()
+        self.counters.prefixes.lock().map(|m| m.clone()).unwrap_or_default()
     }
 }
 
@@ -90,7 +87,6 @@ impl LatencyProxy {
 #[derive(Clone, Default)]
 struct Counters {
     requests: Arc<AtomicU64>,
-    lists: Arc<AtomicU64>,
     /// ListObjectsV2 requests per `prefix` parameter (URL-encoded, as sent).
     prefixes: Arc<Mutex<BTreeMap<String, u64>>>,
 }
@@ -132,7 +128,6 @@ async fn relay(client: TcpStream, server: TcpStream, delay: Duration, counters: 
             if turn.swap(false, Ordering::AcqRel) {
                 counters.requests.fetch_add(1, Ordering::Relaxed);
                 if let Some(prefix) = list_prefix(&buf[..n]) {
-                    counters.lists.fetch_add(1, Ordering::Relaxed);
                     if let Ok(mut prefixes) = counters.prefixes.lock() {
                         *prefixes.entry(prefix).or_default() += 1;
                     }

@@ -710,9 +710,10 @@ impl Sweep<'_> {
                 batch.extend(self.live_next.take());
                 self.live_next = self.live.next_key()?;
             }
-            let looked: Vec<String> = match scope.check_links {
-                true => batch.iter().filter(|l| l.starts_with(OBJECTS_PREFIX)).cloned().collect(),
-                false => Vec::new(),
+            let looked: Vec<String> = if scope.check_links {
+                batch.iter().filter(|l| l.starts_with(OBJECTS_PREFIX)).cloned().collect()
+            } else {
+                Vec::new()
             };
             stats.live_keys_looked_up += looked.len() as u64;
             // A link found on a key's path is met before any key of the batch is checked: a

@@ -103,6 +103,19 @@ pub struct LocalInventory {
 }
 
 impl LocalInventory {
+    /// The lake root's folder.
+    ///
+    /// # Errors
+    /// [`StoreError::Root`] for a store that is not a local folder.
+    fn root(&self) -> Result<PathBuf, GcError> {
+        self.store.local_dir().map(Path::to_path_buf).ok_or_else(|| {
+            GcError::from(StoreError::Root {
+                root: self.store.display_root(),
+                message: "the local inventory needs a local-folder root".into(),
+            })
+        })
+    }
+
     /// The inventory of `objects/` in `store`, holding up to [`WINDOW`] children of a folder in
     /// memory and reading sub-folders on [`READERS`] threads besides the walk.
     pub fn new(store: LakeStore) -> Self {
@@ -130,12 +143,9 @@ impl ObjectInventory for LocalInventory {
     /// enters and over each folder on the path to `after`; a folder of more children than the
     /// window is sorted through run files.
     fn list_from(&self, after: Option<String>, page_size: usize) -> BoxStream<'_, Result<InventoryPage, GcError>> {
-        let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
-            let error = GcError::from(StoreError::Root {
-                root: self.store.display_root(),
-                message: "the local inventory needs a local-folder root".into(),
-            });
-            return futures::stream::once(async move { Err(error) }).boxed();
+        let root = match self.root() {
+            Ok(root) => root,
+            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
         };
         let walk = Walk::start(root, after.as_deref());
         let (limit, window, readers) = (page_size.max(1), self.window, self.readers);
@@ -175,12 +185,7 @@ impl ObjectInventory for LocalInventory {
     /// a link, a mount or a file is looked up as [`ObjectInventory::head`] does.
     fn links_among(&self, keys: Vec<String>) -> futures::future::BoxFuture<'_, Result<Vec<String>, GcError>> {
         Box::pin(async move {
-            let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
-                return Err(GcError::from(StoreError::Root {
-                    root: self.store.display_root(),
-                    message: "the local inventory needs a local root".into(),
-                }));
-            };
+            let root = self.root()?;
             if tokio::runtime::Handle::try_current().is_err() {
                 return links_local(&root, &keys);
             }
@@ -209,12 +214,7 @@ impl ObjectInventory for LocalInventory {
     fn head(&self, key: &str) -> futures::future::BoxFuture<'_, Result<Option<InventoryEntry>, GcError>> {
         let key = key.to_string();
         Box::pin(async move {
-            let Some(root) = self.store.local_dir().map(Path::to_path_buf) else {
-                return Err(GcError::from(StoreError::Root {
-                    root: self.store.display_root(),
-                    message: "the local inventory needs a local root".into(),
-                }));
-            };
+            let root = self.root()?;
             head_local(&root, &key)
         })
     }
