@@ -319,7 +319,6 @@ impl<'e> GarbageCollector<'e> {
         let options = self.plan_options(horizon.min_age, recorded.datetime()).with_settings(settings);
         let at = Chooser {
             store: &self.store,
-            engine: self.engine,
             lake_id: self.policy.identity(),
             cutoff: recorded.datetime(),
             store_now: clock.store_now,

@@ -331,6 +331,14 @@ async fn plan_planning(
         stats.intent_references = intents.intents.iter().map(|i| i.references).sum();
         stats.write_intents = intents.intents;
         let table_set = engine.tables().await?;
+        // Every lineage the state records must still be registered: one deleted since released
+        // every key only it referenced, which only a full plan finds.
+        if let Some(scope) = incremental {
+            let registered = |name: &String| table_set.tables.iter().any(|t| &t.name == name);
+            if let Some(gone) = scope.basis.keys().find(|name| !registered(name)) {
+                return Ok(Err(format!("lineage `{gone}` it records is no longer registered")));
+            }
+        }
         let mut problems: Vec<PlanProblem> = table_set.problems.iter().map(PlanProblem::from).collect();
         problems.extend(intents.problems.into_iter().map(|m| PlanProblem::new(PlanProblem::WRITE_INTENT, m)));
         let mut basis = Vec::new();

@@ -15,17 +15,17 @@
 //! examined passes every check of a full plan (age by ULID and by the store's time, the live
 //! set read whole from the journal and the write intents, lineage completeness, symbolic links).
 //! A wrong state can only make a plan miss garbage, which the next full plan collects. Still, a
-//! state that is not trustworthy is not used ([`choose`]): corrupt or edited (its seal or its
-//! name), of another lake, from the future, naming journal positions that no longer exist, a
-//! stray file beside it; the run then makes a full plan and says why
-//! ([`crate::plan::PlanModeRecord::reason`]).
+//! state that is not trustworthy is not used: corrupt or edited (its seal or its name), of
+//! another lake, from the future, a stray file beside it ([`choose`], before planning); naming a
+//! lineage no longer registered or journal positions that no longer exist (found by the plan
+//! itself, from the lineage it reads anyway, so the lineage is read once). The run then makes a
+//! full plan and says why ([`crate::plan::PlanModeRecord::reason`]).
 
 use crate::checkpoint::ApplyCheckpoint;
 use crate::error::GcError;
 use crate::plan::{BasisEntry, GcPlan, PlanMode};
 use crate::plan_time::PlanTime;
 use chrono::{DateTime, Utc};
-use lake_engine::Engine;
 use lake_store::keys::first_key_at;
 use lake_store::layout::OBJECTS_PREFIX;
 use lake_store::store::{CreateOutcome, LakeStore};
@@ -240,7 +240,6 @@ pub(crate) enum Choice {
 /// What the collector knows when it chooses.
 pub(crate) struct Chooser<'a> {
     pub store: &'a LakeStore,
-    pub engine: &'a dyn Engine,
     pub lake_id: String,
     pub cutoff: DateTime<Utc>,
     pub store_now: DateTime<Utc>,
@@ -250,7 +249,7 @@ pub(crate) struct Chooser<'a> {
 /// latest state when every check passes, else in full with the reason.
 ///
 /// # Errors
-/// Storage and engine errors (reading the state folder, the tables' stamps).
+/// Storage errors (reading the state folder and the latest state).
 pub(crate) async fn choose(at: &Chooser<'_>, policy: &IncrementalPolicy) -> Result<Choice, GcError> {
     if policy.full {
         return Ok(Choice::Full("a full plan was asked for".into()));
@@ -313,18 +312,9 @@ pub(crate) async fn choose(at: &Chooser<'_>, policy: &IncrementalPolicy) -> Resu
             humantime::format_duration(policy.full_every)
         )));
     }
-    // Every journal position the state names must still exist: each lineage only moved forward.
-    let tables = at.engine.tables().await?;
-    for entry in &state.basis {
-        let Some(location) = tables.tables.iter().find(|t| t.name == entry.table) else {
-            return untrusted(format!("lineage `{}` it records is no longer registered", entry.table));
-        };
-        let stamp = at.engine.lineage_stamp(location).await?;
-        let problems = entry.basis().check_forward(&entry.table, &stamp);
-        if let Some(problem) = problems.first() {
-            return untrusted(format!("the journal positions it records no longer exist: {problem}"));
-        }
-    }
+    // The journal positions the state names are checked by the plan itself, against the lineage
+    // it reads anyway (`planner`): a lineage no longer registered, or one that did not only move
+    // forward since, makes the plan fall back to a full one and say why.
     let margin = chrono::Duration::from_std(policy.margin).unwrap_or(chrono::Duration::MAX);
     let from = state.cutoff.datetime().checked_sub_signed(margin).unwrap_or(DateTime::<Utc>::MIN_UTC);
     let listed_after = first_key_at(from);
