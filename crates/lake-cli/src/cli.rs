@@ -158,11 +158,12 @@ pub(crate) enum Command {
     /// starts from it, listing only the keys minted since that run (and looking up the keys
     /// released since): `mode: incremental` and the state's digest in the report. A plan is full
     /// (`mode: full` and why) with --full, when no state is recorded yet, at least every
-    /// --full-every (7d), with --inventory, when a `lake cleanup` since the state removed versions
+    /// --full-every (7d), when a `lake cleanup` since the state removed versions
     /// (what they referenced is no longer in the journal's replay), and when the state cannot be
-    /// trusted (corrupt, edited, of another lake, naming journal positions gone). Sharded plans
-    /// (--shards) are always full. Either mode deletes only what a full plan at the same cutoff
-    /// would; an incremental one may leave some for the next full plan.
+    /// trusted (corrupt, edited, of another lake, naming journal positions gone). A sharded plan
+    /// (--shards) with a usable state is one incremental shard over every key. Either mode
+    /// deletes only what a full plan at the same cutoff would; an incremental one may leave
+    /// some for the next full plan.
     ///
     /// Sharded plans (for large lakes, or to spread the deletes over processes): `lake gc ROOT
     /// --min-age D --shards N --out DIR` writes a manifest and N shard plans over disjoint key
@@ -582,7 +583,7 @@ pub(crate) struct GcArgs {
     /// an incremental plan never adds a candidate; it can miss an upload that took longer than
     /// --min-age plus the margin, and keys written by hand under objects/, which the next full
     /// plan collects. The report says `mode: incremental` (and the state it started from) or
-    /// `mode: full` and why. Plans from --inventory and sharded plans (--shards) are always full.
+    /// `mode: full` and why. With --shards and a usable state, the plan is one incremental shard.
     #[arg(long, conflicts_with_all = ["plan", "manifest"])]
     pub full: bool,
     /// Make a full plan anyway when the last full plan behind the GC state has a cutoff at least
@@ -640,8 +641,11 @@ pub(crate) struct GcArgs {
     /// Dry run only: make the plan as N shards (1-256) over disjoint ranges of keys, split by
     /// the objects' minting time, each shard with its own candidate list and digest, under one
     /// manifest whose digest covers the shards' digests. One cutoff for all; one read of the
-    /// journal and one listing. A sharded plan is always full (it lists every managed key; the
-    /// GC state is neither read nor recorded, so --full and --full-every change nothing). With --out DIR, writes DIR/manifest.json and DIR/shard-00000.json
+    /// journal and one listing. With a usable GC state (as for an unsharded run: --full and
+    /// --full-every apply), the plan is instead one incremental shard over every key (it lists
+    /// only the keys minted since the state, the work shards split), whose complete apply
+    /// records the next state; the report says `mode:`. With --out DIR, writes
+    /// DIR/manifest.json and DIR/shard-00000.json
     /// ... (DIR is created if its parent exists). The shards' candidates together are exactly
     /// an unsharded plan's at that cutoff.
     #[arg(long, value_name = "N", conflicts_with_all = ["apply", "plan", "checkpoint"])]

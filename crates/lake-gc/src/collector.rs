@@ -75,7 +75,7 @@ use crate::key_range::KeyRange;
 use crate::plan::{GcPlan, PlanMode, PlanModeRecord, PlanProblem, PlanShard};
 use crate::plan_time::PlanTime;
 use crate::planner::{format_time, plan, plan_incremental, plan_ranges, PlanOptions, PlanStats, Planning};
-use crate::shards::{check_count, ShardManifest, ShardSpec, ShardedPlan};
+use crate::shards::{check_count, ShardIncremental, ShardManifest, ShardSpec, ShardedPlan};
 use crate::state::{choose, Choice, Chooser, GcState, IncrementalPolicy};
 use chrono::{DateTime, Utc};
 use lake_common::ErrorKind;
@@ -380,7 +380,13 @@ impl<'e> GarbageCollector<'e> {
         if settings.list_streams > 1 && self.store.s3().is_some() && !given {
             let streams = settings.list_streams;
             let pages = buffered_pages(settings.memory_budget, settings.inventory_page_size, streams);
-            let parallel = ParallelInventory::new(inventory, streams).with_buffered_pages(pages);
+            let mut parallel = ParallelInventory::new(inventory, streams).with_buffered_pages(pages);
+            if options.incremental.is_some() {
+                // The keys minted since the state are few and spread evenly over a short time:
+                // one range per stream to start with (ranges split themselves when their first
+                // page shows they are big), each range costing one request more than its pages.
+                parallel = parallel.with_ranges_per_stream(1);
+            }
             plan_incremental(self.engine, &parallel, options).await
         } else {
             plan_incremental(self.engine, inventory, options).await
@@ -541,24 +547,53 @@ impl<'e> GarbageCollector<'e> {
     /// [`GcError::Refused`] ([`ErrorKind::ShardMismatch`]) for `shards` outside 1 to [`crate::shards::MAX_SHARDS`]; as
     /// [`GarbageCollector::cutoff`]; storage errors of the listing.
     pub async fn shard_ranges(&self, horizon: &Horizon, shards: usize) -> Result<ShardSpec, GcError> {
-        self.shard_spec(horizon, shards).await.map(|(spec, _)| spec)
+        self.shard_spec(horizon, shards, &IncrementalPolicy::full()).await.map(|(spec, _)| spec)
     }
 
-    async fn shard_spec(&self, horizon: &Horizon, shards: usize) -> Result<(ShardSpec, ClockReading), GcError> {
+    /// [`GarbageCollector::shard_ranges`] under `policy`: when `policy` allows an incremental
+    /// plan and the lake's latest GC state passes the checks of
+    /// [`GarbageCollector::plan_with`], the spec has one shard over every key and records the
+    /// policy ([`ShardSpec::incremental`]): its worker plans incrementally (or in full, saying
+    /// why, when the state fails a check by then). Else as [`GarbageCollector::shard_ranges`].
+    ///
+    /// # Errors
+    /// As [`GarbageCollector::shard_ranges`]; storage errors reading the GC state.
+    pub async fn shard_ranges_with(
+        &self,
+        horizon: &Horizon,
+        shards: usize,
+        policy: &IncrementalPolicy,
+    ) -> Result<ShardSpec, GcError> {
+        self.shard_spec(horizon, shards, policy).await.map(|(spec, _)| spec)
+    }
+
+    async fn shard_spec(
+        &self,
+        horizon: &Horizon,
+        shards: usize,
+        policy: &IncrementalPolicy,
+    ) -> Result<(ShardSpec, ClockReading), GcError> {
         check_count(shards)?;
         let (cutoff, clock) = self.cutoff(horizon).await?;
         let recorded = PlanTime::from_datetime(cutoff);
         let cutoff = recorded.datetime();
-        let ranges = match self.first_minted(cutoff).await? {
-            Some(from) => KeyRange::split_by_time(from, cutoff, shards),
-            None => vec![KeyRange::all()],
-        };
-        let spec = ShardSpec {
+        let mut spec = ShardSpec {
             root: self.store.root().to_string(),
             min_age_seconds: horizon.min_age.as_secs(),
             cutoff: recorded,
-            ranges,
+            ranges: vec![KeyRange::all()],
+            incremental: None,
         };
+        let at = Chooser { store: &self.store, lake_id: self.policy.identity(), cutoff, store_now: clock.store_now };
+        match choose(&at, policy).await? {
+            Choice::Incremental { .. } => spec.incremental = Some(ShardIncremental::of(policy)),
+            Choice::Full(reason) => {
+                tracing::info!(%reason, "a full sharded plan");
+                if let Some(from) = self.first_minted(cutoff).await? {
+                    spec.ranges = KeyRange::split_by_time(from, cutoff, shards);
+                }
+            }
+        }
         Ok((spec, clock))
     }
 
@@ -612,6 +647,12 @@ impl<'e> GarbageCollector<'e> {
         })?;
         self.check_lake_and_horizon(&spec.root, spec.min_age_seconds, horizon, "the shard spec")?;
         let earlier = Horizon { earlier_cutoff: Some(spec.cutoff_time()), ..horizon.clone() };
+        if let Some(incremental) = &spec.incremental {
+            // One shard over every key (checked above): the plan `plan_with` makes, as a shard.
+            let Planned { mut plan, stats, clock } = self.plan_with(&earlier, settings, &incremental.policy()).await?;
+            plan.shard = Some(PlanShard { index: 0, count: 1, range });
+            return Ok(Planned { plan, stats, clock });
+        }
         let (cutoff, clock) = self.cutoff(&earlier).await?;
         let options = self.plan_options(horizon.min_age, cutoff).with_settings(settings).range(range.clone());
         let (mut plan, stats) = plan(self.engine, self.inventory.as_ref(), &options).await?;
@@ -633,7 +674,29 @@ impl<'e> GarbageCollector<'e> {
         settings: &PlanSettings,
         shards: usize,
     ) -> Result<PlannedShards, GcError> {
-        let (spec, clock) = self.shard_spec(horizon, shards).await?;
+        self.plan_sharded_with(horizon, settings, shards, &IncrementalPolicy::full()).await
+    }
+
+    /// [`GarbageCollector::plan_sharded`] under `policy`: with the spec of
+    /// [`GarbageCollector::shard_ranges_with`], an incremental sharded plan is one shard, the
+    /// plan of [`GarbageCollector::plan_with`] (its [`GcPlan::mode`] says which mode, and why a
+    /// plan is full); its complete apply records a GC state as a whole plan's does.
+    ///
+    /// # Errors
+    /// As [`GarbageCollector::plan_sharded`].
+    pub async fn plan_sharded_with(
+        &self,
+        horizon: &Horizon,
+        settings: &PlanSettings,
+        shards: usize,
+        policy: &IncrementalPolicy,
+    ) -> Result<PlannedShards, GcError> {
+        let (spec, clock) = self.shard_spec(horizon, shards, policy).await?;
+        if spec.incremental.is_some() {
+            let Planned { plan, stats, clock } = self.plan_shard(horizon, settings, &spec, 0).await?;
+            let manifest = ShardManifest::assemble(std::slice::from_ref(&plan))?;
+            return Ok(PlannedShards { plan: ShardedPlan { manifest, plans: vec![plan] }, stats, clock });
+        }
         let options = self.plan_options(horizon.min_age, spec.cutoff_time()).with_settings(settings);
         let (mut plans, stats) = plan_ranges(self.engine, self.inventory.as_ref(), &options, &spec.ranges).await?;
         let count = plans.len() as u64;

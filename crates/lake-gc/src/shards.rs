@@ -83,6 +83,42 @@ pub struct ShardSpec {
     pub cutoff: PlanTime,
     /// The shards' key ranges, in order (see [`KeyRange::check_partition`]).
     pub ranges: Vec<KeyRange>,
+    /// Set when the coordinator found a GC state an incremental plan may start from: then the
+    /// spec has one shard over every key, planned as [`crate::collector::GarbageCollector::plan_with`]
+    /// plans (incrementally, or in full when the state fails a check by the time the worker
+    /// plans). An incremental plan lists only the keys minted since its state, the work that
+    /// sharding splits; its journal read, which every shard repeats, is the whole of its cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<ShardIncremental>,
+}
+
+/// The incremental policy a coordinator hands to the worker of an incremental sharded plan
+/// ([`crate::state::IncrementalPolicy`] without `full`), in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardIncremental {
+    /// A full plan is made when the state's chain's last full plan is this much older
+    /// ([`crate::state::IncrementalPolicy::full_every`]), seconds.
+    pub full_every_seconds: u64,
+    /// How far before the state's cutoff the listing starts
+    /// ([`crate::state::IncrementalPolicy::margin`]), seconds.
+    pub margin_seconds: u64,
+}
+
+impl ShardIncremental {
+    /// The policy `policy` as a spec records it.
+    pub fn of(policy: &crate::state::IncrementalPolicy) -> Self {
+        Self { full_every_seconds: policy.full_every.as_secs(), margin_seconds: policy.margin.as_secs() }
+    }
+
+    /// The policy it records (never `full`).
+    pub fn policy(&self) -> crate::state::IncrementalPolicy {
+        crate::state::IncrementalPolicy {
+            full: false,
+            full_every: std::time::Duration::from_secs(self.full_every_seconds),
+            margin: std::time::Duration::from_secs(self.margin_seconds),
+        }
+    }
 }
 
 impl ShardSpec {
@@ -98,6 +134,15 @@ impl ShardSpec {
     /// [`GcError::Refused`] naming what is wrong.
     pub fn check(&self) -> Result<(), GcError> {
         check_count(self.ranges.len())?;
+        if self.incremental.is_some() && self.ranges != [KeyRange::all()] {
+            return Err(GcError::refused(
+                ErrorKind::ShardMismatch,
+                format!(
+                    "the shard spec is incremental with {} ranges: an incremental sharded plan has one shard over every key; nothing was planned",
+                    self.ranges.len()
+                ),
+            ));
+        }
         KeyRange::check_partition(&self.ranges).map_err(|m| {
             GcError::refused(
                 ErrorKind::ShardMismatch,

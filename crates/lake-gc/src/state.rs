@@ -102,12 +102,14 @@ pub struct GcState {
 }
 
 impl GcState {
-    /// The state a complete apply of `plan` leaves, `None` when it leaves none: a shard, a plan
-    /// on incomplete lineage, a plan of an earlier build (without a mode record) or of no
-    /// recorded lake, or an apply that did not finish every candidate.
+    /// The state a complete apply of `plan` leaves, `None` when it leaves none: a shard of
+    /// several (the one shard of an incremental sharded plan, over every key, is a whole plan),
+    /// a plan on incomplete lineage, a plan of an earlier build (without a mode record) or of
+    /// no recorded lake, or an apply that did not finish every candidate.
     pub fn of_apply(plan: &GcPlan, checkpoint: &ApplyCheckpoint) -> Option<Self> {
         let record = plan.mode.as_ref()?;
-        if !checkpoint.complete || plan.shard.is_some() || !plan.lineage_complete {
+        let whole = plan.shard.as_ref().is_none_or(|s| s.count == 1 && s.range.is_all());
+        if !checkpoint.complete || !whole || !plan.lineage_complete {
             return None;
         }
         let mut unfinished: Vec<String> = checkpoint

@@ -32,10 +32,7 @@ impl NativeLake {
         full_every: Option<String>,
     ) -> PyResult<(String, String)> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
-        let mut incremental = if full { IncrementalPolicy::full() } else { IncrementalPolicy::default() };
-        if let Some(every) = full_every {
-            incremental.full_every = parse_duration("full_every", &every)?;
-        }
+        let incremental = incremental_policy(full, full_every)?;
         let (store, engine) = self.gc_parts()?;
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
@@ -84,19 +81,24 @@ impl NativeLake {
     }
 
     /// The coordinator's step of a sharded plan: the cutoff and `shards` key ranges, as a
-    /// `ShardSpec` JSON document for the workers.
+    /// `ShardSpec` JSON document for the workers; one incremental shard over every key when
+    /// the lake's GC state allows (unless `full`; `full_every` as for `gc_plan`).
+    #[pyo3(signature = (min_age, shards, allow_below_policy, full=false, full_every=None))]
     fn gc_shard_spec(
         &self,
         py: Python<'_>,
         min_age: String,
         shards: usize,
         allow_below_policy: bool,
+        full: bool,
+        full_every: Option<String>,
     ) -> PyResult<String> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
+        let incremental = incremental_policy(full, full_every)?;
         let (store, engine) = self.gc_parts()?;
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
-            json(&gc.shard_ranges(&horizon, shards).await?)
+            json(&gc.shard_ranges_with(&horizon, shards, &incremental).await?)
         })
     }
 
@@ -114,19 +116,24 @@ impl NativeLake {
         })
     }
 
-    /// Every shard in this process: the manifest document and the shards' plan documents.
+    /// Every shard in this process: the manifest document and the shards' plan documents; one
+    /// incremental shard when the lake's GC state allows (unless `full`).
+    #[pyo3(signature = (min_age, shards, allow_below_policy, full=false, full_every=None))]
     fn gc_plan_sharded(
         &self,
         py: Python<'_>,
         min_age: String,
         shards: usize,
         allow_below_policy: bool,
+        full: bool,
+        full_every: Option<String>,
     ) -> PyResult<(String, Vec<String>)> {
         let horizon = horizon(parse_duration("min_age", &min_age)?, allow_below_policy);
+        let incremental = incremental_policy(full, full_every)?;
         let (store, engine) = self.gc_parts()?;
         run(py, async move {
             let gc = GarbageCollector::open(store, &engine).await?;
-            let planned = gc.plan_sharded(&horizon, &PlanSettings::default(), shards).await?;
+            let planned = gc.plan_sharded_with(&horizon, &PlanSettings::default(), shards, &incremental).await?;
             sharded_documents(&planned.plan)
         })
     }
@@ -271,4 +278,14 @@ pub(crate) fn sharded_load(dir: std::path::PathBuf) -> PyResult<(String, Vec<Str
 pub(crate) fn plan_digest(document: String, shown: String) -> PyResult<String> {
     let plan = GcPlan::from_document(document.as_bytes(), &shown).map_err(Failure::input)?;
     Ok(plan.digest().map_err(Failure::from)?)
+}
+
+/// The incremental policy of a plan: always full with `full`, else incremental when the lake's
+/// GC state allows, with a full plan every `full_every` (humantime; default 7 days).
+fn incremental_policy(full: bool, full_every: Option<String>) -> PyResult<IncrementalPolicy> {
+    let mut policy = if full { IncrementalPolicy::full() } else { IncrementalPolicy::default() };
+    if let Some(every) = full_every {
+        policy.full_every = parse_duration("full_every", &every)?;
+    }
+    Ok(policy)
 }

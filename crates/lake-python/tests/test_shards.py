@@ -81,6 +81,34 @@ def test_ray_plans_and_applies_shards(backend, ray_local, local_root, tmp_path, 
     assert [r["deleted"] for r in again] == [r["deleted"] for r in reports]
 
 
+def test_a_sharded_plan_after_a_complete_apply_is_one_incremental_shard(ray_local, local_root, tmp_path):
+    """Issue 40: with a GC state recorded, `Gc.plan_sharded` and `lake.ray.plan` make one
+    incremental shard over every key (`ShardedPlan.mode`) proposing what the incremental plan
+    proposes; its apply records the next GC state; `full=True` makes the shards asked for."""
+    import lake.ray
+
+    lk, kept = lake_with_orphans(local_root, orphans=6, live=3)
+    assert lk.gc.apply(lk.gc.plan(min_age="1s"), checkpoint=str(tmp_path / "a.ckpt")).complete
+    states = pathlib.Path(local_root) / "_lake" / "gc" / "state"
+    recorded = len(list(states.iterdir()))
+    late = lk.objects().put_many([b"late 1", b"late 2"])
+    time.sleep(1.1)
+    whole = lk.gc.plan(min_age="1s")
+    assert whole.mode == "incremental", whole.mode_reason
+    local = lk.gc.plan_sharded(min_age="1s", shards=4)
+    assert (len(local.shards), local.mode) == (1, "incremental")
+    assert sorted(uris(local.candidates)) == sorted(uris(whole.candidates)) == sorted(o["uri"] for o in late)
+    full = lk.gc.plan_sharded(min_age="1s", shards=4, full=True)
+    assert full.mode == "full" and len(full.shards) >= 2
+    assert sorted(uris(full.candidates)) == sorted(uris(whole.candidates))
+    sharded = lake.ray.plan(local_root, min_age="1s", shards=4)
+    assert (len(sharded.shards), sharded.mode) == (1, "incremental")
+    reports = lake.ray.apply(sharded, checkpoint_dir=str(tmp_path / "ckpt"))
+    assert [r["deleted"] for r in reports] == [2] and all(r["complete"] for r in reports)
+    assert len(list(states.iterdir())) == recorded + 1
+    assert lk.refs.verify()["ok"] and lk.table("t").to_lance().count_rows() == 3
+
+
 def test_a_ray_task_killed_mid_shard_loses_nothing(ray_local, local_root, tmp_path):
     import lake.ray
 

@@ -4,7 +4,7 @@
 use super::gc_run::{apply_counts_text, apply_json, intents_json, RunFacts};
 use lake::collect::apply::ApplyReport;
 use lake::collect::inventory::report::ReportSummary;
-use lake::collect::plan::{GcPlan, PlanMode};
+use lake::collect::plan::{GcPlan, PlanMode, PlanModeRecord};
 use lake::collect::planner::format_time;
 use serde_json::{json, Value};
 
@@ -74,7 +74,7 @@ impl GcReport {
         v["candidate_bytes"] = json!(p.candidate_bytes());
         v["resumed"] = json!(self.resumed);
         if let Value::Object(map) = &mut v {
-            map.extend(self.mode_json());
+            map.extend(mode_json(self.plan.mode.as_ref(), self.apply.as_ref().and_then(|a| a.state.as_ref())));
         }
         v["restore_tags"] = serde_json::to_value(&self.restore_tags).unwrap_or(Value::Null);
         if let Some(i) = &self.inventory {
@@ -167,7 +167,7 @@ impl GcReport {
         out += &self.run.header(mode, &p.root, p.min_age_seconds);
         out += &format!("  cutoff:      {} (only older objects are candidates)\n", p.cutoff);
         out += &format!("  plan digest: {}\n", self.digest);
-        out += &self.mode_text();
+        out += &mode_text(self.plan.mode.as_ref());
         if let Some(i) = &self.inventory {
             out += &format!(
                 "  inventory:   report {} (created {}): {} entries from the report, {} listed live after {} ({} requests)\n",
@@ -255,44 +255,6 @@ impl GcReport {
             }
         }
         out
-    }
-
-    /// How the plan found its candidates, as `--json` fields: `mode` (`incremental` or `full`;
-    /// a plan without a mode record, made by an earlier build, is full), `state` (the digest of
-    /// the GC state an incremental plan started from, else null), `mode_reason` (why a plan is
-    /// full, else null), `listed_after` (an incremental plan listed only the keys after it, else
-    /// null), `full_cutoff` (the cutoff of the last full plan of the chain, null without a mode
-    /// record), `held` (keys held as young for the next run), and `state_recorded` (the key of
-    /// the GC state a complete apply recorded, else null).
-    fn mode_json(&self) -> serde_json::Map<String, Value> {
-        let record = self.plan.mode.as_ref();
-        let v = json!({
-            "mode": record.map_or(PlanMode::Full, |r| r.mode).as_str(),
-            "state": record.and_then(|r| r.state.as_ref()),
-            "mode_reason": record.and_then(|r| r.reason.as_ref()),
-            "listed_after": record.and_then(|r| r.listed_after.as_ref()),
-            "full_cutoff": record.map(|r| r.full_cutoff),
-            "held": record.map_or(0, |r| r.held.len()),
-            "state_recorded": self.apply.as_ref().and_then(|a| a.state.as_ref()),
-        });
-        match v {
-            Value::Object(map) => map,
-            _ => serde_json::Map::new(),
-        }
-    }
-
-    /// The `mode:` line of the text: incremental and the state it started from, or full and why.
-    fn mode_text(&self) -> String {
-        match &self.plan.mode {
-            Some(r) if r.mode == PlanMode::Incremental => format!(
-                "  mode:        incremental, from GC state {} (listed the keys after {}; last full plan at cutoff {})\n",
-                r.state.as_deref().unwrap_or("?"),
-                r.listed_after.as_deref().unwrap_or("?"),
-                r.full_cutoff
-            ),
-            Some(r) => format!("  mode:        full: {}\n", r.reason.as_deref().unwrap_or("every managed key listed")),
-            None => "  mode:        full: a plan without a mode record (made by an earlier build)\n".into(),
-        }
     }
 
     /// Exit code: 0 done; 3 dry run on incomplete lineage; 4 apply with work left.
@@ -392,5 +354,45 @@ mod tests {
         let (from_disk, from_memory) = (json(&report(spilled)), json(&report(CandidateList::from_sorted(candidates))));
         assert_eq!(from_disk["candidates"].as_array().map(Vec::len), Some(50));
         assert_eq!(from_disk, from_memory);
+    }
+}
+
+/// How a plan found its candidates, as `--json` fields: `mode` (`incremental` or `full`; a plan
+/// without a mode record, made by an earlier build, is full), `state` (the digest of the GC
+/// state an incremental plan started from, else null), `mode_reason` (why a plan is full, else
+/// null), `listed_after` (an incremental plan listed only the keys after it, else null),
+/// `full_cutoff` (the cutoff of the last full plan of the chain, null without a mode record),
+/// `held` (keys held as young for the next run), and `state_recorded` (the key of the GC state
+/// a complete apply recorded, else null).
+pub(crate) fn mode_json(
+    record: Option<&PlanModeRecord>,
+    state_recorded: Option<&String>,
+) -> serde_json::Map<String, Value> {
+    let v = json!({
+        "mode": record.map_or(PlanMode::Full, |r| r.mode).as_str(),
+        "state": record.and_then(|r| r.state.as_ref()),
+        "mode_reason": record.and_then(|r| r.reason.as_ref()),
+        "listed_after": record.and_then(|r| r.listed_after.as_ref()),
+        "full_cutoff": record.map(|r| r.full_cutoff),
+        "held": record.map_or(0, |r| r.held.len()),
+        "state_recorded": state_recorded,
+    });
+    match v {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The `mode:` line of a plan's text: incremental and the state it started from, or full and why.
+pub(crate) fn mode_text(record: Option<&PlanModeRecord>) -> String {
+    match record {
+        Some(r) if r.mode == PlanMode::Incremental => format!(
+            "  mode:        incremental, from GC state {} (listed the keys after {}; last full plan at cutoff {})\n",
+            r.state.as_deref().unwrap_or("?"),
+            r.listed_after.as_deref().unwrap_or("?"),
+            r.full_cutoff
+        ),
+        Some(r) => format!("  mode:        full: {}\n", r.reason.as_deref().unwrap_or("every managed key listed")),
+        None => "  mode:        full: a plan without a mode record (made by an earlier build)\n".into(),
     }
 }

@@ -93,11 +93,16 @@ async fn plan(
         list_streams: req.list_streams,
     };
     let started = std::time::Instant::now();
-    let PlannedShards { plan, stats, clock } = collector.plan_sharded(horizon, &settings, shards).await?;
+    let PlannedShards { plan, stats, clock } =
+        collector.plan_sharded_with(horizon, &settings, shards, &req.incremental).await?;
     let plan_seconds = started.elapsed().as_secs_f64();
     if let Some(dir) = out {
         plan.save_to(dir)?;
     }
+    let mode = match plan.plans.as_slice() {
+        [only] => only.mode.clone(),
+        _ => None,
+    };
     let outcomes = plan
         .manifest
         .shards
@@ -123,6 +128,7 @@ async fn plan(
         },
         written: out.map(|o| o.path().to_path_buf()),
         applying: false,
+        mode,
     })
 }
 
@@ -164,6 +170,7 @@ async fn apply(
     let (_, clock) = collector.cutoff(&Horizon { earlier_cutoff: None, ..horizon.clone() }).await?;
     let started = std::time::Instant::now();
     let mut outcomes: Vec<ShardOutcome> = manifest.shards.iter().map(ShardOutcome::unapplied).collect();
+    let mut mode = None;
     for (index, at) in selected.into_iter().zip(checkpoints) {
         let run = async {
             // The shard's own document, checked again as it is read; its checkpoint resumes
@@ -181,6 +188,9 @@ async fn apply(
             );
         })?;
         let outcome = &mut outcomes[index as usize];
+        if manifest.count == 1 {
+            mode = done.plan.mode.clone();
+        }
         outcome.problems = done.plan.problems.clone();
         outcome.foreign_count = done.plan.foreign_count;
         outcome.apply = Some(done);
@@ -198,6 +208,7 @@ async fn apply(
         },
         written: None,
         applying: true,
+        mode,
     })
 }
 

@@ -1,9 +1,10 @@
 //! The report of a sharded `lake gc` run in its three forms: text, the `--json` object (per
 //! shard counts; the candidates are in the shard plans), and Prometheus text metrics.
 
+use super::gc_report::{mode_json, mode_text};
 use super::gc_run::{apply_counts_text, apply_json, RunFacts};
 use lake::collect::apply::ApplyReport;
-use lake::collect::plan::PlanProblem;
+use lake::collect::plan::{PlanModeRecord, PlanProblem};
 use lake::collect::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -38,7 +39,15 @@ pub(crate) struct ShardedReport {
     pub written: Option<PathBuf>,
     /// True for an apply (`--manifest`).
     pub applying: bool,
+    /// The mode record of a sharded plan of one shard over every key (an incremental sharded
+    /// plan, or a full one from a build that records it); `None` for a plan of several shards,
+    /// which lists every managed key.
+    pub mode: Option<PlanModeRecord>,
 }
+
+/// Why a sharded plan without a mode record is full.
+const SEVERAL_SHARDS: &str =
+    "the shards list every managed key (no usable GC state, or --full; with a usable state a sharded plan is one incremental shard)";
 
 impl ShardedReport {
     /// The `--json` object.
@@ -47,9 +56,20 @@ impl ShardedReport {
         let shards: Vec<Value> = self.shards.iter().map(shard_json).collect();
         let mut v = self.run.json(&m.root, m.cutoff, m.min_age_seconds);
         v["sharded"] = json!(true);
-        // A sharded plan lists every managed key: never incremental (docs/gc.md).
-        v["mode"] = json!("full");
-        v["mode_reason"] = json!("a sharded plan is always full");
+        // A sharded plan of several shards lists every managed key; an incremental one has one
+        // shard (docs/gc.md).
+        match &self.mode {
+            Some(record) => {
+                let recorded = self.shards.iter().filter_map(|s| s.apply.as_ref()).find_map(|a| a.state.as_ref());
+                for (key, value) in mode_json(Some(record), recorded) {
+                    v[key] = value;
+                }
+            }
+            None => {
+                v["mode"] = json!("full");
+                v["mode_reason"] = json!(SEVERAL_SHARDS);
+            }
+        }
         v["manifest_digest"] = json!(m.digest());
         v["shard_count"] = json!(m.count);
         v["lineage_complete"] = json!(m.lineage_complete());
@@ -77,7 +97,10 @@ impl ShardedReport {
         let mut out = self.run.header(mode, &m.root, m.min_age_seconds);
         out += &format!("  cutoff:      {} (one for every shard)\n", m.cutoff);
         out += &format!("  manifest:    {} ({} shards)\n", m.digest(), m.count);
-        out += "  mode:        full: a sharded plan is always full\n";
+        out += &match &self.mode {
+            Some(record) => mode_text(Some(record)),
+            None => format!("  mode:        full: {SEVERAL_SHARDS}\n"),
+        };
         out += &format!("  candidates:  {} objects, {} bytes\n", m.candidates(), m.candidate_bytes());
         for s in &self.shards {
             let e = &s.entry;

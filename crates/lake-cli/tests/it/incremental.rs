@@ -93,9 +93,44 @@ fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_ask
     assert_ne!(applied["state_recorded"].as_str(), Some(recorded.as_str()), "{applied}");
     let again = json(&ok(&["gc", &root, "--min-age", "4s", "--json"]));
     assert_eq!(again["mode"], "incremental", "{again}");
-    // A sharded plan lists every key even with a state there.
-    let sharded = json(&ok(&["gc", &root, "--min-age", "4s", "--shards", "2", "--json"]));
-    assert_eq!(sharded["mode"], "full", "{sharded}");
+    // A sharded plan with a state there is one incremental shard over every key, and its
+    // complete apply records the next state; with --full it has the shards asked for.
+    let full_sharded = json(&ok(&["gc", &root, "--min-age", "4s", "--shards", "2", "--full", "--json"]));
+    assert_eq!(full_sharded["mode"], "full", "{full_sharded}");
+    assert!(full_sharded["mode_reason"].as_str().unwrap().contains("--full"), "{full_sharded}");
+    let out = dir.path().join("sharded");
+    let out_text = out.display().to_string();
+    let sharded = json(&ok(&["gc", &root, "--min-age", "4s", "--shards", "2", "--out", &out_text, "--json"]));
+    assert_eq!(
+        (sharded["mode"].as_str(), sharded["shard_count"].as_u64()),
+        (Some("incremental"), Some(1)),
+        "{sharded}"
+    );
+    let text = ok(&["gc", &root, "--min-age", "4s", "--shards", "2"]);
+    assert!(text.contains("mode:        incremental, from GC state"), "{text}");
+    let checkpoints = dir.path().join("shard-checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    let manifest = out.join("manifest.json").display().to_string();
+    let checkpoints = checkpoints.display().to_string();
+    let applied_shard = json(&ok(&[
+        "gc",
+        &root,
+        "--min-age",
+        "4s",
+        "--apply",
+        "--manifest",
+        &manifest,
+        "--checkpoint-dir",
+        &checkpoints,
+        "--json",
+    ]));
+    assert_eq!(
+        (applied_shard["mode"].as_str(), applied_shard["complete"].as_bool()),
+        (Some("incremental"), Some(true)),
+        "{applied_shard}"
+    );
+    let shard_state = applied_shard["state_recorded"].as_str().unwrap();
+    assert!(Path::new(&root).join(shard_state).is_file(), "{applied_shard}");
     advance_clock(Duration::from_secs(3));
     let due = json(&ok(&["gc", &root, "--min-age", "4s", "--full-every", "2s", "--json"]));
     assert_eq!(due["mode"], "full", "{due}");

@@ -742,3 +742,61 @@ fn incremental_plans_are_subsets_of_full_plans_on_random_histories() {
         "most GC steps after a branch created since the state must be incremental: {t:?}"
     );
 }
+
+/// A sharded plan with a usable GC state is one incremental shard over every key
+/// (`ShardSpec::incremental`): a worker plans it as `plan_with` does (also from the spec read
+/// back from JSON, as a Ray task gets it), in one process or from the spec, with the whole
+/// incremental plan's candidates; its complete apply records a GC state the next run starts
+/// from. Asked for in full, the plan has several shards whose union is the full plan, and a
+/// spec edited to be incremental over several ranges is refused.
+#[tokio::test]
+async fn a_sharded_plan_with_a_state_is_one_incremental_shard_whose_apply_records_a_state() {
+    use lake_gc::key_range::KeyRange;
+    use lake_gc::shards::ShardSpec;
+    let (mut lake, _) = lake_with_state().await;
+    let live = lake.upload_minted(lake.now - 3 * HOUR_MS).await;
+    let orphan = lake.upload_minted(lake.now - 2 * HOUR_MS).await;
+    lake.engine.append("t", std::slice::from_ref(&live));
+    let horizon = Horizon::new(MIN_AGE);
+    let settings = PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() };
+    let incremental = lake.plan(&IncrementalPolicy::default()).await;
+    assert_eq!(mode(&incremental).0, PlanMode::Incremental);
+    assert!(keys(&incremental).contains(&orphan.uri) && !keys(&incremental).contains(&live.uri));
+
+    let gc = lake.gc().await;
+    let spec = gc.shard_ranges_with(&horizon, 4, &IncrementalPolicy::default()).await.unwrap();
+    assert_eq!(spec.ranges, vec![KeyRange::all()]);
+    assert!(spec.incremental.is_some());
+    let spec: ShardSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+    let shard = gc.plan_shard(&horizon, &settings, &spec, 0).await.unwrap().plan;
+    assert_eq!(mode(&shard).0, PlanMode::Incremental);
+    assert_eq!(keys(&shard), keys(&incremental));
+    let sharded = gc.plan_sharded_with(&horizon, &settings, 4, &IncrementalPolicy::default()).await.unwrap().plan;
+    assert_eq!(sharded.manifest.count, 1);
+    assert_eq!(keys(&sharded.plans[0]), keys(&incremental));
+
+    let full = gc.plan_sharded_with(&horizon, &settings, 4, &IncrementalPolicy::full()).await.unwrap().plan;
+    assert!(full.manifest.count > 1, "{:?}", full.manifest);
+    let union: BTreeSet<String> = full.plans.iter().flat_map(keys).collect();
+    assert_eq!(union, keys(&lake.plan(&IncrementalPolicy::full()).await));
+    assert!(keys(&incremental).is_subset(&union));
+    let full_spec = gc.shard_ranges_with(&horizon, 4, &IncrementalPolicy::full()).await.unwrap();
+    assert!(full_spec.incremental.is_none() && full_spec.ranges.len() > 1);
+    let edited = ShardSpec { incremental: spec.incremental, ..full_spec };
+    let refused = gc.plan_shard(&horizon, &settings, &edited, 0).await.unwrap_err();
+    assert!(refused.to_string().contains("one shard over every key"), "{refused}");
+
+    let states = lake.states().await.len();
+    let options = ApplyOptions { page_size: 1, ..ApplyOptions::default() };
+    let checkpoint = lake.checkpoint();
+    let report = gc.apply_shard(&sharded.manifest, &sharded.plans[0], &horizon, &checkpoint, &options).await.unwrap();
+    assert!(report.checkpoint.complete);
+    assert!(report.state.is_some(), "the one shard over every key records a state");
+    assert_eq!(lake.states().await.len(), states + 1);
+    assert!(!lake.exists(&orphan.uri).await && lake.exists(&live.uri).await);
+    drop(gc);
+    lake.now += HOUR_MS;
+    let next = lake.plan(&IncrementalPolicy::default()).await;
+    assert_eq!(mode(&next).0, PlanMode::Incremental);
+    assert_eq!(keys(&next), keys(&lake.plan(&IncrementalPolicy::full()).await));
+}

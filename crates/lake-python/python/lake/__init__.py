@@ -1273,7 +1273,8 @@ class Plan:
 
     @property
     def mode(self) -> str:
-        """`"incremental"` or `"full"` (a sharded plan, or one of an earlier build: `"full"`)."""
+        """`"incremental"` or `"full"` (a shard of a sharded plan of several shards, or a plan of an
+        earlier build: `"full"`)."""
         record = self._parsed.get("mode")
         return "full" if not record else str(record["mode"])
 
@@ -1366,6 +1367,12 @@ class ShardedPlan:
     def lineage_complete(self) -> bool:
         """False when any shard was planned on incomplete lineage: no shard may be applied."""
         return all(shard.lineage_complete for shard in self.shards)
+
+    @property
+    def mode(self) -> str:
+        """`"incremental"` for the one shard of an incremental sharded plan (see `Plan.mode`),
+        else `"full"` (a plan of several shards lists every managed key)."""
+        return self.shards[0].mode if len(self.shards) == 1 else "full"
 
     @property
     def candidates(self) -> pa.Table:
@@ -1506,12 +1513,28 @@ class Gc:
         finally:
             bar.close()
 
-    def plan_sharded(self, min_age: Duration, shards: int, allow_below_policy: bool = False) -> ShardedPlan:
+    def plan_sharded(
+        self,
+        min_age: Duration,
+        shards: int,
+        allow_below_policy: bool = False,
+        full: bool = False,
+        full_every: Optional[Duration] = None,
+    ) -> ShardedPlan:
         """A dry run made as `shards` (1 to 256) shards over disjoint key ranges, in this
         process, from one read of the journal and one listing. Each shard's candidates are the
-        unsharded plan's within its range. Raises as `plan`."""
+        unsharded plan's within its range. When the lake's GC state allows an incremental plan
+        (as for `plan`; `full` forces a full one), the plan is one incremental shard over every
+        key (`ShardedPlan.mode`): it lists only the keys minted since the state, the work that
+        shards split. Raises as `plan`."""
         shards = _count("shards", shards, 1, 256)
-        manifest, documents = self._native.gc_plan_sharded(_duration("min_age", min_age), shards, _flag(allow_below_policy))
+        manifest, documents = self._native.gc_plan_sharded(
+            _duration("min_age", min_age),
+            shards,
+            _flag(allow_below_policy),
+            _flag(full, "full"),
+            None if full_every is None else _duration("full_every", full_every),
+        )
         return ShardedPlan(manifest, documents)
 
     def apply_shard(
@@ -1536,9 +1559,9 @@ class Gc:
         )
 
     # The steps `lake.ray` runs in its driver and tasks (documents travel as JSON text).
-    def _shard_spec(self, min_age: Duration, shards: int, allow_below_policy: bool) -> str:
+    def _shard_spec(self, min_age: Duration, shards: int, allow_below_policy: bool, full: bool = False) -> str:
         shards = _count("shards", shards, 1, 256)
-        return self._native.gc_shard_spec(_duration("min_age", min_age), shards, _flag(allow_below_policy))
+        return self._native.gc_shard_spec(_duration("min_age", min_age), shards, _flag(allow_below_policy), _flag(full, "full"))
 
     @staticmethod
     def _spec_count(spec: str) -> int:

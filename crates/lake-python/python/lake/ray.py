@@ -102,9 +102,13 @@ def plan(
     storage_options: Optional[dict] = None,
     allow_below_policy: bool = False,
     max_retries: int = 3,
+    full: bool = False,
 ) -> ShardedPlan:
     """A sharded dry run of the lake at `root`: `shards` (1 to 256) Ray tasks, one per key range,
     each returning its shard's plan; the driver binds them under a manifest. Nothing is deleted.
+    When the lake's GC state allows an incremental plan (unless `full`), the plan is one
+    incremental shard over every key, planned by one task (`ShardedPlan.mode`): it lists only
+    the keys minted since the state, the work that shards split.
 
     `min_age` is the horizon (humantime, at least the lake's policy floor unless
     `allow_below_policy`). A task that fails is retried up to `max_retries` times (planning
@@ -113,7 +117,7 @@ def plan(
     whose retries are exhausted."""
     ray = _ray()
     lake = _open_lake(root, storage_options=storage_options)
-    spec = lake.gc._shard_spec(min_age, shards, allow_below_policy)
+    spec = lake.gc._shard_spec(min_age, shards, allow_below_policy, full)
     # Worker deaths are retried by Ray; of the exceptions, only storage failures.
     task = ray.remote(max_retries=max_retries, retry_exceptions=[StorageError])(_plan_shard)
     count = lake.gc._spec_count(spec)
