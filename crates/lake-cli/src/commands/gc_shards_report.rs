@@ -4,7 +4,7 @@
 use super::gc_report::{mode_json, mode_text};
 use super::gc_run::{apply_counts_text, apply_json, RunFacts};
 use lake::collect::apply::ApplyReport;
-use lake::collect::plan::{PlanModeRecord, PlanProblem};
+use lake::collect::plan::{PlanMode, PlanModeRecord, PlanProblem};
 use lake::collect::shards::{shard_file_name, ShardEntry, ShardManifest, MANIFEST_FILE};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -166,6 +166,12 @@ impl ShardedReport {
         };
         let m = &self.manifest;
         gauge("lake_gc_shards", "Shards of the plan.", vec![(String::new(), m.count as f64)]);
+        let incremental = self.mode.as_ref().is_some_and(|r| r.mode == PlanMode::Incremental);
+        gauge(
+            "lake_gc_plan_incremental",
+            "1 when the plan was incremental (from the GC state), 0 when full.",
+            vec![(String::new(), f64::from(u8::from(incremental)))],
+        );
         gauge(
             "lake_gc_lineage_complete",
             "1 when every shard was planned on complete lineage.",

@@ -106,8 +106,14 @@ fn gc_is_full_until_an_apply_records_a_state_then_incremental_unless_full_is_ask
         (Some("incremental"), Some(1)),
         "{sharded}"
     );
-    let text = ok(&["gc", &root, "--min-age", "4s", "--shards", "2"]);
+    let metrics = dir.path().join("gc.prom").display().to_string();
+    let text = ok(&["gc", &root, "--min-age", "4s", "--shards", "2", "--metrics-file", &metrics]);
     assert!(text.contains("mode:        incremental, from GC state"), "{text}");
+    let prometheus = std::fs::read_to_string(&metrics).unwrap();
+    assert!(
+        prometheus.lines().any(|l| l.starts_with("lake_gc_plan_incremental{") && l.ends_with(" 1")),
+        "{prometheus}"
+    );
     let checkpoints = dir.path().join("shard-checkpoints");
     std::fs::create_dir(&checkpoints).unwrap();
     let manifest = out.join("manifest.json").display().to_string();
