@@ -671,7 +671,8 @@ pub(crate) struct GcArgs {
     /// manifest (s3://bucket/.../manifest.json; any bucket the AWS_* configuration can read).
     /// The report is refused (nothing planned) unless its checksums, bucket, format, fields and
     /// age check out and it lists the lake; keys minted after its creation time minus
-    /// --inventory-margin are listed live. CSV and Parquet reports.
+    /// --inventory-margin are listed live. CSV and Parquet reports. Only full plans read it: an
+    /// incremental plan (a GC state there) lists the few keys minted since the state itself.
     #[arg(long, value_name = "MANIFEST_URL")]
     pub inventory: Option<String>,
     /// Refuse an --inventory report older than this by the store's clock, 1s to 365d (a weekly

@@ -12,7 +12,8 @@ use chrono::{DateTime, Utc};
 use lake::collect::apply::ApplyOptions;
 use lake::collect::checkpoint::CheckpointLocation;
 use lake::collect::collector::{GarbageCollector, Horizon, PlanSettings};
-use lake::collect::inventory::report::{ReportInventory, ReportOptions};
+use lake::collect::inventory::report::deferred::DeferredReport;
+use lake::collect::inventory::report::ReportOptions;
 use lake::collect::output::{DocumentKind, LakeRootUri, OutputPath};
 use lake::collect::plan::GcPlan;
 use lake::collect::run::{PlanSource, RunRequest};
@@ -265,9 +266,10 @@ pub(crate) async fn run(args: &GcArgs) -> Result<(), CliError> {
     let (store, _, engine) = open_lake(&args.root).await?;
     let engine = engine.with_memory_budget(share(req.memory_budget).0);
     let collector = GarbageCollector::open(store, &engine).await?;
-    // The report is read and checked (or refused) before planning; planning then lists from it.
+    // The report is read and checked (or refused) when a full plan first lists from it: an
+    // incremental plan lists the keys minted since its state itself and never reads it.
     let inventory = match (&args.inventory, &report_options) {
-        (Some(url), Some(options)) => Some(ReportInventory::open(collector.store(), url, options).await?),
+        (Some(url), Some(options)) => Some(DeferredReport::new(collector.store(), url, options)?),
         _ => None,
     };
     let collector = match &inventory {
@@ -305,7 +307,7 @@ pub(crate) async fn run(args: &GcArgs) -> Result<(), CliError> {
     let report = run_gc(&collector, &req).await;
     bar.finish_and_clear();
     let mut report = report?;
-    report.inventory = inventory.map(|i| i.summary());
+    report.inventory = inventory.and_then(|i| i.summary());
     report.restore_tags = restore_tags(&engine, report.run.clock.store_now).await?;
     finish(
         args,

@@ -111,7 +111,8 @@ fn s3_gc_apply_killed_mid_way_resumes_from_its_checkpoint() {
 
 /// `lake gc --inventory`: a plan from an S3 Inventory report (written in AWS's layout from a real
 /// listing; LocalStack delivers none) equals the plan from a full listing at the same cutoff, on
-/// a lake with orphans made before and after the report; a stale report is refused.
+/// a lake with orphans made before and after the report; a stale report is refused by full plans
+/// and not read by incremental ones.
 #[test]
 #[ignore = "needs LocalStack S3: run scripts/test.sh"]
 fn s3_gc_plans_from_an_inventory_report() {
@@ -171,4 +172,17 @@ fn s3_gc_plans_from_an_inventory_report() {
         message.contains("refused; nothing was planned") && message.contains("raise the bound on a report's age"),
         "{message}"
     );
+
+    // An incremental run (a GC state there) never reads the report: a report too old stops
+    // only full plans, and the report lists no `inventory` it did not read.
+    let checkpoint = dir.path().join("gc.ckpt").display().to_string();
+    let applied = json(&ok(&["gc", &root, "--min-age", "10s", "--apply", "--checkpoint", &checkpoint, "--json"]));
+    assert!(applied["state_recorded"].is_string(), "{applied}");
+    let stale_args =
+        ["gc", &root, "--min-age", "10s", "--inventory", &written.manifest_url, "--inventory-max-age", "5s"];
+    let incremental = json(&ok(&[&stale_args[..], &["--json"]].concat()));
+    assert_eq!(incremental["mode"], "incremental", "{incremental}");
+    assert!(incremental.get("inventory").is_none(), "{incremental}");
+    let full = lake(&[&stale_args[..], &["--full"]].concat());
+    assert!(!full.status.success() && stderr(&full).contains("raise the bound on a report's age"), "{}", stderr(&full));
 }

@@ -63,6 +63,7 @@
 //! listing, one contract kept together (formats, manifest, sort and writer are submodules).
 
 pub mod csv_format;
+pub mod deferred;
 pub mod manifest;
 pub mod parquet_format;
 mod problem;
