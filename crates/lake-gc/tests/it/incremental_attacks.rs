@@ -469,9 +469,18 @@ mod sharded {
 
     /// `plan` proposes a subset of `full` and nothing live now.
     fn assert_subset_and_not_live(plan: &GcPlan, full: &GcPlan, engine: &MemoryEngine, what: &str) {
-        assert!(keys(plan).is_subset(&keys(full)), "{what}: {:?} is not a subset of the full plan's {:?}", keys(plan), keys(full));
+        assert!(
+            keys(plan).is_subset(&keys(full)),
+            "{what}: {:?} is not a subset of the full plan's {:?}",
+            keys(plan),
+            keys(full)
+        );
         let live = live_keys(engine);
-        assert!(keys(plan).is_disjoint(&live), "{what}: live keys proposed: {:?}", keys(plan).intersection(&live).collect::<Vec<_>>());
+        assert!(
+            keys(plan).is_disjoint(&live),
+            "{what}: live keys proposed: {:?}",
+            keys(plan).intersection(&live).collect::<Vec<_>>()
+        );
     }
 
     /// Every object a retained version references still exists.
@@ -588,7 +597,8 @@ mod sharded {
         ] {
             let f = fixture().await;
             let lake = &f.lake;
-            let mut spec = lake.gc().await.shard_ranges_with(&horizon(), 4, &IncrementalPolicy::default()).await.unwrap();
+            let mut spec =
+                lake.gc().await.shard_ranges_with(&horizon(), 4, &IncrementalPolicy::default()).await.unwrap();
             spec.incremental = Some(ShardIncremental { full_every_seconds: full_every, margin_seconds: margin });
             let sharded = one_shard(lake, &spec).await;
             let what = format!("margin {margin}, full_every {full_every}");
@@ -614,7 +624,10 @@ mod sharded {
         let f = fixture().await;
         let lake = &f.lake;
         let spec = lake.gc().await.shard_ranges_with(&horizon(), 1, &IncrementalPolicy::default()).await.unwrap();
-        let later = ShardSpec { cutoff: PlanTime::from_datetime(spec.cutoff.datetime() + chrono::Duration::seconds(1)), ..spec.clone() };
+        let later = ShardSpec {
+            cutoff: PlanTime::from_datetime(spec.cutoff.datetime() + chrono::Duration::seconds(1)),
+            ..spec.clone()
+        };
         let err = lake.gc().await.plan_shard(&horizon(), &settings(), &later, 0).await.unwrap_err();
         crate::refused(err, ErrorKind::CutoffTooLate);
 
@@ -667,15 +680,24 @@ mod sharded {
             assert_eq!(state_at(lake, &key).await.mode, PlanMode::Full);
             assert_live_exist(lake, expected).await;
         }
-        // Dropped before the coordinator: the spec is still incremental (one shard), and the
-        // worker falls back the same way.
+        // Dropped before the coordinator ran: since 5275c29 `choose` cannot see it, so the spec
+        // is one incremental shard (a full plan of every key in one worker, not the shards
+        // asked for: a cost, not a risk); the worker falls back the same way. Whatever the
+        // spec, the shards together are the full plan.
         let f = fixture().await;
         f.lake.engine.drop_table("t@b");
-        let spec = f.lake.gc().await.shard_ranges_with(&horizon(), 4, &IncrementalPolicy::default()).await.unwrap();
-        assert!(spec.incremental.is_some() && spec.ranges == [KeyRange::all()]);
-        let sharded = one_shard(&f.lake, &spec).await;
-        assert_eq!(mode(&sharded.plans[0]).0, PlanMode::Full);
-        assert_eq!(keys(&sharded.plans[0]), keys(&full_at(&f.lake, Some(spec.cutoff)).await));
+        let gc = f.lake.gc().await;
+        let spec = gc.shard_ranges_with(&horizon(), 4, &IncrementalPolicy::default()).await.unwrap();
+        let mut union = BTreeSet::new();
+        for index in 0..spec.ranges.len() {
+            let plan = gc.plan_shard(&horizon(), &settings(), &spec, index).await.unwrap().plan;
+            if spec.incremental.is_some() {
+                assert_eq!(mode(&plan).0, PlanMode::Full, "{:?}", plan.mode);
+            }
+            union.extend(keys(&plan));
+        }
+        drop(gc);
+        assert_eq!(union, keys(&full_at(&f.lake, Some(spec.cutoff)).await));
     }
 
     /// The in-memory engine with a hook run once, right after the first answer of `tables()`:
@@ -683,8 +705,11 @@ mod sharded {
     /// the state's lineages are registered) and its read of each lineage.
     struct Hooked<'a> {
         inner: &'a MemoryEngine,
-        hook: std::sync::Mutex<Option<Box<dyn FnOnce(&MemoryEngine) + Send + 'a>>>,
+        hook: std::sync::Mutex<Option<Hook<'a>>>,
     }
+
+    /// A change to the lineage, made once.
+    type Hook<'a> = Box<dyn FnOnce(&MemoryEngine) + Send + 'a>;
 
     #[async_trait]
     impl Engine for Hooked<'_> {
@@ -702,7 +727,11 @@ mod sharded {
         async fn snapshot(&self, location: &TableLocation) -> Result<Box<dyn TableSnapshot>, EngineError> {
             self.inner.snapshot(location).await
         }
-        async fn snapshot_in(&self, location: &TableLocation, range: &UriRange) -> Result<Box<dyn TableSnapshot>, EngineError> {
+        async fn snapshot_in(
+            &self,
+            location: &TableLocation,
+            range: &UriRange,
+        ) -> Result<Box<dyn TableSnapshot>, EngineError> {
             self.inner.snapshot_in(location, range).await
         }
         async fn lineage_stamp(&self, location: &TableLocation) -> Result<LineageStamp, EngineError> {
@@ -767,7 +796,8 @@ mod sharded {
                     _ => rewrite_entry(engine),
                 }))),
             };
-            let gc = GarbageCollector::open(lake.store.clone(), &hooked).await.unwrap().with_unchecked_clock(clock(lake));
+            let gc =
+                GarbageCollector::open(lake.store.clone(), &hooked).await.unwrap().with_unchecked_clock(clock(lake));
             let plan = gc.plan_shard(&horizon(), &settings(), &spec, 0).await.unwrap().plan;
             let manifest = ShardManifest::assemble(std::slice::from_ref(&plan)).unwrap();
             drop(gc);
@@ -921,7 +951,8 @@ mod sharded {
         assert_live_exist(&f.lake, "after a full run").await;
     }
 
-    /// HELD: a state copied in from another lake, edited to this lake's root and identity and
+    /// HELD: a state copied in from another lake as it is: not used (another lake's), the
+    /// sharded plan is full. Then the same state edited to this lake's root and identity and
     /// sealed again (the seal is an unkeyed SHA-256), with a later cutoff than this lake's state
     /// (so it is the latest), no lineage, and this lake's live keys as `unfinished` and `held`.
     /// The one shard plans incrementally from it: every lineage is new since such a state, the
@@ -934,6 +965,16 @@ mod sharded {
         let other = fixture().await;
         let ours = state_at(lake, &f.state).await;
         let mut copied = state_at(&other.lake, &other.state).await;
+        copied.cutoff = PlanTime::from_datetime(ours.cutoff.datetime() + chrono::Duration::milliseconds(1));
+        copied.full_cutoff = copied.cutoff;
+        // Copied as it is (its cutoff made the latest): not used, the sharded plan is full.
+        lake.store.put(&copied.key(), copied.encode()).await.unwrap();
+        let spec = lake.gc().await.shard_ranges_with(&horizon(), 4, &IncrementalPolicy::default()).await.unwrap();
+        assert!(spec.incremental.is_none(), "{spec:?}");
+        let (m, reason) = mode(&lake.plan(&IncrementalPolicy::default()).await);
+        assert!(m == PlanMode::Full && reason.contains("of lake"), "{reason}");
+        lake.store.delete(&copied.key()).await.unwrap();
+        // Resealed as this lake's.
         copied.root = ours.root.clone();
         copied.lake_id = ours.lake_id.clone();
         copied.cutoff = PlanTime::from_datetime(ours.cutoff.datetime() + chrono::Duration::milliseconds(1));
@@ -1007,7 +1048,11 @@ mod sharded {
         for i in 0..120 {
             lake.upload_minted(lake.now - 3 * HOUR_MS + i * 7).await;
         }
-        async fn listed(inventory: &dyn ObjectInventory, after: Option<String>, page: usize) -> Vec<(Vec<String>, Option<String>)> {
+        async fn listed(
+            inventory: &dyn ObjectInventory,
+            after: Option<String>,
+            page: usize,
+        ) -> Vec<(Vec<String>, Option<String>)> {
             let mut pages = inventory.list_from(after, page);
             let mut out = Vec::new();
             while let Some(p) = pages.next().await {
@@ -1017,15 +1062,24 @@ mod sharded {
             out
         }
         let plain = LocalInventory::new(lake.store.clone());
-        let at = |ms: u64| Some(lake_store::keys::first_key_at(DateTime::<Utc>::from_timestamp_millis(ms as i64).unwrap()));
-        let starts = [None, at(t0 - HOUR_MS), at(t0 + 5 * HOUR_MS), at(lake.now - 3 * HOUR_MS), at(lake.now - 2 * HOUR_MS), at(lake.now)];
+        let at =
+            |ms: u64| Some(lake_store::keys::first_key_at(DateTime::<Utc>::from_timestamp_millis(ms as i64).unwrap()));
+        let starts = [
+            None,
+            at(t0 - HOUR_MS),
+            at(t0 + 5 * HOUR_MS),
+            at(lake.now - 3 * HOUR_MS),
+            at(lake.now - 2 * HOUR_MS),
+            at(lake.now),
+        ];
         let end = DateTime::<Utc>::from_timestamp_millis(lake.now as i64).unwrap();
         for after in starts {
             for page in [1, 3, 1000] {
                 let want = listed(&plain, after.clone(), page).await;
                 for streams in [2, 3, 8] {
                     for span_end in [None, Some(end)] {
-                        let mut parallel = ParallelInventory::new(&plain, streams).with_ranges_per_stream(1).with_buffered_pages(2);
+                        let mut parallel =
+                            ParallelInventory::new(&plain, streams).with_ranges_per_stream(1).with_buffered_pages(2);
                         if let Some(end) = span_end {
                             parallel = parallel.with_span_end(end);
                         }
