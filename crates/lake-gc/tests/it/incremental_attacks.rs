@@ -401,7 +401,9 @@ async fn a_given_inventory_of_another_lake_is_not_read_by_incremental_plans() {
 // Adversarial review of 5275c29 (the state's lineages and journal positions checked by the plan,
 // not by `choose`) and 09e15d5 (incremental sharded plans: one shard over every key,
 // `ShardSpec::incremental`, whose complete apply records a state; one listing range per stream).
-// Every attack below HELD: each test pins it. What they check is the invariant a state can only
+// Every attack on the two commits HELD: each test of `mod sharded` pins it. One probe beyond
+// them found a HOLE in every local plan, fixed: a young live key made a symbolic link
+// (`a_young_live_key_made_a_link_to_an_old_orphan_is_met_past_the_sweep`, after the module). What they check is the invariant a state can only
 // make GC miss garbage: every plan proposes a subset of the full plan at its cutoff and nothing a
 // retained version or an intent references, and every live object survives every apply.
 // ---------------------------------------------------------------------------------------------
@@ -1088,6 +1090,79 @@ mod sharded {
                     }
                 }
             }
+        }
+    }
+}
+
+/// HOLE (fixed; outside the two commits, in every plan on a local root): a live key minted
+/// after the cutoff (young), replaced by a symbolic link to an old orphan, in a folder the
+/// sweep never reads (it stops at the first young key, and a page reads only the folders of its
+/// entries). The link was never met, so the live key going through it was checked against no
+/// link: the full plan (and the incremental plan, by the same code) was complete and proposed
+/// the link's target, and apply, which cannot see links, deleted it: the table's reference then
+/// named nothing. Fix (`planner.rs`): on a local root the live keys after the last listed
+/// entry are looked up for links ([`ObjectInventory::links_among`], as an incremental plan
+/// looks up the live keys before its listed range) before each is checked; a link there makes
+/// the plan incomplete, naming it, as a link the sweep meets does. Checked for full and
+/// incremental plans and for the one shard of an incremental sharded plan, and for a link to
+/// a folder of orphans as well as to a file.
+#[tokio::test]
+async fn a_young_live_key_made_a_link_to_an_old_orphan_is_met_past_the_sweep() {
+    for folder in [false, true] {
+        for policy in [IncrementalPolicy::full(), IncrementalPolicy::default()] {
+            let mut lake = Lake::new().await;
+            let orphan = lake.upload_minted(lake.now - 30 * HOUR_MS).await;
+            let kept = lake.upload_minted(lake.now - 30 * HOUR_MS + 1).await;
+            lake.engine.append("t", std::slice::from_ref(&kept));
+            if policy == IncrementalPolicy::default() {
+                // A state first (it collects nothing: `orphan` is referenced until after it).
+                lake.engine.append("t", std::slice::from_ref(&orphan));
+                assert!(lake.run(IncrementalPolicy::default(), None).await.apply.unwrap().state.is_some());
+                lake.now += HOUR_MS;
+                lake.engine.delete("t", std::slice::from_ref(&orphan));
+                lake.engine.cleanup("t", |_| false);
+            }
+            let mut young = Vec::new();
+            for i in 0..10 {
+                young.push(lake.upload_minted(lake.now - 10 * 60_000 + i * 1000).await);
+            }
+            let via = young[9].clone();
+            lake.engine.append("t", std::slice::from_ref(&via));
+            let parent = |key: &str| key.rsplit_once('/').unwrap().0.to_string();
+            let (from, to) = if folder {
+                (path_of(&lake, &parent(&via.uri)), path_of(&lake, &parent(&orphan.uri)))
+            } else {
+                (path_of(&lake, &via.uri), path_of(&lake, &orphan.uri))
+            };
+            if folder {
+                // The live key's name inside the orphan's folder (the link makes them one).
+                let name = via.uri.rsplit_once('/').unwrap().1;
+                std::fs::copy(path_of(&lake, &orphan.uri), to.join(name)).unwrap();
+                std::fs::remove_dir_all(&from).unwrap();
+            } else {
+                std::fs::remove_file(&from).unwrap();
+            }
+            std::os::unix::fs::symlink(&to, &from).unwrap();
+            let what = format!("folder {folder}, {policy:?}");
+            let plan = lake.plan(&policy).await;
+            if policy == IncrementalPolicy::default() {
+                assert_eq!(mode(&plan).0, PlanMode::Incremental, "{what}: {:?}", plan.mode);
+            }
+            assert!(!plan.lineage_complete && keys(&plan).is_empty(), "{what}: {:?} {:?}", keys(&plan), plan.problems);
+            assert!(linked(&plan).contains(&via.uri), "{what}: {:?}", plan.problems);
+            if policy == IncrementalPolicy::default() {
+                let gc = lake.gc().await;
+                let settings = PlanSettings { inventory_page_size: 3, memory_budget: 256, ..PlanSettings::default() };
+                let shard = gc.plan_sharded_with(&Horizon::new(MIN_AGE), &settings, 4, &policy).await.unwrap().plan;
+                assert_eq!(shard.manifest.count, 1);
+                assert!(!shard.manifest.lineage_complete(), "{what}: {:?}", shard.plans[0].problems);
+            }
+            let at = lake.dir.path().join("young.ckpt");
+            let checkpoint = lake_gc::checkpoint::CheckpointLocation::parse(at.to_str().unwrap()).unwrap();
+            let options = lake_gc::apply::ApplyOptions::default();
+            let applied = lake.gc().await.apply(&plan, &Horizon::new(MIN_AGE), &checkpoint, &options).await;
+            assert!(matches!(applied, Err(lake_gc::GcError::PlanIncomplete { .. })), "{what}: {applied:?}");
+            assert!(lake.exists(&orphan.uri).await, "{what}: apply deleted the target of live {}", via.uri);
         }
     }
 }
