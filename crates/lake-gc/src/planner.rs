@@ -18,7 +18,9 @@
 //!    live. Foreign entries (symbolic links, devices, S3 folder markers) are never candidates;
 //!    they are counted and named in the plan, and a live reference that goes through a symbolic
 //!    link met by the sweep makes the plan incomplete (it may name a listed object by another
-//!    path). Listing stops at the first key minted at or after the cutoff. Candidates
+//!    path). Listing stops at the first key minted at or after the cutoff; on a local root the
+//!    live keys after the last listed entry (young ones: their folders are never read) are then
+//!    looked up for links, so a young live key made a link to an old object is met too. Candidates
 //!    arrive in key order and go to a [`CandidateWriter`], which moves them to a temporary file
 //!    past `memory_budget` bytes: during the sweep, the live keys' merge and the candidates
 //!    each hold at most `memory_budget`.
@@ -114,6 +116,11 @@ pub struct PlanOptions {
     /// `listed_after`, and examine besides them the keys before it that lost their last
     /// reference since the state or that its run left; `None` (the default) for a full plan.
     pub incremental: Option<IncrementalScope>,
+    /// Whether the live keys after the last listed entry (young, or past the listing) are
+    /// looked up for symbolic links ([`ObjectInventory::links_among`]): true for a local root,
+    /// whose folders the sweep does not read past where it stops (a link there, aliasing a
+    /// listed object, is met as the sweep meets one); an S3 root has none.
+    pub check_links_past_listing: bool,
 }
 
 impl PlanOptions {
@@ -131,6 +138,7 @@ impl PlanOptions {
             memory_budget: settings.memory_budget,
             range: KeyRange::all(),
             incremental: None,
+            check_links_past_listing: root.scheme() == "file",
         }
     }
 
@@ -522,8 +530,12 @@ async fn plan_planning(
             }
             // The live keys after the last listed entry (young, or past the end of the prefix
             // or of the ranges) name no listed object: with a link met anywhere, each is checked
-            // against it.
-            if aliases.any() {
+            // against it. On a local root the sweep did not read their folders (it stops at the
+            // first young key): each one in the ranges is looked up for a link first, so that a
+            // young live key made a link to an old object is met as a listed link is.
+            if options.check_links_past_listing {
+                sweep.live_past_listing(inventory, &mut aliases).await?;
+            } else if aliases.any() {
                 while sweep.live_next.is_some() {
                     aliases.check(sweep.live_next.as_deref());
                     sweep.live_next = sweep.live.next_key()?;
@@ -696,6 +708,39 @@ impl Sweep<'_> {
             last_modified: entry.last_modified.into(),
         })?;
         Ok(Step::Go)
+    }
+
+    /// Moves the live keys' merge to its end after the listing, on a local root: the live keys
+    /// in the ranges are looked up for symbolic links ([`LIVE_LOOKUP_BATCH`] at a time,
+    /// [`ObjectInventory::links_among`]), each batch's links met before any of its keys is
+    /// checked against every link met.
+    async fn live_past_listing(
+        &mut self,
+        inventory: &dyn ObjectInventory,
+        aliases: &mut Aliases<'_>,
+    ) -> Result<(), GcError> {
+        while self.live_next.is_some() {
+            let mut batch = Vec::new();
+            while batch.len() < LIVE_LOOKUP_BATCH {
+                let Some(live) = self.live_next.take() else { break };
+                batch.push(live);
+                self.live_next = self.live.next_key()?;
+            }
+            let looked: Vec<String> = batch
+                .iter()
+                .filter(|l| l.starts_with(OBJECTS_PREFIX) && range_of(self.ranges, l).is_some())
+                .cloned()
+                .collect();
+            if !looked.is_empty() {
+                for link in inventory.links_among(looked).await? {
+                    aliases.link(link);
+                }
+            }
+            for live in batch {
+                aliases.check(Some(&live));
+            }
+        }
+        Ok(())
     }
 
     /// Moves the live keys' merge up to `end` (an incremental plan, before its listed range):
