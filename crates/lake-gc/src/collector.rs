@@ -76,7 +76,7 @@ use crate::plan::{GcPlan, PlanMode, PlanModeRecord, PlanProblem, PlanShard};
 use crate::plan_time::PlanTime;
 use crate::planner::{format_time, plan, plan_incremental, plan_ranges, PlanOptions, PlanStats, Planning};
 use crate::shards::{check_count, ShardIncremental, ShardManifest, ShardSpec, ShardedPlan};
-use crate::state::{choose, Choice, Chooser, GcState, IncrementalPolicy};
+use crate::state::{choose, lineage_fallback, Choice, Chooser, GcState, IncrementalPolicy};
 use chrono::{DateTime, Utc};
 use lake_common::ErrorKind;
 use lake_engine::Engine;
@@ -585,7 +585,16 @@ impl<'e> GarbageCollector<'e> {
             incremental: None,
         };
         let at = Chooser { store: &self.store, lake_id: self.policy.identity(), cutoff, store_now: clock.store_now };
-        match choose(&at, policy).await? {
+        let choice = match choose(&at, policy).await? {
+            // The lineage checks the plan makes, made here too: a state that fails them gives
+            // the shards asked for, not one shard planned in full.
+            Choice::Incremental { scope, state, full_cutoff } => match lineage_fallback(self.engine, &scope).await? {
+                Some(why) => Choice::Full(format!("the GC state {state} is not used: {why}")),
+                None => Choice::Incremental { scope, state, full_cutoff },
+            },
+            full => full,
+        };
+        match choice {
             Choice::Incremental { .. } => spec.incremental = Some(ShardIncremental::of(policy)),
             Choice::Full(reason) => {
                 tracing::info!(%reason, "a full sharded plan");

@@ -5,7 +5,8 @@
 //! A state is written under the root, at `_lake/gc/state/<cutoff ms:013>-<plan digest>.json`,
 //! create-only and sealed by the SHA-256 of its canonical bytes like every lake document
 //! ([`lake_common::delta::seal`]), and only by an apply that finished every candidate of its
-//! plan ([`GcState::of_apply`]): a dry run, an interrupted apply or a shard writes none. It
+//! plan ([`GcState::of_apply`]): a dry run, an interrupted apply or a shard of several writes
+//! none (the one shard of an incremental sharded plan, over every key, writes one). It
 //! records the lake it is of (root and identity), the plan's cutoff and digest, the plan's
 //! basis (per lineage: latest version, retained versions, the digest of its journal files), the
 //! cutoff of the last full plan of its chain, and what the run left: keys apply skipped or
@@ -26,6 +27,7 @@ use crate::error::GcError;
 use crate::plan::{BasisEntry, GcPlan, PlanMode};
 use crate::plan_time::PlanTime;
 use chrono::{DateTime, Utc};
+use lake_engine::Engine;
 use lake_store::keys::first_key_at;
 use lake_store::layout::OBJECTS_PREFIX;
 use lake_store::store::{CreateOutcome, LakeStore};
@@ -336,6 +338,27 @@ pub(crate) async fn choose(at: &Chooser<'_>, policy: &IncrementalPolicy) -> Resu
         check_links: at.store.local_dir().is_some(),
     };
     Ok(Choice::Incremental { scope, state: state.digest(), full_cutoff: state.full_cutoff })
+}
+
+/// Why an incremental plan from `scope` would fall back to a full one because of its lineages
+/// (one no longer registered, or one that did not only move forward since the state), `None`
+/// when none would: the checks the plan itself makes (`planner`), made ahead by a sharded
+/// plan's coordinator, which splits the keys into shards only for a full plan.
+///
+/// # Errors
+/// Engine errors (the registry, the lineages' stamps).
+pub(crate) async fn lineage_fallback(engine: &dyn Engine, scope: &IncrementalScope) -> Result<Option<String>, GcError> {
+    let tables = engine.tables().await?;
+    for (name, entry) in &scope.basis {
+        let Some(location) = tables.tables.iter().find(|t| &t.name == name) else {
+            return Ok(Some(format!("lineage `{name}` it records is no longer registered")));
+        };
+        let stamp = engine.lineage_stamp(location).await?;
+        if let Some(problem) = entry.basis().check_forward(name, &stamp).first() {
+            return Ok(Some(format!("the journal positions the state records no longer exist: {problem}")));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
