@@ -5,6 +5,7 @@ counts the requests by method, for figures and tests that count a read's S3 requ
     lk = lake.open(root, storage_options={..., "aws_endpoint": proxy.endpoint})
     ... reads ...
     proxy.counts["GET"], proxy.counts["HEAD"], proxy.ranged_gets
+    proxy.requests_of(key)   # {"GET": n, ...} of the requests whose path names `key`
     proxy.close()
 
 Each request is parsed by `http.server` and sent upstream on a connection of its own; the
@@ -33,6 +34,8 @@ class CountingProxy:
         host, _, port = rest.rstrip("/").partition(":")
         self.counts: collections.Counter = collections.Counter()
         self.ranged_gets = 0
+        # (method, path) of every request, in order.
+        self.requests: list = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -45,6 +48,7 @@ class CountingProxy:
             def forward(self) -> None:
                 with proxy._lock:
                     proxy.counts[self.command] += 1
+                    proxy.requests.append((self.command, self.path))
                     if self.command == "GET" and self.headers.get("Range"):
                         proxy.ranged_gets += 1
                 length = int(self.headers.get("Content-Length") or 0)
@@ -84,11 +88,18 @@ class CountingProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
+    def requests_of(self, key: str) -> dict:
+        """The requests counted so far whose path names `key` (a key under the bucket), by
+        method."""
+        with self._lock:
+            return dict(collections.Counter(method for method, path in self.requests if key in path.split("?", 1)[0]))
+
     def reset(self) -> None:
         """Forgets the requests counted so far."""
         with self._lock:
             self.counts.clear()
             self.ranged_gets = 0
+            self.requests.clear()
 
     def close(self) -> None:
         self._server.shutdown()

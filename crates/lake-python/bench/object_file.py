@@ -18,8 +18,9 @@ peak RSS (`VmHWM`) and its RSS just before the read; a figure is the growth, pea
   `scripts/localstack.sh` exports): the same `ObjectFile` read on an S3 root, its requests
   counted by a loopback proxy in front of LocalStack (`counting_proxy.py`; the upload goes to
   LocalStack directly): GET requests against `size / buffer_size + 1` (the file reads ahead
-  `--buffer-size`, 1 MiB by default, one ranged GET each; the HEAD that checks the size on open is
-  counted apart). `--s3-size` sets the object's size there (default `--size`).
+  `--buffer-size`, 1 MiB by default, one ranged GET each): the GETs whose path names the
+  object's key (the HEAD that checks the size on open, and the lake's own GETs when it is
+  opened, are printed apart). `--s3-size` sets the object's size there (default `--size`).
 """
 
 import argparse
@@ -140,8 +141,12 @@ def s3_figure(args: argparse.Namespace, work: str) -> None:
     try:
         result = child(root, loc, "file", args.piece, args.buffer_size, {**options, "aws_endpoint": proxy.endpoint})
         bound = size / args.buffer_size + 1
-        gets = proxy.counts["GET"]
-        print(f"# requests through the proxy: {dict(proxy.counts)} ({proxy.ranged_gets} ranged GETs); peak RSS grew {result['grew'] / (1 << 20):.1f} MiB")
+        of_object = proxy.requests_of(loc["uri"])
+        gets = of_object.get("GET", 0)
+        print(
+            f"# requests through the proxy: {dict(proxy.counts)} ({proxy.ranged_gets} ranged GETs), of the object: "
+            f"{of_object}; the child's peak RSS grew {result['grew'] / (1 << 20):.1f} MiB"
+        )
         print(
             f"object_file_get_requests: {gets} GETs for {size} bytes in {args.piece}-byte reads, read-ahead {args.buffer_size} "
             f"(bound size / read-ahead + 1 = {bound:.1f}; {'met' if gets <= bound else 'NOT met'})"
