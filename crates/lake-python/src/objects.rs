@@ -68,6 +68,10 @@ impl NativeLake {
     }
 }
 
+/// The largest object, in bytes, that `object_read` reads on the calling thread on a local root
+/// (8 MiB); larger ones run on the runtime, where Ctrl-C stops them within 100 ms.
+const INLINE_READ_BYTES: u64 = 8 << 20;
+
 /// The identity of a reference as Python gives it: `uri`, `sha256` (32 bytes), `size` (bytes).
 fn identity(uri: String, sha256: &[u8], size: u64) -> Result<::lake::common::ObjectIdentity, Failure> {
     let sha: [u8; 32] = sha256.try_into().map_err(|_| {
@@ -81,7 +85,13 @@ impl NativeLake {
     /// The whole object a reference names, verified against its size and SHA-256 as it streams
     /// (`ObjectMismatchError` instead of the bytes when they differ; `ObjectMissingError` when
     /// there is no object). The bytes land in the returned `bytes` object directly (held once
-    /// in memory), read with the GIL released.
+    /// in memory), read with the GIL released. On a local root an object of at most
+    /// `INLINE_READ_BYTES` is read on the calling thread (no task of the runtime; a read of
+    /// 8 MiB takes a few milliseconds, so Ctrl-C waits no longer than that), into a `bytes`
+    /// object made before the GIL is released: taking the GIL again mid-read made threads
+    /// reading at once wait for each other (up to the interpreter's 5 ms switch interval). So a
+    /// location claiming up to 8 MiB more than its object has allocates that much until the
+    /// size check refuses it; larger claims allocate only once the store's size matched.
     fn object_read<'py>(
         &self,
         py: Python<'py>,
@@ -92,6 +102,11 @@ impl NativeLake {
         let reference = identity(uri, &sha256, size)?;
         python_bytes_len(&reference)?;
         let reader = self.reader()?;
+        if reader.is_local() && reference.size <= INLINE_READ_BYTES {
+            let buffer = BytesBuffer::new(python_bytes_len(&reference)?).map_err(|e| Failure::from(e).into_py(py))?;
+            let filled = py.detach(|| reader.read_verified_blocking(&reference, move |_len| Ok(buffer)));
+            return Ok(filled.map_err(|e| Failure::from(e).into_py(py))?.into_bytes(py));
+        }
         let filled = run(py, async move { Ok(reader.read_verified_into(&reference, BytesBuffer::new).await?) })?;
         Ok(filled.into_bytes(py))
     }

@@ -33,6 +33,15 @@
 //! latter needs), at the speed of OpenSSL's (`sha256_vs_hardware`, docs/benchmarks.md). A whole
 //! read of a local file reads it straight into the object's buffer, hashing each piece while it
 //! is in the cache, in one blocking task (not one per 8 KiB, as a streamed local read is).
+//!
+//! On a local root, whole reads skip object_store: one `openat2(RESOLVE_NO_SYMLINKS)` relative
+//! to the root folder opens the object and refuses a link in any part of its key (the kernel
+//! checks every part while it resolves them, so no link swapped in between a check and the
+//! open is followed), an `fstat` gives its size (checked before the buffer is allocated), and
+//! plain reads fill the buffer, hashed as they land. A batch ([`ObjectReader::read_many`]) reads
+//! its small objects (up to [`SMALL_OBJECT_BYTES`]) several to a blocking task, in input order.
+//! Kernels without `openat2` (before Linux 5.6, or a sandbox refusing it) check the parts with
+//! `lstat` and open with `O_NOFOLLOW`. S3 reads are unchanged by this.
 
 use crate::error::StoreError;
 use crate::store::LakeStore;
@@ -41,6 +50,9 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 use lake_common::{normalize_reference, NormalizedReference, ObjectIdentity};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt};
+use rustix::fd::OwnedFd;
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -54,6 +66,18 @@ use tokio::task::JoinHandle;
 
 /// The default bound on the requests an [`ObjectReader`] (with its clones) has in flight: 16.
 pub const DEFAULT_CONCURRENCY: usize = 16;
+
+/// The largest object, in bytes, that a batch read ([`ObjectReader::read_many`]) on a local root
+/// reads together with its neighbours in one blocking task (1 MiB); a larger one gets a task of
+/// its own.
+pub const SMALL_OBJECT_BYTES: u64 = 1 << 20;
+
+/// The most objects one blocking task of a batch read on a local root reads.
+const BATCH_OBJECTS: usize = 32;
+
+/// The most bytes of objects one blocking task of a batch read on a local root reads (2 MiB):
+/// a few tasks' worth per core for a thousand objects of 64 KiB.
+const BATCH_BYTES: u64 = 2 << 20;
 
 /// Reads the objects references name, verified against their size and SHA-256 (see the module
 /// documentation). Cheap to clone; clones share the bound on requests in flight.
@@ -132,14 +156,32 @@ impl ObjectReader {
     /// they arrive), never in another buffer of the whole object. On an error the buffer is
     /// dropped, partly written.
     ///
+    /// On a local root the whole read (open, size check, `alloc`, reads and hashing) runs in one
+    /// blocking task of the runtime (see the module documentation).
+    ///
     /// # Errors
     /// As [`ObjectReader::read_verified`]; also what `alloc` returns, and
     /// [`StoreError::Storage`] when the buffer `alloc` returns is not `reference.size` bytes.
     pub async fn read_verified_into<B, F>(&self, reference: &ObjectIdentity, alloc: F) -> Result<B, StoreError>
     where
         B: AsMut<[u8]> + Send + 'static,
-        F: FnOnce(usize) -> Result<B, StoreError>,
+        F: FnOnce(usize) -> Result<B, StoreError> + Send + 'static,
     {
+        if let Some(dir) = self.store.local_dir() {
+            let target = self.resolve(&reference.uri)?;
+            let permit = self.permit(&target.shown).await?;
+            let dir = dir.to_path_buf();
+            let reference = reference.clone();
+            let key = target.shown.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                LocalRoot::open(&dir, &target.shown)?.read(&target.shown, &reference, alloc)
+            });
+            return match read.await {
+                Ok(done) => done,
+                Err(e) => Err(StoreError::storage(key, e)),
+            };
+        }
         let (target, permit, result) = self.get_whole(reference).await?;
         let key = target.shown;
         let check = Check { key, expected_size: reference.size, expected_sha256: reference.sha256 };
@@ -188,6 +230,36 @@ impl ObjectReader {
         }
     }
 
+    /// On a local root, the whole object `reference` names, verified, read on the calling thread
+    /// with plain file I/O (it blocks: call it from a thread that may block, not from a task of
+    /// an async runtime): what [`ObjectReader::read_verified_into`] returns, without a task. Holds
+    /// one of the reader's permits while it reads (waiting for one when all are taken).
+    ///
+    /// # Errors
+    /// As [`ObjectReader::read_verified_into`]; [`StoreError::Storage`] when the root is not a
+    /// local folder (read S3 objects with the async reads).
+    pub fn read_verified_blocking<B, F>(&self, reference: &ObjectIdentity, alloc: F) -> Result<B, StoreError>
+    where
+        B: AsMut<[u8]>,
+        F: FnOnce(usize) -> Result<B, StoreError>,
+    {
+        let Some(dir) = self.store.local_dir() else {
+            return Err(StoreError::storage(
+                &reference.uri,
+                "a blocking read reads a local root only; this lake's root is not a local folder",
+            ));
+        };
+        let target = self.resolve(&reference.uri)?;
+        let _permit = self.blocking_permit(&target.shown)?;
+        LocalRoot::open(dir, &target.shown)?.read(&target.shown, reference, alloc)
+    }
+
+    /// Whether the reader's root is a local folder, which [`ObjectReader::read_verified_blocking`]
+    /// reads.
+    pub fn is_local(&self) -> bool {
+        self.store.local_dir().is_some()
+    }
+
     /// The whole objects `references` name, verified (as [`ObjectReader::read_verified`]),
     /// read concurrently and handed out in input order: a stream of one item per reference,
     /// each the object's bytes or its own error (a failed object never hides the others).
@@ -202,8 +274,10 @@ impl ObjectReader {
     }
 
     /// [`ObjectReader::read_many`] into buffers from `alloc` (called with each object's size,
-    /// once the store's reported size matched, on a task of the runtime), as
-    /// [`ObjectReader::read_verified_into`] fills one.
+    /// once the store's reported size matched, on a task or a blocking thread of the runtime),
+    /// as [`ObjectReader::read_verified_into`] fills one. On a local root, runs of consecutive
+    /// objects of at most [`SMALL_OBJECT_BYTES`] are read by one blocking task each (up to 32
+    /// objects or 2 MiB, holding one permit), one after the other.
     pub fn read_many_with<B, F>(&self, references: Vec<ObjectIdentity>, budget_bytes: u64, alloc: F) -> ReadMany<B>
     where
         B: AsMut<[u8]> + Send + 'static,
@@ -217,6 +291,7 @@ impl ObjectReader {
             started_bytes: 0,
             budget_bytes,
             window: self.concurrency.saturating_mul(2),
+            local: self.store.local_dir().is_some(),
         }
     }
 
@@ -309,8 +384,64 @@ impl ObjectReader {
         self.permits.clone().acquire_owned().await.map_err(|e| StoreError::storage(shown, e))
     }
 
-    /// Where the object `uri` names is in the store, or why the store cannot read it.
+    /// One permit for a request about `shown`, waited for on the calling thread (which must be
+    /// allowed to block).
+    fn blocking_permit(&self, shown: &str) -> Result<OwnedSemaphorePermit, StoreError> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => futures::executor::block_on(self.permit(shown)),
+        }
+    }
+
+    /// Reads the small objects `references` of a local root one after the other, on the calling
+    /// (blocking) thread, holding one permit: one item per reference, in order.
+    fn read_local_batch<B>(&self, references: &[ObjectIdentity], alloc: &Alloc<B>) -> Vec<Result<B, StoreError>>
+    where
+        B: AsMut<[u8]>,
+    {
+        let Some(dir) = self.store.local_dir() else {
+            return references
+                .iter()
+                .map(|r| Err(StoreError::storage(&r.uri, "a batch of local reads on a root that is not local")))
+                .collect();
+        };
+        let mut root: Option<LocalRoot> = None;
+        let mut permit = None;
+        let mut out = Vec::with_capacity(references.len());
+        for reference in references {
+            let read = (|| {
+                let target = self.resolve(&reference.uri)?;
+                if permit.is_none() {
+                    permit = Some(self.blocking_permit(&target.shown)?);
+                }
+                let opened = match root.take() {
+                    Some(opened) => opened,
+                    None => LocalRoot::open(dir, &target.shown)?,
+                };
+                let read = opened.read(&target.shown, reference, |len| alloc(len));
+                root = Some(opened);
+                read
+            })();
+            out.push(read);
+        }
+        out
+    }
+
+    /// Where the object `uri` names is in the store, or why the store cannot read it; on a local
+    /// root, refused when a part of its key is a symbolic link.
     fn target(&self, uri: &str) -> Result<Target, StoreError> {
+        let target = self.resolve(uri)?;
+        if let Some(dir) = self.store.local_dir().filter(|_| target.in_root) {
+            no_links(dir, &target.shown)
+                .map_err(|reason| StoreError::ObjectUnreachable { uri: uri.to_string(), reason })?;
+        }
+        Ok(target)
+    }
+
+    /// Where the object `uri` names is in the store, or why the store cannot read it, without
+    /// looking at the file system (a local root's links are [`ObjectReader::target`]'s and
+    /// [`LocalRoot::open_object`]'s to refuse).
+    fn resolve(&self, uri: &str) -> Result<Target, StoreError> {
         let root = self.store.root();
         let unreachable = |reason: String| StoreError::ObjectUnreachable { uri: uri.to_string(), reason };
         let external = match normalize_reference(root, uri) {
@@ -321,9 +452,6 @@ impl ObjectReader {
                     return Err(unreachable(format!(
                         "`{key}` is inside the lake root but not a managed object key (objects/<ULID>/<name>)"
                     )));
-                }
-                if let Some(dir) = self.store.local_dir() {
-                    no_links(dir, &key).map_err(unreachable)?;
                 }
                 return Ok(Target { path: self.store.path(&key), shown: key, in_root: true });
             }
@@ -369,6 +497,99 @@ fn no_links(dir: &std::path::Path, key: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A local root's folder, opened (`O_PATH`) for the whole reads of one task.
+struct LocalRoot<'a> {
+    dir: &'a std::path::Path,
+    fd: OwnedFd,
+}
+
+impl<'a> LocalRoot<'a> {
+    /// Opens the root folder `dir` (`shown`: the key being read, for the error).
+    fn open(dir: &'a std::path::Path, shown: &str) -> Result<Self, StoreError> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match rustix::fs::openat(rustix::fs::CWD, dir, flags, Mode::empty()) {
+            Ok(fd) => Ok(Self { dir, fd }),
+            Err(e) => Err(StoreError::storage(
+                shown,
+                format!("cannot open the lake's folder {}: {}", dir.display(), std::io::Error::from(e)),
+            )),
+        }
+    }
+
+    /// Opens the regular file of the managed `key` for reading, refusing a symbolic link in any
+    /// part of the key ([`StoreError::ObjectUnreachable`] naming `uri`, as [`no_links`] words it):
+    /// one `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)`, or on a kernel without it, [`no_links`]
+    /// and an `openat(O_NOFOLLOW)`. Opened non-blocking (a FIFO put in an object's place is never
+    /// waited on), then made blocking once `fstat` shows a regular file. Returns the file and its
+    /// size in bytes.
+    fn open_object(&self, key: &str, uri: &str) -> Result<(std::fs::File, u64), StoreError> {
+        const READ: OFlags = OFlags::RDONLY.union(OFlags::CLOEXEC).union(OFlags::NONBLOCK);
+        let io = |e: Errno| StoreError::storage(key, std::io::Error::from(e));
+        let unreachable = |reason: String| StoreError::ObjectUnreachable { uri: uri.to_string(), reason };
+        let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH;
+        let opened = match rustix::fs::openat2(&self.fd, key, READ, Mode::empty(), resolve) {
+            Err(Errno::NOSYS) | Err(Errno::PERM) => {
+                no_links(self.dir, key).map_err(unreachable)?;
+                rustix::fs::openat(&self.fd, key, READ | OFlags::NOFOLLOW, Mode::empty())
+            }
+            other => other,
+        };
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Err(StoreError::ObjectMissing { key: key.to_string() }),
+            Err(Errno::LOOP) => {
+                // Name the link as the part-by-part check does (it may be gone already).
+                let reason = no_links(self.dir, key).err().unwrap_or_else(|| {
+                    format!(
+                        "`{}` goes through a symbolic link; lake reads no object through a link",
+                        self.dir.join(key).display()
+                    )
+                });
+                return Err(unreachable(reason));
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(io)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => {}
+            // As object_store reports a folder in an object's place.
+            FileType::Directory => return Err(StoreError::ObjectMissing { key: key.to_string() }),
+            other => return Err(StoreError::storage(key, format!("the object is not a regular file ({other:?})"))),
+        }
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io)?;
+        let size =
+            u64::try_from(stat.st_size).map_err(|_| StoreError::storage(key, "the file reports a negative size"))?;
+        Ok((std::fs::File::from(fd), size))
+    }
+
+    /// The whole object of the managed `key` (`reference` names it), verified, in the buffer
+    /// `alloc(reference.size)` returns (called once the file's size matched): as
+    /// [`ObjectReader::read_verified_into`].
+    fn read<B, F>(&self, key: &str, reference: &ObjectIdentity, alloc: F) -> Result<B, StoreError>
+    where
+        B: AsMut<[u8]>,
+        F: FnOnce(usize) -> Result<B, StoreError>,
+    {
+        let (file, size) = self.open_object(key, &reference.uri)?;
+        let check = Check { key: key.to_string(), expected_size: reference.size, expected_sha256: reference.sha256 };
+        if size != reference.size {
+            return Err(check.mismatch(size, None));
+        }
+        let len = usize::try_from(size)
+            .map_err(|_| StoreError::storage(key, format!("{size} bytes do not fit in this machine's memory")))?;
+        let mut buf = alloc(len)?;
+        if buf.as_mut().len() != len {
+            return Err(StoreError::storage(
+                key,
+                format!("the buffer for the object has {} bytes, not its {len}", buf.as_mut().len()),
+            ));
+        }
+        let digest = fill_from_file(file, 0, buf.as_mut(), &check)?;
+        check.verify(len as u64, digest)?;
+        Ok(buf)
+    }
 }
 
 /// The store's error for `shown`: a missing object is [`StoreError::ObjectMissing`].
@@ -597,20 +818,30 @@ pub struct ReadMany<B> {
     alloc: Alloc<B>,
     /// References not started yet, in input order.
     pending: VecDeque<ObjectIdentity>,
-    /// Reads started and not yet handed out, in input order, with each object's size.
+    /// Reads started and not yet handed out, in input order, with the bytes of their objects.
     started: VecDeque<(u64, Started<B>)>,
     /// The sum of the sizes in `started`.
     started_bytes: u64,
     budget_bytes: u64,
-    /// The most reads started at once.
+    /// The most reads (tasks) started at once.
     window: usize,
+    /// Whether the root is a local folder (small objects are read in batches).
+    local: bool,
 }
 
-/// A read of a [`ReadMany`]: its task, or its outcome when it could not start.
+/// A read of a [`ReadMany`]: its task, a batch's task, or an outcome ready to hand out.
 enum Started<B> {
+    /// One object's task, and its `uri` (for the error of a task that failed).
     Task(JoinHandle<Result<B, StoreError>>, String),
-    Done(Option<StoreError>),
+    /// A local batch's blocking task, and the size and `uri` of each of its objects, in order.
+    Batch(JoinHandle<Vec<Result<B, StoreError>>>, Vec<(u64, String)>),
+    /// An outcome (`None` once handed out).
+    Ready(Option<Result<B, StoreError>>),
 }
+
+// The stream never pins what it holds (its tasks' handles are `Unpin`; the buffers of finished
+// reads are only moved out), so it is `Unpin` whatever `B` is.
+impl<B> Unpin for ReadMany<B> {}
 
 impl<B> std::fmt::Debug for ReadMany<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -632,21 +863,54 @@ impl<B: AsMut<[u8]> + Send + 'static> ReadMany<B> {
             if !self.started.is_empty() && self.started_bytes.saturating_add(size) > self.budget_bytes {
                 return;
             }
-            let Some(reference) = self.pending.pop_front() else { return };
-            let read = match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    let reader = self.reader.clone();
-                    let alloc = self.alloc.clone();
-                    let uri = reference.uri.clone();
-                    let task =
-                        runtime.spawn(async move { reader.read_verified_into(&reference, |len| alloc(len)).await });
-                    Started::Task(task, uri)
+            let runtime = match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let Some(reference) = self.pending.pop_front() else { return };
+                    self.started_bytes = self.started_bytes.saturating_add(size);
+                    self.started.push_back((size, Started::Ready(Some(Err(StoreError::storage(reference.uri, e))))));
+                    continue;
                 }
-                Err(e) => Started::Done(Some(StoreError::storage(reference.uri, e))),
             };
+            if self.local && size <= SMALL_OBJECT_BYTES {
+                self.start_batch(&runtime);
+                continue;
+            }
+            let Some(reference) = self.pending.pop_front() else { return };
+            let reader = self.reader.clone();
+            let alloc = self.alloc.clone();
+            let uri = reference.uri.clone();
+            let task = runtime.spawn(async move { reader.read_verified_into(&reference, move |len| alloc(len)).await });
             self.started_bytes = self.started_bytes.saturating_add(size);
-            self.started.push_back((size, read));
+            self.started.push_back((size, Started::Task(task, uri)));
         }
+    }
+
+    /// Starts one blocking task reading the next run of small objects (the first one always,
+    /// then while they are small and fit the batch's bounds and the byte budget).
+    fn start_batch(&mut self, runtime: &tokio::runtime::Handle) {
+        let mut batch: Vec<ObjectIdentity> = Vec::new();
+        let mut bytes = 0u64;
+        while let Some(next) = self.pending.front() {
+            let with = bytes.saturating_add(next.size);
+            let fits = next.size <= SMALL_OBJECT_BYTES
+                && with <= BATCH_BYTES
+                && batch.len() < BATCH_OBJECTS
+                && (self.started.is_empty() && batch.is_empty()
+                    || self.started_bytes.saturating_add(with) <= self.budget_bytes);
+            if !fits && !batch.is_empty() {
+                break;
+            }
+            let Some(reference) = self.pending.pop_front() else { break };
+            bytes = with;
+            batch.push(reference);
+        }
+        let items: Vec<(u64, String)> = batch.iter().map(|r| (r.size, r.uri.clone())).collect();
+        let reader = self.reader.clone();
+        let alloc = self.alloc.clone();
+        let task = runtime.spawn_blocking(move || reader.read_local_batch(&batch, &alloc));
+        self.started_bytes = self.started_bytes.saturating_add(bytes);
+        self.started.push_back((bytes, Started::Batch(task, items)));
     }
 }
 
@@ -656,31 +920,56 @@ impl<B: AsMut<[u8]> + Send + 'static> Stream for ReadMany<B> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         this.start_more();
-        let Some((size, front)) = this.started.front_mut() else { return Poll::Ready(None) };
-        let size = *size;
-        let item = match front {
-            Started::Task(task, uri) => match Pin::new(task).poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(result)) => result,
-                Poll::Ready(Err(e)) => Err(StoreError::storage(uri.clone(), e)),
-            },
-            Started::Done(e) => match e.take() {
-                Some(e) => Err(e),
-                None => Err(StoreError::storage("read_many", "a read was handed out twice")),
-            },
-        };
-        this.started.pop_front();
-        this.started_bytes = this.started_bytes.saturating_sub(size);
-        this.start_more();
-        Poll::Ready(Some(item))
+        loop {
+            let Some((size, front)) = this.started.front_mut() else { return Poll::Ready(None) };
+            let size = *size;
+            let item = match front {
+                Started::Task(task, uri) => match Pin::new(task).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(result)) => result,
+                    Poll::Ready(Err(e)) => Err(StoreError::storage(uri.clone(), e)),
+                },
+                Started::Batch(task, items) => {
+                    let outcomes = match Pin::new(task).poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(outcomes)) if outcomes.len() == items.len() => outcomes,
+                        Poll::Ready(Ok(_)) => items
+                            .iter()
+                            .map(|(_, uri)| Err(StoreError::storage(uri.clone(), "a batch read lost an object")))
+                            .collect(),
+                        Poll::Ready(Err(e)) => {
+                            items.iter().map(|(_, uri)| Err(StoreError::storage(uri.clone(), e.to_string()))).collect()
+                        }
+                    };
+                    // The batch's objects take its place, each with its own size (their sum is the
+                    // batch's, so `started_bytes` stays).
+                    let sizes: Vec<u64> = items.iter().map(|(size, _)| *size).collect();
+                    this.started.pop_front();
+                    for (size, outcome) in sizes.into_iter().zip(outcomes).rev() {
+                        this.started.push_front((size, Started::Ready(Some(outcome))));
+                    }
+                    continue;
+                }
+                Started::Ready(outcome) => match outcome.take() {
+                    Some(outcome) => outcome,
+                    None => Err(StoreError::storage("read_many", "a read was handed out twice")),
+                },
+            };
+            this.started.pop_front();
+            this.started_bytes = this.started_bytes.saturating_sub(size);
+            this.start_more();
+            return Poll::Ready(Some(item));
+        }
     }
 }
 
 impl<B> Drop for ReadMany<B> {
     fn drop(&mut self) {
         for (_, read) in &self.started {
-            if let Started::Task(task, _) = read {
-                task.abort();
+            match read {
+                Started::Task(task, _) => task.abort(),
+                Started::Batch(task, _) => task.abort(),
+                Started::Ready(_) => {}
             }
         }
     }

@@ -89,6 +89,29 @@ async fn conformance(store: LakeStore) {
     unreachable(&store, &reader).await;
     concurrency_bound(&store).await;
     batches(&store).await;
+    blocking_reads(&store, &reader).await;
+}
+
+/// `read_verified_blocking` reads a local root on the calling thread (as `read_verified` does)
+/// and refuses an S3 root; a reference claiming more bytes than its object has allocates nothing.
+async fn blocking_reads(store: &LakeStore, reader: &ObjectReader) {
+    let bytes = content(70_000, 3);
+    let reference = upload(store, "blocking.bin", &bytes).await;
+    let (r, id) = (reader.clone(), reference.clone());
+    let read = tokio::task::spawn_blocking(move || r.read_verified_blocking(&id, |len| Ok(vec![0u8; len])))
+        .await
+        .expect("the blocking task");
+    match store.local_dir() {
+        Some(_) => assert!(read.expect("a local blocking read") == bytes),
+        None => assert!(matches!(read, Err(StoreError::Storage { .. })), "{read:?}"),
+    }
+    assert_eq!(reader.is_local(), store.local_dir().is_some());
+    let claims_more = ObjectIdentity::new(reference.uri.clone(), reference.sha256, 1 << 40);
+    let refused = |len: usize| -> Result<Vec<u8>, StoreError> {
+        Err(StoreError::storage("alloc", format!("asked for {len} bytes")))
+    };
+    let e = reader.read_verified_into(&claims_more, refused).await.expect_err("claims more");
+    assert!(matches!(e, StoreError::ObjectMismatch { actual_size: 70_000, actual_sha256: None, .. }), "{e:?}");
 }
 
 /// The bytes put come back, whole or streamed, by key or by any URI spelling of the key.
@@ -402,4 +425,78 @@ async fn local_folder_conforms() {
 async fn s3_conforms() {
     let store = LakeStore::open(&crate::s3_root("reader")).expect("open");
     conformance(store).await;
+}
+
+/// A local root's whole reads (one at a time, on the calling thread, and in batches) open the
+/// object with one `openat2(RESOLVE_NO_SYMLINKS)`: a symbolic link as the object's ULID folder or
+/// as the object is refused by name, a folder in an object's place is a missing object, and a
+/// FIFO is refused without waiting for a writer (object_store's open would block on it).
+#[tokio::test(flavor = "multi_thread")]
+async fn local_whole_reads_refuse_links_folders_and_fifos() {
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let store = LakeStore::open(dir.path().to_str().expect("UTF-8 path")).expect("open");
+    let root = store.local_dir().expect("a local root").to_path_buf();
+    let reader = ObjectReader::new(store.clone());
+    let good = upload(&store, "good.bin", b"good").await;
+    // The ULID folder of `linked_folder` is a link to a folder outside the root holding the bytes.
+    let outside = tempfile::TempDir::new().expect("temp dir");
+    std::fs::write(outside.path().join("x.bin"), b"good").expect("write");
+    let (linked_folder, _) = lake_store::keys::mint_key("x.bin");
+    let folder_of = |key: &str| root.join(key.rsplit_once('/').expect("a key").0);
+    std::os::unix::fs::symlink(outside.path(), folder_of(&linked_folder)).expect("symlink");
+    // The object itself a link, beside a real object.
+    let linked_file = format!("{}/link.bin", good.uri.rsplit_once('/').expect("a key").0);
+    std::os::unix::fs::symlink(outside.path().join("x.bin"), root.join(&linked_file)).expect("symlink");
+    let (folder, _) = lake_store::keys::mint_key("folder.bin");
+    std::fs::create_dir_all(root.join(&folder)).expect("a folder in an object's place");
+    let (fifo, _) = lake_store::keys::mint_key("fifo.bin");
+    std::fs::create_dir_all(folder_of(&fifo)).expect("its folder");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join(&fifo),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    let same = |uri: &str| ObjectIdentity::new(uri.to_string(), good.sha256, good.size);
+    let cases: Vec<(ObjectIdentity, Option<&str>)> = vec![
+        (good.clone(), None),
+        (same(&linked_folder), Some("object_unreachable")),
+        (same(&linked_file), Some("object_unreachable")),
+        (same(&folder), Some("object_missing")),
+        (same(&fifo), Some("storage")),
+        (good.clone(), None),
+    ];
+    let check = |what: &str, at: usize, got: Result<Vec<u8>, StoreError>| match (&got, cases[at].1) {
+        (Ok(bytes), None) => assert_eq!(bytes, b"good", "{what} {at}"),
+        (Err(e), Some(kind)) => {
+            assert_eq!(e.kind().as_str(), kind, "{what} {at}: {e}");
+            if kind == "object_unreachable" {
+                assert!(e.to_string().contains("symbolic link"), "{what} {at}: {e}");
+            }
+        }
+        _ => panic!("{what} {at}: {got:?}"),
+    };
+    let within = Duration::from_secs(30);
+    for (at, (reference, _)) in cases.iter().enumerate() {
+        let read = tokio::time::timeout(within, reader.read_verified(reference)).await.expect("no wait on a FIFO");
+        check("read_verified", at, read.map(|b| b.to_vec()));
+        let (r, id) = (reader.clone(), reference.clone());
+        let blocking = tokio::task::spawn_blocking(move || r.read_verified_blocking(&id, |len| Ok(vec![0u8; len])));
+        check(
+            "read_verified_blocking",
+            at,
+            tokio::time::timeout(within, blocking).await.expect("no wait").expect("task"),
+        );
+    }
+    let references: Vec<ObjectIdentity> = cases.iter().map(|(r, _)| r.clone()).collect();
+    let batch: Vec<_> = tokio::time::timeout(within, reader.read_many(references, u64::MAX).collect::<Vec<_>>())
+        .await
+        .expect("no wait on a FIFO");
+    assert_eq!(batch.len(), cases.len());
+    for (at, got) in batch.into_iter().enumerate() {
+        check("read_many", at, got);
+    }
+    assert_eq!(std::fs::read(outside.path().join("x.bin")).expect("untouched"), b"good");
 }
