@@ -1,15 +1,11 @@
 //! Deletes through the engine: Lance's delete staged (`DeleteBuilder::execute_uncommitted`, as
 //! Lance's own `Dataset::delete` does) and committed by the write protocol, so the version
 //! carries the lake's marker (`crate::commit::marker`). The journal entry is computed from the
-//! two manifests: the references of the rows the delete removed, with their counts. While Lance
-//! stages the delete, a read-ahead (`crate::read_ahead`) scans the same version with the same
-//! predicate for the matched rows' references, which the entry then takes instead of reading the
-//! removed rows again by address (where it proves to hold them).
+//! two manifests: the references of the rows the delete removed, with their counts.
 
 use crate::commit::change::{Change, Journal};
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::read_ahead::ReadAheadTask;
 use crate::scan::writable_columns;
 use lance::dataset::DeleteBuilder;
 use std::sync::Arc;
@@ -39,14 +35,10 @@ impl LanceEngine {
         loop {
             let ds = Arc::new(self.open(table).await?);
             writable_columns(&ds, table)?;
-            // The matched rows' references, read beside Lance's own scan (dropped, and aborted,
-            // when the delete fails).
-            let read_ahead = ReadAheadTask::start(ds.clone(), table, predicate);
             let staged = DeleteBuilder::new(ds.clone(), predicate).execute_uncommitted().await.map_err(lance_error)?;
             // Journaled from the two manifests, not from a count taken before: a predicate need
-            // not evaluate the same way twice (`random()`), and Lance may rebase the delete. The
-            // read-ahead only serves the references of rows the manifests show removed.
-            let change = Change::staged(table, "delete", staged.transaction, Some(ds), Journal::ReadAhead(read_ahead))
+            // not evaluate the same way twice (`random()`), and Lance may rebase the delete.
+            let change = Change::staged(table, "delete", staged.transaction, Some(ds), Journal::Manifests)
                 .affecting(staged.affected_rows);
             match self.commit(change).await {
                 Ok(committed) => return Ok(Some(committed.outcome(table, staged.num_deleted_rows))),

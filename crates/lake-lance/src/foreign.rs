@@ -133,7 +133,7 @@ async fn proven_against_previous(
         return false;
     }
     match operation {
-        Operation::Rewrite { .. } => match diff_entry(&at, table, root, None).await {
+        Operation::Rewrite { .. } => match diff_entry(&at, table, root).await {
             Ok(diff) => diff.entry.added.is_empty() && diff.entry.removed.is_empty(),
             Err(_) => false,
         },

@@ -63,7 +63,6 @@ mod lineage;
 mod live;
 mod log_upload;
 mod maintenance;
-mod read_ahead;
 pub mod refs;
 pub mod refs_checkpoint;
 mod removals;

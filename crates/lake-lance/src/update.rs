@@ -21,10 +21,7 @@
 //!
 //! The journal entry is computed after the commit from the two manifests
 //! (`crate::version_diff`), never from the check: an expression or predicate need not evaluate
-//! the same way twice (`random()`), so only what Lance wrote is journaled. While Lance runs the
-//! update, a read-ahead (`crate::read_ahead`) scans the version checked with the predicate for the
-//! matched rows' references: the entry takes the rewritten rows' old references from it where it
-//! proves to hold them, instead of reading those rows again by address. If the committed
+//! the same way twice (`random()`), so only what Lance wrote is journaled. If the committed
 //! version references an object the check did not see and would have refused, the entry is still
 //! written (the journal stays exact, so GC keeps the object) and the call fails with
 //! [`LanceEngineError::CommittedUnchecked`] naming the version (the protocol checks what the
@@ -33,7 +30,6 @@
 use crate::commit::change::{Adds, Change, InLanceCall, Journal, Made};
 use crate::engine::{CommitOutcome, LanceEngine};
 use crate::error::LanceEngineError;
-use crate::read_ahead::ReadAheadTask;
 use crate::scan::{reference_columns, writable_columns};
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
@@ -108,17 +104,10 @@ impl LanceEngine {
             crate::sql::check_predicate(p)?;
         }
         let started = std::time::Instant::now();
-        let ds = Arc::new(self.open(table).await?);
+        let ds = self.open(table).await?;
         writable_columns(&ds, table)?;
         let before = ds.version().version;
         let opened = started.elapsed();
-        // The matched rows' references, read beside the check and Lance's update (with no
-        // predicate every row is rewritten: the entry scans the fragments instead). Dropped (and
-        // aborted) when the update stops before its commit.
-        let journal = match predicate {
-            Some(p) => Journal::ReadAhead(ReadAheadTask::start(ds.clone(), table, p)),
-            None => Journal::Manifests,
-        };
 
         // One filtered scan (only when a reference column is assigned): the matched rows, the
         // references their assigned columns will hold, and those they hold now.
@@ -163,7 +152,7 @@ impl LanceEngine {
         let expected = added.iter().chain(before_all.iter()).map(|(identity, _)| identity.clone()).collect();
         let adds = Adds::identities(IntentOperation::Update, before, fresh.clone(), fresh).expecting(expected);
         // On the version checked.
-        let change = Change::in_lance(table, "update", table, Some(before), journal, run).adding(adds);
+        let change = Change::in_lance(table, "update", table, Some(before), Journal::Manifests, run).adding(adds);
         let committed = self.commit(change).await?;
         if committed.unchanged {
             return Ok(None);

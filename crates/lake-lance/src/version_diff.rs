@@ -33,7 +33,6 @@
 use crate::error::LanceEngineError;
 use crate::journaling::JournalLog;
 use crate::log_upload::RowLogWriter;
-use crate::read_ahead::ReadAhead;
 use crate::scan::{count_references, count_scanned, reference_columns};
 use futures::TryStreamExt;
 use lake_common::{DeltaKind, LakeRootUri, LogHead, LogRef, ObjectReferenceDelta, ReferenceColumns, ReferenceCounts};
@@ -79,15 +78,10 @@ pub(crate) struct DiffReads {
     pub scanned_after: Vec<u64>,
     /// The whole version was scanned (reference columns changed: the entry is a snapshot).
     pub full_scan: bool,
-    /// Per fragment id, the removed rows of `v - 1` whose references a read-ahead of the
-    /// change's matched rows held (`crate::read_ahead`): nothing of the fragment read again.
-    pub read_ahead: BTreeMap<u64, u64>,
 }
 
 /// The journal entry of `ds`'s checked-out version `v` relative to `v - 1` (a snapshot for
-/// version 1), read at the cost of what changed (see the module documentation). The removed
-/// rows' references come from `read_ahead` where it read `v - 1` and holds them
-/// (`crate::read_ahead`), else from `v - 1` itself.
+/// version 1), read at the cost of what changed (see the module documentation).
 ///
 /// # Errors
 /// Lance errors (version `v - 1` no longer exists, a row it lists cannot be read); invalid
@@ -96,7 +90,6 @@ pub(crate) async fn diff_entry(
     ds: &Dataset,
     table: &str,
     root: &LakeRootUri,
-    read_ahead: Option<&ReadAhead>,
 ) -> Result<VersionEntry, LanceEngineError> {
     let version = ds.version().version;
     let started = std::time::Instant::now();
@@ -120,20 +113,10 @@ pub(crate) async fn diff_entry(
         return Ok(VersionEntry { entry, added, removed, reads: full_scan });
     }
     let previous = Arc::new(previous);
-    // Only a read-ahead of `v - 1` itself serves removed rows.
-    let read_ahead = read_ahead.filter(|ahead| ahead.read(&previous));
     let opened = started.elapsed();
     let changes = compare_fragments(&previous, ds, table).await?;
     let compared = started.elapsed();
-    // Dropped fragments whose every live row the read-ahead holds are not scanned.
-    let mut held_whole = Vec::new();
-    let mut scan_before = Vec::new();
-    for fragment in changes.dropped {
-        match read_ahead.and_then(|ahead| ahead.whole(&fragment)) {
-            Some(batches) => held_whole.push((fragment.id, batches)),
-            None => scan_before.push(fragment),
-        }
-    }
+    let mut scan_before = changes.dropped;
     let mut scan_after: Vec<Fragment> = changes.added.into_iter().cloned().collect();
     for (old, new) in changes.rewritten {
         scan_before.push(old);
@@ -146,16 +129,9 @@ pub(crate) async fn diff_entry(
     };
     // The removed and the added references are read side by side.
     let removed = async {
-        let reader = RemovedRowReader { previous: &previous, table, root, columns: &before_columns, read_ahead };
+        let reader = RemovedRowReader { previous: &previous, table, root, columns: &before_columns };
         let mut removed = ReferenceCounts::new();
         let mut counts = Removed::Counts(&mut removed);
-        for (id, batches) in &held_whole {
-            let mut read = 0;
-            for batch in batches {
-                read += counts.batch(&reader, batch).await?;
-            }
-            reads.read_ahead.insert(*id, read);
-        }
         for (fragment, rows) in &changes.grown {
             reader.read(fragment, rows, &mut counts, &mut reads).await?;
         }
@@ -174,7 +150,6 @@ pub(crate) async fn diff_entry(
         filtered_fragments = reads.filtered.len(),
         scanned_before = reads.scanned_before.len(),
         scanned_after = reads.scanned_after.len(),
-        read_ahead_rows = reads.read_ahead.values().sum::<u64>(),
         open_s = opened.as_secs_f64(),
         compare_s = (compared - opened).as_secs_f64(),
         read_s = (read - compared).as_secs_f64(),
@@ -284,15 +259,12 @@ struct RemovedRowReader<'a> {
     table: &'a str,
     root: &'a LakeRootUri,
     columns: &'a ReferenceColumns,
-    /// A read-ahead of `v - 1` (checked by the caller) holding some removed rows.
-    read_ahead: Option<&'a ReadAhead>,
 }
 
 impl RemovedRowReader<'_> {
     /// Counts into `removed` the references of `rows` of `fragment` (at `v - 1`, where they are
-    /// live): from the read-ahead when it holds all of them, else by address in chunks of
-    /// [`TAKE_CHUNK`], or by one scan of the fragment keeping them when they are more than a
-    /// quarter of its live rows.
+    /// live): by address in chunks of [`TAKE_CHUNK`], or by one scan of the fragment keeping
+    /// them when they are more than a quarter of its live rows.
     ///
     /// # Errors
     /// Lance errors; a read that does not return every row asked for; invalid references.
@@ -307,15 +279,7 @@ impl RemovedRowReader<'_> {
             return Ok(());
         }
         let wanted = rows.offsets.len() as u64;
-        let held = self.read_ahead.and_then(|ahead| ahead.rows(rows.fragment, &rows.offsets));
-        let read = if let Some(batches) = held {
-            let mut read = 0;
-            for batch in &batches {
-                read += removed.batch(self, batch).await?;
-            }
-            *reads.read_ahead.entry(fragment.id).or_default() += read;
-            read
-        } else if wanted.saturating_mul(4) > rows.live_before {
+        let read = if wanted.saturating_mul(4) > rows.live_before {
             let read = self.scan_keeping(fragment, &rows.offsets, removed).await?;
             reads.filtered.push((fragment.id, read));
             read
@@ -521,8 +485,7 @@ pub(crate) async fn logged_entry(
     }
     let dropped_fragments = changes.dropped.len();
     let mut writer = RowLogWriter::start(store, table, version, &before_columns).await?;
-    let reader =
-        RemovedRowReader { previous: &previous, table, root: store.root(), columns: &before_columns, read_ahead: None };
+    let reader = RemovedRowReader { previous: &previous, table, root: store.root(), columns: &before_columns };
     let mut reads = DiffReads::default();
     let read = async {
         let mut removed = Removed::Log(&mut writer);
@@ -560,7 +523,7 @@ pub(crate) async fn logged_entry(
 }
 
 /// The journal entry of the version `ds` is at, which the calling write just committed: as
-/// [`diff_entry`] (with `read_ahead`); when that fails (a row of the previous version that cannot be read, written
+/// [`diff_entry`]; when that fails (a row of the previous version that cannot be read, written
 /// by another client), a snapshot of the version from a full scan, which is exact on its own
 /// (`added` is then every reference of the version, `removed` 0).
 ///
@@ -570,10 +533,9 @@ pub(crate) async fn committed_entry(
     ds: &Dataset,
     table: &str,
     root: &LakeRootUri,
-    read_ahead: Option<&ReadAhead>,
 ) -> Result<VersionEntry, LanceEngineError> {
     let version = ds.version().version;
-    let diffed = match diff_entry(ds, table, root, read_ahead).await {
+    let diffed = match diff_entry(ds, table, root).await {
         Ok(entry) => return Ok(entry),
         Err(e) => e,
     };
@@ -666,7 +628,7 @@ mod tests {
         let now = count_references(ds, TABLE, &t.root, None).await.unwrap();
         let then = count_references(&previous, TABLE, &t.root, None).await.unwrap();
         let full = ObjectReferenceDelta::delta(TABLE, version, &now, &then);
-        let diffed = diff_entry(ds, TABLE, &t.root, None).await.unwrap();
+        let diffed = diff_entry(ds, TABLE, &t.root).await.unwrap();
         assert_eq!(diffed.entry, full, "version {version}: the entry is not the full scans' difference");
         assert_eq!((diffed.added, diffed.removed), (sum(&full.added), sum(&full.removed)));
         assert!(!diffed.reads.full_scan);
@@ -754,73 +716,6 @@ mod tests {
         assert_eq!(ds.count_rows(Some("id = 9000".into())).await.unwrap(), 2);
         let reads = exact(&t, &ds).await;
         assert_eq!(reads.taken, taken(&[(1, 1)]));
-    }
-
-    /// The entry of `ds`'s version computed with `ahead` equals the one computed without it (and
-    /// the full scans' difference); what the one with `ahead` read.
-    async fn exact_with(t: &Table, ds: &Dataset, ahead: &ReadAhead) -> DiffReads {
-        exact(t, ds).await;
-        let without = diff_entry(ds, TABLE, &t.root, None).await.unwrap();
-        let with = diff_entry(ds, TABLE, &t.root, Some(ahead)).await.unwrap();
-        assert_eq!(with.entry, without.entry, "the read-ahead changed the entry");
-        assert_eq!((with.added, with.removed), (without.added, without.removed));
-        with.reads
-    }
-
-    async fn read_ahead(ds: &Dataset, predicate: &str) -> ReadAhead {
-        ReadAhead::scan(&Arc::new(ds.clone()), TABLE, predicate).await.unwrap().expect("a read-ahead")
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_read_ahead_of_the_deleted_rows_serves_them_and_nothing_is_taken() {
-        let (t, mut ds) = table(50_000, 1_000_000).await;
-        let ahead = read_ahead(&ds, "id % 50 = 3").await;
-        ds.delete("id % 50 = 3").await.unwrap();
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads, DiffReads { read_ahead: taken(&[(0, 1_000)]), ..DiffReads::default() });
-        // A read-ahead of more rows than were removed serves the removed ones.
-        let ahead = read_ahead(&ds, "id < 100").await;
-        ds.delete("id < 10").await.unwrap();
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads, DiffReads { read_ahead: taken(&[(0, 9)]), ..DiffReads::default() });
-        // A read-ahead of another version than the one before is not used.
-        ds.delete("id = 77").await.unwrap();
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads, DiffReads { taken: taken(&[(0, 1)]), ..DiffReads::default() });
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_predicate_that_evaluates_otherwise_twice_falls_back_to_the_take() {
-        let (t, mut ds) = table(50_000, 1_000_000).await;
-        // Two draws of 1% of 50,000 rows: the same set with probability nil.
-        let ahead = read_ahead(&ds, "random() < 0.01").await;
-        let deleted = ds.delete("random() < 0.01").await.unwrap().num_deleted_rows;
-        assert!(deleted > 0);
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads, DiffReads { taken: taken(&[(0, deleted)]), ..DiffReads::default() });
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_read_ahead_serves_dropped_fragments_it_holds_whole_and_updated_rows() {
-        let (t, mut ds) = table(3_000, 1_000).await;
-        let ids: Vec<u64> = ds.manifest().fragments.iter().map(|f| f.id).collect();
-        // 100 rows of the first fragment, all of the second (dropped), as in the test above.
-        let ahead = read_ahead(&ds, "id >= 900 AND id < 2000").await;
-        ds.delete("id >= 900 AND id < 2000").await.unwrap();
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads, DiffReads { read_ahead: taken(&[(ids[0], 100), (ids[1], 1_000)]), ..DiffReads::default() });
-        // A dropped fragment the read-ahead holds only part of is scanned.
-        let ahead = read_ahead(&ds, "id >= 2000 AND id < 2500").await;
-        ds.delete("id >= 2000").await.unwrap();
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads, DiffReads { scanned_before: vec![ids[2]], ..DiffReads::default() });
-        // An update: the old copies of the matched rows come from the read-ahead.
-        let ahead = read_ahead(&ds, "id % 10 = 1").await;
-        let job = UpdateBuilder::new(Arc::new(ds)).update_where("id % 10 = 1").unwrap().set("file", "NULL").unwrap();
-        let ds = job.build().unwrap().execute().await.unwrap().new_dataset;
-        let reads = exact_with(&t, &ds, &ahead).await;
-        assert_eq!(reads.read_ahead, taken(&[(ids[0], 90)]));
-        assert!(reads.taken.is_empty() && reads.filtered.is_empty() && reads.scanned_before.is_empty(), "{reads:?}");
     }
 
     #[tokio::test(flavor = "multi_thread")]

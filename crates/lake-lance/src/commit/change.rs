@@ -306,10 +306,6 @@ pub(crate) enum Journal {
     },
     /// From the two manifests (`version_diff::committed_entry`).
     Manifests,
-    /// From the two manifests, the removed rows' references taken from a read-ahead of the rows
-    /// the change's predicate matched where it read the previous version and holds them
-    /// (`crate::read_ahead`): a delete's, an update's.
-    ReadAhead(crate::read_ahead::ReadAheadTask),
     /// A merge insert: a head naming its source's log as its additions when the manifests show
     /// every source row written once and the log is large (`version_diff::logged_entry`), else
     /// from the manifests.

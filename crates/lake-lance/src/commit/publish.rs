@@ -68,7 +68,7 @@ impl LanceEngine {
                         version,
                         "the append was rebased onto a schema changed by a concurrent commit: journaling it from the manifests"
                     );
-                    self.publish_manifests(table, ds, None).await?
+                    self.publish_manifests(table, ds).await?
                 } else {
                     let added = log.references;
                     let names = log.write_id.clone();
@@ -77,11 +77,7 @@ impl LanceEngine {
                     Published { added, names_log: ours.then_some(names), ..Published::default() }
                 }
             }
-            Journal::Manifests => self.publish_manifests(table, ds, None).await?,
-            Journal::ReadAhead(task) => {
-                let ahead = task.finish().await;
-                self.publish_manifests(table, ds, ahead.as_ref()).await?
-            }
+            Journal::Manifests => self.publish_manifests(table, ds).await?,
             Journal::Upsert { log, on } => {
                 let logged = match log.totals.references > sidecar::INLINE_MAX_IDENTITIES as u64 {
                     true => crate::version_diff::logged_entry(ds, table, self.store(), &log, &on).await.unwrap_or_else(
@@ -107,7 +103,7 @@ impl LanceEngine {
                             ..Published::default()
                         }
                     }
-                    None => self.publish_manifests(table, ds, None).await?,
+                    None => self.publish_manifests(table, ds).await?,
                 }
             }
             Journal::Snapshot(counts) => {
@@ -141,15 +137,9 @@ impl LanceEngine {
         Ok(published)
     }
 
-    /// The entry of `ds`'s version from its two manifests (the removed rows' references from
-    /// `read_ahead` where it holds them), written.
-    async fn publish_manifests(
-        &self,
-        table: &str,
-        ds: &Dataset,
-        read_ahead: Option<&crate::read_ahead::ReadAhead>,
-    ) -> Result<Published, LanceEngineError> {
-        let diff = crate::version_diff::committed_entry(ds, table, self.store().root(), read_ahead).await?;
+    /// The entry of `ds`'s version from its two manifests, written.
+    async fn publish_manifests(&self, table: &str, ds: &Dataset) -> Result<Published, LanceEngineError> {
+        let diff = crate::version_diff::committed_entry(ds, table, self.store().root()).await?;
         let added_identities = diff.entry.added.iter().map(|r| r.identity.clone()).collect();
         let entry = diff.entry.bound(self.binding(table, ds).await?);
         self.write_entry(&entry).await?;

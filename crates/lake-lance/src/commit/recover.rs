@@ -279,7 +279,7 @@ impl LanceEngine {
                 ),
             });
         }
-        let diff = crate::version_diff::committed_entry(&at, table, self.store().root(), None).await?;
+        let diff = crate::version_diff::committed_entry(&at, table, self.store().root()).await?;
         // S3 reports `Last-Modified` in whole seconds, truncated: the manifest was written
         // before the next second. Judging at that later bound only makes the guard stricter.
         let written =

@@ -30,7 +30,6 @@ mod operations_model;
 mod overlays_and_suspended_writers;
 mod protocol;
 mod protocol_races;
-mod read_ahead;
 mod rebase;
 mod recovery;
 mod replay_checkpoint;
