@@ -711,34 +711,15 @@ impl Sweep<'_> {
     }
 
     /// Moves the live keys' merge to its end after the listing, on a local root: the live keys
-    /// in the ranges are looked up for symbolic links ([`LIVE_LOOKUP_BATCH`] at a time,
-    /// [`ObjectInventory::links_among`]), each batch's links met before any of its keys is
-    /// checked against every link met.
+    /// in the ranges are looked up for symbolic links ([`Sweep::live_batch`]).
     async fn live_past_listing(
         &mut self,
         inventory: &dyn ObjectInventory,
         aliases: &mut Aliases<'_>,
     ) -> Result<(), GcError> {
+        let ranges = self.ranges;
         while self.live_next.is_some() {
-            let mut batch = Vec::new();
-            while batch.len() < LIVE_LOOKUP_BATCH {
-                let Some(live) = self.live_next.take() else { break };
-                batch.push(live);
-                self.live_next = self.live.next_key()?;
-            }
-            let looked: Vec<String> = batch
-                .iter()
-                .filter(|l| l.starts_with(OBJECTS_PREFIX) && range_of(self.ranges, l).is_some())
-                .cloned()
-                .collect();
-            if !looked.is_empty() {
-                for link in inventory.links_among(looked).await? {
-                    aliases.link(link);
-                }
-            }
-            for live in batch {
-                aliases.check(Some(&live));
-            }
+            self.live_batch(None, |l| range_of(ranges, l).is_some(), inventory, aliases).await?;
         }
         Ok(())
     }
@@ -746,8 +727,7 @@ impl Sweep<'_> {
     /// Moves the live keys' merge up to `end` (an incremental plan, before its listed range):
     /// each live key passed names no listed object, so it is checked against the symbolic
     /// links met; on a local root each is first looked up itself (the listing does not read its
-    /// folder; [`LIVE_LOOKUP_BATCH`] at a time, [`ObjectInventory::links_among`]), and a link
-    /// found there is met before the key is checked.
+    /// folder; [`Sweep::live_batch`]).
     async fn unlisted_live_before(
         &mut self,
         end: &str,
@@ -757,30 +737,40 @@ impl Sweep<'_> {
         stats: &mut PlanStats,
     ) -> Result<(), GcError> {
         while self.live_next.as_deref().is_some_and(|l| l < end) {
-            // A batch of them in key order, looked up together for links.
-            let mut batch = Vec::new();
-            while batch.len() < LIVE_LOOKUP_BATCH && self.live_next.as_deref().is_some_and(|l| l < end) {
-                batch.extend(self.live_next.take());
-                self.live_next = self.live.next_key()?;
-            }
-            let looked: Vec<String> = if scope.check_links {
-                batch.iter().filter(|l| l.starts_with(OBJECTS_PREFIX)).cloned().collect()
-            } else {
-                Vec::new()
-            };
-            stats.live_keys_looked_up += looked.len() as u64;
-            // A link found on a key's path is met before any key of the batch is checked: a
-            // key before it that goes through it meets it on its own path too.
-            if !looked.is_empty() {
-                for link in inventory.links_among(looked).await? {
-                    aliases.link(link);
-                }
-            }
-            for live in batch {
-                aliases.check(Some(&live));
-            }
+            let looked = self.live_batch(Some(end), |_| scope.check_links, inventory, aliases).await?;
+            stats.live_keys_looked_up += looked as u64;
         }
         Ok(())
+    }
+
+    /// Takes the next [`LIVE_LOOKUP_BATCH`] live keys off the merge (those before `end`, when
+    /// given), looks up for symbolic links those under `objects/` that `look` selects
+    /// ([`ObjectInventory::links_among`]), meets every link found, then checks each key of the
+    /// batch against every link met: a key before a link that goes through it meets it on its
+    /// own path too. Returns how many keys were looked up.
+    async fn live_batch(
+        &mut self,
+        end: Option<&str>,
+        look: impl Fn(&str) -> bool,
+        inventory: &dyn ObjectInventory,
+        aliases: &mut Aliases<'_>,
+    ) -> Result<usize, GcError> {
+        let mut batch = Vec::new();
+        while batch.len() < LIVE_LOOKUP_BATCH && self.live_next.as_deref().is_some_and(|l| end.is_none_or(|e| l < e)) {
+            batch.extend(self.live_next.take());
+            self.live_next = self.live.next_key()?;
+        }
+        let looked: Vec<String> = batch.iter().filter(|l| l.starts_with(OBJECTS_PREFIX) && look(l)).cloned().collect();
+        let count = looked.len();
+        if !looked.is_empty() {
+            for link in inventory.links_among(looked).await? {
+                aliases.link(link);
+            }
+        }
+        for live in batch {
+            aliases.check(Some(&live));
+        }
+        Ok(count)
     }
 }
 
