@@ -56,7 +56,7 @@ use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
 use std::future::Future;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -185,33 +185,14 @@ impl ObjectReader {
         let (target, permit, result) = self.get_whole(reference).await?;
         let key = target.shown;
         let check = Check { key, expected_size: reference.size, expected_sha256: reference.sha256 };
-        if result.meta.size != reference.size {
-            return Err(check.mismatch(result.meta.size, None));
-        }
-        let len = usize::try_from(reference.size).map_err(|_| {
-            StoreError::storage(&check.key, format!("{} bytes do not fit in this machine's memory", reference.size))
-        })?;
-        let mut buf = alloc(len)?;
-        if buf.as_mut().len() != len {
-            return Err(StoreError::storage(
-                &check.key,
-                format!("the buffer for the object has {} bytes, not its {len}", buf.as_mut().len()),
-            ));
-        }
+        let mut buf = check.buffer(result.meta.size, alloc)?;
         match result.payload {
-            GetResultPayload::File(file, _path) => {
-                let start = result.range.start;
-                let filled = tokio::task::spawn_blocking(move || {
-                    let _permit = permit;
-                    let digest = fill_from_file(file, start, buf.as_mut(), &check)?;
-                    check.verify(len as u64, digest)?;
-                    Ok::<B, StoreError>(buf)
-                });
-                match filled.await {
-                    Ok(done) => done,
-                    Err(e) => Err(StoreError::storage(reference.uri.clone(), e)),
-                }
-            }
+            // A local root's whole reads are `LocalRoot`'s, above: only object_store's local
+            // file system answers with a file.
+            GetResultPayload::File(..) => Err(StoreError::storage(
+                &check.key,
+                "the store answered a whole read of a remote root with a local file",
+            )),
             GetResultPayload::Stream(body) => {
                 let mut stream = VerifiedStream::new(check, Some(body), Some(permit));
                 let mut filled = 0usize;
@@ -574,20 +555,9 @@ impl<'a> LocalRoot<'a> {
     {
         let (file, size) = self.open_object(key, &reference.uri)?;
         let check = Check { key: key.to_string(), expected_size: reference.size, expected_sha256: reference.sha256 };
-        if size != reference.size {
-            return Err(check.mismatch(size, None));
-        }
-        let len = usize::try_from(size)
-            .map_err(|_| StoreError::storage(key, format!("{size} bytes do not fit in this machine's memory")))?;
-        let mut buf = alloc(len)?;
-        if buf.as_mut().len() != len {
-            return Err(StoreError::storage(
-                key,
-                format!("the buffer for the object has {} bytes, not its {len}", buf.as_mut().len()),
-            ));
-        }
-        let digest = fill_from_file(file, 0, buf.as_mut(), &check)?;
-        check.verify(len as u64, digest)?;
+        let mut buf = check.buffer(size, alloc)?;
+        let digest = fill_from_file(file, buf.as_mut(), &check)?;
+        check.verify(size, digest)?;
         Ok(buf)
     }
 }
@@ -644,6 +614,30 @@ impl Check {
             expected_sha256: self.expected_sha256,
             actual_sha256,
         }
+    }
+
+    /// The buffer `alloc` returns for the whole object, whose size the store reports as `size`
+    /// bytes: a mismatch when that is not the reference's size (then nothing is allocated), and
+    /// [`StoreError::Storage`] for a size that does not fit in memory or a buffer `alloc` made
+    /// of another length.
+    fn buffer<B: AsMut<[u8]>>(
+        &self,
+        size: u64,
+        alloc: impl FnOnce(usize) -> Result<B, StoreError>,
+    ) -> Result<B, StoreError> {
+        if size != self.expected_size {
+            return Err(self.mismatch(size, None));
+        }
+        let len = usize::try_from(size)
+            .map_err(|_| StoreError::storage(&self.key, format!("{size} bytes do not fit in this machine's memory")))?;
+        let mut buf = alloc(len)?;
+        if buf.as_mut().len() != len {
+            return Err(StoreError::storage(
+                &self.key,
+                format!("the buffer for the object has {} bytes, not its {len}", buf.as_mut().len()),
+            ));
+        }
+        Ok(buf)
     }
 
     /// The end of a whole read of `received` bytes whose SHA-256 is `digest`.
@@ -766,15 +760,12 @@ fn zeroed(len: usize) -> Result<Vec<u8>, StoreError> {
 /// stay in the CPU's cache between the read and the hash.
 const FILE_PIECE: usize = 256 << 10;
 
-/// Reads the local `file` from `start` into `buf` (the reference's size), hashing each piece as
+/// Reads the local `file` from its start into `buf` (the reference's size), hashing each piece as
 /// it lands; the SHA-256 of the bytes read. A file shorter than `buf` leaves its tail unwritten
 /// (the caller's check of the count fails); a file with a byte more than `buf` is
 /// [`StoreError::ObjectMismatch`] at once (`actual_size` a lower bound, no SHA-256).
-fn fill_from_file(mut file: std::fs::File, start: u64, buf: &mut [u8], check: &Check) -> Result<[u8; 32], StoreError> {
+fn fill_from_file(mut file: std::fs::File, buf: &mut [u8], check: &Check) -> Result<[u8; 32], StoreError> {
     let io = |e: std::io::Error| StoreError::storage(&check.key, e);
-    if start != 0 {
-        file.seek(SeekFrom::Start(start)).map_err(io)?;
-    }
     let mut hasher = Sha256::new();
     let mut filled = 0usize;
     while filled < buf.len() {
