@@ -16,6 +16,7 @@ mod plan;
 mod rss;
 mod s3;
 mod snapshots;
+mod two_phase;
 mod upsert;
 
 use clap::Parser;
@@ -104,7 +105,8 @@ pub struct Args {
     /// and upsert (an engine upsert vs plain Lance's merge insert: only when named), update and
     /// row-delete (an engine update or delete vs plain Lance's: only when named), and list-s3
     /// (parallel vs single listing on LocalStack through a latency proxy: only when named), and
-    /// incremental (incremental vs full plans after a change of 1%: only when named).
+    /// incremental (incremental vs full plans after a change of 1%: only when named), and
+    /// two-phase (a two-phase append vs Lance's own: only when named).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Group>,
     /// Internal: run one measured step in a child process.
@@ -136,6 +138,10 @@ pub struct Args {
     /// Internal: a child plan of the `incremental` group is full (else incremental).
     #[arg(long, hide = true)]
     pub full_plan: bool,
+    /// Pieces of the two-phase write of `two_phase_append_vs_lance` (`--only two-phase`), which
+    /// share `--rows` rows evenly.
+    #[arg(long, default_value_t = 4)]
+    pub pieces: usize,
 }
 
 /// A group of figures measured together.
@@ -187,6 +193,10 @@ pub enum Group {
     /// incremental plan vs a full plan at the same cutoff, same candidates (not run by default:
     /// the lakes take minutes to build).
     Incremental,
+    /// `two_phase_append_vs_lance`: a two-phase append of `--rows` rows in `--pieces` pieces
+    /// through the engine (`prepare_append`, `commit_pieces`) vs Lance's own (uncommitted
+    /// inserts, one commit of their fragments), in one process (not run by default).
+    TwoPhase,
 }
 
 /// The median of the ratios `numerators[i] / denominators[i]` of samples taken side by side, one
@@ -294,6 +304,9 @@ async fn run(args: &Args) -> Result<(), String> {
     }
     if args.only.contains(&Group::Incremental) {
         incremental::figures(args).await?;
+    }
+    if args.only.contains(&Group::TwoPhase) {
+        two_phase::ratio(args).await?;
     }
     if !wanted(Group::Delete) {
     } else if args.skip_s3 {

@@ -332,7 +332,7 @@ fn ulid_rank(segment: &[u8; 26]) -> (u128, u128) {
 impl OldestKey {
     /// Offers every row of `[uri, sha256, size]` arrays (types as `canonical_arrays` returns);
     /// false when the arrays have other types (the guard must then not trust this batch).
-    fn offer_arrays(&mut self, arrays: &[arrow_array::ArrayRef; 3]) -> bool {
+    pub(crate) fn offer_arrays(&mut self, arrays: &[arrow_array::ArrayRef; 3]) -> bool {
         use arrow_array::{Array, FixedSizeBinaryArray, StringArray, UInt64Array};
         let uris = arrays[0].as_any().downcast_ref::<StringArray>();
         let shas = arrays[1].as_any().downcast_ref::<FixedSizeBinaryArray>();

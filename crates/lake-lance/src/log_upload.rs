@@ -11,7 +11,7 @@
 //! (`crate::journal_garbage`); a writer that fails deletes it at once.
 
 use crate::error::LanceEngineError;
-use crate::journaling::{LOCAL_LOG_PART_BYTES, LOG_PART_BYTES};
+use crate::journaling::{OldestKey, LOCAL_LOG_PART_BYTES, LOG_PART_BYTES};
 use arrow_array::RecordBatch;
 use lake_common::{
     LakeRootUri, LogRef, LogTotals, ObjectIdentity, ReferenceColumns, ReferenceLogEncoder, SortedLogEncoder,
@@ -194,6 +194,49 @@ impl RowLogWriter {
             self.upload.put(part).await?;
         }
         Ok(batch.num_rows() as u64)
+    }
+
+    /// As [`RowLogWriter::push_batch`], also offering every reference to `oldest` in the same
+    /// pass (whole arrays when they are canonical keys). Returns the batch's rows and the
+    /// references it held.
+    ///
+    /// # Errors
+    /// As [`RowLogWriter::push_batch`].
+    pub(crate) async fn push_batch_finding_oldest(
+        &mut self,
+        batch: &RecordBatch,
+        oldest: &mut OldestKey,
+    ) -> Result<(u64, u64), LanceEngineError> {
+        let up = &self.upload;
+        let encode = |e| encode_error(&up.table, up.version, &up.key, e);
+        let before = self.references;
+        let canonical = self.columns.canonical_arrays(batch);
+        match canonical {
+            Some(columns) if columns.iter().all(|arrays| oldest.offer_arrays(arrays)) => {
+                for arrays in &columns {
+                    self.encoder.push_arrays(arrays).map_err(encode)?;
+                    self.references += arrays[0].len() as u64;
+                }
+            }
+            // Arrays of other types than `canonical_arrays` promises cannot happen; were they to,
+            // the references are read one by one, as any other batch's.
+            _ => {
+                let (encoder, references) = (&mut self.encoder, &mut self.references);
+                self.columns
+                    .visit_borrowed(batch, &self.root, |uri, sha256, size| {
+                        oldest.offer(uri, sha256, size);
+                        encoder.push_parts(uri, sha256, size);
+                        *references += 1;
+                    })
+                    .map_err(|source| LanceEngineError::Unreadable { table: up.table.clone(), source })?;
+            }
+        }
+        self.encoder.flush_batch().map_err(encode)?;
+        if self.encoder.buffered_bytes() >= self.upload.part_bytes {
+            let part = self.encoder.take_bytes();
+            self.upload.put(part).await?;
+        }
+        Ok((batch.num_rows() as u64, self.references - before))
     }
 
     /// References pushed so far.

@@ -406,9 +406,14 @@ impl LanceEngine {
     /// journal), checking each piece's rows, references and oldest key against what was read.
     /// Returns the finished log and the oldest managed key of all pieces.
     ///
+    /// Every fragment is checked first ([`LanceEngine::check_fragments`]). Then one task scans
+    /// the fragments, piece after piece in order, [`READ_AHEAD_BATCHES`] batches ahead of the
+    /// writer: Lance decodes the next batches while the log encodes, hashes and uploads the
+    /// last. The log is the same as one read in turn (same batches, same order).
+    ///
     /// # Errors
-    /// [`LanceEngineError::PieceRefused`], [`LanceEngineError::Location`], Lance and log
-    /// errors; the log is abandoned on any error.
+    /// [`LanceEngineError::PieceRefused`], [`LanceEngineError::Unreadable`] for a reference a
+    /// new row may not hold, Lance and log errors; the log is abandoned on any error.
     async fn read_pieces(
         &self,
         table: &str,
@@ -416,17 +421,22 @@ impl LanceEngine {
         columns: &ReferenceColumns,
         pieces: &[PreparedPiece],
     ) -> Result<(LogRef, Option<ObjectIdentity>), LanceEngineError> {
+        let shared = Arc::new(ds.clone());
+        self.check_fragments(table, &shared, pieces).await?;
         let next = ds.version().version.saturating_add(1);
         let mut writer = RowLogWriter::start(self.store(), table, next, columns).await?;
+        let mut reads: Vec<Read> = pieces.iter().map(|_| Read::default()).collect();
+        if columns.is_empty() {
+            // No reference column: the rows are the fragments' (checked above).
+            for (read, piece) in reads.iter_mut().zip(pieces) {
+                read.rows = piece.fragments.iter().filter_map(|f| f.physical_rows).map(|n| n as u64).sum();
+            }
+        } else if let Err(e) = self.scan_pieces(table, shared, columns, pieces, &mut writer, &mut reads).await {
+            writer.abort().await;
+            return Err(e);
+        }
         let mut oldest = OldestKey::default();
-        for (i, piece) in pieces.iter().enumerate() {
-            let read = match self.read_piece(table, ds, columns, i, piece, &mut writer).await {
-                Ok(read) => read,
-                Err(e) => {
-                    writer.abort().await;
-                    return Err(e);
-                }
-            };
+        for (i, (piece, read)) in pieces.iter().zip(&reads).enumerate() {
             let differs = if read.rows != piece.rows {
                 Some(format!("its fragments hold {} rows, the piece says {}", read.rows, piece.rows))
             } else if columns.is_empty() && (piece.references != 0 || piece.oldest.is_some()) {
@@ -450,82 +460,157 @@ impl LanceEngine {
         Ok((log, oldest.identity))
     }
 
-    /// Reads one piece's fragments into `writer` (module documentation).
-    async fn read_piece(
+    /// Checks every fragment of every piece as Lance checks a fragment (every data file
+    /// opened: it exists and holds `physical_rows` rows; no field twice), and that every leaf
+    /// field of the schema comes from one of its files: a fragment whose files are missing, of
+    /// another table or lake, split or with an edited row count would otherwise commit a
+    /// version that cannot be scanned (or hides rows, and their references). Up to
+    /// [`CHECKS_IN_FLIGHT`] fragments at once; the first failure in piece order is returned.
+    ///
+    /// # Errors
+    /// [`LanceEngineError::PieceRefused`]; [`LanceEngineError::Lance`] when the store is
+    /// unavailable (a retry may help).
+    async fn check_fragments(
         &self,
         table: &str,
-        ds: &Dataset,
-        columns: &ReferenceColumns,
-        index: usize,
-        piece: &PreparedPiece,
-        writer: &mut RowLogWriter,
-    ) -> Result<Read, LanceEngineError> {
-        let mut read = Read::default();
-        // A fragment Lance cannot read as the table's refuses the piece; a store that is
-        // unavailable stays a Lance error of its own kind (a retry may help).
-        let refuse = |source: lance::Error| match crate::error::lance_kind(&source) {
-            ErrorKind::Unavailable | ErrorKind::Conflict | ErrorKind::CommitUncertain => {
-                LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source }
-            }
-            _ => LanceEngineError::PieceRefused {
-                table: table.into(),
-                piece: index,
-                reason: format!(
-                    "its fragments cannot be read as the table's ({source}): a data file is missing, of another \
-                     table or lake, or edited"
-                ),
-            },
-        };
-        let lance_err =
-            |source| LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source };
-        let root = self.store().root().clone();
-        // Every fragment of every table is checked as Lance checks a fragment (every data file
-        // opened: it exists and holds `physical_rows` rows; no field twice), and every field of
-        // the schema must come from one of its files: a fragment whose files are missing, of
-        // another table or lake, split or with an edited row count would otherwise commit a
-        // version that cannot be scanned (or hides rows, and their references).
-        let shared = Arc::new(ds.clone());
+        ds: &Arc<Dataset>,
+        pieces: &[PreparedPiece],
+    ) -> Result<(), LanceEngineError> {
+        use futures::StreamExt;
         // Leaf fields: a data file lists the fields whose values it holds (a struct's children,
         // not the struct itself).
         let schema_fields: BTreeSet<i32> =
             ds.schema().fields_pre_order().filter(|f| f.children.is_empty()).map(|f| f.id).collect();
-        for fragment in &piece.fragments {
-            let covered: BTreeSet<i32> = fragment.files.iter().flat_map(|f| f.fields.iter().copied()).collect();
-            if let Some(missing) = schema_fields.iter().find(|id| !covered.contains(id)) {
-                return Err(LanceEngineError::PieceRefused {
-                    table: table.into(),
-                    piece: index,
-                    reason: format!(
-                        "a fragment has no data file holding field {missing} (a leaf of the table's schema)"
-                    ),
-                });
-            }
-            FileFragment::new(shared.clone(), fragment.clone()).validate().await.map_err(refuse)?;
+        let schema_fields = &schema_fields;
+        let checks = pieces.iter().enumerate().flat_map(|(i, p)| p.fragments.iter().map(move |f| (i, f)));
+        let mut checked = futures::stream::iter(checks)
+            .map(|(index, fragment)| async move {
+                let covered: BTreeSet<i32> = fragment.files.iter().flat_map(|f| f.fields.iter().copied()).collect();
+                if let Some(missing) = schema_fields.iter().find(|id| !covered.contains(id)) {
+                    return Err(LanceEngineError::PieceRefused {
+                        table: table.into(),
+                        piece: index,
+                        reason: format!(
+                            "a fragment has no data file holding field {missing} (a leaf of the table's schema)"
+                        ),
+                    });
+                }
+                FileFragment::new(ds.clone(), fragment.clone())
+                    .validate()
+                    .await
+                    .map_err(|source| refuse_unreadable(table, index, source))
+            })
+            .buffered(CHECKS_IN_FLIGHT);
+        while let Some(result) = checked.next().await {
+            result?;
         }
-        if columns.is_empty() {
-            // No reference column: the rows are the fragments' (validated above).
-            read.rows = piece.fragments.iter().filter_map(|f| f.physical_rows).map(|n| n as u64).sum();
-            return Ok(read);
+        Ok(())
+    }
+
+    /// Streams the reference columns of every piece's fragments into `writer`, counting each
+    /// piece's rows, references and oldest managed key into `reads` (module documentation).
+    async fn scan_pieces(
+        &self,
+        table: &str,
+        ds: Arc<Dataset>,
+        columns: &ReferenceColumns,
+        pieces: &[PreparedPiece],
+        writer: &mut RowLogWriter,
+        reads: &mut [Read],
+    ) -> Result<(), LanceEngineError> {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(READ_AHEAD_BATCHES);
+        let fragments: Vec<Vec<Fragment>> = pieces.iter().map(|p| p.fragments.clone()).collect();
+        let scan = tokio::spawn(scan_fragments(ds, columns.names(), fragments, sender));
+        while let Some((index, scanned)) = receiver.recv().await {
+            let batch = match scanned {
+                Ok(batch) => batch,
+                Err(ScanFailure::Read(source)) => return Err(refuse_unreadable(table, index, source)),
+                Err(ScanFailure::Project(source)) => {
+                    return Err(LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source })
+                }
+            };
+            let read = reads.get_mut(index).ok_or_else(|| {
+                LanceEngineError::InvalidInput(format!("table `{table}`: a scan returned piece {index} of {}", pieces.len()))
+            })?;
+            let (rows, references) = writer.push_batch_finding_oldest(&batch, &mut read.oldest).await?;
+            read.rows += rows;
+            read.references += references;
         }
-        let projection = columns.names();
-        // One fragment per scan: uncommitted fragments may share an id (Lance assigns ids at
-        // commit).
-        for fragment in &piece.fragments {
+        // The sender is dropped: the scan ended (or stopped at its first failure, sent above).
+        scan.await.map_err(|e| LanceEngineError::InvalidInput(format!("table `{table}`: the scan of the pieces stopped: {e}")))
+    }
+}
+
+/// Batches of the pieces' fragments the scan of a commit reads ahead of its log writer: with a
+/// batch of 8,192 references of about 100 bytes, under 8 MiB.
+const READ_AHEAD_BATCHES: usize = 8;
+
+/// Fragments of the pieces of a commit checked at once (each opens its data files).
+const CHECKS_IN_FLIGHT: usize = 8;
+
+/// Why the scan of a piece's fragments stopped.
+enum ScanFailure {
+    /// The scan could not be planned (Lance refused the projection).
+    Project(lance::Error),
+    /// A fragment could not be read.
+    Read(lance::Error),
+}
+
+/// Scans the `projection` of every piece's `fragments` (piece after piece, fragment after
+/// fragment, one scan per fragment: uncommitted fragments may share an id, Lance assigns ids at
+/// commit) and sends each batch with its piece's index; stops at the first failure, sent, or
+/// when the receiver is gone.
+async fn scan_fragments(
+    ds: Arc<Dataset>,
+    projection: Vec<String>,
+    fragments: Vec<Vec<Fragment>>,
+    sender: tokio::sync::mpsc::Sender<(usize, Result<arrow_array::RecordBatch, ScanFailure>)>,
+) {
+    for (index, piece) in fragments.into_iter().enumerate() {
+        for fragment in piece {
             let mut scanner = ds.scan();
             scanner.io_buffer_size(SCAN_IO_BUFFER_BYTES);
-            scanner.project(&projection).map_err(lance_err)?;
-            scanner.with_fragments(vec![fragment.clone()]);
-            let mut stream = scanner.try_into_stream().await.map_err(refuse)?;
-            while let Some(batch) = stream.try_next().await.map_err(refuse)? {
-                let before = writer.references();
-                read.rows += writer.push_batch(&batch).await?;
-                read.references += writer.references() - before;
-                let oldest = &mut read.oldest;
-                columns
-                    .visit_borrowed(&batch, &root, |uri, sha256, size| oldest.offer(uri, sha256, size))
-                    .map_err(|source| LanceEngineError::Location { table: table.into(), source })?;
+            scanner.with_fragments(vec![fragment]);
+            if let Err(e) = scanner.project(&projection) {
+                let _ = sender.send((index, Err(ScanFailure::Project(e)))).await;
+                return;
+            }
+            let mut stream = match scanner.try_into_stream().await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    let _ = sender.send((index, Err(ScanFailure::Read(e)))).await;
+                    return;
+                }
+            };
+            loop {
+                let (item, last) = match stream.try_next().await {
+                    Ok(Some(batch)) => (Ok(batch), false),
+                    Ok(None) => break,
+                    Err(e) => (Err(ScanFailure::Read(e)), true),
+                };
+                if sender.send((index, item)).await.is_err() || last {
+                    return;
+                }
             }
         }
-        Ok(read)
+    }
+}
+
+/// The error of a piece whose fragments Lance cannot read as the table's: the piece is refused,
+/// except when the store is unavailable, which stays a Lance error of its own kind (a retry may
+/// help).
+fn refuse_unreadable(table: &str, piece: usize, source: lance::Error) -> LanceEngineError {
+    match crate::error::lance_kind(&source) {
+        ErrorKind::Unavailable | ErrorKind::Conflict | ErrorKind::CommitUncertain => {
+            LanceEngineError::Lance { table: table.into(), action: "read a prepared piece", source }
+        }
+        _ => LanceEngineError::PieceRefused {
+            table: table.into(),
+            piece,
+            reason: format!(
+                "its fragments cannot be read as the table's ({source}): a data file is missing, of another \
+                 table or lake, or edited"
+            ),
+        },
     }
 }
