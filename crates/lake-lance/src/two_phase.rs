@@ -271,8 +271,8 @@ impl LanceEngine {
     /// format, lake, table or schema, read after the table's current version, given twice,
     /// sharing a data file, committed already (a data file of it is in the latest version),
     /// with a deletion file, or whose rows, references or oldest key
-    /// differ from its fragments'); [`LanceEngineError::Location`] or
-    /// [`LanceEngineError::Unreadable`] for a reference a new row may not hold; [`LanceEngineError::NoSuchTable`], [`LanceEngineError::UnreadableTable`],
+    /// differ from its fragments'); [`LanceEngineError::Unreadable`] for a reference a new row
+    /// may not hold; [`LanceEngineError::NoSuchTable`], [`LanceEngineError::UnreadableTable`],
     /// [`LanceEngineError::Guard`], [`LanceEngineError::NotCommitted`]. Unknown:
     /// [`LanceEngineError::CommitUncertain`] (the intent keeps the objects; `lake refs
     /// recover`). Committed: sidecar and registry errors naming the version. A commit that
@@ -479,28 +479,15 @@ impl LanceEngine {
         use futures::StreamExt;
         // Leaf fields: a data file lists the fields whose values it holds (a struct's children,
         // not the struct itself).
-        let schema_fields: BTreeSet<i32> =
-            ds.schema().fields_pre_order().filter(|f| f.children.is_empty()).map(|f| f.id).collect();
-        let schema_fields = &schema_fields;
-        let checks = pieces.iter().enumerate().flat_map(|(i, p)| p.fragments.iter().map(move |f| (i, f)));
-        let mut checked = futures::stream::iter(checks)
-            .map(|(index, fragment)| async move {
-                let covered: BTreeSet<i32> = fragment.files.iter().flat_map(|f| f.fields.iter().copied()).collect();
-                if let Some(missing) = schema_fields.iter().find(|id| !covered.contains(id)) {
-                    return Err(LanceEngineError::PieceRefused {
-                        table: table.into(),
-                        piece: index,
-                        reason: format!(
-                            "a fragment has no data file holding field {missing} (a leaf of the table's schema)"
-                        ),
-                    });
-                }
-                FileFragment::new(ds.clone(), fragment.clone())
-                    .validate()
-                    .await
-                    .map_err(|source| refuse_unreadable(table, index, source))
-            })
-            .buffered(CHECKS_IN_FLIGHT);
+        let leaves: Arc<BTreeSet<i32>> =
+            Arc::new(ds.schema().fields_pre_order().filter(|f| f.children.is_empty()).map(|f| f.id).collect());
+        let mut checks = Vec::new();
+        for (index, piece) in pieces.iter().enumerate() {
+            for fragment in &piece.fragments {
+                checks.push(check_fragment(table.to_string(), ds.clone(), leaves.clone(), index, fragment.clone()));
+            }
+        }
+        let mut checked = futures::stream::iter(checks).buffered(CHECKS_IN_FLIGHT);
         while let Some(result) = checked.next().await {
             result?;
         }
@@ -537,7 +524,16 @@ impl LanceEngine {
             read.references += references;
         }
         // The sender is dropped: the scan ended (or stopped at its first failure, sent above).
-        scan.await.map_err(|e| LanceEngineError::InvalidInput(format!("table `{table}`: the scan of the pieces stopped: {e}")))
+        // A panic in the scan is the panic of this call, as when the scan ran inline; the task is
+        // never cancelled.
+        match scan.await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(LanceEngineError::JournalLog {
+                table: table.into(),
+                message: format!("the scan of the pieces' fragments stopped before its end ({e}); nothing was committed"),
+            }),
+        }
     }
 }
 
@@ -554,6 +550,26 @@ enum ScanFailure {
     Project(lance::Error),
     /// A fragment could not be read.
     Read(lance::Error),
+}
+
+/// The checks of one fragment of piece `index` ([`LanceEngine::check_fragments`]): every leaf
+/// field of the schema (`leaves`) in one of its data files, and Lance's own `validate`.
+async fn check_fragment(
+    table: String,
+    ds: Arc<Dataset>,
+    leaves: Arc<BTreeSet<i32>>,
+    index: usize,
+    fragment: Fragment,
+) -> Result<(), LanceEngineError> {
+    let covered: BTreeSet<i32> = fragment.files.iter().flat_map(|f| f.fields.iter().copied()).collect();
+    if let Some(missing) = leaves.iter().find(|id| !covered.contains(id)) {
+        return Err(LanceEngineError::PieceRefused {
+            table,
+            piece: index,
+            reason: format!("a fragment has no data file holding field {missing} (a leaf of the table's schema)"),
+        });
+    }
+    FileFragment::new(ds, fragment).validate().await.map_err(|source| refuse_unreadable(&table, index, source))
 }
 
 /// Scans the `projection` of every piece's `fragments` (piece after piece, fragment after

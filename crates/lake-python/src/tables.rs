@@ -199,6 +199,13 @@ impl NativeLake {
         run_write(py, async move { commit_json(&engine.restore(&table, version).await?) }, None, committed)
     }
 
+    /// The latest version of a table: one open of its latest manifest (`NoSuchTable` when the
+    /// table does not exist), no journal read.
+    fn latest_version(&self, py: Python<'_>, table: String) -> PyResult<u64> {
+        let engine = self.engine()?;
+        run(py, async move { Ok(engine.open(&table).await?.version().version) })
+    }
+
     /// The versions of a table as JSON (`[{version, timestamp, tags, journaled}]`).
     fn versions(&self, py: Python<'_>, table: String) -> PyResult<String> {
         let engine = self.engine()?;

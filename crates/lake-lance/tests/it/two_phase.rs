@@ -124,6 +124,42 @@ async fn four_prepared_pieces_commit_as_one_append_of_the_same_rows() {
     assert!(planned.contains(&orphan.key));
 }
 
+/// The commit's scan runs ahead of its log by a bounded number of batches: pieces of many
+/// batches each (72,000 rows in 4 pieces, read back in batches of at most 8,192 rows: 12,
+/// more than the read-ahead of 8) are journaled exactly, piece by piece, as one append of the
+/// same rows, and a piece whose counts are edited is still refused after the others are read.
+#[tokio::test(flavor = "multi_thread")]
+async fn pieces_of_many_batches_are_journaled_in_order_past_the_read_ahead() {
+    let lake = Arc::new(new_lake().await);
+    let (objects, rows) = rows(&lake, 50, 72_000).await;
+    let first = lake.upload("first", b"first").await;
+    for t in ["two_phase", "one_append"] {
+        lake.engine.append(t, reader(vec![batch(&[("start", Some(&first))])])).await.unwrap();
+    }
+    let mut pieces = prepare_quarters(&lake, "two_phase", &objects, &rows).await;
+    // The last piece claims one reference fewer than its fragments hold: refused once the
+    // scan reaches it, nothing committed.
+    let mut edited = pieces.clone();
+    edited[3].references -= 1;
+    match lake.engine.commit_pieces("two_phase", edited, PieceMode::Append).await {
+        Err(LanceEngineError::PieceRefused { piece: 3, reason, .. }) => assert!(reason.contains("references"), "{reason}"),
+        other => panic!("expected piece 3 refused, got {other:?}"),
+    }
+    assert!(sidecar(&lake, "two_phase", 2).await.is_none());
+    let outcome = lake.engine.commit_pieces("two_phase", std::mem::take(&mut pieces), PieceMode::Append).await.unwrap();
+    let append = lake.engine.append("one_append", reader_of(&objects, &rows)).await.unwrap();
+    assert_eq!((outcome.version, outcome.rows), (2, 72_000));
+    assert_eq!(outcome.references_added, append.references_added);
+    let (ours, theirs) =
+        (sidecar(&lake, "two_phase", 2).await.unwrap(), sidecar(&lake, "one_append", 2).await.unwrap());
+    assert_eq!((ours.added, ours.removed), (theirs.added, theirs.removed));
+    assert_eq!(
+        lake.engine.scan_version("two_phase", 2).await.unwrap().to_entries(),
+        lake.engine.scan_version("one_append", 2).await.unwrap().to_entries()
+    );
+    assert!(lake.engine.verify_refs(&[]).await.unwrap().is_ok());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn prepared_pieces_overwrite_the_table_as_one_snapshot() {
     let lake = Arc::new(new_lake().await);

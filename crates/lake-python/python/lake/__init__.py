@@ -1002,7 +1002,11 @@ class Table:
     def versions(self) -> list[Version]:
         """The versions that exist, ascending: `[{"version": int, "timestamp": str (RFC 3339
         UTC), "tags": [str], "journaled": bool}]` (`journaled` is False for a version another
-        Lance client wrote, which GC refuses to plan past until `lake refs repair`)."""
+        Lance client wrote, which GC refuses to plan past until `lake refs repair`).
+
+        `journaled` is proven by reading every version's journal entry whole, reference logs
+        included: the call costs about what its versions journaled (0.15 s a version of 1,000,000
+        references here). For the latest version's number alone, `version` opens one manifest."""
         return [
             Version({**v, "timestamp": datetime.datetime.fromisoformat(v["timestamp"].replace("Z", "+00:00"))})
             for v in json.loads(self._native.versions(self.name))

@@ -236,9 +236,11 @@ def _make_datasink() -> type:
 
         def on_write_start(self, schema: Any = None) -> None:
             """Checks, on the driver, that the lake opens and the table exists before any task
-            writes (`LakeError` otherwise)."""
+            writes (`LakeError` otherwise): one open of the table's latest manifest, not a read of
+            its journal (`Table.versions` reads every retained entry whole)."""
             try:
-                _open_lake(self.root, storage_options=self.storage_options).table(self.table).versions()
+                lk = _open_lake(self.root, storage_options=self.storage_options)
+                lk._native.latest_version(self.table)
             except LakeError as e:
                 if e.kind != "no_such_table":
                     raise
