@@ -169,31 +169,7 @@ impl RowLogWriter {
     /// [`LanceEngineError::Unreadable`] for a reference that cannot be normalised;
     /// [`LanceEngineError::SidecarWrite`] for a failed encode or upload.
     pub(crate) async fn push_batch(&mut self, batch: &RecordBatch) -> Result<u64, LanceEngineError> {
-        let up = &self.upload;
-        let encode = |e| encode_error(&up.table, up.version, &up.key, e);
-        match self.columns.canonical_arrays(batch) {
-            Some(columns) => {
-                for arrays in &columns {
-                    self.encoder.push_arrays(arrays).map_err(encode)?;
-                    self.references += arrays[0].len() as u64;
-                }
-            }
-            None => {
-                let (encoder, references) = (&mut self.encoder, &mut self.references);
-                self.columns
-                    .visit_borrowed(batch, &self.root, |uri, sha256, size| {
-                        encoder.push_parts(uri, sha256, size);
-                        *references += 1;
-                    })
-                    .map_err(|source| LanceEngineError::Unreadable { table: up.table.clone(), source })?;
-            }
-        }
-        self.encoder.flush_batch().map_err(encode)?;
-        if self.encoder.buffered_bytes() >= self.upload.part_bytes {
-            let part = self.encoder.take_bytes();
-            self.upload.put(part).await?;
-        }
-        Ok(batch.num_rows() as u64)
+        self.push(batch, None).await.map(|(rows, _)| rows)
     }
 
     /// As [`RowLogWriter::push_batch`], also offering every reference to `oldest` in the same
@@ -207,12 +183,24 @@ impl RowLogWriter {
         batch: &RecordBatch,
         oldest: &mut OldestKey,
     ) -> Result<(u64, u64), LanceEngineError> {
+        self.push(batch, Some(oldest)).await
+    }
+
+    async fn push(
+        &mut self,
+        batch: &RecordBatch,
+        mut oldest: Option<&mut OldestKey>,
+    ) -> Result<(u64, u64), LanceEngineError> {
         let up = &self.upload;
         let encode = |e| encode_error(&up.table, up.version, &up.key, e);
         let before = self.references;
         let canonical = self.columns.canonical_arrays(batch);
+        let offered = |columns: &Vec<[arrow_array::ArrayRef; 3]>, oldest: &mut Option<&mut OldestKey>| match oldest {
+            Some(oldest) => columns.iter().all(|arrays| oldest.offer_arrays(arrays)),
+            None => true,
+        };
         match canonical {
-            Some(columns) if columns.iter().all(|arrays| oldest.offer_arrays(arrays)) => {
+            Some(columns) if offered(&columns, &mut oldest) => {
                 for arrays in &columns {
                     self.encoder.push_arrays(arrays).map_err(encode)?;
                     self.references += arrays[0].len() as u64;
@@ -224,7 +212,9 @@ impl RowLogWriter {
                 let (encoder, references) = (&mut self.encoder, &mut self.references);
                 self.columns
                     .visit_borrowed(batch, &self.root, |uri, sha256, size| {
-                        oldest.offer(uri, sha256, size);
+                        if let Some(oldest) = oldest.as_mut() {
+                            oldest.offer(uri, sha256, size);
+                        }
                         encoder.push_parts(uri, sha256, size);
                         *references += 1;
                     })
