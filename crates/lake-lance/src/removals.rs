@@ -3,6 +3,15 @@
 //! as the keys released since its state. Only the entries of the range are read, sidecars of
 //! versions a cleanup removed included (the journal outlives its versions, `crate::sidecar`);
 //! a reference checkpoint plays no part.
+//!
+//! Of each entry, the document and its removals are read, not the log of what it added
+//! ([`EntrySink::wants`]): an append's entry is a head naming a log of every row it wrote, and
+//! after a cleanup the range starts at the oldest version the state retained, so reading those
+//! logs would read every reference the lake added since. A key an entry in the range added is
+//! released only by a later entry's removal (read here) or by a snapshot (noted from the
+//! document, and replayed by the planner); while a version that added it is retained, the
+//! plan's live set holds it, and that replay reads (and checks) the logs of every retained
+//! version from its base.
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
@@ -79,6 +88,10 @@ impl EntrySink for Removed<'_> {
 
     fn range(&self) -> Option<&UriRange> {
         Some(self.range)
+    }
+
+    fn wants(&self, list: EntryList) -> bool {
+        list == EntryList::Removed
     }
 
     fn end(&mut self, version: u64, entry: Result<EntryHead, DecodeError>) -> Result<(), LanceEngineError> {

@@ -180,6 +180,14 @@ pub trait EntrySink: Send {
         None
     }
 
+    /// Whether this sink needs the references of `list`: a reader does not fetch the logs of a
+    /// list it does not need (true, the default: both lists). The entry still begins and ends
+    /// as its document decodes; only the unread logs' own checks (length, SHA-256) are not made.
+    fn wants(&self, list: EntryList) -> bool {
+        let _ = list;
+        true
+    }
+
     /// `bytes` of the journal were read (documents and logs), for the engine's counter.
     fn read_bytes(&mut self, bytes: u64) {
         let _ = bytes;
@@ -328,6 +336,9 @@ pub(crate) async fn stream_entry(
     for (log, list) in
         std::iter::once((&head.log, EntryList::Added)).chain(head.removed.iter().map(|r| (r, EntryList::Removed)))
     {
+        if !sink.wants(list) {
+            continue;
+        }
         if let Err(e) = stream_log(store, table, version, log, list, sink).await? {
             return sink.end(version, Err(e));
         }
