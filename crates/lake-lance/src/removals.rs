@@ -10,8 +10,9 @@
 //! logs would read every reference the lake added since. A key an entry in the range added is
 //! released only by a later entry's removal (read here) or by a snapshot (noted from the
 //! document, and replayed by the planner); while a version that added it is retained, the
-//! plan's live set holds it, and that replay reads (and checks) the logs of every retained
-//! version from its base.
+//! plan's live set holds it: that replay reads (and checks) the reference checkpoint, which
+//! stands for the versions up to it, and the logs of every version after it. So an incremental
+//! plan reads of the journal what changed since its state, whatever a cleanup dropped.
 
 use crate::engine::LanceEngine;
 use crate::error::LanceEngineError;
