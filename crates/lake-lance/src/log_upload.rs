@@ -194,21 +194,19 @@ impl RowLogWriter {
         let up = &self.upload;
         let encode = |e| encode_error(&up.table, up.version, &up.key, e);
         let before = self.references;
-        let canonical = self.columns.canonical_arrays(batch);
-        let offered = |columns: &Vec<[arrow_array::ArrayRef; 3]>, oldest: &mut Option<&mut OldestKey>| match oldest {
-            Some(oldest) => columns.iter().all(|arrays| oldest.offer_arrays(arrays)),
-            None => true,
-        };
+        // Arrays of other types than `canonical_arrays` promises cannot happen; were they to,
+        // the references are read one by one, as any other batch's.
+        let canonical = self.columns.canonical_arrays(batch).filter(|columns| {
+            oldest.as_deref_mut().is_none_or(|oldest| columns.iter().all(|arrays| oldest.offer_arrays(arrays)))
+        });
         match canonical {
-            Some(columns) if offered(&columns, &mut oldest) => {
+            Some(columns) => {
                 for arrays in &columns {
                     self.encoder.push_arrays(arrays).map_err(encode)?;
                     self.references += arrays[0].len() as u64;
                 }
             }
-            // Arrays of other types than `canonical_arrays` promises cannot happen; were they to,
-            // the references are read one by one, as any other batch's.
-            _ => {
+            None => {
                 let (encoder, references) = (&mut self.encoder, &mut self.references);
                 self.columns
                     .visit_borrowed(batch, &self.root, |uri, sha256, size| {

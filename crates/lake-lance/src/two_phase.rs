@@ -584,27 +584,24 @@ async fn scan_fragments(
 ) {
     for (index, piece) in fragments.into_iter().enumerate() {
         for fragment in piece {
-            let mut scanner = ds.scan();
-            scanner.io_buffer_size(SCAN_IO_BUFFER_BYTES);
-            scanner.with_fragments(vec![fragment]);
-            if let Err(e) = scanner.project(&projection) {
-                let _ = sender.send((index, Err(ScanFailure::Project(e)))).await;
-                return;
-            }
-            let mut stream = match scanner.try_into_stream().await {
-                Ok(stream) => stream,
-                Err(e) => {
-                    let _ = sender.send((index, Err(ScanFailure::Read(e)))).await;
-                    return;
+            let scanned = async {
+                let mut scanner = ds.scan();
+                scanner.io_buffer_size(SCAN_IO_BUFFER_BYTES);
+                scanner.with_fragments(vec![fragment]);
+                scanner.project(&projection).map_err(ScanFailure::Project)?;
+                let mut stream = scanner.try_into_stream().await.map_err(ScanFailure::Read)?;
+                while let Some(batch) = stream.try_next().await.map_err(ScanFailure::Read)? {
+                    if sender.send((index, Ok(batch))).await.is_err() {
+                        return Ok(false); // The receiver is gone: it stopped reading.
+                    }
                 }
+                Ok(true)
             };
-            loop {
-                let (item, last) = match stream.try_next().await {
-                    Ok(Some(batch)) => (Ok(batch), false),
-                    Ok(None) => break,
-                    Err(e) => (Err(ScanFailure::Read(e)), true),
-                };
-                if sender.send((index, item)).await.is_err() || last {
+            match scanned.await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(failure) => {
+                    let _ = sender.send((index, Err(failure))).await;
                     return;
                 }
             }

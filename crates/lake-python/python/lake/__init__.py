@@ -1083,8 +1083,9 @@ class Table:
 
     @property
     def version(self) -> int:
-        """The latest version's number."""
-        return self.to_lance().version
+        """The latest version's number: one open of the latest manifest, no journal read.
+        `LakeError` (kind `no_such_table`) when the table does not exist."""
+        return self._native.latest_version(self.name)
 
     @property
     def schema(self) -> pa.Schema:

@@ -239,8 +239,7 @@ def _make_datasink() -> type:
             writes (`LakeError` otherwise): one open of the table's latest manifest, not a read of
             its journal (`Table.versions` reads every retained entry whole)."""
             try:
-                lk = _open_lake(self.root, storage_options=self.storage_options)
-                lk._native.latest_version(self.table)
+                _open_lake(self.root, storage_options=self.storage_options).table(self.table).version
             except LakeError as e:
                 if e.kind != "no_such_table":
                     raise
